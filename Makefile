@@ -1,0 +1,54 @@
+# realpos build. `make test` on a fresh Debian 12 machine installs dependencies (scripts/setup.sh),
+# builds and runs the test suite.
+PKGS     := hdf5 inih libcjson libutf8proc openblas
+DEPS_OK  := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo yes)
+ifneq ($(DEPS_OK),yes)
+  $(info realpos: dependencies missing, running scripts/setup.sh)
+  SETUP := $(shell bash scripts/setup.sh >&2 && echo ok)
+  ifneq ($(SETUP),ok)
+    $(error scripts/setup.sh failed; run it by hand to see why)
+  endif
+endif
+
+CC       ?= gcc
+OPT      ?= -O3 -march=native
+CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Werror -g \
+            $(shell pkg-config --cflags $(PKGS))
+LDLIBS   := $(shell pkg-config --libs $(PKGS)) -fopenmp -lm
+
+BUILD    := build
+LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-long bench clean
+all: realpos $(TEST_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/librealpos.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+realpos: $(BUILD)/train/main.o $(BUILD)/librealpos.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/librealpos.a tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/librealpos.a $(LDLIBS)
+
+test: all
+	bash tests/run.sh
+
+test-long: all
+	RP_TEST_LONG=1 bash tests/run.sh
+
+bench: all
+	bash scripts/bench.sh
+
+clean:
+	rm -rf $(BUILD) realpos
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

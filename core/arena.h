@@ -1,0 +1,18 @@
+/* A bump allocator for laying out one contiguous block (parameters, gradients, activations).
+ * Layout code runs twice: once with a measuring arena (base == NULL) to learn the size, then
+ * with a real one. Every allocation is 64-byte aligned. */
+#pragma once
+#include <stddef.h>
+
+typedef struct {
+    float *base;     /* NULL while measuring */
+    size_t capacity; /* in floats */
+    size_t used;     /* in floats */
+} Arena;
+
+static inline Arena arena_measuring(void) { return (Arena){0, 0, 0}; }
+/* Allocate the block for a measured arena (zeroed). */
+void arena_allocate(Arena *arena, size_t floats);
+/* Next `count` floats (NULL while measuring); fatal if the arena is full. */
+float *arena_take(Arena *arena, size_t count);
+void arena_free(Arena *arena);

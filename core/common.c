@@ -1,0 +1,53 @@
+#define _POSIX_C_SOURCE 200809L
+#include "common.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+void rp_log(const char *fmt, ...) {
+    time_t t = time(NULL);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    fprintf(stderr, "[%s] ", stamp);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    RP_CHECK(p, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *xcalloc(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    RP_CHECK(p, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = xmalloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+float *xalloc_floats(size_t count) {
+    size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    void *p = NULL;
+    RP_CHECK(posix_memalign(&p, 64, bytes ? bytes : 64) == 0, "out of memory allocating %zu floats", count);
+    memset(p, 0, bytes);
+    return p;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

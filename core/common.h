@@ -1,0 +1,35 @@
+/* Error handling, logging and small allocation helpers shared by every module. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Print "realpos: error: ..." and exit(1). Every bad input ends here with a message that names
+ * the file, key or dataset and what was expected. */
+#define RP_FATAL(...)                                                                              \
+    do {                                                                                           \
+        fflush(stdout);                                                                            \
+        fprintf(stderr, "realpos: error: ");                                                       \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
+    } while (0)
+
+#define RP_CHECK(cond, ...)                                                                        \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            RP_FATAL(__VA_ARGS__);                                                                 \
+    } while (0)
+
+/* Informational log line on stderr, prefixed with the wall-clock time. */
+void rp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *xmalloc(size_t bytes);
+void *xcalloc(size_t count, size_t size);
+char *xstrdup(const char *s);
+/* 64-byte aligned allocation (free with free()); contents zeroed. */
+float *xalloc_floats(size_t count);
+
+/* Seconds since an arbitrary monotonic origin. */
+double now_seconds(void);

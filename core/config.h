@@ -1,0 +1,94 @@
+/* Typed, validated INI configuration.
+ *
+ * One schema table (core/config.c) lists every section.key with its type, default, range and
+ * help text; parsing a file, `--set section.key=value` overrides and re-parsing the config text
+ * stored in a checkpoint all go through it. Any error stops the program with
+ *     FILE:LINE: key 'x': expected ..., got ...
+ * (for overrides the origin is "--set section.key=value"). */
+#pragma once
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 512
+#define CONFIG_MAX_FILES 16
+
+typedef enum { NORM_POST = 0, NORM_PRE = 1 } NormKind;
+typedef enum {
+    REL_NONE = 0,
+    REL_SHAW,    /* e = (q.k + q.a_r) / sqrt(d)            a: [2k+1, d] */
+    REL_METHOD1, /* e = (q.k) w_s / sqrt(d)                 w: [k+1]    */
+    REL_METHOD2, /* e = (q.k) w_r / sqrt(d)                 w: [2k+1]   */
+    REL_METHOD3, /* e = sum_t q_t k_t a_{r,t} / sqrt(d)     a: [2k+1, d] */
+    REL_METHOD4, /* e = (q.k + q.a_r + k.a_r) / sqrt(d)     a: [2k+1, d] */
+} RelKind;
+typedef enum { SCHED_LINEAR = 0, SCHED_COSINE, SCHED_CONSTANT } ScheduleKind;
+
+typedef struct {
+    int hidden_size, num_layers, num_heads, intermediate_size;
+    int vocab_size, max_position, type_vocab_size;
+    int absolute_position; /* bool */
+    NormKind norm;
+    float hidden_dropout, attention_dropout;
+    float layer_norm_eps, init_range;
+    int64_t seed;
+    RelKind relative_position;
+    int relative_k;
+    int residual_attention, residual_attention_mean; /* bools */
+} ModelConfig;
+
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int bias_correction; /* bool */
+} OptimConfig;
+
+typedef struct {
+    int batch_size, grad_accum_steps, max_steps, warmup_steps;
+    ScheduleKind schedule;
+    float clip_grad_norm; /* 0 = off */
+    int log_interval, eval_interval, checkpoint_interval, keep_last;
+    int eval_batches; /* held-out batches per evaluation */
+    char run_dir[CONFIG_PATH_MAX];
+    int threads; /* 0 = all cores */
+} TrainConfig;
+
+typedef struct {
+    char corpus[CONFIG_MAX_FILES][CONFIG_PATH_MAX]; /* whitespace-separated list in the INI */
+    int num_corpus;
+    char vocab[CONFIG_PATH_MAX];
+    char shard_dir[CONFIG_PATH_MAX];
+    int do_lower_case; /* bool */
+    int max_seq_len;
+    float short_seq_prob, masked_lm_prob;
+    int max_predictions_per_seq;
+    int whole_word_mask; /* bool */
+    float eval_fraction;
+    int64_t seed;
+} DataConfig;
+
+#define CONFIG_MAX_KEYS 128
+#define CONFIG_ORIGIN_MAX (CONFIG_PATH_MAX + 64)
+
+typedef struct {
+    ModelConfig model;
+    OptimConfig optim;
+    TrainConfig train;
+    DataConfig data;
+    /* Where each schema key got its value ("file.ini:12", "--set model.k=3", or "" for the
+     * default), indexed like the schema table; used to name the origin in validation errors. */
+    char key_origin[CONFIG_MAX_KEYS][CONFIG_ORIGIN_MAX];
+} Config;
+
+/* Fill every key with its default. */
+void config_defaults(Config *cfg);
+/* Defaults, then the file, then each "section.key=value" override, then cross-key validation.
+ * Fatal (with FILE:LINE) on any error. */
+void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides);
+/* Apply one "section.key=value" override; fatal on error. Call config_validate afterwards. */
+void config_override(Config *cfg, const char *assignment);
+/* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. */
+void config_load_string(Config *cfg, const char *text, const char *origin);
+/* Cross-key checks (hidden_size % num_heads, ...); fatal with the origin of the offending key. */
+void config_validate(const Config *cfg);
+/* The full effective configuration as INI text (every key, every section); caller frees. */
+char *config_to_ini(const Config *cfg);
+/* Enum names, for logs. */
+const char *rel_kind_name(RelKind kind);

@@ -1,0 +1,37 @@
+/* Random numbers.
+ * Rng: xoshiro256** stream for initialisation, data order and masking (state is 4 words, saved in
+ *      checkpoints for exact resume).
+ * hash_uniform: counter-based uniform in [0,1) from (key, index): dropout masks are a pure function
+ *      of (seed, step, site, element), so backward regenerates them instead of storing them and
+ *      results do not depend on the thread count. */
+#pragma once
+#include <stdint.h>
+
+typedef struct {
+    uint64_t s[4];
+} Rng;
+
+void rng_seed(Rng *rng, uint64_t seed);
+uint64_t rng_next(Rng *rng);
+/* uniform in [0, 1) with 24 random bits */
+float rng_uniform(Rng *rng);
+/* uniform integer in [0, n) */
+uint64_t rng_below(Rng *rng, uint64_t n);
+/* standard normal (Box-Muller, double precision internally) */
+double rng_normal(Rng *rng);
+
+static inline uint64_t hash64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* Key for a dropout site: mixes seed, step and a site id (layer * 8 + site). */
+static inline uint64_t hash_key(uint64_t seed, uint64_t step, uint64_t site) {
+    return hash64(hash64(hash64(seed) ^ step) ^ site);
+}
+
+static inline float hash_uniform(uint64_t key, uint64_t index) {
+    return (float)(hash64(key ^ (index * 0xd1b54a32d192ed03ULL)) >> 40) * (1.0f / 16777216.0f);
+}

@@ -1,0 +1,63 @@
+/* Multi-head self-attention core: scores, relative-position terms, residual (carried) scores,
+ * padding mask, softmax, dropout, probabilities x values. The Q/K/V and output projections are
+ * ordinary linear layers outside this op.
+ *
+ * Per head (d = H / num_heads, scale = 1/sqrt(d)), r(i,j) = clip(i-j, -k, k) + k,
+ * s(i,j) = min(|i-j|, k):
+ *   none    S_ij = scale * q_i.k_j
+ *   shaw    S_ij = scale * (q_i.k_j + q_i.a_r)             table a [2k+1, d]
+ *   method1 S_ij = scale * (q_i.k_j) * w_s                  table w [k+1]
+ *   method2 S_ij = scale * (q_i.k_j) * w_r                  table w [2k+1]
+ *   method3 S_ij = scale * sum_t q_it k_jt a_{r,t}          table a [2k+1, d]
+ *   method4 S_ij = scale * (q_i.k_j + q_i.a_r + k_j.a_r)    table a [2k+1, d]
+ * Residual attention (RealFormer): C_1 = S_1, C_l = C_{l-1} + S_l, and the logits are
+ * carried_scale * C_l (carried_scale = 1, or 1/l for residual_attention_mean); otherwise the
+ * logits are S. P = softmax(logits + M), M_ij = -10000 where key j is padding, else 0.
+ * Dropout applies to P (never to C). ctx_i = sum_j dropout(P)_ij v_j, heads concatenated. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/config.h"
+
+typedef struct {
+    int B, L, H, num_heads;
+    RelKind rel;
+    int k;               /* truncation distance (ignored for REL_NONE) */
+    int residual;        /* carry scores between layers */
+    int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
+    float carried_scale; /* residual: logits = carried_scale * C */
+    float dropout;       /* probability dropout; 0 in eval */
+} AttnShape;
+
+/* Number of rows of the relative table for a mode (0 for REL_NONE), and its width
+ * (d for vector tables, 1 for the scalar tables of methods 1 and 2). */
+int attention_table_rows(RelKind rel, int k);
+int attention_table_cols(RelKind rel, int head_dim);
+
+/* Floats of scratch space attention_forward/backward need for this shape and thread count. */
+size_t attention_scratch_floats(const AttnShape *s, int num_threads);
+
+/* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
+ * table    relative table as above, or NULL for REL_NONE
+ * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
+ * probs    [B, heads, L, L]  out: softmax probabilities (saved for backward)
+ * probs_dropped [B, heads, L, L] out: dropout(probs); may equal probs when s->dropout == 0
+ * raw_scores    [B, heads, L, L] out: q.k (unscaled), saved for methods 1 and 2; else unused/NULL
+ * carried  [B, heads, L, L]  in/out: residual scores C (NULL unless s->residual)
+ * ctx      [B*L, H]    out: attention output, heads concatenated
+ * scratch  attention_scratch_floats() floats */
+void attention_forward(float *ctx, float *probs, float *probs_dropped, float *raw_scores,
+                       float *carried, float *scratch, const float *qkv, const float *table,
+                       const int *mask, const AttnShape *s, uint64_t dropout_key);
+
+/* d_qkv    [B*L, 3H] out (overwrites)
+ * d_table  table-shaped, accumulates (+=); NULL for REL_NONE
+ * d_carried [B, heads, L, L] in/out (residual only): on entry dL/dC_{l+1} as carried down from
+ *          the layer above (zero at the top layer); on exit dL/dC_l, which is also dL/dC_{l-1}
+ *          for the layer below. NULL unless s->residual.
+ * d_ctx    [B*L, H] in. Other arguments as saved by attention_forward. */
+void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
+                        const float *d_ctx, const float *qkv, const float *table,
+                        const float *probs, const float *probs_dropped, const float *raw_scores,
+                        const AttnShape *s, uint64_t dropout_key);

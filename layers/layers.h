@@ -1,0 +1,76 @@
+/* The layer library: one op per file, each a forward/backward pair.
+ *
+ * Conventions
+ *   - Row-major; N = B*L tokens; shapes are given as [rows, cols].
+ *   - Parameter gradients accumulate (+=); input gradients overwrite (=).
+ *   - No allocation inside a layer: scratch space, if any, is passed in.
+ *   - Matrix products go through cblas_sgemm; OpenMP parallelises the rest, and no two threads
+ *     ever write the same gradient element.
+ *   - Dropout masks are a pure function of (key, element index) (core/rng.h), so backward
+ *     regenerates them instead of storing them. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding.c ------------------------------------------------------------------------
+ * out[n,:] = word[ids[n],:] + type[types[n],:] + (pos ? pos[n % L,:] : 0)     n < B*L
+ * word [V,H], type [T,H], pos [P,H] (P >= L) or NULL. */
+void embedding_forward(float *out, const int *ids, const int *types, const float *word,
+                       const float *type, const float *pos, int B, int L, int H);
+/* d_word[ids[n]] += d_out[n];  d_type[types[n]] += d_out[n];  d_pos[n % L] += d_out[n]
+ * (d_pos may be NULL). Race-free: threads own disjoint column ranges. */
+void embedding_backward(float *d_word, float *d_type, float *d_pos, const float *d_out,
+                        const int *ids, const int *types, int B, int L, int H);
+
+/* ---- layernorm.c ------------------------------------------------------------------------
+ * out[n,c] = (in[n,c] - mean[n]) * rstd[n] * gamma[c] + beta[c]     in, out [N,C]
+ * Saves mean[N] and rstd[N] = 1/sqrt(var + eps) (biased variance) for backward. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
+                       const float *beta, int N, int C, float eps);
+/* d_in (overwrites);  d_gamma += sum_n d_out * xhat;  d_beta += sum_n d_out.
+ * d_in may alias d_out. */
+void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float *d_out,
+                        const float *in, const float *gamma, const float *mean, const float *rstd,
+                        int N, int C);
+
+/* ---- linear.c ---------------------------------------------------------------------------
+ * out[N,o] = in[N,i] . W[o,i]^T + b[o]      (b may be NULL) */
+void linear_forward(float *out, const float *in, const float *W, const float *b, int N, int i, int o);
+/* d_in = d_out . W (overwrites; skipped if d_in is NULL);  dW += d_out^T . in;  db += sum_n d_out */
+void linear_backward(float *d_in, float *dW, float *db, const float *d_out, const float *in,
+                     const float *W, int N, int i, int o);
+
+/* ---- gelu.c -----------------------------------------------------------------------------
+ * out = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))  (exact form, as BERT)      [n] */
+void gelu_forward(float *out, const float *in, size_t n);
+/* d_in = d_out * (Phi(x) + x phi(x)); d_in may alias d_out. */
+void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
+
+/* ---- dropout.c --------------------------------------------------------------------------
+ * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]
+ * p == 0 copies (or is a no-op when out == in). out may alias in. */
+void dropout_forward(float *out, const float *in, size_t n, float p, uint64_t key);
+/* d_in[e] = keep(e) ? d_out[e] / (1-p) : 0.  d_in may alias d_out. */
+void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64_t key);
+
+/* ---- softmax.c --------------------------------------------------------------------------
+ * Row-wise numerically stable softmax (single row helpers, used by attention and the loss).
+ * out[c] = exp(in[c] - max) / sum; out may alias in. */
+void softmax_row_forward(float *out, const float *in, int cols);
+/* d_in[c] = out[c] * (d_out[c] - sum_c' d_out[c'] out[c']); d_in may alias d_out. */
+void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols);
+/* Row-wise over [rows, cols], OpenMP over rows. */
+void softmax_forward(float *out, const float *in, int rows, int cols);
+void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols);
+
+/* ---- crossentropy.c ---------------------------------------------------------------------
+ * loss = -(1/M') sum_{m: labels[m] != -100} log softmax(logits[m])[labels[m]]
+ * logits [M,V]; M' = number of rows with a label (0 -> loss 0).
+ * Writes the softmax into probs [M,V] (may alias logits) for backward, and the number of rows
+ * whose argmax equals the label into *n_correct (may be NULL). Returns the loss. */
+float crossentropy_forward(float *probs, int *n_correct, const float *logits, const int *labels,
+                           int M, int V);
+/* d_logits = (probs - onehot(label)) * d_loss / M' (rows with label -100 get 0); overwrites;
+ * d_logits may alias probs. */
+void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
+                           float d_loss);

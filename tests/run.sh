@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run every test program (build/tests/test_*) and script (tests/test_*.sh); each prints one
+# "PASS ..." or "FAIL ..." line per check. A program that exits non-zero without printing a FAIL
+# line (a crash) counts as one failure. Ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
+passed=0; failed=0
+log_dir=build/test-logs; mkdir -p "$log_dir"
+tests=( $(ls build/tests/test_* 2>/dev/null | grep -v '\.d$') $(ls tests/test_*.sh 2>/dev/null) )
+for t in "${tests[@]}"; do
+  name=$(basename "$t"); log="$log_dir/$name.log"
+  start=$(date +%s)
+  if [[ "$t" == *.sh ]]; then bash "$t" >"$log" 2>&1; else "$t" >"$log" 2>&1; fi
+  rc=$?
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    f=1; echo "FAIL $name exited with status $rc"; tail -n 5 "$log" | sed 's/^/    /'
+  fi
+  grep '^FAIL ' "$log" | sed "s/^/  [$name] /"
+  passed=$((passed + p)); failed=$((failed + f))
+  printf '%-28s %4d passed %3d failed  %4ds\n' "$name" "$p" "$f" "$(( $(date +%s) - start ))"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

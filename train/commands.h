@@ -1,0 +1,8 @@
+/* Subcommands of the realpos CLI; each returns the process exit status. argv[0] is the
+ * subcommand name. */
+#pragma once
+
+int cmd_config(int argc, char **argv);   /* print the effective configuration */
+int cmd_init(int argc, char **argv);     /* fresh checkpoint */
+int cmd_inspect(int argc, char **argv);  /* config + parameter table of a checkpoint */
+int cmd_dump(int argc, char **argv);     /* one forward/backward on a batch file */

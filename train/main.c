@@ -1,0 +1,38 @@
+/* realpos: a training framework for BERT-style encoders with relative position embeddings and
+ * residual attention. Subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} Command;
+
+static const Command commands[] = {
+    {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]"},
+    {"init", cmd_init, "init CONFIG.ini [--set ...] --out CKPT.h5"},
+    {"inspect", cmd_inspect, "inspect CKPT.h5"},
+    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: realpos COMMAND ...\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  realpos %s\n", commands[i].usage);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "realpos: error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
