@@ -1,0 +1,42 @@
+/* Thin HDF5 helpers. Every failure is fatal and names the file and the dataset or attribute.
+ * Dataset names are paths ("model/bert/..."); writing creates intermediate groups. */
+#pragma once
+#include <hdf5.h>
+#include <stdint.h>
+
+/* Create (truncating) or open read-only / read-write. HDF5's own error printing is silenced;
+ * our messages replace it. */
+hid_t h5_create(const char *path);
+hid_t h5_open(const char *path, int writable);
+void h5_close(hid_t file, const char *path);
+
+int h5_exists(hid_t file, const char *name);
+
+void h5_write_floats(hid_t file, const char *name, const float *data, int rank, const hsize_t *dims);
+void h5_write_ints(hid_t file, const char *name, const int32_t *data, int rank, const hsize_t *dims);
+void h5_write_int64s(hid_t file, const char *name, const int64_t *data, int rank, const hsize_t *dims);
+void h5_write_uint64s(hid_t file, const char *name, const uint64_t *data, hsize_t count);
+void h5_write_double(hid_t file, const char *name, double value);
+void h5_write_doubles(hid_t file, const char *name, const double *data, hsize_t count);
+void h5_write_string(hid_t file, const char *name, const char *text);
+
+void h5_attr_write_string(hid_t obj, const char *attr, const char *value);
+void h5_attr_write_int64(hid_t obj, const char *attr, int64_t value);
+/* Returns a malloc'd string; fatal (naming path) if absent. */
+char *h5_attr_read_string(hid_t obj, const char *attr, const char *path);
+int64_t h5_attr_read_int64(hid_t obj, const char *attr, const char *path);
+int h5_attr_exists(hid_t obj, const char *attr);
+
+/* Shape of a dataset: returns its rank (<= 4) and fills dims; fatal if absent. */
+int h5_shape(hid_t file, const char *path, const char *name, hsize_t dims[4]);
+/* Read a dataset after checking presence, element type and exact shape; fatal on the first
+ * mismatch, naming the file, the dataset, what was expected and what was found. */
+void h5_read_floats(hid_t file, const char *path, const char *name, float *out, int rank,
+                    const hsize_t *dims);
+void h5_read_ints(hid_t file, const char *path, const char *name, int32_t *out, int rank,
+                  const hsize_t *dims);
+void h5_read_int64s(hid_t file, const char *path, const char *name, int64_t *out, int rank,
+                    const hsize_t *dims);
+void h5_read_uint64s(hid_t file, const char *path, const char *name, uint64_t *out, hsize_t count);
+double h5_read_double(hid_t file, const char *path, const char *name);
+char *h5_read_string(hid_t file, const char *path, const char *name);

@@ -1,0 +1,110 @@
+/* Softmax cross-entropy over a vocabulary, rows labelled -100 ignored (as PyTorch). */
+#include "layers.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../core/common.h"
+
+/* glibc >= 2.35 ships vector expf (libmvec); declaring it SIMD lets the exp pass call the
+ * 8-wide version (GCC does this on its own only under -ffast-math). */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float expf(float);
+#endif
+
+enum { IGNORE_LABEL = -100 };
+
+static int count_labelled(const int *labels, int M) {
+    int labelled = 0;
+    for (int m = 0; m < M; m++)
+        labelled += labels[m] != IGNORE_LABEL;
+    return labelled;
+}
+
+/* probs [M,V] = softmax(logits) (may alias logits); returns mean over labelled rows of
+ * -log probs[label] = log(sum_c exp(x_c - max)) + max - x_label. The row's argmax (lowest
+ * index on ties) equals the label iff x_label == max and no earlier column reaches max. */
+float crossentropy_forward(float *probs, int *n_correct, const float *logits, const int *labels,
+                           int M, int V) {
+    for (int m = 0; m < M; m++)
+        RP_CHECK(labels[m] == IGNORE_LABEL || (labels[m] >= 0 && labels[m] < V),
+                 "crossentropy: label %d of row %d is neither in [0, %d) nor -100", labels[m], m,
+                 V);
+    double loss_sum = 0.0;
+    int correct = 0;
+#pragma omp parallel
+    {
+        double thread_loss = 0.0;
+        int thread_correct = 0;
+#pragma omp for schedule(static) nowait
+        for (int m = 0; m < M; m++) {
+            const float *x = logits + (size_t)m * V;
+            float *p = probs + (size_t)m * V;
+            const int label = labels[m];
+            float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+            for (int c = 0; c < V; c++)
+                max = x[c] > max ? x[c] : max;
+            const float x_label = label != IGNORE_LABEL ? x[label] : 0.0f;
+            if (label != IGNORE_LABEL && x_label == max) {
+                int earlier_max = 0;
+#pragma omp simd reduction(+ : earlier_max)
+                for (int c = 0; c < label; c++)
+                    earlier_max += x[c] == max;
+                thread_correct += earlier_max == 0;
+            }
+            float sum = 0.0f; /* x may alias p: x_label and max are read before this pass */
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < V; c++) {
+                const float e = expf(x[c] - max);
+                p[c] = e;
+                sum += e;
+            }
+            const float inv_sum = 1.0f / sum;
+#pragma omp simd
+            for (int c = 0; c < V; c++)
+                p[c] *= inv_sum;
+            if (label != IGNORE_LABEL)
+                thread_loss += (double)(logf(sum) + (max - x_label));
+        }
+        /* Thread t runs iteration t; ordered adds the partial sums in thread order, so the
+         * loss is deterministic for a given thread count. */
+#pragma omp for ordered schedule(static, 1)
+        for (int t = 0; t < omp_get_num_threads(); t++) {
+#pragma omp ordered
+            {
+                loss_sum += thread_loss;
+                correct += thread_correct;
+            }
+        }
+    }
+    if (n_correct)
+        *n_correct = correct;
+    const int labelled = count_labelled(labels, M);
+    return labelled ? (float)(loss_sum / labelled) : 0.0f;
+}
+
+/* d_logits [M,V] = (probs - onehot(label)) * d_loss / M', zero rows where label = -100;
+ * d_logits may alias probs. */
+void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
+                           float d_loss) {
+    const int labelled = count_labelled(labels, M);
+    const float scale = labelled ? d_loss / (float)labelled : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *d = d_logits + (size_t)m * V;
+        const float *p = probs + (size_t)m * V;
+        const int label = labels[m];
+        if (label == IGNORE_LABEL) {
+            memset(d, 0, (size_t)V * sizeof *d);
+            continue;
+        }
+        const float p_label = p[label];
+#pragma omp simd
+        for (int c = 0; c < V; c++)
+            d[c] = p[c] * scale;
+        d[label] = (p_label - 1.0f) * scale;
+    }
+}

@@ -1,0 +1,32 @@
+/* Inverted dropout with a counter-based mask: keep(e) = hash_uniform(key, e) >= p. */
+#include "layers.h"
+
+#include <string.h>
+
+#include "../core/common.h"
+#include "../core/rng.h"
+
+/* dst [n] = keep(e) ? src / (1-p) : 0. Exact arithmetic per element, so any thread count
+ * gives the same bits; dst may alias src. */
+static void dropout_apply(float *dst, const float *src, size_t n, float p, uint64_t key) {
+    RP_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+    if (p == 0.0f) {
+        if (dst != src)
+            memmove(dst, src, n * sizeof *dst);
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for simd schedule(static)
+    for (size_t e = 0; e < n; e++)
+        dst[e] = hash_uniform(key, e) >= p ? src[e] * scale : 0.0f;
+}
+
+/* out [n] = keep(e) ? in / (1-p) : 0 */
+void dropout_forward(float *out, const float *in, size_t n, float p, uint64_t key) {
+    dropout_apply(out, in, n, p, key);
+}
+
+/* d_in [n] = keep(e) ? d_out / (1-p) : 0 (the forward mask, regenerated from key) */
+void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64_t key) {
+    dropout_apply(d_in, d_out, n, p, key);
+}

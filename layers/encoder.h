@@ -1,0 +1,92 @@
+/* Composite layers built from the primitives: the encoder layer (Post-LN as BERT, or Pre-LN)
+ * and the MLM head. Shapes: N = B*L tokens, H hidden, I intermediate, M labelled positions. */
+#pragma once
+#include <stdint.h>
+
+#include "attention.h"
+
+/* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
+ * query/key/value are stored back to back so Q|K|V is one GEMM. */
+typedef struct {
+    float *qkv_w;                /* [3H, H] = query.weight ; key.weight ; value.weight */
+    float *qkv_b;                /* [3H] */
+    float *rel_table;            /* relative table (attention.h) or NULL */
+    float *attn_out_w, *attn_out_b; /* [H, H], [H] */
+    float *norm1_g, *norm1_b;    /* attention/output/LayerNorm [H] */
+    float *ffn_in_w, *ffn_in_b;  /* [I, H], [I] */
+    float *ffn_out_w, *ffn_out_b; /* [H, I], [H] */
+    float *norm2_g, *norm2_b;    /* output/LayerNorm [H] */
+} LayerParams;
+
+/* What one layer saves for backward.
+ *   Post-LN: sum1 = x + drop(attn)      norm1 = LN1(sum1)    ffn on norm1
+ *            sum2 = norm1 + drop(ffn)   norm2 = LN2(sum2) = output
+ *   Pre-LN:  norm1 = LN1(x)             sum1 = x + drop(attn(norm1))
+ *            norm2 = LN2(sum1)          sum2 = sum1 + drop(ffn(norm2)) = output */
+typedef struct {
+    float *norm1, *norm1_mean, *norm1_rstd;  /* [N,H], [N], [N] */
+    float *qkv;                              /* [N, 3H] */
+    float *probs, *probs_dropped, *raw_scores; /* [B, heads, L, L] (see attention.h) */
+    float *ctx;                              /* [N, H] */
+    float *sum1;                             /* [N, H] */
+    float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
+    float *ffn_pre, *ffn_act;                /* [N, I]: W1 h + b1, gelu of it */
+    float *sum2;                             /* [N, H] */
+} LayerActs;
+
+/* Scratch shared by all layers (contents do not survive a call). */
+typedef struct {
+    float *proj;        /* [N, H] projection outputs before dropout/residual */
+    float *d_a, *d_b;   /* [N, H] gradient temporaries */
+    float *d_ffn;       /* [N, I] */
+    float *d_qkv;       /* [N, 3H] */
+    float *d_ctx;       /* [N, H] */
+    float *attn;        /* attention_scratch_floats() */
+    float *carried;     /* [B, heads, L, L] residual scores C (residual only) */
+    float *d_carried;   /* [B, heads, L, L] dL/dC carried down (residual only) */
+} LayerScratch;
+
+typedef struct {
+    int N, H, ffn_dim; /* tokens, hidden, intermediate */
+    int pre_norm;       /* 0 = Post-LN (BERT), 1 = Pre-LN */
+    float eps;          /* LayerNorm epsilon */
+    float hidden_dropout;
+    AttnShape attn;     /* includes attention dropout, residual flags for this layer */
+} LayerShape;
+
+/* Dropout keys of one layer's three sites, derived from the step key. */
+typedef struct {
+    uint64_t attn_probs, attn_out, ffn_out;
+} LayerKeys;
+
+/* out [N,H] = layer(x [N,H]); out points at acts->norm2 (post) or acts->sum2 (pre). */
+const float *encoder_layer_forward(LayerActs *acts, LayerScratch *scratch, const float *x,
+                                   const LayerParams *p, const int *mask, const LayerShape *s,
+                                   LayerKeys keys);
+/* d_x [N,H] (overwrites) from d_out [N,H] (may be clobbered); grads += into g. */
+void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScratch *scratch,
+                            const float *x, const LayerActs *acts, const LayerParams *p,
+                            const LayerShape *s, LayerKeys keys);
+
+/* MLM head at the M labelled positions:
+ *   t = LN(gelu(hidden[rows] W_t^T + b_t)),  logits [M, V] = t E^T + bias   (E = word embeddings) */
+typedef struct {
+    float *transform_w, *transform_b; /* [H, H], [H] */
+    float *norm_g, *norm_b;           /* [H] */
+    float *bias;                      /* [V] */
+} HeadParams;
+
+typedef struct {
+    float *gathered;               /* [M, H] hidden rows at the labelled positions */
+    float *pre, *act, *out;        /* [M, H] each */
+    float *mean, *rstd;            /* [M] */
+    float *logits;                 /* [M, V]; holds softmax probabilities after the loss */
+} HeadActs;
+
+void mlm_head_forward(HeadActs *acts, const float *hidden, const int *rows, int M,
+                      const HeadParams *p, const float *word_emb, int H, int V, float eps);
+/* d_logits [M,V] in (clobbered); d_hidden [N,H] += scattered row gradients (caller zeroes it);
+ * grads += into g and d_word_emb. d_tmp: [2, M, H] scratch. */
+void mlm_head_backward(float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,
+                       float *d_tmp, const HeadActs *acts, const int *rows, int M,
+                       const HeadParams *p, const float *word_emb, int H, int V);

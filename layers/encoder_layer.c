@@ -1,0 +1,125 @@
+/* Encoder layer: attention block and feed-forward block with residuals, Post-LN or Pre-LN.
+ * Composition only; every product and nonlinearity is a primitive from layers.h. */
+#include <string.h>
+
+#include "encoder.h"
+#include "layers.h"
+
+/* y = a + b (n floats); y may alias a */
+static void add_vectors(float *y, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++)
+        y[e] = a[e] + b[e];
+}
+
+static void accumulate(float *y, const float *x, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++)
+        y[e] += x[e];
+}
+
+/* Attention block: proj [N,H] = W_o . attention(W_qkv . in) + b_o (before dropout). */
+static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *in,
+                                    const LayerParams *p, const int *mask, const LayerShape *sh,
+                                    uint64_t key) {
+    int N = sh->N, H = sh->H;
+    linear_forward(a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    attention_forward(a->ctx, a->probs, a->probs_dropped, a->raw_scores, s->carried, s->attn,
+                      a->qkv, p->rel_table, mask, &sh->attn, key);
+    linear_forward(s->proj, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
+}
+
+/* d_in [N,H] (overwrites) from d_proj [N,H] (gradient after dropout backward). */
+static void attention_block_backward(float *d_in, const float *d_proj, LayerParams *g,
+                                     LayerScratch *s, const float *in, const LayerActs *a,
+                                     const LayerParams *p, const LayerShape *sh, uint64_t key) {
+    int N = sh->N, H = sh->H;
+    linear_backward(s->d_ctx, g->attn_out_w, g->attn_out_b, d_proj, a->ctx, p->attn_out_w, N, H, H);
+    attention_backward(s->d_qkv, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
+                       p->rel_table, a->probs, a->probs_dropped, a->raw_scores, &sh->attn, key);
+    linear_backward(d_in, g->qkv_w, g->qkv_b, s->d_qkv, in, p->qkv_w, N, H, 3 * H);
+}
+
+/* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout). */
+static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
+                              const LayerShape *sh) {
+    int N = sh->N, H = sh->H, I = sh->ffn_dim;
+    linear_forward(a->ffn_pre, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
+    gelu_forward(a->ffn_act, a->ffn_pre, (size_t)N * I);
+    linear_forward(s->proj, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
+}
+
+static void ffn_block_backward(float *d_in, const float *d_proj, LayerParams *g, LayerScratch *s,
+                               const float *in, const LayerActs *a, const LayerParams *p,
+                               const LayerShape *sh) {
+    int N = sh->N, H = sh->H, I = sh->ffn_dim;
+    linear_backward(s->d_ffn, g->ffn_out_w, g->ffn_out_b, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
+    gelu_backward(s->d_ffn, s->d_ffn, a->ffn_pre, (size_t)N * I);
+    linear_backward(d_in, g->ffn_in_w, g->ffn_in_b, s->d_ffn, in, p->ffn_in_w, N, H, I);
+}
+
+const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x,
+                                   const LayerParams *p, const int *mask, const LayerShape *sh,
+                                   LayerKeys keys) {
+    size_t NH = (size_t)sh->N * sh->H;
+    float p_drop = sh->hidden_dropout;
+    if (!sh->pre_norm) {
+        attention_block_forward(a, s, x, p, mask, sh, keys.attn_probs);
+        dropout_forward(s->proj, s->proj, NH, p_drop, keys.attn_out);
+        add_vectors(a->sum1, x, s->proj, NH);
+        layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, a->sum1, p->norm1_g, p->norm1_b,
+                          sh->N, sh->H, sh->eps);
+        ffn_block_forward(a, s, a->norm1, p, sh);
+        dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
+        add_vectors(a->sum2, a->norm1, s->proj, NH);
+        layernorm_forward(a->norm2, a->norm2_mean, a->norm2_rstd, a->sum2, p->norm2_g, p->norm2_b,
+                          sh->N, sh->H, sh->eps);
+        return a->norm2;
+    }
+    layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, x, p->norm1_g, p->norm1_b, sh->N,
+                      sh->H, sh->eps);
+    attention_block_forward(a, s, a->norm1, p, mask, sh, keys.attn_probs);
+    dropout_forward(s->proj, s->proj, NH, p_drop, keys.attn_out);
+    add_vectors(a->sum1, x, s->proj, NH);
+    layernorm_forward(a->norm2, a->norm2_mean, a->norm2_rstd, a->sum1, p->norm2_g, p->norm2_b,
+                      sh->N, sh->H, sh->eps);
+    ffn_block_forward(a, s, a->norm2, p, sh);
+    dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
+    add_vectors(a->sum2, a->sum1, s->proj, NH);
+    return a->sum2;
+}
+
+void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScratch *s,
+                            const float *x, const LayerActs *a, const LayerParams *p,
+                            const LayerShape *sh, LayerKeys keys) {
+    size_t NH = (size_t)sh->N * sh->H;
+    int N = sh->N, H = sh->H;
+    float p_drop = sh->hidden_dropout;
+    if (!sh->pre_norm) {
+        /* d_out -> d_sum2 -> (d_norm1 via residual) + (d_norm1 via ffn) -> d_sum1 -> d_x */
+        float *d_sum2 = d_out, *d_sum1 = s->d_a;
+        layernorm_backward(d_sum2, g->norm2_g, g->norm2_b, d_out, a->sum2, p->norm2_g,
+                           a->norm2_mean, a->norm2_rstd, N, H);
+        dropout_backward(s->d_b, d_sum2, NH, p_drop, keys.ffn_out);
+        ffn_block_backward(d_sum1, s->d_b, g, s, a->norm1, a, p, sh);
+        accumulate(d_sum1, d_sum2, NH); /* d_norm1 */
+        layernorm_backward(d_sum1, g->norm1_g, g->norm1_b, d_sum1, a->sum1, p->norm1_g,
+                           a->norm1_mean, a->norm1_rstd, N, H);
+        dropout_backward(s->d_b, d_sum1, NH, p_drop, keys.attn_out);
+        attention_block_backward(d_x, s->d_b, g, s, x, a, p, sh, keys.attn_probs);
+        accumulate(d_x, d_sum1, NH);
+        return;
+    }
+    /* d_out = d_sum2 -> d_sum1 (residual + through LN2/ffn) -> d_x (residual + through LN1/attn) */
+    float *d_sum2 = d_out, *d_sum1 = s->d_a;
+    dropout_backward(s->d_b, d_sum2, NH, p_drop, keys.ffn_out);
+    ffn_block_backward(d_sum1, s->d_b, g, s, a->norm2, a, p, sh);
+    layernorm_backward(d_sum1, g->norm2_g, g->norm2_b, d_sum1, a->sum1, p->norm2_g, a->norm2_mean,
+                       a->norm2_rstd, N, H);
+    accumulate(d_sum1, d_sum2, NH);
+    dropout_backward(s->d_b, d_sum1, NH, p_drop, keys.attn_out);
+    attention_block_backward(d_x, s->d_b, g, s, a->norm1, a, p, sh, keys.attn_probs);
+    layernorm_backward(d_x, g->norm1_g, g->norm1_b, d_x, x, p->norm1_g, a->norm1_mean,
+                       a->norm1_rstd, N, H);
+    accumulate(d_x, d_sum1, NH);
+}

@@ -1,0 +1,47 @@
+/* Fully connected layer, out = in W^T + b, as in torch.nn.Linear. */
+#include "layers.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* db work unit: one thread owns this many output columns and loops over all rows. */
+enum { LINEAR_COL_BLOCK = 64 };
+
+/* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1. */
+void linear_forward(float *restrict out, const float *restrict in, const float *restrict W,
+                    const float *restrict b, int N, int i, int o) {
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * o, b, (size_t)o * sizeof *out);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i,
+                b ? 1.0f : 0.0f, out, o);
+}
+
+/* d_in [N,i] = d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out */
+void linear_backward(float *restrict d_in, float *restrict dW, float *restrict db,
+                     const float *restrict d_out, const float *restrict in,
+                     const float *restrict W, int N, int i, int o) {
+    if (d_in)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, i, o, 1.0f, d_out, o, W, i,
+                    0.0f, d_in, i);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, i, N, 1.0f, d_out, o, in, i, 1.0f,
+                dW, i);
+    if (!db)
+        return;
+    const int n_blocks = (o + LINEAR_COL_BLOCK - 1) / LINEAR_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int block = 0; block < n_blocks; block++) {
+        const int c0 = block * LINEAR_COL_BLOCK;
+        const int width = o - c0 < LINEAR_COL_BLOCK ? o - c0 : LINEAR_COL_BLOCK;
+        float acc[LINEAR_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *restrict g = d_out + (size_t)n * o + c0;
+            for (int c = 0; c < width; c++)
+                acc[c] += g[c];
+        }
+        for (int c = 0; c < width; c++)
+            db[c0 + c] += acc[c];
+    }
+}

@@ -1,0 +1,37 @@
+/* MLM head, evaluated only at the M labelled positions (rows of the [N, H] hidden states). */
+#include <string.h>
+
+#include "encoder.h"
+#include "layers.h"
+
+/* gathered[m] = hidden[rows[m]];  pre = gathered W_t^T + b_t;  act = gelu(pre);
+ * out = LN(act);  logits [M,V] = out E^T + bias */
+void mlm_head_forward(HeadActs *a, const float *hidden, const int *rows, int M,
+                      const HeadParams *p, const float *word_emb, int H, int V, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++)
+        memcpy(a->gathered + (size_t)m * H, hidden + (size_t)rows[m] * H, sizeof(float) * H);
+    linear_forward(a->pre, a->gathered, p->transform_w, p->transform_b, M, H, H);
+    gelu_forward(a->act, a->pre, (size_t)M * H);
+    layernorm_forward(a->out, a->mean, a->rstd, a->act, p->norm_g, p->norm_b, M, H, eps);
+    linear_forward(a->logits, a->out, word_emb, p->bias, M, H, V);
+}
+
+/* d_hidden[rows[m]] += d_gathered[m] (rows are distinct, so the scatter is race-free). */
+void mlm_head_backward(float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,
+                       float *d_tmp, const HeadActs *a, const int *rows, int M,
+                       const HeadParams *p, const float *word_emb, int H, int V) {
+    float *d_out = d_tmp, *d_gathered = d_tmp + (size_t)M * H;
+    linear_backward(d_out, d_word_emb, g->bias, d_logits, a->out, word_emb, M, H, V);
+    layernorm_backward(d_out, g->norm_g, g->norm_b, d_out, a->act, p->norm_g, a->mean, a->rstd, M, H);
+    gelu_backward(d_out, d_out, a->pre, (size_t)M * H);
+    linear_backward(d_gathered, g->transform_w, g->transform_b, d_out, a->gathered,
+                    p->transform_w, M, H, H);
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *dst = d_hidden + (size_t)rows[m] * H;
+        const float *src = d_gathered + (size_t)m * H;
+        for (int c = 0; c < H; c++)
+            dst[c] += src[c];
+    }
+}

@@ -1,0 +1,62 @@
+/* Numerically stable softmax along rows. */
+#include "layers.h"
+
+#include <math.h>
+
+/* glibc >= 2.35 ships vector expf (libmvec); declaring it SIMD lets the loops below call the
+ * 8-wide version (GCC does this on its own only under -ffast-math). */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float expf(float);
+#endif
+
+/* out [cols] = exp(in - max) / sum; out may alias in. A row that is entirely -inf (nothing to
+ * attend to) gives zeros. */
+void softmax_row_forward(float *out, const float *in, int cols) {
+    float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+    for (int c = 0; c < cols; c++)
+        max = in[c] > max ? in[c] : max;
+    if (max == -INFINITY) {
+        for (int c = 0; c < cols; c++)
+            out[c] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < cols; c++) {
+        const float e = expf(in[c] - max);
+        out[c] = e;
+        sum += e;
+    }
+    const float inv_sum = 1.0f / sum;
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        out[c] *= inv_sum;
+}
+
+/* d_in [cols] = out * (d_out - sum_c d_out out); d_in may alias d_out */
+void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < cols; c++)
+        dot += d_out[c] * out[c];
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        d_in[c] = out[c] * (d_out[c] - dot);
+}
+
+/* out [rows, cols] = softmax of each row of in */
+void softmax_forward(float *out, const float *in, int rows, int cols) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        softmax_row_forward(out + (size_t)r * cols, in + (size_t)r * cols, cols);
+}
+
+/* d_in [rows, cols] from d_out and the saved out, row by row */
+void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        softmax_row_backward(d_in + (size_t)r * cols, d_out + (size_t)r * cols,
+                             out + (size_t)r * cols, cols);
+}

@@ -1,0 +1,89 @@
+#include "adamw.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../core/common.h"
+
+void adamw_create(AdamW *opt, const ParamTable *table) {
+    opt->exp_avg = xalloc_floats(table->block_floats);
+    opt->exp_avg_sq = xalloc_floats(table->block_floats);
+    opt->step = 0;
+}
+
+void adamw_free(AdamW *opt) {
+    free(opt->exp_avg);
+    free(opt->exp_avg_sq);
+    memset(opt, 0, sizeof *opt);
+}
+
+void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
+                const OptimConfig *cfg, float lr) {
+    opt->step++;
+    float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
+    float c1 = 1.0f, c2_sqrt = 1.0f;
+    if (cfg->bias_correction) {
+        c1 = (float)(1.0 - pow(b1, (double)opt->step));
+        c2_sqrt = (float)sqrt(1.0 - pow(b2, (double)opt->step));
+    }
+    float step_size = (float)((double)lr / c1);
+    for (int t = 0; t < table->count; t++) {
+        const ParamInfo *info = &table->items[t];
+        float decay = info->decay ? (float)(1.0 - (double)lr * cfg->weight_decay) : 1.0f;
+        float *restrict p = params + info->offset;
+        float *restrict m = opt->exp_avg + info->offset;
+        float *restrict v = opt->exp_avg_sq + info->offset;
+        const float *restrict g = grads + info->offset;
+        long n = (long)info->count;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (long e = 0; e < n; e++) {
+            p[e] *= decay;
+            m[e] = b1 * m[e] + (1.0f - b1) * g[e];
+            v[e] = b2 * v[e] + (1.0f - b2) * g[e] * g[e];
+            p[e] -= step_size * m[e] / (sqrtf(v[e]) / c2_sqrt + eps);
+        }
+    }
+}
+
+/* Sum of squares over a fixed number of chunks, added in chunk order: the result does not
+ * depend on the thread count or on thread timing (an OpenMP reduction would). */
+#define NORM_CHUNKS 64
+double grad_global_norm(const float *grads, size_t n) {
+    double partial[NORM_CHUNKS];
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < NORM_CHUNKS; c++) {
+        size_t lo = n * (size_t)c / NORM_CHUNKS, hi = n * (size_t)(c + 1) / NORM_CHUNKS;
+        double sum = 0.0;
+        for (size_t e = lo; e < hi; e++)
+            sum += (double)grads[e] * grads[e];
+        partial[c] = sum;
+    }
+    double total = 0.0;
+    for (int c = 0; c < NORM_CHUNKS; c++)
+        total += partial[c];
+    return sqrt(total);
+}
+
+double grad_clip(float *grads, size_t n, double max_norm) {
+    double norm = grad_global_norm(grads, n);
+    if (max_norm > 0 && norm > max_norm) {
+        float scale = (float)(max_norm / (norm + 1e-6));
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < n; e++)
+            grads[e] *= scale;
+    }
+    return norm;
+}
+
+float lr_schedule(ScheduleKind kind, float peak, int step, int warmup_steps, int total_steps) {
+    if (step < warmup_steps)
+        return peak * (float)(step + 1) / (float)warmup_steps;
+    if (kind == SCHED_CONSTANT || total_steps <= warmup_steps)
+        return peak;
+    double progress = (double)(step - warmup_steps) / (double)(total_steps - warmup_steps);
+    if (progress > 1.0)
+        progress = 1.0;
+    if (kind == SCHED_LINEAR)
+        return (float)(peak * (1.0 - progress));
+    return (float)(peak * 0.5 * (1.0 + cos(3.141592653589793 * progress)));
+}

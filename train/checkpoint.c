@@ -1,0 +1,95 @@
+#include "checkpoint.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/common.h"
+#include "../core/h5io.h"
+
+static void param_dims(const ParamInfo *p, hsize_t dims[2], int *rank) {
+    dims[0] = (hsize_t)p->rows;
+    dims[1] = (hsize_t)p->cols;
+    *rank = p->cols ? 2 : 1;
+}
+
+void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block) {
+    char name[PARAM_NAME_MAX + 64];
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        hsize_t dims[2];
+        int rank;
+        param_dims(p, dims, &rank);
+        snprintf(name, sizeof name, "%s/%s", group, p->name);
+        h5_write_floats(file, name, block + p->offset, rank, dims);
+    }
+}
+
+void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    hid_t f = h5_create(tmp);
+    h5_attr_write_string(f, "format", CHECKPOINT_FORMAT);
+    h5_attr_write_int64(f, "version", CHECKPOINT_VERSION);
+    h5_attr_write_string(f, "config", extras->config_ini);
+    checkpoint_write_block(f, "model", &m->table, m->params);
+    if (extras->optimizer) {
+        checkpoint_write_block(f, "optimizer/exp_avg", &m->table, extras->optimizer->exp_avg);
+        checkpoint_write_block(f, "optimizer/exp_avg_sq", &m->table, extras->optimizer->exp_avg_sq);
+        hid_t g = H5Gopen2(f, "optimizer", H5P_DEFAULT);
+        h5_attr_write_int64(g, "step", extras->optimizer->step);
+        H5Gclose(g);
+    }
+    if (extras->write_extra)
+        extras->write_extra(f, extras->extra_ctx);
+    RP_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "%s: cannot flush checkpoint (disk full?)", tmp);
+    h5_close(f, tmp);
+    /* fsync the data before the rename makes it visible */
+    FILE *fh = fopen(tmp, "rb");
+    if (fh) {
+        fsync(fileno(fh));
+        fclose(fh);
+    }
+    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s", tmp, path);
+}
+
+hid_t checkpoint_open(const char *path, char **config_ini) {
+    hid_t f = h5_open(path, 0);
+    RP_CHECK(h5_attr_exists(f, "format"), "%s: not a realpos checkpoint (no 'format' attribute)", path);
+    char *format = h5_attr_read_string(f, "format", path);
+    RP_CHECK(!strcmp(format, CHECKPOINT_FORMAT), "%s: attribute 'format': expected \"%s\", got \"%s\"", path,
+             CHECKPOINT_FORMAT, format);
+    free(format);
+    int64_t version = h5_attr_read_int64(f, "version", path);
+    RP_CHECK(version == CHECKPOINT_VERSION, "%s: attribute 'version': expected %d, got %lld", path,
+             CHECKPOINT_VERSION, (long long)version);
+    *config_ini = h5_attr_read_string(f, "config", path);
+    return f;
+}
+
+static void read_block(hid_t file, const char *path, const char *group, const ParamTable *t, float *block) {
+    char name[PARAM_NAME_MAX + 64];
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        hsize_t dims[2];
+        int rank;
+        param_dims(p, dims, &rank);
+        snprintf(name, sizeof name, "%s/%s", group, p->name);
+        h5_read_floats(file, path, name, block + p->offset, rank, dims);
+    }
+}
+
+void checkpoint_load_model(hid_t file, const char *path, Model *m) {
+    read_block(file, path, "model", &m->table, m->params);
+}
+
+int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, AdamW *opt) {
+    if (!h5_exists(file, "optimizer"))
+        return 0;
+    read_block(file, path, "optimizer/exp_avg", &m->table, opt->exp_avg);
+    read_block(file, path, "optimizer/exp_avg_sq", &m->table, opt->exp_avg_sq);
+    hid_t g = H5Gopen2(file, "optimizer", H5P_DEFAULT);
+    opt->step = h5_attr_read_int64(g, "step", path);
+    H5Gclose(g);
+    return 1;
+}
