@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 
@@ -50,4 +52,43 @@ double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+char *read_file(const char *path, size_t *len, const char *what) {
+    FILE *f = fopen(path, "rb");
+    RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
+    size_t cap = 1 << 16, used = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        size_t got = fread(buf + used, 1, cap - used - 1, f);
+        used += got;
+        if (used + 1 < cap) {
+            RP_CHECK(!ferror(f), "%s: error reading %s", path, what);
+            if (feof(f))
+                break;
+            continue;
+        }
+        cap *= 2;
+        buf = realloc(buf, cap);
+        RP_CHECK(buf, "out of memory reading %s", path);
+    }
+    fclose(f);
+    buf[used] = '\0';
+    if (len)
+        *len = used;
+    return buf;
+}
+
+void mkdir_p(const char *path) {
+    char partial[4096];
+    size_t n = strlen(path);
+    RP_CHECK(n > 0 && n < sizeof partial, "invalid directory path '%s'", path);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        memcpy(partial, path, i);
+        partial[i] = '\0';
+        if (mkdir(partial, 0755) != 0 && errno != EEXIST)
+            RP_FATAL("cannot create directory '%s': %s", partial, strerror(errno));
+    }
 }

@@ -31,5 +31,12 @@ char *xstrdup(const char *s);
 /* 64-byte aligned allocation (free with free()); contents zeroed. */
 float *xalloc_floats(size_t count);
 
+/* Whole file into a NUL-terminated buffer (caller frees); *len gets its size. Fatal, naming the
+ * path and `what` (e.g. "vocabulary ([data] vocab)"), if it cannot be read. */
+char *read_file(const char *path, size_t *len, const char *what);
+
+/* mkdir -p; fatal on failure. */
+void mkdir_p(const char *path);
+
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);

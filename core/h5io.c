@@ -114,6 +114,7 @@ static char *read_string_value(hid_t obj, int is_attr, const char *path, const c
     RP_CHECK(H5Tget_class(type) == H5T_STRING, "%s: '%s' is not a string", path, name);
     char *result;
     hid_t mem = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mem, H5Tget_cset(type));
     if (H5Tis_variable_str(type) > 0) {
         H5Tset_size(mem, H5T_VARIABLE);
         char *value = NULL;

@@ -448,16 +448,20 @@ def cmd_dump(args):
              for n, p in params.items()}
         v = {n: torch.tensor(exp_avg_sq[n], dtype=dtype) if n in exp_avg_sq
              else torch.zeros_like(p) for n, p in params.items()}
-        losses = []
+        losses, max_grad = [], {n: 0.0 for n in params}
         for t in range(1, args.train_steps + 1):
             model.zero_grad(set_to_none=True)
             loss, _ = model(batch)
             loss.backward()
             losses.append(float(loss))
+            for n, p in params.items():
+                max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
             adamw_step(params, {n: p.grad for n, p in params.items()}, m, v, step + t, cfg)
         out["trajectory_loss"] = np.array(losses, dtype=np.float64)
+        out.attrs["lr"], out.attrs["steps"] = cfg.lr, args.train_steps  # for compare.py
         for name, p in params.items():
             out["final/" + name] = p.detach().numpy().astype(np_dtype)
+            out["final/" + name].attrs["max_abs_grad"] = max_grad[name]
     return 0
 
 

@@ -1,38 +1,16 @@
 /* realpos bench: time full training steps (forward, backward, AdamW) on random data, and the
  * cblas_sgemm peak of this machine in the same process, for `make bench`. */
-#include <cblas.h>
 #include <omp.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "../core/common.h"
 #include "../core/config.h"
+#include "../core/peak.h"
 #include "../core/rng.h"
 #include "../optim/adamw.h"
 #include "commands.h"
 #include "model.h"
-
-/* GFLOP/s of a large square sgemm on all threads: the ceiling for the model's matmuls. */
-static double sgemm_peak_gflops(void) {
-    const int n = 1536;
-    float *a = xalloc_floats((size_t)n * n), *b = xalloc_floats((size_t)n * n), *c = xalloc_floats((size_t)n * n);
-    for (size_t e = 0; e < (size_t)n * n; e++) {
-        a[e] = (float)(e % 7) * 0.1f;
-        b[e] = (float)(e % 5) * 0.1f;
-    }
-    double best = 0;
-    for (int rep = 0; rep < 6; rep++) {
-        double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        double dt = now_seconds() - t0, g = 2.0 * n * n * (double)n / dt * 1e-9;
-        if (rep > 0 && g > best)
-            best = g;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return best;
-}
 
 static double parse_number(const char *flag, const char *v, double lo, double hi) {
     char *end;

@@ -7,3 +7,8 @@ int cmd_init(int argc, char **argv);     /* fresh checkpoint */
 int cmd_inspect(int argc, char **argv);  /* config + parameter table of a checkpoint */
 int cmd_dump(int argc, char **argv);     /* one forward/backward on a batch file */
 int cmd_bench(int argc, char **argv);    /* time training steps */
+int cmd_tokenize(int argc, char **argv); /* WordPiece ids of stdin lines */
+int cmd_vocab(int argc, char **argv);    /* train a WordPiece vocabulary */
+int cmd_prepare(int argc, char **argv);  /* corpus text -> tokenized train/eval shards */
+int cmd_pretrain(int argc, char **argv); /* MLM pretraining loop */
+int cmd_eval(int argc, char **argv);     /* held-out MLM evaluation of a checkpoint */

@@ -17,6 +17,11 @@ static const Command commands[] = {
     {"inspect", cmd_inspect, "inspect CKPT.h5"},
     {"bench", cmd_bench, "bench CONFIG.ini [--set ...] --batch-size B --seq-len L [--steps N] [--json OUT]"},
     {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]"},
+    {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT"},
+    {"vocab", cmd_vocab, "vocab --corpus FILE... --size N --out VOCAB.txt [--cased]"},
+    {"pretrain", cmd_pretrain, "pretrain CONFIG.ini [--set ...] [--resume CKPT | --init CKPT]"},
+    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set ...]"},
+    {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]"},
 };
 
 static void usage(FILE *out) {

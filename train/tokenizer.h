@@ -1,9 +1,19 @@
-/* BERT WordPiece tokenizer, compatible with google-research/bert tokenization.py:
- * BasicTokenizer (clean text, optional lower-casing with NFD accent stripping, punctuation and
- * CJK splitting, whitespace) followed by greedy longest-match-first WordPiece with "##"
- * continuations and [UNK] for words over 100 characters or with no match. */
+/* BERT WordPiece tokenizer, compatible with google-research/bert tokenization.py (FullTokenizer):
+ * BasicTokenizer (clean text, CJK splitting, whitespace split, optional lower-casing with NFD
+ * accent stripping, punctuation split; steps in basic_tokenizer.h) followed by greedy
+ * longest-match-first WordPiece with "##" continuations, and [UNK] for a word of more than
+ * TOKENIZER_MAX_WORD_CHARS code points or with no match.
+ *
+ * Invalid UTF-8: each invalid byte is replaced by U+FFFD, which the cleaning step drops (as
+ * tokenization.py drops U+FFFD); the result equals tokenization.py on the text that Python's
+ * bytes.decode("utf-8", "ignore") gives, and never fails.
+ *
+ * A loaded Tokenizer is read-only: every function below may be called from several threads. */
 #pragma once
 #include <stddef.h>
+
+/* tokenization.py's WordpieceTokenizer.max_input_chars_per_word (HuggingFace uses 100). */
+#define TOKENIZER_MAX_WORD_CHARS 200
 
 typedef struct Tokenizer Tokenizer;
 
@@ -17,7 +27,10 @@ typedef struct {
     size_t start, end; /* [start, end) bytes in the original text */
 } WordSpan;
 
-/* Load vocab.txt (one token per line, id = line number). Fatal with the path on error. */
+/* Load vocab.txt (one token per line, id = line number; surrounding ASCII whitespace is
+ * stripped as tokenization.py's load_vocab strips it; a repeated token looks up to its last id,
+ * as in its dict). Fatal with the path on error: unreadable file, invalid UTF-8, missing
+ * [PAD] [UNK] [CLS] [SEP] or [MASK]. */
 Tokenizer *tokenizer_load(const char *vocab_path, int do_lower_case);
 /* Same from the vocabulary text held in memory (e.g. a checkpoint's /vocab); origin names it. */
 Tokenizer *tokenizer_from_text(const char *vocab_text, size_t len, int do_lower_case,
@@ -27,22 +40,24 @@ void tokenizer_free(Tokenizer *tok);
 int tokenizer_vocab_size(const Tokenizer *tok);
 int tokenizer_lower_case(const Tokenizer *tok);
 SpecialTokens tokenizer_special(const Tokenizer *tok);
-/* id of a token string, or -1 */
+/* id of a token string (exact, e.g. "##ing"), or -1 */
 int tokenizer_lookup(const Tokenizer *tok, const char *token);
+/* token string of an id in [0, vocab size) */
 const char *tokenizer_token(const Tokenizer *tok, int id);
-/* 1 if the token is a "##" continuation piece */
+/* 1 if the token starts with "##" (a WordPiece continuation, as whole-word masking tests it) */
 int tokenizer_is_continuation(const Tokenizer *tok, int id);
 
 /* Tokenize `len` bytes of UTF-8 text into ids; returns the number of ids (may exceed `capacity`,
- * in which case only the first `capacity` are written). Invalid UTF-8 bytes are replaced by
- * U+FFFD (documented in the README), never a crash. */
+ * in which case only the first `capacity` are written); never more than `len`. */
 size_t tokenizer_encode(const Tokenizer *tok, const char *text, size_t len, int *ids,
                         size_t capacity);
 /* Basic tokenizer only: word spans in the original text (after cleaning/splitting). Returns the
- * number of words (writes at most `capacity`). */
+ * number of words (writes at most `capacity`). A span covers the word's characters, the marks
+ * stripped from them and the control characters dropped inside it. */
 size_t tokenizer_basic_words(const Tokenizer *tok, const char *text, size_t len, WordSpan *words,
                              size_t capacity);
-/* WordPiece of one basic word (the text of a span as the basic tokenizer normalised it is
- * recomputed internally); returns the number of ids. */
+/* WordPiece of one basic word given by its span in the original text (`word` = text + start,
+ * `len` = end - start): the basic tokenizer is re-run on the span, so the result is the same as
+ * tokenizer_encode on it. Returns the number of ids (writes at most `capacity`). */
 size_t tokenizer_wordpiece(const Tokenizer *tok, const char *word, size_t len, int *ids,
                            size_t capacity);

@@ -1,0 +1,274 @@
+/* Typed, validated INI configuration (see config.h): INI text through inih, --set overrides,
+ * cross-key checks and the printed form, all driven by the schema in config_schema.c. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "common.h"
+#include "config_schema.h"
+
+void config_defaults(Config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    char why[CONFIG_MESSAGE_MAX];
+    for (int k = 0; k < config_num_keys; k++) {
+        const KeySpec *key = &config_schema[k];
+        RP_CHECK(config_set_value(cfg, key, key->fallback, false, why, sizeof why),
+                 "schema default: %s", why);
+    }
+}
+
+/* ---- INI text -------------------------------------------------------------------------------- */
+
+/* State of one ini_parse_stream call. inih is built without line numbers in the handler, so the
+ * reader hands it one line at a time and counts: the handler always runs for line `line`. */
+typedef struct {
+    Config *cfg;
+    const char *name;               /* file path or other origin, for messages */
+    const char *text, *cursor, *end;
+    int line;                       /* lines handed to inih so far */
+    bool line_indented;             /* current line starts with whitespace: inih continues */
+    int prev_key;                   /* schema index of the previous assignment, -1 = none */
+    int set_line[CONFIG_MAX_KEYS];  /* line that assigned each key, 0 = not in this text */
+    int error_line;                 /* first error found by reader or handler, 0 = none */
+    char error[CONFIG_MESSAGE_MAX];
+} IniParse;
+
+static void parse_error(IniParse *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void parse_error(IniParse *p, const char *fmt, ...) {
+    int used = snprintf(p->error, sizeof p->error, "%s:%d: ", p->name, p->line);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->error + used, sizeof p->error - (size_t)used, fmt, ap);
+    va_end(ap);
+    p->error_line = p->line;
+}
+
+static char *read_line(char *buffer, int size, void *stream) {
+    IniParse *p = stream;
+    if (p->cursor >= p->end || p->error_line)
+        return NULL;
+    const char *newline = memchr(p->cursor, '\n', (size_t)(p->end - p->cursor));
+    size_t length = newline ? (size_t)(newline - p->cursor) + 1 : (size_t)(p->end - p->cursor);
+    p->line++;
+    if (length + 1 > (size_t)size) {
+        parse_error(p, "expected lines of at most %d characters, got %zu", size - 2,
+                    length - (newline != NULL));
+        return NULL;
+    }
+    if (memchr(p->cursor, '\0', length)) {
+        parse_error(p, "expected text, got a NUL byte");
+        return NULL;
+    }
+    memcpy(buffer, p->cursor, length);
+    buffer[length] = '\0';
+    p->line_indented = isspace((unsigned char)buffer[0]);
+    p->cursor += length;
+    return buffer;
+}
+
+static int on_assignment(void *user, const char *section, const char *name, const char *value) {
+    IniParse *p = user;
+    char why[CONFIG_MESSAGE_MAX];
+    /* inih passes an indented line after an assignment as more value for the same name. */
+    const KeySpec *prev = p->prev_key >= 0 ? &config_schema[p->prev_key] : NULL;
+    if (p->line_indented && prev && !strcmp(section, prev->section) && !strcmp(name, prev->name)) {
+        if (prev->type != KEY_PATHS)
+            parse_error(p, "key '%s.%s': expected a one-line value (only path lists continue on "
+                        "indented lines), got the indented line '%.200s'", section, name, value);
+        else if (strpbrk(value, "=:"))
+            parse_error(p, "key '%s.%s': expected more paths on this indented line, got '%.200s' "
+                        "(remove the indentation to start a new key)", section, name, value);
+        else if (!config_set_value(p->cfg, prev, value, true, why, sizeof why))
+            parse_error(p, "%s", why);
+        return !p->error_line;
+    }
+    int k = config_find_key(section, name, why, sizeof why);
+    if (k < 0)
+        parse_error(p, "%s", why);
+    else if (p->set_line[k])
+        parse_error(p, "key '%s.%s': expected one assignment, got a second one (the first is on "
+                    "line %d)", section, name, p->set_line[k]);
+    else if (!config_set_value(p->cfg, &config_schema[k], value, false, why, sizeof why))
+        parse_error(p, "%s", why);
+    if (p->error_line)
+        return 0;
+    snprintf(p->cfg->key_origin[k], CONFIG_ORIGIN_MAX, "%s:%d", p->name, p->line);
+    p->set_line[k] = p->line;
+    p->prev_key = k;
+    return 1;
+}
+
+/* Parses INI text onto cfg (no defaults, no cross-key checks); fatal on the first error. */
+static void parse_ini(Config *cfg, const char *text, size_t length, const char *name) {
+    IniParse *p = xcalloc(1, sizeof *p);
+    *p = (IniParse){.cfg = cfg, .name = name, .text = text, .cursor = text, .end = text + length,
+                    .prev_key = -1};
+    int bad_line = ini_parse_stream(read_line, p, on_assignment, p);
+    if (bad_line > 0 && (!p->error_line || bad_line < p->error_line)) {
+        /* inih rejected the line itself: no '=' or ':', or '[' without ']'. */
+        const char *s = text;
+        for (int line = 1; line < bad_line; line++)
+            s = strchr(s, '\n') + 1;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        int shown = (int)strcspn(s, "\r\n");
+        RP_FATAL("%s:%d: expected 'key = value', '[section]' or a comment, got '%.*s'", name,
+                 bad_line, shown < 200 ? shown : 200, s);
+    }
+    RP_CHECK(!p->error_line, "%s", p->error);
+    RP_CHECK(bad_line == 0, "%s: the INI parser failed (code %d)", name, bad_line);
+    free(p);
+}
+
+void config_load_string(Config *cfg, const char *text, const char *origin) {
+    config_defaults(cfg);
+    parse_ini(cfg, text, strlen(text), origin);
+    config_validate(cfg);
+}
+
+void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    FILE *file = fopen(path, "rb");
+    RP_CHECK(file, "config file '%s': cannot open (%s)", path, strerror(errno));
+    size_t length = 0, capacity = 4096;
+    char *text = xmalloc(capacity);
+    for (size_t got; (got = fread(text + length, 1, capacity - length, file)) > 0;) {
+        length += got;
+        if (length == capacity) {
+            capacity *= 2;
+            text = realloc(text, capacity);
+            RP_CHECK(text, "config file '%s': out of memory", path);
+        }
+    }
+    RP_CHECK(!ferror(file), "config file '%s': cannot read (%s)", path, strerror(errno));
+    fclose(file);
+    config_defaults(cfg);
+    parse_ini(cfg, text, length, path);
+    free(text);
+    for (int i = 0; i < num_overrides; i++)
+        config_override(cfg, overrides[i]);
+    config_validate(cfg);
+}
+
+/* ---- overrides ------------------------------------------------------------------------------- */
+
+/* Copy of s[0..length) without surrounding whitespace (caller frees). */
+static char *trimmed_copy(const char *s, size_t length) {
+    while (length && isspace((unsigned char)*s))
+        s++, length--;
+    while (length && isspace((unsigned char)s[length - 1]))
+        length--;
+    char *copy = xmalloc(length + 1);
+    memcpy(copy, s, length);
+    copy[length] = '\0';
+    return copy;
+}
+
+void config_override(Config *cfg, const char *assignment) {
+    char origin[CONFIG_ORIGIN_MAX], why[CONFIG_MESSAGE_MAX];
+    snprintf(origin, sizeof origin, "--set %s", assignment);
+    const char *equals = strchr(assignment, '=');
+    RP_CHECK(equals, "%s: expected section.key=value, got no '='", origin);
+    char *key_name = trimmed_copy(assignment, (size_t)(equals - assignment));
+    char *dot = strchr(key_name, '.');
+    if (!dot) {
+        const char *example = "model.hidden_size";
+        for (int k = 0; k < config_num_keys; k++)
+            if (!strcmp(key_name, config_schema[k].name)) {
+                snprintf(why, sizeof why, "%s.%s", config_schema[k].section, config_schema[k].name);
+                example = why;
+                break;
+            }
+        RP_FATAL("%s: key '%s': expected section.key (e.g. %s), got no section", origin, key_name,
+                 example);
+    }
+    *dot = '\0';
+    int k = config_find_key(key_name, dot + 1, why, sizeof why);
+    RP_CHECK(k >= 0, "%s: %s", origin, why);
+    char *value = trimmed_copy(equals + 1, strlen(equals + 1));
+    RP_CHECK(config_set_value(cfg, &config_schema[k], value, false, why, sizeof why), "%s: %s",
+             origin, why);
+    snprintf(cfg->key_origin[k], CONFIG_ORIGIN_MAX, "%s", origin);
+    free(value);
+    free(key_name);
+}
+
+/* ---- cross-key checks ------------------------------------------------------------------------ */
+
+static int key_index(const char *section, const char *name) {
+    char why[CONFIG_MESSAGE_MAX];
+    int k = config_find_key(section, name, why, sizeof why);
+    RP_CHECK(k >= 0, "internal: %s", why);
+    return k;
+}
+#define KEY(sec, name) key_index(#sec, #name)
+
+/* Where key k got its value: "file.ini:12", "--set ..." or "default". */
+static const char *origin_of(const Config *cfg, int k) {
+    return cfg->key_origin[k][0] ? cfg->key_origin[k] : "default";
+}
+
+/* Fatal: "ORIGIN: key 'section.name': <message>" for the key whose value is impossible. */
+static void reject(const Config *cfg, int k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+static void reject(const Config *cfg, int k, const char *fmt, ...) {
+    char message[CONFIG_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    const char *origin = cfg->key_origin[k][0] ? cfg->key_origin[k] : "(default)";
+    RP_FATAL("%s: key '%s.%s': %s", origin, config_schema[k].section, config_schema[k].name,
+             message);
+}
+
+void config_validate(const Config *cfg) {
+    const ModelConfig *m = &cfg->model;
+    const DataConfig *d = &cfg->data;
+    const TrainConfig *t = &cfg->train;
+    if (m->hidden_size % m->num_heads)
+        reject(cfg, KEY(model, num_heads),
+               "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
+               origin_of(cfg, KEY(model, hidden_size)), m->num_heads);
+    if (m->residual_attention_mean && !m->residual_attention)
+        reject(cfg, KEY(model, residual_attention_mean),
+               "expected no while model.residual_attention = no (%s), got yes",
+               origin_of(cfg, KEY(model, residual_attention)));
+    if (m->absolute_position && d->max_seq_len > m->max_position)
+        reject(cfg, KEY(data, max_seq_len),
+               "expected at most model.max_position = %d (%s) while model.absolute_position = yes "
+               "(%s), got %d", m->max_position, origin_of(cfg, KEY(model, max_position)),
+               origin_of(cfg, KEY(model, absolute_position)), d->max_seq_len);
+    if (d->max_predictions_per_seq > d->max_seq_len)
+        reject(cfg, KEY(data, max_predictions_per_seq),
+               "expected at most data.max_seq_len = %d (%s), got %d", d->max_seq_len,
+               origin_of(cfg, KEY(data, max_seq_len)), d->max_predictions_per_seq);
+    if (t->warmup_steps > t->max_steps)
+        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
+               t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
+}
+
+/* ---- printing -------------------------------------------------------------------------------- */
+
+char *config_to_ini(const Config *cfg) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    RP_CHECK(out, "out of memory formatting the configuration");
+    for (int k = 0; k < config_num_keys; k++) {
+        const KeySpec *key = &config_schema[k];
+        if (!k || strcmp(key->section, config_schema[k - 1].section))
+            fprintf(out, "%s[%s]\n", k ? "\n" : "", key->section);
+        char expected[256];
+        config_describe_expected(key, expected, sizeof expected);
+        fprintf(out, "; %s: %s\n%s =", key->help, expected, key->name);
+        config_print_value(out, cfg, key);
+        fputc('\n', out);
+    }
+    RP_CHECK(fclose(out) == 0, "out of memory formatting the configuration");
+    return text;
+}

@@ -1,0 +1,280 @@
+/* Attention core: per (b,h) in an OpenMP loop, S = Q.K^T (GEMM on the strided qkv), relative
+ * terms (relpos.c), residual carry, mask, softmax, dropout, P.V. The math is in attention.h and
+ * docs/attention.md; the scratch layout and index conventions in relpos.h. */
+#include "attention.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "../core/common.h"
+#include "../core/rng.h"
+#include "layers.h"
+#include "relpos.h"
+
+#define MASK_PENALTY (-10000.0f)
+
+int attention_table_rows(RelKind rel, int k) {
+    switch (rel) {
+    case REL_NONE: return 0;
+    case REL_METHOD1: return k + 1;
+    default: return 2 * k + 1;
+    }
+}
+
+int attention_table_cols(RelKind rel, int head_dim) {
+    switch (rel) {
+    case REL_NONE: return 0;
+    case REL_METHOD1:
+    case REL_METHOD2: return 1;
+    default: return head_dim;
+    }
+}
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* Hand out the next `n` floats of the scratch (64-byte aligned when scratch is). */
+static float *take(float *scratch, size_t *used, size_t n) {
+    float *at = scratch ? scratch + *used : NULL;
+    *used += round16(n);
+    return at;
+}
+
+void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch) {
+    RP_CHECK(s->B > 0 && s->L > 0 && s->num_heads > 0 && s->H > 0 && s->H % s->num_heads == 0,
+             "attention: bad shape B=%d L=%d H=%d heads=%d (H must be a multiple of heads)", s->B,
+             s->L, s->H, s->num_heads);
+    RP_CHECK(s->rel == REL_NONE || s->k >= 1, "attention: relative k must be >= 1, got %d", s->k);
+    *p = (AttnPlan){0};
+    p->B = s->B, p->L = s->L, p->H = s->H, p->heads = s->num_heads;
+    p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
+    p->rel = s->rel;
+    p->k = s->rel == REL_NONE ? 0 : s->k;
+    p->m = p->k < s->L - 1 ? p->k : s->L - 1;
+    p->R = 2 * p->m + 1;
+    p->at_ld = 2 * p->k + 1;
+    p->scale = 1.0f / sqrtf((float)p->d);
+    p->slots = p->BH < ATTN_SLOTS ? p->BH : ATTN_SLOTS;
+
+    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d;
+    size_t qa_floats = (size_t)p->heads * p->BL * p->R;
+    size_t work = round16(L * L) + 2 * round16(L);
+    switch (p->rel) {
+    case REL_NONE: break;
+    case REL_SHAW: p->qa = take(scratch, &used, qa_floats); break;
+    case REL_METHOD4:
+        p->qa = take(scratch, &used, qa_floats);
+        p->ka = take(scratch, &used, qa_floats);
+        break;
+    case REL_METHOD1:
+    case REL_METHOD2:
+        p->w2 = take(scratch, &used, 2 * L - 1);
+        p->slot_floats = round16(2 * L - 1);
+        break;
+    case REL_METHOD3:
+        p->at = take(scratch, &used, d * p->at_ld);
+        p->slot_floats = round16(d * p->at_ld);
+        work += 4 * round16(L * d) + round16((size_t)ATTN_BLOCK * L) + round16(ATTN_BLOCK * d);
+        break;
+    }
+    if (p->slot_floats)
+        p->slot_grad = take(scratch, &used, p->slots * p->slot_floats);
+    p->work_floats = work;
+    p->work = take(scratch, &used, work * (size_t)(num_threads > 0 ? num_threads : 1));
+    p->total_floats = used;
+}
+
+AttnWork attn_work(const AttnPlan *p, int thread) {
+    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d;
+    float *base = p->work + (size_t)thread * p->work_floats;
+    AttnWork w = {0};
+    w.dscore = take(base, &used, L * L);
+    w.vec0 = take(base, &used, L);
+    w.vec1 = take(base, &used, L);
+    if (p->rel == REL_METHOD3) {
+        w.qs0 = take(base, &used, L * d);
+        w.qs2 = take(base, &used, L * d);
+        w.kt = take(base, &used, L * d);
+        w.dkt = take(base, &used, L * d);
+        w.blk = take(base, &used, (size_t)ATTN_BLOCK * L);
+        w.blk_g = take(base, &used, ATTN_BLOCK * d);
+    }
+    return w;
+}
+
+size_t attention_scratch_floats(const AttnShape *s, int num_threads) {
+    AttnPlan p;
+    attn_plan(&p, s, num_threads, NULL);
+    return p.total_floats;
+}
+
+static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
+                       const float *carried, const float *probs, const float *probs_dropped) {
+    RP_CHECK(s->rel == REL_NONE || table, "attention: relative mode %d needs a table", (int)s->rel);
+    RP_CHECK(!(s->rel == REL_METHOD1 || s->rel == REL_METHOD2) || raw_scores,
+             "attention: relative mode %d (method1/2) needs raw_scores", (int)s->rel);
+    RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
+    RP_CHECK(s->dropout == 0.0f || (s->dropout > 0.0f && s->dropout < 1.0f && probs != probs_dropped),
+             "attention: dropout %g needs 0 <= p < 1 and a separate probs_dropped buffer",
+             (double)s->dropout);
+}
+
+/* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
+ * then the softmax in place. */
+static void logits_softmax_row(float *restrict row, float *restrict carried_row,
+                               const int *restrict key_mask, int L, float scale, const AttnShape *s) {
+    if (!carried_row) {
+        for (int j = 0; j < L; j++)
+            row[j] = scale * row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+    } else {
+        const float cs = s->carried_scale;
+        if (s->first_layer)
+            for (int j = 0; j < L; j++)
+                carried_row[j] = scale * row[j];
+        else
+            for (int j = 0; j < L; j++)
+                carried_row[j] += scale * row[j];
+        for (int j = 0; j < L; j++)
+            row[j] = cs * carried_row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+    }
+    softmax_row_forward(row, row, L);
+}
+
+/* out[e] = keep ? in[e] / (1-p) : 0 with keep = hash_uniform(key, first + e) >= p; out may
+ * alias in. (dropout_forward indexes from 0; here the index is the global element of probs.) */
+static void dropout_span(float *out, const float *in, size_t n, float p,
+                         uint64_t key, size_t first) {
+    const float inv = 1.0f / (1.0f - p);
+#pragma omp simd
+    for (size_t e = 0; e < n; e++)
+        out[e] = hash_uniform(key, first + e) >= p ? in[e] * inv : 0.0f;
+}
+
+static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
+                       float *probs_dropped, float *raw_scores, float *carried, const float *qkv,
+                       const float *table, const int *mask, const AttnShape *s, uint64_t key) {
+    const int L = p->L, d = p->d, ld = p->ld, b = bh / p->heads, h = bh % p->heads;
+    const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
+    const float *q = qkv + (size_t)b * L * ld + (size_t)h * d, *k = q + p->H, *v = q + 2 * p->H;
+    float *P = probs + off;
+    float *raw = (p->rel == REL_METHOD1 || p->rel == REL_METHOD2) ? raw_scores + off : NULL;
+
+    if (p->rel != REL_METHOD3)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, q, ld, k, ld, 0.0f,
+                    raw ? raw : P, L);
+    if (p->rel != REL_NONE)
+        relpos_scores(p, w, P, raw, qkv, table, b, h);
+    for (int i = 0; i < L; i++)
+        logits_softmax_row(P + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
+                           mask + (size_t)b * L, L, p->scale, s);
+
+    float *Pd = P;
+    if (s->dropout > 0.0f) {
+        Pd = probs_dropped + off;
+        dropout_span(Pd, P, sq, s->dropout, key, off);
+    } else if (probs_dropped != probs) {
+        memcpy(probs_dropped + off, P, sq * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
+                ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
+}
+
+void attention_forward(float *ctx, float *probs, float *probs_dropped, float *raw_scores,
+                       float *carried, float *scratch, const float *qkv, const float *table,
+                       const int *mask, const AttnShape *s, uint64_t dropout_key) {
+    AttnPlan p;
+    attn_plan(&p, s, 1, scratch); /* per-thread offsets do not depend on the thread count */
+    check_args(s, table, raw_scores, carried, probs, probs_dropped);
+    if (!s->residual)
+        carried = NULL;
+    relpos_prepare(&p, qkv, table, 1);
+#pragma omp parallel
+    {
+        const AttnWork w = attn_work(&p, omp_get_thread_num());
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < p.BH; bh++)
+            forward_bh(&p, &w, bh, ctx, probs, probs_dropped, raw_scores, carried, qkv, table,
+                       mask, s, dropout_key);
+    }
+}
+
+/* dS from dP for one (b,h): softmax backward, then the residual carry, then the 1/sqrt(d). */
+static void score_grad_rows(float *restrict D, float *restrict d_carried, const float *restrict P,
+                            int L, float scale, float carried_scale) {
+    for (int i = 0; i < L; i++) {
+        float *restrict g = D + (size_t)i * L;
+        const float *restrict pr = P + (size_t)i * L;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j < L; j++)
+            dot += g[j] * pr[j];
+        if (d_carried) {
+            float *restrict dc = d_carried + (size_t)i * L;
+            for (int j = 0; j < L; j++) {
+                float c = dc[j] + carried_scale * pr[j] * (g[j] - dot);
+                dc[j] = c;
+                g[j] = scale * c;
+            }
+        } else {
+            for (int j = 0; j < L; j++)
+                g[j] = scale * pr[j] * (g[j] - dot);
+        }
+    }
+}
+
+static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *part, float *d_qkv,
+                        float *d_carried, const float *d_ctx, const float *qkv, const float *table,
+                        const float *probs, const float *probs_dropped, const float *raw_scores,
+                        const AttnShape *s, uint64_t key) {
+    const int L = p->L, d = p->d, ld = p->ld, H = p->H, b = bh / p->heads, h = bh % p->heads;
+    const size_t sq = (size_t)L * L, off = (size_t)bh * sq, qoff = (size_t)b * L * ld + (size_t)h * d;
+    const float *q = qkv + qoff, *k = q + H, *v = q + 2 * H;
+    float *dq = d_qkv + qoff, *dk = dq + H, *dv = dq + 2 * H;
+    const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
+    const float *Pd = s->dropout > 0.0f ? probs_dropped + off : probs + off;
+    float *D = w->dscore;
+
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D, L);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, dctx, H, 0.0f, dv, ld);
+    if (s->dropout > 0.0f)
+        dropout_span(D, D, sq, s->dropout, key, off);
+    score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, L, p->scale,
+                    s->carried_scale);
+    if (p->rel != REL_NONE)
+        relpos_backward(p, w, D, part, d_qkv, raw_scores ? raw_scores + off : NULL, qkv, table, b, h);
+    if (p->rel != REL_METHOD3) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, D, L, k, ld, 0.0f, dq, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, D, L, q, ld, 0.0f, dk, ld);
+    }
+}
+
+void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
+                        const float *d_ctx, const float *qkv, const float *table,
+                        const float *probs, const float *probs_dropped, const float *raw_scores,
+                        const AttnShape *s, uint64_t dropout_key) {
+    AttnPlan p;
+    attn_plan(&p, s, 1, scratch);
+    check_args(s, table, raw_scores, d_carried, probs, probs_dropped);
+    RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %d needs d_table", (int)s->rel);
+    if (!s->residual)
+        d_carried = NULL;
+    relpos_prepare(&p, qkv, table, 0);
+#pragma omp parallel
+    {
+        const AttnWork w = attn_work(&p, omp_get_thread_num());
+        /* Fixed (b,h) groups, so the table-gradient sums do not depend on the thread count. */
+#pragma omp for schedule(static)
+        for (int slot = 0; slot < p.slots; slot++) {
+            float *part = p.slot_grad ? p.slot_grad + (size_t)slot * p.slot_floats : NULL;
+            if (part)
+                memset(part, 0, p.slot_floats * sizeof(float));
+            const int first = slot * p.BH / p.slots, last = (slot + 1) * p.BH / p.slots;
+            for (int bh = first; bh < last; bh++)
+                backward_bh(&p, &w, bh, part, d_qkv, d_carried, d_ctx, qkv, table, probs,
+                            probs_dropped, raw_scores, s, dropout_key);
+        }
+    }
+    if (p.rel != REL_NONE)
+        relpos_finish(&p, d_qkv, d_table, qkv, table);
+}

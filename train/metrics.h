@@ -1,0 +1,26 @@
+/* Training metrics: one record per log/eval event, written to RUN_DIR/metrics.jsonl and
+ * RUN_DIR/metrics.csv (fixed columns, empty where a value does not apply), and shown on stderr
+ * as a single-line progress bar on a terminal or as plain lines otherwise. */
+#pragma once
+#include <stdio.h>
+
+typedef struct {
+    const char *kind; /* "train" or "eval" */
+    long step, total_steps;
+    double loss, accuracy, lr, grad_norm;        /* train */
+    double tokens_per_s, mfu, elapsed_s, eta_s;  /* train */
+    double eval_loss, eval_accuracy, eval_perplexity; /* eval */
+} MetricsRecord;
+
+typedef struct {
+    FILE *jsonl, *csv;
+    int tty;          /* stderr is a terminal: redraw a progress line */
+    int line_pending; /* a progress line without newline is on screen */
+} MetricsLog;
+
+/* Open (append when resuming, so a resumed run continues the same files). */
+void metrics_open(MetricsLog *log, const char *run_dir, int append);
+void metrics_write(MetricsLog *log, const MetricsRecord *r);
+/* Progress bar on a terminal (no-op otherwise). */
+void metrics_progress(MetricsLog *log, const MetricsRecord *r);
+void metrics_close(MetricsLog *log);

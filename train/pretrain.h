@@ -1,0 +1,25 @@
+/* MLM pretraining: the training loop behind `realpos pretrain` and held-out evaluation behind
+ * `realpos eval`. */
+#pragma once
+#include <hdf5.h>
+
+#include "../core/config.h"
+#include "../optim/adamw.h"
+#include "corpus.h"
+#include "instances.h"
+#include "model.h"
+#include "tokenizer.h"
+
+typedef struct {
+    double loss, accuracy, perplexity;
+    long predictions;
+} EvalResult;
+
+/* Held-out MLM loss/accuracy/perplexity over `num_batches` batches of a rewound eval stream. */
+EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
+                        InstanceBatch *batch, int num_batches);
+
+/* Vocabulary stored in checkpoints: dataset /vocab (the vocab.txt text) with attribute
+ * do_lower_case. Returns NULL if the checkpoint has none. */
+char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case);
+void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case);
