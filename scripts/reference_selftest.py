@@ -12,6 +12,8 @@ One PASS/FAIL line per check.
   - float32 and float64 reference dumps agree under compare.py (the whole file pipeline), and a
     mode swap (method4 -> shaw) is detected
   - loading rejects a checkpoint with a wrong shape"""
+import contextlib
+import io
 import math
 import os
 import sys
@@ -290,9 +292,12 @@ def check_rejects_bad_checkpoint(t, tmp):
         data = f[name][()]
         del f[name]
         f[name] = np.concatenate([data, data])
-    status = ref.run_command(["dump", "--checkpoint", ckpt, "--batch", ckpt, "--out",
-                              os.path.join(tmp, "never.h5")])
-    t.check(status == 1, "a checkpoint with a wrong table shape is rejected with status 1")
+    message = io.StringIO()
+    with contextlib.redirect_stderr(message):
+        status = ref.run_command(["dump", "--checkpoint", ckpt, "--batch", ckpt, "--out",
+                                  os.path.join(tmp, "never.h5")])
+    t.check(status == 1 and "has shape (8, 1), expected (4, 1)" in message.getvalue(),
+            "a checkpoint with a wrong table shape is rejected: " + message.getvalue().strip())
 
 
 def main():

@@ -5,8 +5,8 @@
  *   - d_qkv and d_table of every layer equal central differences of the reference loss
  *     sum_l sum ctx_l (.) G_l, G_l fixed random (d_ctx_l = G_l), the carried buffer threaded
  *     through the forward calls and back through the backward calls;
- *   - k both below and above L-1, padding keys, dropout cases, and L > ATTN_BLOCK for
- *     method3's blocked regions.
+ *   - k both below and above L-1, padding keys, dropout cases, and L = 36 where the relative
+ *     terms run in several row blocks (block = 16 rows at this L).
  * Also: the table row used for (i, j) is i-j+k (HuggingFace's relative_key[_query] at k >= L-1),
  * d_table accumulates, d_qkv is overwritten, and results are bit-identical with 1 and 2
  * threads. */
@@ -377,10 +377,14 @@ int main(void) {
             check_case(&t, &residual, seed++);
             check_case(&t, &residual_mean, seed++);
         }
-        /* L > ATTN_BLOCK rows: k = 3 gives two GEMM blocks per clipped region of method3 */
-        const Case longer = {rel, 1, 36, 8, 2, 3, 0, 0, 1, 0.0f};
+        /* several row blocks (16 rows at L = 36): method3 regions, QA / KA blocks with k below
+         * and above L-1 */
+        const Case longer = {rel, 1, 36, 4, 1, 3, 0, 0, 1, 0.0f};
+        const Case longer_wide = {rel, 1, 36, 4, 1, 40, 0, 0, 1, 0.0f};
         if (rel != REL_NONE)
             check_case(&t, &longer, seed++);
+        if (rel == REL_SHAW || rel == REL_METHOD3 || rel == REL_METHOD4)
+            check_case(&t, &longer_wide, seed++);
     }
     const Case dropout_residual = {REL_METHOD4, 2, 7, 12, 2, 2, 1, 1, 3, 0.2f};
     const Case dropout_plain = {REL_METHOD1, 2, 7, 12, 2, 9, 0, 0, 1, 0.3f};

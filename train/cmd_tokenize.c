@@ -51,9 +51,7 @@ int cmd_tokenize(int argc, char **argv) {
     int *ids = NULL;
     ssize_t got;
     while ((got = getline(&line, &line_capacity, stdin)) >= 0) {
-        size_t len = (size_t)got;
-        if (len > 0 && line[len - 1] == '\n')
-            len--;
+        size_t len = (size_t)got; /* the newline is whitespace to the tokenizer */
         if (len > ids_capacity) { /* at most one id per byte */
             ids_capacity = 2 * len;
             free(ids);

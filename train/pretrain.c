@@ -191,13 +191,15 @@ static int train_loop(Trainer *t) {
     const ModelConfig *mc = &t->cfg.model;
     int accum = tc->grad_accum_steps, B = tc->batch_size, L = t->cfg.data.max_seq_len;
     double peak = sgemm_peak_gflops() * 1e9;
-    double t_begin = now_seconds(), t_window = t_begin;
+    /* The window's throughput counts only time spent in training steps (not eval or saving). */
+    double t_begin = now_seconds(), window_seconds = 0;
     long window_start = t->step, window_tokens = 0, window_correct = 0, window_predictions = 0;
     double window_loss = 0, window_flops = 0, last_norm = 0;
     float lr = 0;
     rp_log("training steps %ld..%d, %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
            omp_get_max_threads(), peak * 1e-9);
     while (t->step < tc->max_steps && !stop_signal) {
+        double t_step = now_seconds();
         memset(t->model.grads, 0, sizeof(float) * t->model.table.block_floats);
         for (int micro = 0; micro < accum; micro++) {
             instance_stream_next(t->train_stream, t->batch);
@@ -221,7 +223,7 @@ static int train_loop(Trainer *t) {
         adamw_step(&t->opt, &t->model.table, t->model.params, t->model.grads, &t->cfg.optim, lr);
         t->step++;
 
-        double now = now_seconds(), dt = now - t_window;
+        double now = now_seconds(), dt = (window_seconds += now - t_step);
         long steps_in_window = t->step - window_start;
         MetricsRecord rec = {
             .kind = "train", .step = t->step, .total_steps = tc->max_steps,
@@ -232,7 +234,7 @@ static int train_loop(Trainer *t) {
             .eta_s = dt / (double)steps_in_window * (double)(tc->max_steps - t->step)};
         if (t->step % tc->log_interval == 0 || t->step == tc->max_steps) {
             metrics_write(&t->log, &rec);
-            t_window = now;
+            window_seconds = 0;
             window_start = t->step;
             window_tokens = window_correct = window_predictions = 0;
             window_loss = window_flops = 0;

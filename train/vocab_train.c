@@ -429,12 +429,18 @@ char *vocab_train(const char **corpus_paths, int corpus_count, int size, int low
     for (int i = 0; i < SPECIAL_COUNT; i++)
         text_len += strlen(special_tokens[i]) + 1;
     text_len += t.pieces_text.bytes_len; /* each piece + its NUL, which becomes the newline */
-    char *text = xmalloc(text_len + 1), *out = text;
-    for (int i = 0; i < SPECIAL_COUNT; i++)
-        out += sprintf(out, "%s\n", special_tokens[i]);
-    for (size_t i = 0; i < t.pieces_text.count; i++)
-        out += sprintf(out, "%s\n", strings_get(&t.pieces_text, (int32_t)i));
-    *len = (size_t)(out - text);
+    char *text = xmalloc(text_len), *out = text;
+    for (int i = 0; i < SPECIAL_COUNT; i++) {
+        size_t n = strlen(special_tokens[i]);
+        memcpy(out, special_tokens[i], n);
+        out[n] = '\n';
+        out += n + 1;
+    }
+    memcpy(out, t.pieces_text.bytes, t.pieces_text.bytes_len);
+    for (size_t i = 0; i < t.pieces_text.bytes_len; i++)
+        if (out[i] == '\0')
+            out[i] = '\n';
+    *len = text_len;
 
     for (size_t p = 0; p < t.pair_count; p++)
         free(t.pairs[p].words);
