@@ -91,8 +91,9 @@ npm_unpack() {
   echo "$dir/package/data"
 }
 
-# The sentence splitter and the per-source cleaning, in Perl (always present on Debian).
-# Each filter reads its source format on stdin and writes the corpus format on stdout.
+# The sentence splitter and the per-source cleaning, in Perl (always present on Debian):
+# `convert.pl MODE [FILE...]` reads the source format (the Bibles on stdin, the npm data files
+# named as arguments) and writes the corpus format on stdout.
 cat >"$work/convert.pl" <<'PERL'
 # Works on UTF-8 bytes (character offsets into long decoded strings are slow in Perl); the curly
 # quotes and the dash are spelled as their byte sequences.

@@ -5,6 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 passed=0; failed=0
 log_dir=build/test-logs; mkdir -p "$log_dir"
 tests=( $(ls build/tests/test_* 2>/dev/null | grep -v '\.d$') $(ls tests/test_*.sh 2>/dev/null) )

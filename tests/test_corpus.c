@@ -56,9 +56,12 @@ static void test_md5(TestTally *t) {
         char fill;
         const char *hex;
     } cases[] = {
-        {0, 0, "d41d8cd98f00b204e9800998ecf8427e"},  {3, 0, "900150983cd24fb0d6963f7d28e17f72"},
-        {43, 0, "9e107d9d372bb6826bd81d3542a419d6"}, {55, 'a', "ef1772b6dff9a122358552954ad0df65"},
-        {56, 'a', "3b0c8ac703f828b04c6c197006d17218"}, {64, 'a', "014842d480b571495a4a0363793f7367"},
+        {0, 0, "d41d8cd98f00b204e9800998ecf8427e"},
+        {3, 0, "900150983cd24fb0d6963f7d28e17f72"},
+        {43, 0, "9e107d9d372bb6826bd81d3542a419d6"},
+        {55, 'a', "ef1772b6dff9a122358552954ad0df65"},
+        {56, 'a', "3b0c8ac703f828b04c6c197006d17218"},
+        {64, 'a', "014842d480b571495a4a0363793f7367"},
         {1027, 0, "e2301d76c2219cb28dfe5f06cb60d53d"},
     };
     char data[1100], hex[33];
@@ -70,14 +73,15 @@ static void test_md5(TestTally *t) {
             for (int i = 0; i < 1027; i++)
                 data[i] = i < 1024 ? (char)(i % 256) : "xyz"[i - 1024];
         else
-            memcpy(data, cases[c].len == 3 ? "abc" : "The quick brown fox jumps over the lazy dog", cases[c].len);
+            memcpy(data, cases[c].len == 3 ? "abc" : "The quick brown fox jumps over the lazy dog",
+                   cases[c].len);
         md5_hex(data, cases[c].len, hex);
         ok &= !strcmp(hex, cases[c].hex);
     }
     CHECK(t, ok, "md5: RFC 1321 vectors and block-boundary lengths 55, 56, 64, 1027 match md5sum");
 }
 
-/* ---- expected documents, tokenized line by line ----------------------------------------------- */
+/* ---- expected documents, tokenized line by line ---------------------------------------------- */
 
 typedef struct {
     int ids[512], num_ids;
@@ -105,7 +109,8 @@ static int expected_docs(const Tokenizer *tok, const char *const *files, int num
                     open = 1;
                 }
                 Doc *d = &docs[n - 1];
-                size_t got = tokenizer_encode(tok, line, strlen(line), d->ids + d->num_ids, 512 - (size_t)d->num_ids);
+                size_t got = tokenizer_encode(tok, line, strlen(line), d->ids + d->num_ids,
+                                              512 - (size_t)d->num_ids);
                 if (got) {
                     d->num_ids += (int)got;
                     d->sentence_end[d->num_sentences++] = d->num_ids;
@@ -204,38 +209,50 @@ static void test_round_trip(TestTally *t, const Tokenizer *tok, const char *tmp)
         placed += where[e] >= 0;
         held_out += where[e] == 1;
     }
-    CHECK(t, num_docs == 6 && placed == 6 && in_order && split[0]->num_documents + split[1]->num_documents == 6,
-          "round trip: each of the %d fixture documents is in exactly one shard, sentence for sentence, in "
-          "corpus order", num_docs);
+    CHECK(t,
+          num_docs == 6 && placed == 6 && in_order &&
+              split[0]->num_documents + split[1]->num_documents == 6,
+          "round trip: each of the %d fixture documents is in exactly one shard, sentence for "
+          "sentence, in "
+          "corpus order",
+          num_docs);
     CHECK(t, held_out == 2, "round trip: round(0.3 * 6) = 2 documents held out, got %d", held_out);
-    CHECK(t, r.train.tokens == split[0]->num_tokens && r.eval.sentences == split[1]->num_sentences &&
-                 r.train.documents == split[0]->num_documents, "round trip: report counts match the shards");
+    CHECK(t,
+          r.train.tokens == split[0]->num_tokens && r.eval.sentences == split[1]->num_sentences &&
+              r.train.documents == split[0]->num_documents,
+          "round trip: report counts match the shards");
     size_t len;
     char *vocab = slurp(FIXTURES "/vocab.txt", &len), md5[33];
     md5_hex(vocab, len, md5);
-    CHECK(t, !strcmp(split[0]->vocab_md5, md5) && split[0]->vocab_size == 56 && split[0]->do_lower_case &&
-                 !strcmp(split[1]->sources, FIXTURES "/docs_a.txt\n" FIXTURES "/docs_b.txt"),
+    CHECK(t,
+          !strcmp(split[0]->vocab_md5, md5) && split[0]->vocab_size == 56 &&
+              split[0]->do_lower_case &&
+              !strcmp(split[1]->sources, FIXTURES "/docs_a.txt\n" FIXTURES "/docs_b.txt"),
           "round trip: attributes vocab_md5, vocab_size, do_lower_case, sources");
     shard_check_vocab(split[0], vocab, len, 1, "the fixture vocabulary");
-    CHECK(t, child_status(bad_vocab_text, split[0]) == 1 && child_status(bad_lower_case, split[0]) == 1,
+    CHECK(t,
+          child_status(bad_vocab_text, split[0]) == 1 &&
+              child_status(bad_lower_case, split[0]) == 1,
           "shard_check_vocab: the same vocabulary passes; another text or do_lower_case exits 1");
-    CHECK(t, count_entries(dir) == 2, "round trip: shard_dir holds train.h5 and eval.h5, no temporary file");
+    CHECK(t, count_entries(dir) == 2,
+          "round trip: shard_dir holds train.h5 and eval.h5, no temporary file");
     free(vocab);
     shard_free(split[0]);
     shard_free(split[1]);
 }
 
-/* 200 one-sentence documents "w[i/100] w[i/10%10] w[i%10] ." plus lines that tokenize to nothing. */
-static const char *const generated_words[10] = {"whale", "ship",  "sea",   "sail",  "captain",
-                                                "god",   "lord",  "earth", "light", "day"};
+/* 200 one-sentence documents "w[i/100] w[i/10%10] w[i%10] ." plus lines that tokenize to nothing.
+ */
+static const char *const generated_words[10] = {"whale", "ship", "sea",   "sail",  "captain",
+                                                "god",   "lord", "earth", "light", "day"};
 
 static void write_generated(const char *path) {
     const char *const *w = generated_words;
     size_t cap = 1 << 16, used = 0;
     char *text = xcalloc(cap, 1);
     for (int i = 0; i < 200; i++)
-        used += (size_t)snprintf(text + used, cap - used, "%s %s %s .\n%s\n", w[i / 100], w[i / 10 % 10], w[i % 10],
-                                 i == 0 ? "\x01\x02\n" : "");
+        used += (size_t)snprintf(text + used, cap - used, "%s %s %s .\n%s\n", w[i / 100],
+                                 w[i / 10 % 10], w[i % 10], i == 0 ? "\x01\x02\n" : "");
     snprintf(text + used, cap - used, "\x01\n\x02\x03\n");
     write_text(path, text);
     free(text);
@@ -275,15 +292,21 @@ static void test_split(TestTally *t, const Tokenizer *tok, const char *tmp) {
             covered += index < 200 && !seen[index]++;
         }
     }
-    CHECK(t, covered == 200, "split: train and eval together hold each of the 200 documents once (%d)", covered);
-    CHECK(t, r[0].eval.documents == 20 && r[0].train.documents == 180 && r[0].dropped_sentences == 3,
-          "split: 20 of 200 documents held out (eval_fraction 0.1), 3 token-less lines and their document dropped");
-    int same = train[0]->num_tokens == train[1]->num_tokens && eval[0]->num_tokens == eval[1]->num_tokens &&
-               !memcmp(train[0]->tokens, train[1]->tokens, (size_t)train[0]->num_tokens * sizeof(int)) &&
-               !memcmp(eval[0]->tokens, eval[1]->tokens, (size_t)eval[0]->num_tokens * sizeof(int));
+    CHECK(t, covered == 200,
+          "split: train and eval together hold each of the 200 documents once (%d)", covered);
+    CHECK(t,
+          r[0].eval.documents == 20 && r[0].train.documents == 180 && r[0].dropped_sentences == 3,
+          "split: 20 of 200 documents held out (eval_fraction 0.1), 3 token-less lines and their "
+          "document dropped");
+    int same =
+        train[0]->num_tokens == train[1]->num_tokens &&
+        eval[0]->num_tokens == eval[1]->num_tokens &&
+        !memcmp(train[0]->tokens, train[1]->tokens, (size_t)train[0]->num_tokens * sizeof(int)) &&
+        !memcmp(eval[0]->tokens, eval[1]->tokens, (size_t)eval[0]->num_tokens * sizeof(int));
     CHECK(t, same, "split: the same seed gives the same shards");
-    CHECK(t, eval[2]->num_tokens != eval[0]->num_tokens ||
-                 memcmp(eval[0]->tokens, eval[2]->tokens, (size_t)eval[0]->num_tokens * sizeof(int)),
+    CHECK(t,
+          eval[2]->num_tokens != eval[0]->num_tokens ||
+              memcmp(eval[0]->tokens, eval[2]->tokens, (size_t)eval[0]->num_tokens * sizeof(int)),
           "split: another seed holds out other documents");
     for (int k = 0; k < 3; k++) {
         shard_free(train[k]);
@@ -319,8 +342,9 @@ static void test_malformed(TestTally *t, const char *tmp) {
     write_small_shard(good, SHARD_FORMAT, fine);
     write_small_shard(other_format, "other-format-1", fine);
     write_small_shard(empty_sentence, SHARD_FORMAT, with_empty);
-    CHECK(t, child_status(load_shard, good) == 0 && child_status(load_shard, other_format) == 1 &&
-                 child_status(load_shard, empty_sentence) == 1,
+    CHECK(t,
+          child_status(load_shard, good) == 0 && child_status(load_shard, other_format) == 1 &&
+              child_status(load_shard, empty_sentence) == 1,
           "shard_load: a well-formed shard loads; another format or an empty sentence exits 1");
 }
 

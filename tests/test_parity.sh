@@ -129,7 +129,8 @@ run_all() {
     out=$($PY scripts/compare.py "$work/corrupt_$tag.h5" "$work/0/ref.h5"); status=$?
     if [ $status -ne 0 ] && [ "$(grep -c '^FAIL ' <<<"$out")" -eq 1 ] &&
         grep -q "^FAIL $grad " <<<"$out"; then
-      echo "PASS parity detects a corrupted gradient ($tag: $(grep '^FAIL' <<<"$out" | cut -d' ' -f3-))"
+      echo "PASS parity detects a corrupted gradient ($tag:" \
+        "$(grep '^FAIL' <<<"$out" | cut -d' ' -f3-))"
     else
       echo "FAIL parity does not detect a corrupted gradient ($tag):"; grep '^FAIL' <<<"$out"
     fi

@@ -31,29 +31,34 @@ static const char *pieces_of(const Tokenizer *tok, const char *text, size_t len)
 /* String literals may hold NUL bytes: their length comes from sizeof. */
 #define CHECK_PIECES(tally, tok, literal, expected, what)                                          \
     do {                                                                                           \
-        const char *got_ = pieces_of(tok, literal, sizeof(literal) - 1);                          \
+        const char *got_ = pieces_of(tok, literal, sizeof(literal) - 1);                           \
         CHECK(tally, !strcmp(got_, expected), "%s: '%s' (expected '%s')", what, got_, expected);   \
     } while (0)
 
 static void test_vocabulary(TestTally *t, const Tokenizer *uncased) {
     SpecialTokens s = tokenizer_special(uncased);
     CHECK(t, s.pad == 0 && s.unk == 9 && s.cls == 3 && s.sep == 4 && s.mask == 5,
-          "special ids looked up by name: pad %d unk %d cls %d sep %d mask %d", s.pad, s.unk,
-          s.cls, s.sep, s.mask);
+          "special ids looked up by name: pad %d unk %d cls %d sep %d mask %d", s.pad, s.unk, s.cls,
+          s.sep, s.mask);
     CHECK(t, tokenizer_vocab_size(uncased) == 30, "vocab size %d", tokenizer_vocab_size(uncased));
-    CHECK(t, tokenizer_lookup(uncased, "##aff") == 11 && tokenizer_lookup(uncased, "aff") == -1 &&
-                 tokenizer_lookup(uncased, "οδος") == 23,
+    CHECK(t,
+          tokenizer_lookup(uncased, "##aff") == 11 && tokenizer_lookup(uncased, "aff") == -1 &&
+              tokenizer_lookup(uncased, "οδος") == 23,
           "lookup of exact token strings");
-    CHECK(t, !strcmp(tokenizer_token(uncased, 12), "##able") && tokenizer_is_continuation(uncased, 12) &&
-                 !tokenizer_is_continuation(uncased, 10),
+    CHECK(t,
+          !strcmp(tokenizer_token(uncased, 12), "##able") &&
+              tokenizer_is_continuation(uncased, 12) && !tokenizer_is_continuation(uncased, 10),
           "token strings and ## continuations");
 
-    /* CRLF line ends, a repeated token (the later id wins, as in a Python dict), no final newline */
+    /* CRLF line ends, a repeated token (the later id wins, as in a Python dict), no newline at
+     * the end */
     const char text[] = "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\n[MASK]\r\nx\r\n  x \t\r\nlast";
     Tokenizer *tok = tokenizer_from_text(text, sizeof text - 1, 1, "inline vocab");
-    CHECK(t, tokenizer_vocab_size(tok) == 8 && tokenizer_lookup(tok, "x") == 6 &&
-                 !strcmp(tokenizer_token(tok, 5), "x") && tokenizer_lookup(tok, "last") == 7,
-          "vocab text: CRLF and spaces stripped, repeated token -> last id, last line without newline");
+    CHECK(t,
+          tokenizer_vocab_size(tok) == 8 && tokenizer_lookup(tok, "x") == 6 &&
+              !strcmp(tokenizer_token(tok, 5), "x") && tokenizer_lookup(tok, "last") == 7,
+          "vocab text: CRLF and spaces stripped, repeated token -> last id, last line without "
+          "newline");
     tokenizer_free(tok);
 }
 
@@ -64,7 +69,8 @@ static void test_basic(TestTally *t, const Tokenizer *uncased, const Tokenizer *
     CHECK_PIECES(t, uncased, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz",
                  "uncased: A-Z lower-cased");
     /* x + U+1D16D (Mc, combining class 226) + U+1D165 (Mc, 216): NFD puts 216 first */
-    CHECK_PIECES(t, uncased, "X\xF0\x9D\x85\xAD\xF0\x9D\x85\xA5", "x\xF0\x9D\x85\xA5\xF0\x9D\x85\xAD",
+    CHECK_PIECES(t, uncased, "X\xF0\x9D\x85\xAD\xF0\x9D\x85\xA5",
+                 "x\xF0\x9D\x85\xA5\xF0\x9D\x85\xAD",
                  "uncased: NFD orders combining marks by combining class");
     CHECK_PIECES(t, cased, "x\xF0\x9D\x85\xAD\xF0\x9D\x85\xA5", "[UNK]", "cased: no reordering");
     CHECK_PIECES(t, cased, "Héllo", "Héllo", "cased: accent kept");
@@ -75,20 +81,23 @@ static void test_basic(TestTally *t, const Tokenizer *uncased, const Tokenizer *
     CHECK_PIECES(t, uncased, "中文", "中 文", "CJK: one word per ideograph");
     CHECK_PIECES(t, uncased, "hello中文world", "hello 中 文 world", "CJK inside a token");
     CHECK_PIECES(t, uncased, "中文字", "中 文 [UNK]", "CJK: an unknown ideograph alone is [UNK]");
-    CHECK_PIECES(t, uncased, "ΟΔΟΣ. ΟΔΟΣ", "οδος . οδος", "capital sigma ending a word -> final sigma");
+    CHECK_PIECES(t, uncased, "ΟΔΟΣ. ΟΔΟΣ", "οδος . οδος",
+                 "capital sigma ending a word -> final sigma");
     CHECK_PIECES(t, uncased, "hel\x01lo hel\0lo \xEF\xBB\xBFhello hel\xE2\x80\x8Blo wor\x7Fld",
                  "hello hello hello hello world", "control/format chars dropped without a split");
     CHECK_PIECES(t, uncased, "hello\vworld", "[UNK]", "\\v is a control char, not whitespace");
     CHECK_PIECES(t, uncased, "hello\tworld\nhello\r\nworld  hello", "hello world hello world hello",
                  "tabs, newlines, CR as whitespace");
     CHECK_PIECES(t, uncased, "hello\xC2\xA0world\xE3\x80\x80hello\xE2\x80\xA8world",
-                 "hello world hello world", "NBSP, ideographic space, line separator as whitespace");
+                 "hello world hello world",
+                 "NBSP, ideographic space, line separator as whitespace");
     CHECK_PIECES(t, uncased, "", "", "empty text");
     CHECK_PIECES(t, uncased, " \t\r\n\xC2\xA0 ", "", "whitespace only");
-    CHECK_PIECES(t, uncased,
-                 "hel\xFFlo hello\xC3 \xED\xA0\x80hello \xC0\xAFhello \xF4\x90\x80\x80hello \x80hello",
-                 "hello hello hello hello hello hello",
-                 "invalid UTF-8 (bad byte, truncated, surrogate, overlong, >U+10FFFF, stray) dropped");
+    CHECK_PIECES(
+        t, uncased,
+        "hel\xFFlo hello\xC3 \xED\xA0\x80hello \xC0\xAFhello \xF4\x90\x80\x80hello \x80hello",
+        "hello hello hello hello hello hello",
+        "invalid UTF-8 (bad byte, truncated, surrogate, overlong, >U+10FFFF, stray) dropped");
 }
 
 static void test_wordpiece(TestTally *t, const Tokenizer *uncased, const Tokenizer *cased) {
@@ -100,17 +109,23 @@ static void test_wordpiece(TestTally *t, const Tokenizer *uncased, const Tokeniz
     char text[2 * (TOKENIZER_MAX_WORD_CHARS + 1) + 1];
     int ids[TOKENIZER_MAX_WORD_CHARS + 1];
     memset(text, 'a', TOKENIZER_MAX_WORD_CHARS + 1);
-    size_t n = tokenizer_encode(uncased, text, TOKENIZER_MAX_WORD_CHARS, ids, TOKENIZER_MAX_WORD_CHARS + 1);
+    size_t n = tokenizer_encode(uncased, text, TOKENIZER_MAX_WORD_CHARS, ids,
+                                TOKENIZER_MAX_WORD_CHARS + 1);
     CHECK(t, n == TOKENIZER_MAX_WORD_CHARS && ids[0] == 18 && ids[n - 1] == 19,
           "word of %d chars: a ##a ... (%zu ids)", TOKENIZER_MAX_WORD_CHARS, n);
-    n = tokenizer_encode(uncased, text, TOKENIZER_MAX_WORD_CHARS + 1, ids, TOKENIZER_MAX_WORD_CHARS + 1);
-    CHECK(t, n == 1 && ids[0] == 9, "word of %d chars: [UNK] (%zu ids)", TOKENIZER_MAX_WORD_CHARS + 1, n);
+    n = tokenizer_encode(uncased, text, TOKENIZER_MAX_WORD_CHARS + 1, ids,
+                         TOKENIZER_MAX_WORD_CHARS + 1);
+    CHECK(t, n == 1 && ids[0] == 9, "word of %d chars: [UNK] (%zu ids)",
+          TOKENIZER_MAX_WORD_CHARS + 1, n);
     for (int i = 0; i <= TOKENIZER_MAX_WORD_CHARS; i++)
         memcpy(text + 2 * i, "\xC3\xA9", 2); /* é: two bytes, one character */
-    n = tokenizer_encode(cased, text, 2 * TOKENIZER_MAX_WORD_CHARS, ids, TOKENIZER_MAX_WORD_CHARS + 1);
+    n = tokenizer_encode(cased, text, 2 * TOKENIZER_MAX_WORD_CHARS, ids,
+                         TOKENIZER_MAX_WORD_CHARS + 1);
     CHECK(t, n == TOKENIZER_MAX_WORD_CHARS && ids[0] == 20 && ids[1] == 21,
-          "length limit counts characters, not bytes: %d x é -> %zu ids", TOKENIZER_MAX_WORD_CHARS, n);
-    n = tokenizer_encode(cased, text, 2 * (TOKENIZER_MAX_WORD_CHARS + 1), ids, TOKENIZER_MAX_WORD_CHARS + 1);
+          "length limit counts characters, not bytes: %d x é -> %zu ids", TOKENIZER_MAX_WORD_CHARS,
+          n);
+    n = tokenizer_encode(cased, text, 2 * (TOKENIZER_MAX_WORD_CHARS + 1), ids,
+                         TOKENIZER_MAX_WORD_CHARS + 1);
     CHECK(t, n == 1 && ids[0] == 9, "%d x é -> [UNK]", TOKENIZER_MAX_WORD_CHARS + 1);
 
     /* one whitespace token of 3000 characters (beyond the inline buffers), 1000 words */
@@ -141,10 +156,14 @@ static void test_spans(TestTally *t, const Tokenizer *uncased, const Tokenizer *
         ok = w[i].start == want[i][0] && w[i].end == want[i][1];
     CHECK(t, ok, "word spans of \"%s\" (%zu words)", text, n);
 
-    const char marks[] = "\xCC\x81" "ab\x01" "c\xCC\x81 a\xE4\xB8\xAD" "b";
+    const char marks[] = "\xCC\x81"
+                         "ab\x01"
+                         "c\xCC\x81 a\xE4\xB8\xAD"
+                         "b";
     n = tokenizer_basic_words(uncased, marks, sizeof marks - 1, w, 8);
-    CHECK(t, n == 4 && w[0].start == 2 && w[0].end == 8 && w[1].start == 9 && w[1].end == 10 &&
-                 w[2].start == 10 && w[2].end == 13 && w[3].start == 13 && w[3].end == 14,
+    CHECK(t,
+          n == 4 && w[0].start == 2 && w[0].end == 8 && w[1].start == 9 && w[1].end == 10 &&
+              w[2].start == 10 && w[2].end == 13 && w[3].start == 13 && w[3].end == 14,
           "spans: leading mark dropped, inner control and trailing stripped mark kept, CJK alone");
     n = tokenizer_basic_words(cased, marks, sizeof marks - 1, w, 1);
     CHECK(t, n == 4 && w[0].start == 0 && w[0].end == 8,
@@ -181,15 +200,16 @@ static void test_training(TestTally *t) {
     /* hug x10, pug x5, pun x12, bun x4, hugs x5. Pair frequencies: ##u ##g 20 -> ##ug; then
      * ##u ##n 16 -> ##un; h ##ug 15 -> hug; p ##un 12 -> pun; p ##ug 5 ties hug ##s 5, p has the
      * smaller id -> pug; hug ##s -> hugs; b ##un 4 -> bun; then every word is one piece. */
-    const char *expected =
-        "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nb\ng\nh\nn\np\ns\nu\n##b\n##g\n##h\n##n\n##p\n##s\n##u\n"
-        "##ug\n##un\nhug\npun\npug\nhugs\nbun\n";
+    const char *expected = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nb\ng\nh\nn\np\ns\nu\n##b\n##g\n##"
+                           "h\n##n\n##p\n##s\n##u\n"
+                           "##ug\n##un\nhug\npun\npug\nhugs\nbun\n";
     const char *paths[] = {FIXTURES "corpus_hug.txt"};
     VocabTrainStats stats;
     size_t len;
     char *vocab = vocab_train(paths, 1, 100, 1, &len, &stats);
-    CHECK(t, len == strlen(expected) && !memcmp(vocab, expected, len) && stats.tokens == 26 &&
-                 stats.merges == 7 && stats.words == 36 && stats.distinct_words == 5,
+    CHECK(t,
+          len == strlen(expected) && !memcmp(vocab, expected, len) && stats.tokens == 26 &&
+              stats.merges == 7 && stats.words == 36 && stats.distinct_words == 5,
           "training on the hug corpus gives the hand-derived vocabulary (%d tokens, %d merges)",
           stats.tokens, stats.merges);
     free(vocab);
@@ -210,8 +230,9 @@ static void test_training(TestTally *t) {
         size_t n = tokenizer_encode(tok, text, text_len, ids, 1024);
         for (size_t i = 0; i < n && i < 1024; i++)
             unknown += ids[i] == s.unk;
-        CHECK(t, s.pad == 0 && s.unk == 1 && s.cls == 2 && s.sep == 3 && s.mask == 4 &&
-                     tokenizer_vocab_size(tok) == stats.tokens && stats.tokens < 300,
+        CHECK(t,
+              s.pad == 0 && s.unk == 1 && s.cls == 2 && s.sep == 3 && s.mask == 4 &&
+                  tokenizer_vocab_size(tok) == stats.tokens && stats.tokens < 300,
               "trained vocab (%s): special tokens at 0-4, %d tokens (the small corpus runs out "
               "of pairs seen twice before --size 300)",
               lower_case ? "uncased" : "cased", tokenizer_vocab_size(tok));
@@ -221,8 +242,8 @@ static void test_training(TestTally *t) {
                          tokenizer_lookup(tok, "\"") >= 0 && tokenizer_lookup(tok, "##\"") >= 0;
         int accented = tokenizer_lookup(tok, "é") >= 0 && tokenizer_lookup(tok, "##é") >= 0;
         CHECK(t, both_forms && accented == !lower_case,
-              "trained vocab (%s): characters in both forms, é %s", lower_case ? "uncased" : "cased",
-              lower_case ? "stripped to e" : "kept");
+              "trained vocab (%s): characters in both forms, é %s",
+              lower_case ? "uncased" : "cased", lower_case ? "stripped to e" : "kept");
         free(text);
         tokenizer_free(tok);
         free(vocab);
@@ -234,14 +255,16 @@ static void test_bert_vocab(TestTally *t) {
     const char *path = "data/vocab/bert-base-uncased.txt";
     FILE *f = fopen(path, "rb");
     if (!f) {
-        printf("SKIP bert-base-uncased special ids: %s not found (run scripts/get_vocab.sh)\n", path);
+        printf("SKIP bert-base-uncased special ids: %s not found (run scripts/get_vocab.sh)\n",
+               path);
         return;
     }
     fclose(f);
     Tokenizer *tok = tokenizer_load(path, 1);
     SpecialTokens s = tokenizer_special(tok);
-    CHECK(t, tokenizer_vocab_size(tok) == 30522 && s.pad == 0 && s.unk == 100 && s.cls == 101 &&
-                 s.sep == 102 && s.mask == 103,
+    CHECK(t,
+          tokenizer_vocab_size(tok) == 30522 && s.pad == 0 && s.unk == 100 && s.cls == 101 &&
+              s.sep == 102 && s.mask == 103,
           "bert-base-uncased: 30522 tokens, [PAD] 0 [UNK] 100 [CLS] 101 [SEP] 102 [MASK] 103");
     tokenizer_free(tok);
 }

@@ -142,8 +142,8 @@ static int is_case_ignorable(uint32_t cp) {
                                               0x05F4, 0x2018, 0x2019, 0x2024, 0x2027, 0xFE13,
                                               0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
     utf8proc_category_t cat = category(cp);
-    if (cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_ME ||
-        cat == UTF8PROC_CATEGORY_CF || cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_SK)
+    if (cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_ME || cat == UTF8PROC_CATEGORY_CF ||
+        cat == UTF8PROC_CATEGORY_LM || cat == UTF8PROC_CATEGORY_SK)
         return 1;
     for (size_t i = 0; i < sizeof word_break_mid / sizeof word_break_mid[0]; i++)
         if (cp == word_break_mid[i])

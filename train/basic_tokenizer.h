@@ -37,14 +37,14 @@ typedef struct {
     const unsigned char *text;
     size_t len, pos; /* input and the decoding cursor */
     int lower_case;
-    SourcedChars raw;  /* current whitespace token after steps 1-3 */
-    SourcedChars norm; /* the same after step 4 (unused when !lower_case) */
+    SourcedChars raw;          /* current whitespace token after steps 1-3 */
+    SourcedChars norm;         /* the same after step 4 (unused when !lower_case) */
     const SourcedChars *token; /* &raw or &norm */
-    size_t next;       /* first character of *token not yet returned in a word */
+    size_t next;               /* first character of *token not yet returned in a word */
     /* the current word (valid after basic_next_word returned 1) */
-    char *word;        /* UTF-8, NUL-terminated */
-    size_t word_len;   /* bytes */
-    size_t word_chars; /* code points */
+    char *word;                  /* UTF-8, NUL-terminated */
+    size_t word_len;             /* bytes */
+    size_t word_chars;           /* code points */
     size_t word_start, word_end; /* span in the input */
     size_t word_capacity;
     char inline_word[4 * BASIC_INLINE_CHARS + 1];

@@ -79,8 +79,33 @@ static void read_block(hid_t file, const char *path, const char *group, const Pa
     }
 }
 
+typedef struct {
+    const ParamTable *table;
+    const char *unknown; /* first dataset under /model that the model does not have */
+    char name[PARAM_NAME_MAX + 64];
+} UnknownSearch;
+
+static herr_t find_unknown(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+    (void)obj;
+    UnknownSearch *search = data;
+    if (info->type != H5O_TYPE_DATASET)
+        return 0;
+    for (int i = 0; i < search->table->count; i++)
+        if (!strcmp(search->table->items[i].name, name))
+            return 0;
+    snprintf(search->name, sizeof search->name, "%s", name);
+    search->unknown = search->name;
+    return 1; /* stop */
+}
+
 void checkpoint_load_model(hid_t file, const char *path, Model *m) {
     read_block(file, path, "model", &m->table, m->params);
+    UnknownSearch search = {&m->table, NULL, ""};
+    hid_t group = H5Gopen2(file, "model", H5P_DEFAULT);
+    H5Ovisit(group, H5_INDEX_NAME, H5_ITER_NATIVE, find_unknown, &search);
+    H5Gclose(group);
+    RP_CHECK(!search.unknown, "%s: dataset '/model/%s' is not a parameter of the model its config describes",
+             path, search.unknown);
 }
 
 int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, AdamW *opt) {

@@ -15,8 +15,8 @@ int cmd_prepare(int argc, char **argv) {
     Config cfg;
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
-    rp_log("prepare: %d corpus file%s, vocab %s, %d threads", d->num_corpus, d->num_corpus == 1 ? "" : "s",
-           d->vocab, omp_get_max_threads());
+    rp_log("prepare: %d corpus file%s, vocab %s, %d threads", d->num_corpus,
+           d->num_corpus == 1 ? "" : "s", d->vocab, omp_get_max_threads());
     PrepareReport r = corpus_prepare(d);
     double total = r.seconds_read + r.seconds_tokenize + r.seconds_write;
     const SplitCounts *split[2] = {&r.train, &r.eval};
@@ -25,13 +25,14 @@ int cmd_prepare(int argc, char **argv) {
         char path[CONFIG_PATH_MAX + 16];
         shard_path(path, sizeof path, d->shard_dir, name[i]);
         printf("%-5s %s: %lld documents, %lld sentences, %lld tokens\n", name[i], path,
-               (long long)split[i]->documents, (long long)split[i]->sentences, (long long)split[i]->tokens);
+               (long long)split[i]->documents, (long long)split[i]->sentences,
+               (long long)split[i]->tokens);
     }
     if (r.dropped_sentences)
         printf("dropped %lld lines that produced no token\n", (long long)r.dropped_sentences);
     double tokens = (double)(r.train.tokens + r.eval.tokens);
-    printf("time: %.2f s (read %.2f, tokenize %.2f = %.2f M tokens/s, write %.2f)\n", total, r.seconds_read,
-           r.seconds_tokenize, tokens / 1e6 / (r.seconds_tokenize > 0 ? r.seconds_tokenize : 1e-9),
-           r.seconds_write);
+    printf("time: %.2f s (read %.2f, tokenize %.2f = %.2f M tokens/s, write %.2f)\n", total,
+           r.seconds_read, r.seconds_tokenize,
+           tokens / 1e6 / (r.seconds_tokenize > 0 ? r.seconds_tokenize : 1e-9), r.seconds_write);
     return 0;
 }

@@ -11,11 +11,12 @@
 #include "tokenizer.h"
 #include "vocab_train.h"
 
-static const char tokenize_usage[] = "usage: realpos tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT";
+static const char tokenize_usage[] =
+    "usage: realpos tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT";
 static const char vocab_usage[] =
     "usage: realpos vocab --corpus FILE... --size N --out VOCAB.txt [--cased]";
 
-/* Append the decimal digits of a non-negative id. */
+/* Write the decimal digits of a non-negative id at out; returns their number. */
 static size_t format_id(char *out, int id) {
     char digits[12];
     size_t n = 0;
@@ -32,20 +33,21 @@ int cmd_tokenize(int argc, char **argv) {
     const char *vocab_path = NULL;
     int lower_case = 1, print_tokens = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--vocab") && i + 1 < argc)
+        if (!strcmp(argv[i], "--vocab")) {
+            RP_CHECK(i + 1 < argc, "tokenize: --vocab expects a path\n%s", tokenize_usage);
             vocab_path = argv[++i];
-        else if (!strcmp(argv[i], "--cased"))
+        } else if (!strcmp(argv[i], "--cased")) {
             lower_case = 0;
-        else if (!strcmp(argv[i], "--tokens"))
+        } else if (!strcmp(argv[i], "--tokens")) {
             print_tokens = 1;
-        else
+        } else {
             RP_FATAL("tokenize: unexpected argument '%s'\n%s", argv[i], tokenize_usage);
+        }
     }
     RP_CHECK(vocab_path, "tokenize: --vocab is required\n%s", tokenize_usage);
     Tokenizer *tok = tokenizer_load(vocab_path, lower_case);
 
-    static char out_buffer[1 << 16];
-    setvbuf(stdout, out_buffer, _IOFBF, sizeof out_buffer);
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
     char *line = NULL, *text = NULL;
     size_t line_capacity = 0, ids_capacity = 0, text_capacity = 0;
     int *ids = NULL;
@@ -101,9 +103,11 @@ int cmd_vocab(int argc, char **argv) {
         if (!strcmp(argv[i], "--corpus")) {
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
                 corpus[corpus_count++] = argv[++i];
-        } else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--size")) {
+            RP_CHECK(i + 1 < argc, "vocab: --size expects a number\n%s", vocab_usage);
             size = (int)cli_int("--size", argv[++i], 1, 1 << 24);
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+        } else if (!strcmp(argv[i], "--out")) {
+            RP_CHECK(i + 1 < argc, "vocab: --out expects a path\n%s", vocab_usage);
             out_path = argv[++i];
         } else if (!strcmp(argv[i], "--cased")) {
             lower_case = 0;

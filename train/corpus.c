@@ -17,7 +17,7 @@
 /* Lines per tokenization work item. */
 #define CHUNK_LINES 512
 
-/* ---- MD5 (RFC 1321) ------------------------------------------------------------------------- */
+/* ---- MD5 (RFC 1321) -------------------------------------------------------------------------- */
 
 static uint32_t rotl32(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
 
@@ -33,10 +33,22 @@ static void md5_block(uint32_t h[4], const unsigned char *p, const uint32_t k[64
         uint32_t f;
         int g;
         switch (i / 16) {
-        case 0: f = (b & c) | (~b & d); g = i; break;
-        case 1: f = (d & b) | (~d & c); g = (5 * i + 1) % 16; break;
-        case 2: f = b ^ c ^ d; g = (3 * i + 5) % 16; break;
-        default: f = c ^ (b | ~d); g = (7 * i) % 16; break;
+        case 0:
+            f = (b & c) | (~b & d);
+            g = i;
+            break;
+        case 1:
+            f = (d & b) | (~d & c);
+            g = (5 * i + 1) % 16;
+            break;
+        case 2:
+            f = b ^ c ^ d;
+            g = (3 * i + 5) % 16;
+            break;
+        default:
+            f = c ^ (b | ~d);
+            g = (7 * i) % 16;
+            break;
         }
         f += a + k[i] + m[g];
         a = d;
@@ -73,7 +85,7 @@ void md5_hex(const void *data, size_t len, char out[33]) {
         snprintf(out + 2 * i, 3, "%02x", (unsigned)(h[i / 4] >> (8 * (i % 4))) & 0xffu);
 }
 
-/* ---- reading -------------------------------------------------------------------------------- */
+/* ---- reading --------------------------------------------------------------------------------- */
 
 static char *read_whole_file(const char *path, size_t *len, const char *what) {
     FILE *f = fopen(path, "rb");
@@ -138,7 +150,7 @@ static void split_lines(LineList *out, const char *text, size_t len) {
     out->num_docs += open;
 }
 
-/* ---- tokenization --------------------------------------------------------------------------- */
+/* ---- tokenization ---------------------------------------------------------------------------- */
 
 typedef struct {
     int *ids;
@@ -163,12 +175,14 @@ static IdBuffer *tokenize_lines(const Tokenizer *tok, const LineList *ll, int64_
         b->ids = xmalloc(b->cap * sizeof(int));
         for (int64_t i = first; i < last; i++) {
             const Line *line = &ll->lines[i];
-            size_t n = tokenizer_encode(tok, line->text, line->len, b->ids + b->used, b->cap - b->used);
+            size_t n =
+                tokenizer_encode(tok, line->text, line->len, b->ids + b->used, b->cap - b->used);
             if (n > b->cap - b->used) {
                 b->cap = 2 * b->cap > b->used + n ? 2 * b->cap : b->used + n;
                 b->ids = realloc(b->ids, b->cap * sizeof(int));
                 RP_CHECK(b->ids, "out of memory tokenizing the corpus");
-                n = tokenizer_encode(tok, line->text, line->len, b->ids + b->used, b->cap - b->used);
+                n = tokenizer_encode(tok, line->text, line->len, b->ids + b->used,
+                                     b->cap - b->used);
             }
             start[i] = (int64_t)b->used;
             count[i] = (int64_t)n;
@@ -178,7 +192,7 @@ static IdBuffer *tokenize_lines(const Tokenizer *tok, const LineList *ll, int64_
     return chunk;
 }
 
-/* ---- writing -------------------------------------------------------------------------------- */
+/* ---- writing --------------------------------------------------------------------------------- */
 
 typedef struct {
     const DataConfig *data;
@@ -196,8 +210,8 @@ static void make_dirs(const char *dir) {
             continue;
         char saved = *p;
         *p = '\0';
-        RP_CHECK(mkdir(path, 0777) == 0 || errno == EEXIST, "[data] shard_dir: cannot create %s: %s",
-                 path, strerror(errno));
+        RP_CHECK(mkdir(path, 0777) == 0 || errno == EEXIST,
+                 "[data] shard_dir: cannot create %s: %s", path, strerror(errno));
         *p = saved;
         if (!saved)
             break;
@@ -235,7 +249,8 @@ static SplitCounts write_split(const ShardMeta *meta, const char *split, const L
             doc_off[d++] = s;
         prev_doc = ll->lines[i].doc;
         sent_off[s++] = t;
-        memcpy(tokens + t, chunk[i / CHUNK_LINES].ids + start[i], (size_t)count[i] * sizeof *tokens);
+        memcpy(tokens + t, chunk[i / CHUNK_LINES].ids + start[i],
+               (size_t)count[i] * sizeof *tokens);
         t += count[i];
     }
     sent_off[s] = t;
@@ -272,7 +287,7 @@ static SplitCounts write_split(const ShardMeta *meta, const char *split, const L
     return n;
 }
 
-/* ---- prepare -------------------------------------------------------------------------------- */
+/* ---- prepare --------------------------------------------------------------------------------- */
 
 PrepareReport corpus_prepare(const DataConfig *data) {
     PrepareReport report = {0};
@@ -280,8 +295,9 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     RP_CHECK(data->num_corpus > 0, "[data] corpus: expected at least one text file, got none");
     RP_CHECK(data->vocab[0], "[data] vocab: expected a vocabulary file, got none");
     for (int i = 0; i < data->num_corpus; i++) /* fail fast, before any work */
-        RP_CHECK(access(data->corpus[i], R_OK) == 0, "%s: cannot open corpus file ([data] corpus): %s",
-                 data->corpus[i], strerror(errno));
+        RP_CHECK(access(data->corpus[i], R_OK) == 0,
+                 "%s: cannot open corpus file ([data] corpus): %s", data->corpus[i],
+                 strerror(errno));
     size_t vocab_len;
     char *vocab_text = read_whole_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
     Tokenizer *tok = tokenizer_from_text(vocab_text, vocab_len, data->do_lower_case, data->vocab);
@@ -319,18 +335,20 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     for (int64_t d = 0; d < ll.num_docs; d++)
         if (kept[d])
             docs[num_kept++] = d;
-    RP_CHECK(num_kept > 0,
-             "[data] corpus (%s%s): all %lld documents are empty: none of their %lld lines produced a "
-             "token with vocabulary %s",
-             data->corpus[0], data->num_corpus > 1 ? ", ..." : "", (long long)ll.num_docs,
-             (long long)ll.num_lines, data->vocab);
+    RP_CHECK(
+        num_kept > 0,
+        "[data] corpus (%s%s): all %lld documents are empty: none of their %lld lines produced a "
+        "token with vocabulary %s",
+        data->corpus[0], data->num_corpus > 1 ? ", ..." : "", (long long)ll.num_docs,
+        (long long)ll.num_lines, data->vocab);
     int64_t num_eval = llround((double)data->eval_fraction * (double)num_kept);
     if (num_eval < 1)
         num_eval = 1;
-    RP_CHECK(num_eval < num_kept,
-             "[data] eval_fraction = %g holds out %lld of the corpus's %lld documents, leaving none "
-             "for training: add documents (separated by blank lines) or lower eval_fraction",
-             (double)data->eval_fraction, (long long)num_eval, (long long)num_kept);
+    RP_CHECK(
+        num_eval < num_kept,
+        "[data] eval_fraction = %g holds out %lld of the corpus's %lld documents, leaving none "
+        "for training: add documents (separated by blank lines) or lower eval_fraction",
+        (double)data->eval_fraction, (long long)num_eval, (long long)num_kept);
     Rng rng;
     rng_seed(&rng, hash64((uint64_t)data->seed ^ SPLIT_SALT));
     unsigned char *is_eval = xcalloc((size_t)ll.num_docs, 1);
@@ -364,7 +382,7 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     return report;
 }
 
-/* ---- loading -------------------------------------------------------------------------------- */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 static int64_t dataset_length(hid_t f, const char *path, const char *name) {
     hsize_t dims[4];
@@ -376,10 +394,11 @@ static int64_t dataset_length(hid_t f, const char *path, const char *name) {
 /* offsets[0] = 0 < offsets[1] < ... < offsets[n] = total */
 static void check_offsets(const int64_t *off, int64_t n, int64_t total, const char *path,
                           const char *name, const char *what) {
-    RP_CHECK(off[0] == 0, "%s: dataset '%s': expected to start at 0, got %lld", path, name, (long long)off[0]);
+    RP_CHECK(off[0] == 0, "%s: dataset '%s': expected to start at 0, got %lld", path, name,
+             (long long)off[0]);
     for (int64_t i = 0; i < n; i++)
-        RP_CHECK(off[i + 1] > off[i], "%s: dataset '%s': %s %lld is empty or offsets decrease", path, name,
-                 what, (long long)i);
+        RP_CHECK(off[i + 1] > off[i], "%s: dataset '%s': %s %lld is empty or offsets decrease",
+                 path, name, what, (long long)i);
     RP_CHECK(off[n] == total, "%s: dataset '%s': expected to end at %lld, got %lld", path, name,
              (long long)total, (long long)off[n]);
 }
@@ -391,16 +410,18 @@ Shard *shard_load(const char *path) {
     hid_t f = h5_open(path, 0);
     char *format = h5_attr_read_string(f, "format", path);
     RP_CHECK(!strcmp(format, SHARD_FORMAT),
-             "%s: attribute 'format': expected '%s' (a file written by realpos prepare), got '%s'", path,
-             SHARD_FORMAT, format);
+             "%s: attribute 'format': expected '%s' (a file written by realpos prepare), got '%s'",
+             path, SHARD_FORMAT, format);
     free(format);
     int64_t vocab_size = h5_attr_read_int64(f, "vocab_size", path);
-    RP_CHECK(vocab_size > 0 && vocab_size <= INT32_MAX, "%s: attribute 'vocab_size': expected a positive int, got %lld",
-             path, (long long)vocab_size);
+    RP_CHECK(vocab_size > 0 && vocab_size <= INT32_MAX,
+             "%s: attribute 'vocab_size': expected a positive int, got %lld", path,
+             (long long)vocab_size);
     s->vocab_size = (int)vocab_size;
     s->do_lower_case = h5_attr_read_int64(f, "do_lower_case", path) != 0;
     char *md5 = h5_attr_read_string(f, "vocab_md5", path);
-    RP_CHECK(strlen(md5) == 32, "%s: attribute 'vocab_md5': expected 32 hex digits, got '%s'", path, md5);
+    RP_CHECK(strlen(md5) == 32, "%s: attribute 'vocab_md5': expected 32 hex digits, got '%s'", path,
+             md5);
     memcpy(s->vocab_md5, md5, 33);
     free(md5);
     s->sources = h5_attr_read_string(f, "sources", path);
@@ -409,7 +430,8 @@ Shard *shard_load(const char *path) {
     s->num_sentences = dataset_length(f, path, "sentence_offsets") - 1;
     s->num_documents = dataset_length(f, path, "document_offsets") - 1;
     RP_CHECK(s->num_sentences >= 0 && s->num_documents >= 0,
-             "%s: datasets 'sentence_offsets' and 'document_offsets' need at least one element", path);
+             "%s: datasets 'sentence_offsets' and 'document_offsets' need at least one element",
+             path);
     hsize_t n_tok = (hsize_t)s->num_tokens, n_sent = (hsize_t)s->num_sentences + 1,
             n_doc = (hsize_t)s->num_documents + 1;
     s->tokens = xmalloc((size_t)n_tok * sizeof *s->tokens);
@@ -422,10 +444,12 @@ Shard *shard_load(const char *path) {
 
     for (int64_t i = 0; i < s->num_tokens; i++)
         RP_CHECK(s->tokens[i] >= 0 && s->tokens[i] < s->vocab_size,
-                 "%s: dataset 'tokens': expected ids in [0, %d), got %d at index %lld", path, s->vocab_size,
-                 s->tokens[i], (long long)i);
-    check_offsets(s->sentence_offsets, s->num_sentences, s->num_tokens, path, "sentence_offsets", "sentence");
-    check_offsets(s->document_offsets, s->num_documents, s->num_sentences, path, "document_offsets", "document");
+                 "%s: dataset 'tokens': expected ids in [0, %d), got %d at index %lld", path,
+                 s->vocab_size, s->tokens[i], (long long)i);
+    check_offsets(s->sentence_offsets, s->num_sentences, s->num_tokens, path, "sentence_offsets",
+                  "sentence");
+    check_offsets(s->document_offsets, s->num_documents, s->num_sentences, path, "document_offsets",
+                  "document");
     return s;
 }
 
@@ -443,10 +467,13 @@ void shard_check_vocab(const Shard *s, const char *vocab_text, size_t len, int d
                        const char *vocab_origin) {
     char md5[33];
     md5_hex(vocab_text, len, md5);
-    RP_CHECK(!strcmp(md5, s->vocab_md5),
-             "%s: made with another vocabulary (md5 %s) than %s (md5 %s): run realpos prepare again", s->path,
-             s->vocab_md5, vocab_origin, md5);
+    RP_CHECK(
+        !strcmp(md5, s->vocab_md5),
+        "%s: made with another vocabulary (md5 %s) than %s (md5 %s): run realpos prepare again",
+        s->path, s->vocab_md5, vocab_origin, md5);
     RP_CHECK(!do_lower_case == !s->do_lower_case,
-             "%s: made with do_lower_case = %s, but %s is used with do_lower_case = %s: run realpos prepare "
-             "again", s->path, s->do_lower_case ? "yes" : "no", vocab_origin, do_lower_case ? "yes" : "no");
+             "%s: made with do_lower_case = %s, but %s is used with do_lower_case = %s: run "
+             "realpos prepare "
+             "again",
+             s->path, s->do_lower_case ? "yes" : "no", vocab_origin, do_lower_case ? "yes" : "no");
 }

@@ -11,6 +11,8 @@
 #define EVAL_SALT 0x6576616cULL    /* "eval" */
 #define ORDER_SALT 0x6f72646572ULL /* "order": per-epoch document order */
 
+_Static_assert(sizeof(int) == sizeof(int32_t), "rows (int) are copied from shard tokens (int32_t)");
+
 struct InstanceStream {
     const Shard *shard;
     InstanceOptions opt;
@@ -38,8 +40,8 @@ InstanceOptions instance_options(const DataConfig *data, int batch_size, int eva
 }
 
 InstanceBatch *instance_batch_create(int batch_size, int seq_len) {
-    RP_CHECK(batch_size > 0 && seq_len > 0, "instance batch: expected a positive shape, got [%d, %d]",
-             batch_size, seq_len);
+    RP_CHECK(batch_size > 0 && seq_len > 0,
+             "instance batch: expected a positive shape, got [%d, %d]", batch_size, seq_len);
     InstanceBatch *b = xcalloc(1, sizeof *b);
     size_t n = (size_t)batch_size * (size_t)seq_len;
     b->batch_size = batch_size;
@@ -114,11 +116,13 @@ InstanceStream *instance_stream_create(const Shard *shard, const Tokenizer *tok,
     RP_CHECK(shard->num_documents > 0, "%s: no documents to draw instances from", shard->path);
     int vocab_size = tokenizer_vocab_size(tok);
     RP_CHECK(vocab_size == shard->vocab_size,
-             "%s: vocab_size %d does not match the tokenizer's %d: run realpos prepare again", shard->path,
-             shard->vocab_size, vocab_size);
+             "%s: vocab_size %d does not match the tokenizer's %d: run realpos prepare again",
+             shard->path, shard->vocab_size, vocab_size);
     RP_CHECK(opt->max_seq_len >= 5 && opt->batch_size > 0 && opt->max_predictions_per_seq > 0,
-             "instances: expected max_seq_len >= 5, batch_size > 0, max_predictions_per_seq > 0, got %d, "
-             "%d, %d", opt->max_seq_len, opt->batch_size, opt->max_predictions_per_seq);
+             "instances: expected max_seq_len >= 5, batch_size > 0, max_predictions_per_seq > 0, "
+             "got %d, "
+             "%d, %d",
+             opt->max_seq_len, opt->batch_size, opt->max_predictions_per_seq);
     InstanceStream *s = xcalloc(1, sizeof *s);
     s->shard = shard;
     s->opt = *opt;
@@ -155,25 +159,30 @@ void instance_stream_free(InstanceStream *s) {
 
 InstanceState instance_state_get(const InstanceStream *s) { return s->st; }
 
+/* Tokens in sentence `sent` (an index over the whole shard). */
+static int64_t sentence_length(const Shard *sh, int64_t sent) {
+    return sh->sentence_offsets[sent + 1] - sh->sentence_offsets[sent];
+}
+
 void instance_state_set(InstanceStream *s, const InstanceState *st) {
     const Shard *sh = s->shard;
     RP_CHECK(st->num_documents == (uint64_t)sh->num_documents,
              "%s: the saved data-stream state is for a shard of %llu documents, this one has %lld: "
-             "resume with the shards the run was started with", sh->path,
-             (unsigned long long)st->num_documents, (long long)sh->num_documents);
-    RP_CHECK(st->order_pos < st->num_documents, "%s: saved data-stream state: document position %llu out "
-             "of range", sh->path, (unsigned long long)st->order_pos);
+             "resume with the shards the run was started with",
+             sh->path, (unsigned long long)st->num_documents, (long long)sh->num_documents);
+    RP_CHECK(st->order_pos < st->num_documents,
+             "%s: saved data-stream state: document position %llu out of range", sh->path,
+             (unsigned long long)st->order_pos);
     s->st = *st;
     build_order(s);
-    int64_t doc = s->order[st->order_pos];
-    uint64_t num_sent = (uint64_t)(sh->document_offsets[doc + 1] - sh->document_offsets[doc]);
-    uint64_t sent_len = st->sentence < num_sent
-                            ? (uint64_t)(sh->sentence_offsets[sh->document_offsets[doc] + (int64_t)st->sentence + 1] -
-                                         sh->sentence_offsets[sh->document_offsets[doc] + (int64_t)st->sentence])
-                            : 0;
+    int64_t doc = s->order[st->order_pos], first = sh->document_offsets[doc];
+    uint64_t num_sent = (uint64_t)(sh->document_offsets[doc + 1] - first);
+    uint64_t sent_len =
+        st->sentence < num_sent ? (uint64_t)sentence_length(sh, first + (int64_t)st->sentence) : 0;
     RP_CHECK(st->sentence <= num_sent && (st->token < sent_len || st->token == 0),
-             "%s: saved data-stream state: sentence %llu token %llu out of range for document %lld", sh->path,
-             (unsigned long long)st->sentence, (unsigned long long)st->token, (long long)doc);
+             "%s: saved data-stream state: sentence %llu token %llu out of range for document %lld",
+             sh->path, (unsigned long long)st->sentence, (unsigned long long)st->token,
+             (long long)doc);
 }
 
 /* Next document of the epoch order; a new epoch (and order) after the last. */
@@ -202,14 +211,15 @@ static int pack_row(InstanceStream *s, int *ids) {
             next_document(s);
             if (n > 0) { /* [SEP] and the next document, if its first sentence fits too */
                 int64_t next_first = sh->document_offsets[s->order[st->order_pos]];
-                if (n + 1 + (sh->sentence_offsets[next_first + 1] - sh->sentence_offsets[next_first]) > target)
+                if (n + 1 + sentence_length(sh, next_first) > target)
                     break;
                 content[n++] = s->special.sep;
             }
             continue;
         }
         int64_t sent = first + (int64_t)st->sentence;
-        int64_t from = sh->sentence_offsets[sent] + (int64_t)st->token, to = sh->sentence_offsets[sent + 1];
+        int64_t from = sh->sentence_offsets[sent] + (int64_t)st->token,
+                to = sh->sentence_offsets[sent + 1];
         int64_t left = to - from, space = target - n;
         if (left <= space) {
             memcpy(content + n, sh->tokens + from, (size_t)left * sizeof(int));
@@ -292,12 +302,13 @@ void instance_stream_next(InstanceStream *s, InstanceBatch *b) {
     b->num_tokens = 0;
     for (int r = 0; r < b->batch_size; r++) {
         int *ids = b->input_ids + (size_t)r * L, *labels = b->labels + (size_t)r * L;
-        int *mask = b->attention_mask + (size_t)r * L, *types = b->token_type_ids + (size_t)r * L;
+        int *attention = b->attention_mask + (size_t)r * L;
+        int *types = b->token_type_ids + (size_t)r * L;
         int n = pack_row(s, ids);
         for (int l = 0; l < L; l++) {
             labels[l] = LABEL_IGNORE;
             types[l] = 0;
-            mask[l] = l < n;
+            attention[l] = l < n;
             if (l >= n)
                 ids[l] = s->special.pad;
         }

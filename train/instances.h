@@ -58,13 +58,13 @@ void instance_batch_free(InstanceBatch *b);
 
 /* Everything that changes as a stream runs; the rest is fixed by (shard, options). */
 typedef struct {
-    Rng rng;                   /* short lengths and masks */
-    uint64_t epoch;            /* completed passes over the documents */
-    uint64_t order_pos;        /* next document, as an index into this epoch's order */
-    uint64_t sentence;         /* next sentence within that document (== count: exhausted) */
-    uint64_t token;            /* next token within that sentence (a split long sentence) */
-    uint64_t rows;             /* rows produced so far */
-    uint64_t num_documents;    /* of the shard, checked by instance_state_set */
+    Rng rng;                /* short lengths and masks */
+    uint64_t epoch;         /* completed passes over the documents */
+    uint64_t order_pos;     /* next document, as an index into this epoch's order */
+    uint64_t sentence;      /* next sentence within that document (== count: exhausted) */
+    uint64_t token;         /* next token within that sentence (a split long sentence) */
+    uint64_t rows;          /* rows produced so far */
+    uint64_t num_documents; /* of the shard, checked by instance_state_set */
 } InstanceState;
 
 #define INSTANCE_STATE_WORDS 10

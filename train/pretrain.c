@@ -36,6 +36,7 @@ typedef struct {
     Shard *train_shard, *eval_shard;
     InstanceStream *train_stream, *eval_stream;
     InstanceBatch *batch;
+    int unigram_token; /* most frequent training token: the baseline prediction */
     Model model;
     AdamW opt;
     Activations acts;
@@ -120,22 +121,38 @@ static void save_checkpoint(Trainer *t) {
     rp_log("checkpoint %s", path);
 }
 
+int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
+    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
+    for (int64_t e = 0; e < shard->num_tokens; e++)
+        counts[shard->tokens[e]]++;
+    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
+    int best = 0;
+    for (int v = 1; v < shard->vocab_size; v++)
+        if (counts[v] > counts[best])
+            best = v;
+    free(counts);
+    return best;
+}
+
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
-                        InstanceBatch *batch, int num_batches) {
+                        InstanceBatch *batch, int num_batches, int unigram_token) {
     instance_stream_rewind(eval_stream);
     double loss_sum = 0;
-    long correct = 0, predictions = 0;
+    long correct = 0, predictions = 0, unigram_correct = 0;
     for (int i = 0; i < num_batches; i++) {
         instance_stream_next(eval_stream, batch);
         Batch b = {batch->batch_size, batch->seq_len, batch->input_ids, batch->token_type_ids,
                    batch->attention_mask, batch->labels};
         ForwardStats st = model_forward(m, acts, &b, 0, 0, NULL);
+        for (int n = 0; n < b.B * b.L; n++)
+            unigram_correct += b.labels[n] == unigram_token;
         loss_sum += (double)st.loss * st.num_predicted;
         correct += st.num_correct;
         predictions += st.num_predicted;
     }
-    EvalResult r = {0, 0, 0, predictions};
+    EvalResult r = {0, 0, 0, 0, predictions};
     if (predictions) {
+        r.unigram_accuracy = (double)unigram_correct / (double)predictions;
         r.loss = loss_sum / (double)predictions;
         r.accuracy = (double)correct / (double)predictions;
         r.perplexity = exp(r.loss);
@@ -162,6 +179,7 @@ static void open_data(Trainer *t, const char *vocab_origin) {
     t->train_stream = instance_stream_create(t->train_shard, t->tok, &train_opt);
     t->eval_stream = instance_stream_create(t->eval_shard, t->tok, &eval_opt);
     t->batch = instance_batch_create(t->cfg.train.batch_size, d->max_seq_len);
+    t->unigram_token = shard_most_frequent_token(t->train_shard, tokenizer_special(t->tok));
 }
 
 static void trainer_free(Trainer *t) {
@@ -179,7 +197,8 @@ static void trainer_free(Trainer *t) {
 }
 
 static void log_eval(Trainer *t) {
-    EvalResult r = evaluate_mlm(&t->model, &t->acts, t->eval_stream, t->batch, t->cfg.train.eval_batches);
+    EvalResult r = evaluate_mlm(&t->model, &t->acts, t->eval_stream, t->batch, t->cfg.train.eval_batches,
+                                t->unigram_token);
     MetricsRecord rec = {.kind = "eval", .step = t->step, .total_steps = t->cfg.train.max_steps,
                          .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
     metrics_write(&t->log, &rec);
@@ -370,9 +389,12 @@ int cmd_eval(int argc, char **argv) {
     adamw_create(&t.opt, &t.model.table);
     activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
                        t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq);
-    EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches);
-    printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f\n", ckpt,
-           t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity);
+    EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
+                                t.unigram_token);
+    printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
+           "(unigram baseline accuracy %.4f: always '%s')\n",
+           ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
+           tokenizer_token(t.tok, t.unigram_token));
     trainer_free(&t);
     return 0;
 }

@@ -12,12 +12,17 @@
 
 typedef struct {
     double loss, accuracy, perplexity;
+    double unigram_accuracy; /* baseline: always predict the most frequent training token */
     long predictions;
 } EvalResult;
 
-/* Held-out MLM loss/accuracy/perplexity over `num_batches` batches of a rewound eval stream. */
+/* Held-out MLM loss/accuracy/perplexity over `num_batches` batches of a rewound eval stream;
+ * unigram_token is the baseline's prediction (see shard_most_frequent_token). */
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
-                        InstanceBatch *batch, int num_batches);
+                        InstanceBatch *batch, int num_batches, int unigram_token);
+
+/* The most frequent token of a shard that is not a special token. */
+int shard_most_frequent_token(const Shard *shard, SpecialTokens special);
 
 /* Vocabulary stored in checkpoints: dataset /vocab (the vocab.txt text) with attribute
  * do_lower_case. Returns NULL if the checkpoint has none. */

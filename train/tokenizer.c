@@ -16,10 +16,10 @@ typedef struct {
 struct Tokenizer {
     int lower_case;
     int size;
-    char *strings;        /* every token, NUL-terminated, in id order */
-    size_t *offset;       /* [size] start of token id in strings */
-    uint32_t *length;     /* [size] bytes */
-    Slot *slots;          /* [mask + 1], at most half full */
+    char *strings;    /* every token, NUL-terminated, in id order */
+    size_t *offset;   /* [size] start of token id in strings */
+    uint32_t *length; /* [size] bytes */
+    Slot *slots;      /* [mask + 1], at most half full */
     size_t mask;
     size_t max_length;    /* longest token in bytes: no longer substring needs a look-up */
     uint64_t hash_hashes; /* hash state after the bytes "##" */
@@ -49,7 +49,8 @@ static int lookup_hashed(const Tokenizer *tok, uint64_t h, int hashes_prefix,
         if (s->tag != tag || tok->length[s->id] != len + prefix)
             continue;
         const char *token = tok->strings + tok->offset[s->id];
-        if ((!prefix || (token[0] == '#' && token[1] == '#')) && !memcmp(token + prefix, bytes, len))
+        if ((!prefix || (token[0] == '#' && token[1] == '#')) &&
+            !memcmp(token + prefix, bytes, len))
             return s->id;
     }
 }
@@ -85,8 +86,10 @@ static int valid_utf8(const char *s, size_t len) {
 
 static int special_id(const Tokenizer *tok, const char *name, const char *origin) {
     int id = tokenizer_lookup(tok, name);
-    RP_CHECK(id >= 0, "vocabulary %s has no %s token (a BERT vocab.txt needs [PAD] [UNK] [CLS] "
-             "[SEP] [MASK])", origin, name);
+    RP_CHECK(id >= 0,
+             "vocabulary %s has no %s token (a BERT vocab.txt needs [PAD] [UNK] [CLS] "
+             "[SEP] [MASK])",
+             origin, name);
     return id;
 }
 
@@ -187,7 +190,8 @@ int tokenizer_lookup(const Tokenizer *tok, const char *token) {
 }
 
 const char *tokenizer_token(const Tokenizer *tok, int id) {
-    RP_CHECK(id >= 0 && id < tok->size, "token id %d outside the vocabulary [0, %d)", id, tok->size);
+    RP_CHECK(id >= 0 && id < tok->size, "token id %d outside the vocabulary [0, %d)", id,
+             tok->size);
     return tok->strings + tok->offset[id];
 }
 

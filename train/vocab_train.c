@@ -105,10 +105,10 @@ static void strings_free(StringTable *t) {
 
 /* ---- trainer state ---- */
 typedef struct {
-    int64_t count;     /* occurrences in the corpus */
-    size_t first;      /* its pieces are pieces[first .. first + length) */
+    int64_t count; /* occurrences in the corpus */
+    size_t first;  /* its pieces are pieces[first .. first + length) */
     uint32_t length;
-    uint32_t visited;  /* merge step that last rewrote it (dedupes the pair word lists) */
+    uint32_t visited; /* merge step that last rewrote it (dedupes the pair word lists) */
 } Word;
 
 typedef struct {
@@ -182,13 +182,14 @@ static void pair_add(Trainer *t, int32_t left, int32_t right, int64_t delta, uin
     pair->frequency += delta;
     if (delta > 0) {
         if (!pair->word_count || pair->words[pair->word_count - 1] != word) {
-            pair->words = grow(pair->words, &pair->word_capacity, pair->word_count + 1,
-                               sizeof *pair->words);
+            pair->words =
+                grow(pair->words, &pair->word_capacity, pair->word_count + 1, sizeof *pair->words);
             pair->words[pair->word_count++] = word;
         }
         if (pair->raised != t->step) {
             pair->raised = t->step;
-            t->raised = grow(t->raised, &t->raised_capacity, t->raised_count + 1, sizeof *t->raised);
+            t->raised =
+                grow(t->raised, &t->raised_capacity, t->raised_count + 1, sizeof *t->raised);
             t->raised[t->raised_count++] = (int32_t)(pair - t->pairs);
         }
     }
@@ -300,8 +301,8 @@ static int64_t count_words(Trainer *t, const char **paths, int path_count, int l
                 int32_t i = strings_intern(&t->word_text, basic.word, basic.word_len, &added);
                 if (added) {
                     t->words = grow(t->words, &t->word_capacity, (size_t)i + 1, sizeof *t->words);
-                    t->words[i] = (Word){.count = 0, .length = (uint32_t)basic.word_chars,
-                                         .visited = UINT32_MAX};
+                    t->words[i] = (Word){
+                        .count = 0, .length = (uint32_t)basic.word_chars, .visited = UINT32_MAX};
                 }
                 t->words[i].count++;
             }
@@ -357,8 +358,8 @@ static void initial_pieces(Trainer *t, const uint32_t *alphabet, size_t alphabet
             i += utf8_decode((const unsigned char *)s + i, len - i, &cp);
             const uint32_t *at = bsearch(&cp, alphabet, alphabet_size, sizeof cp, compare_u32);
             size_t k = (size_t)(at - alphabet);
-            t->pieces[t->pieces_len] = (int32_t)(t->pieces_len == t->words[w].first
-                                                     ? k : alphabet_size + k);
+            t->pieces[t->pieces_len] =
+                (int32_t)(t->pieces_len == t->words[w].first ? k : alphabet_size + k);
             t->pieces_len++;
         }
     }

@@ -4,8 +4,8 @@
  * Words are counted with the basic tokenizer (words over TOKENIZER_MAX_WORD_CHARS code points
  * are skipped: they always become [UNK]). Every word starts as its characters: the first as
  * itself, the others as "##c". The most frequent adjacent pair of pieces (ties: the smaller
- * piece ids, left then right) is then merged everywhere, "ab" + "##c" -> "abc" and "##ab" + "##c" -> "##abc", until
- * the vocabulary has `size` tokens or no pair occurs twice.
+ * piece ids, left then right) is then merged everywhere, "ab" + "##c" -> "abc" and "##ab" + "##c"
+ * -> "##abc", until the vocabulary has `size` tokens or no pair occurs twice.
  *
  * Vocabulary order: [PAD] [UNK] [CLS] [SEP] [MASK], every character of the corpus in code point
  * order, the same as "##" continuations, then the merged pieces in the order they were made. As

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Loss and accuracy curves of one or more realpos runs, from RUN_DIR/metrics.jsonl.
+
+usage: /usr/bin/python3 scripts/plot.py RUN_DIR [RUN_DIR ...] [--out curves.png] [--labels a,b,...]
+Training loss/accuracy (solid) and held-out MLM loss/accuracy (markers) against the step, one
+colour per run, so the runs of an ablation can be compared at a glance."""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_metrics(run_dir):
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        sys.exit(f"plot.py: error: {path}: no such file (is {run_dir} a realpos run directory?)")
+    train, evals = {}, {}
+    with open(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"plot.py: error: {path}:{line_no}: not JSON ({e})")
+            # a resumed run appends: a later record for the same step replaces the earlier one
+            (evals if rec.get("kind") == "eval" else train)[rec["step"]] = rec
+    return [train[s] for s in sorted(train)], [evals[s] for s in sorted(evals)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--out", default=None, help="PNG path (default: RUN_DIR/curves.png of the first run)")
+    ap.add_argument("--labels", default=None, help="comma-separated legend labels")
+    args = ap.parse_args()
+    labels = args.labels.split(",") if args.labels else [os.path.basename(os.path.normpath(r)) for r in args.runs]
+    if len(labels) != len(args.runs):
+        sys.exit("plot.py: error: --labels needs one label per run")
+    out = args.out or os.path.join(args.runs[0], "curves.png")
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, (run, label) in enumerate(zip(args.runs, labels)):
+        train, evals = read_metrics(run)
+        colour = f"C{i % 10}"
+        if train:
+            steps = [r["step"] for r in train]
+            ax_loss.plot(steps, [r["loss"] for r in train], color=colour, label=f"{label} train")
+            ax_acc.plot(steps, [r["accuracy"] for r in train], color=colour, label=f"{label} train")
+        if evals:
+            steps = [r["step"] for r in evals]
+            ax_loss.plot(steps, [r["eval_loss"] for r in evals], "o--", color=colour, label=f"{label} held-out")
+            ax_acc.plot(steps, [r["eval_accuracy"] for r in evals], "o--", color=colour, label=f"{label} held-out")
+    ax_loss.set(xlabel="step", ylabel="MLM loss", title="MLM loss")
+    ax_acc.set(xlabel="step", ylabel="MLM accuracy", title="MLM accuracy")
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
