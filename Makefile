@@ -22,7 +22,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-long bench clean
+.PHONY: all test test-long bench pretrain clean
 all: realpos $(TEST_BIN)
 
 $(BUILD)/%.o: %.c
@@ -47,6 +47,9 @@ test-long: all
 
 bench: all
 	bash scripts/bench.sh
+
+pretrain: realpos
+	bash scripts/pretrain_default.sh
 
 clean:
 	rm -rf $(BUILD) realpos

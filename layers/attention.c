@@ -75,7 +75,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
     case REL_METHOD3:
         p->at = take(scratch, &used, d * p->at_ld);
         p->slot_floats = round16(d * p->at_ld);
-        work += 4 * round16(L * d) + round16(p->block * L) + round16(p->block * d);
+        work += 4 * round16(L * d) + round16(p->block * L) + round16(p->block * d) + round16(d);
         break;
     }
     if (p->slot_floats)
@@ -101,6 +101,7 @@ AttnWork attn_work(const AttnPlan *p, int thread) {
         w.dkt = take(base, &used, L * d);
         w.blk = take(base, &used, p->block * L);
         w.blk_g = take(base, &used, p->block * d);
+        w.arow_grad = take(base, &used, d);
     }
     return w;
 }

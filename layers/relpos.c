@@ -179,13 +179,23 @@ static void scatter_grads(const AttnPlan *p, const AttnWork *w, const float *res
 
 /* ---- method3 ------------------------------------------------------------------------------- */
 
+/* dst[c][r] (+)= src[r][c] for r < rows, c < cols; tiles of 16 x 16 keep both sides in L1. */
+static void transpose(float *restrict dst, size_t dst_ld, const float *restrict src, size_t src_ld,
+                      int rows, int cols, int accumulate) {
+    for (int r0 = 0; r0 < rows; r0 += 16)
+        for (int c0 = 0; c0 < cols; c0 += 16)
+            for (int c = c0; c < min_int(c0 + 16, cols); c++)
+                for (int r = r0; r < min_int(r0 + 16, rows); r++) {
+                    const float x = src[(size_t)r * src_ld + c];
+                    dst[(size_t)c * dst_ld + r] = accumulate ? dst[(size_t)c * dst_ld + r] + x : x;
+                }
+}
+
 /* kt = K^T [d, L]; qs0 = Q (.) a_0 and qs2 = Q (.) a_2k [L, d] when the clipped regions exist. */
 static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *q, const float *kk,
                              const float *table) {
     const int L = p->L, d = p->d, ld = p->ld;
-    for (int j = 0; j < L; j++)
-        for (int t = 0; t < d; t++)
-            w->kt[(size_t)t * L + j] = kk[(size_t)j * ld + t];
+    transpose(w->kt, (size_t)L, kk, (size_t)ld, L, d, 0);
     if (p->k >= L)
         return;
     const float *restrict a0 = table, *restrict a2 = table + (size_t)2 * p->k * d;
@@ -196,6 +206,35 @@ static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *
             s0[t] = qi[t] * a0[t];
             s2[t] = qi[t] * a2[t];
         }
+    }
+}
+
+/* Band of one query row: row[j] = sum_t q[t] ar_t[j] kr_t[j] for j < n, ar_t = at + t*at_ld + v0
+ * (the table rows by offset), kr_t = kt + t*L (K^T from the first band key). Sixteen outputs
+ * stay in registers across t. */
+#define BAND_CHUNK 16
+static void band_scores(float *restrict row, const float *restrict qi, const float *restrict at,
+                        int at_ld, int v0, const float *restrict kt, int L, int n, int d) {
+    for (int j0 = 0; j0 < n; j0 += BAND_CHUNK) {
+        float acc[BAND_CHUNK] = {0};
+        if (j0 + BAND_CHUNK <= n) {
+            for (int t = 0; t < d; t++) {
+                const float c = qi[t];
+                const float *restrict ar = at + (size_t)t * at_ld + v0 + j0;
+                const float *restrict kr = kt + (size_t)t * L + j0;
+                for (int x = 0; x < BAND_CHUNK; x++)
+                    acc[x] += c * ar[x] * kr[x];
+            }
+        } else {
+            for (int t = 0; t < d; t++) {
+                const float c = qi[t];
+                const float *restrict ar = at + (size_t)t * at_ld + v0 + j0;
+                const float *restrict kr = kt + (size_t)t * L + j0;
+                for (int x = 0; x < n - j0; x++)
+                    acc[x] += c * ar[x] * kr[x];
+            }
+        }
+        memcpy(row + j0, acc, (size_t)min_int(BAND_CHUNK, n - j0) * sizeof(float));
     }
 }
 
@@ -227,25 +266,16 @@ static void method3_scores(const AttnPlan *p, const AttnWork *w, float *restrict
                         (right ? w->qs0 : w->qs2) + (size_t)i0 * d, d, kk + (size_t)c0 * ld, ld,
                         0.0f, w->blk, wd);
             for (int i = i0; i < i0 + nb; i++) {
-                const float *br = w->blk + (size_t)(i - i0) * wd - c0; /* br[j] */
-                int first = right ? i + k : 0, end = right ? L : i - k + 1;
-                memcpy(S + (size_t)i * L + first, br + first, (size_t)(end - first) * sizeof(float));
+                const int first = right ? i + k : 0, end = right ? L : i - k + 1;
+                memcpy(S + (size_t)i * L + first, w->blk + (size_t)(i - i0) * wd + (first - c0),
+                       (size_t)(end - first) * sizeof(float));
             }
         }
     for (int i = 0; i < L; i++) {
         int le, rs;
         rel_split(i, k, L, &le, &rs);
-        const int n = rs - le;
-        float *restrict row = S + (size_t)i * L + le;
-        const float *restrict qi = q + (size_t)i * ld;
-        memset(row, 0, (size_t)n * sizeof(float));
-        for (int t = 0; t < d; t++) {
-            const float c = qi[t];
-            const float *restrict ar = p->at + (size_t)t * at_ld + (le - i + k);
-            const float *restrict kr = w->kt + (size_t)t * L + le;
-            for (int j = 0; j < n; j++)
-                row[j] += c * ar[j] * kr[j];
-        }
+        band_scores(S + (size_t)i * L + le, q + (size_t)i * ld, p->at, at_ld, le - i + k,
+                    w->kt + le, L, rs - le, d);
     }
 }
 
@@ -283,23 +313,22 @@ static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *
             dqi[t] += acc;
         }
     }
-    for (int j = 0; j < L; j++)
-        for (int t = 0; t < d; t++)
-            dk[(size_t)j * ld + t] += w->dkt[(size_t)t * L + j];
+    transpose(dk, (size_t)ld, w->dkt, (size_t)L, d, L, 1);
 
     for (int right = 0; right < 2 && k < L; right++) {
         const float *restrict arow = right ? table : table + (size_t)2 * k * d;
         const float *qs = right ? w->qs0 : w->qs2;
-        float *restrict da = part + (right ? 2 * k : 0); /* column v of part, stride at_ld */
+        float *restrict da = w->arow_grad; /* d a_row summed over this region's rows */
+        memset(da, 0, (size_t)d * sizeof(float));
         for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += p->block) {
             int nb, c0, wd;
             region_block(p, right, i0, &nb, &c0, &wd);
             for (int i = i0; i < i0 + nb; i++) { /* G restricted to the region, 0 elsewhere */
-                float *br = w->blk + (size_t)(i - i0) * wd - c0;
-                const float *gr = G + (size_t)i * L;
-                int first = right ? i + k : 0, end = right ? L : i - k + 1;
-                memset(br + c0, 0, (size_t)wd * sizeof(float));
-                memcpy(br + first, gr + first, (size_t)(end - first) * sizeof(float));
+                float *br = w->blk + (size_t)(i - i0) * wd;
+                const int first = right ? i + k : 0, end = right ? L : i - k + 1;
+                memset(br, 0, (size_t)wd * sizeof(float));
+                memcpy(br + (first - c0), G + (size_t)i * L + first,
+                       (size_t)(end - first) * sizeof(float));
             }
             /* blk_g = G_region . K;  dQ += blk_g (.) a_row;  da_row += sum_i q_i (.) blk_g_i */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, wd, 1.0f, w->blk, wd,
@@ -310,13 +339,15 @@ static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *
                 float *restrict dqi = dq + (size_t)i * ld;
                 for (int t = 0; t < d; t++) {
                     dqi[t] += gi[t] * arow[t];
-                    da[(size_t)t * at_ld] += gi[t] * qi[t];
+                    da[t] += gi[t] * qi[t];
                 }
             }
             /* dK += G_region^T . (Q (.) a_row) */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wd, d, nb, 1.0f, w->blk, wd,
                         qs + (size_t)i0 * d, d, 1.0f, dk + (size_t)c0 * ld, ld);
         }
+        for (int t = 0; t < d; t++) /* column v = 2k (row a_0) or v = 0 (row a_2k) of part */
+            part[(size_t)t * at_ld + (right ? 2 * k : 0)] += da[t];
     }
 }
 

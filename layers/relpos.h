@@ -44,6 +44,7 @@ typedef struct {
     float *blk;          /* [block, max(L, R)]: QA / KA block (shaw, method4) or region
                           * scores (method3) */
     float *blk_g;        /* method3: [block, d] */
+    float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
 } AttnWork;
 
 /* Left end (exclusive) and right start of row i's band for clip distance c (see above). */
