@@ -191,13 +191,10 @@ static void transpose(float *restrict dst, size_t dst_ld, const float *restrict 
                 }
 }
 
-/* kt = K^T [d, L]; qs0 = Q (.) a_0 and qs2 = Q (.) a_2k [L, d] when the clipped regions exist. */
-static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *q, const float *kk,
+/* qs0 = Q (.) a_0 and qs2 = Q (.) a_2k [L, d], the operands of the clipped regions (k < L). */
+static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *q,
                              const float *table) {
     const int L = p->L, d = p->d, ld = p->ld;
-    transpose(w->kt, (size_t)L, kk, (size_t)ld, L, d, 0);
-    if (p->k >= L)
-        return;
     const float *restrict a0 = table, *restrict a2 = table + (size_t)2 * p->k * d;
     for (int i = 0; i < L; i++) {
         const float *restrict qi = q + (size_t)i * ld;
@@ -206,35 +203,6 @@ static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *
             s0[t] = qi[t] * a0[t];
             s2[t] = qi[t] * a2[t];
         }
-    }
-}
-
-/* Band of one query row: row[j] = sum_t q[t] ar_t[j] kr_t[j] for j < n, ar_t = at + t*at_ld + v0
- * (the table rows by offset), kr_t = kt + t*L (K^T from the first band key). Sixteen outputs
- * stay in registers across t. */
-#define BAND_CHUNK 16
-static void band_scores(float *restrict row, const float *restrict qi, const float *restrict at,
-                        int at_ld, int v0, const float *restrict kt, int L, int n, int d) {
-    for (int j0 = 0; j0 < n; j0 += BAND_CHUNK) {
-        float acc[BAND_CHUNK] = {0};
-        if (j0 + BAND_CHUNK <= n) {
-            for (int t = 0; t < d; t++) {
-                const float c = qi[t];
-                const float *restrict ar = at + (size_t)t * at_ld + v0 + j0;
-                const float *restrict kr = kt + (size_t)t * L + j0;
-                for (int x = 0; x < BAND_CHUNK; x++)
-                    acc[x] += c * ar[x] * kr[x];
-            }
-        } else {
-            for (int t = 0; t < d; t++) {
-                const float c = qi[t];
-                const float *restrict ar = at + (size_t)t * at_ld + v0 + j0;
-                const float *restrict kr = kt + (size_t)t * L + j0;
-                for (int x = 0; x < n - j0; x++)
-                    acc[x] += c * ar[x] * kr[x];
-            }
-        }
-        memcpy(row + j0, acc, (size_t)min_int(BAND_CHUNK, n - j0) * sizeof(float));
     }
 }
 
@@ -257,7 +225,9 @@ static void region_block(const AttnPlan *p, int right, int i0, int *nb, int *c0,
 static void method3_scores(const AttnPlan *p, const AttnWork *w, float *restrict S, const float *q,
                            const float *kk, const float *table) {
     const int L = p->L, d = p->d, ld = p->ld, k = p->k, at_ld = p->at_ld;
-    method3_operands(p, w, q, kk, table);
+    transpose(w->kt, (size_t)L, kk, (size_t)ld, L, d, 0);
+    if (k < L)
+        method3_operands(p, w, q, table);
     for (int right = 0; right < 2 && k < L; right++)
         for (int i0 = right ? 0 : k; i0 < (right ? L - k : L); i0 += p->block) {
             int nb, c0, wd;
@@ -274,46 +244,51 @@ static void method3_scores(const AttnPlan *p, const AttnWork *w, float *restrict
     for (int i = 0; i < L; i++) {
         int le, rs;
         rel_split(i, k, L, &le, &rs);
-        band_scores(S + (size_t)i * L + le, q + (size_t)i * ld, p->at, at_ld, le - i + k,
-                    w->kt + le, L, rs - le, d);
+        const int n = rs - le;
+        float *restrict row = S + (size_t)i * L + le;
+        const float *restrict qi = q + (size_t)i * ld;
+        memset(row, 0, (size_t)n * sizeof(float));
+        for (int t = 0; t < d; t++) {
+            const float c = qi[t];
+            const float *restrict ar = p->at + (size_t)t * at_ld + (le - i + k);
+            const float *restrict kr = w->kt + (size_t)t * L + le;
+            for (int j = 0; j < n; j++)
+                row[j] += c * ar[j] * kr[j];
+        }
     }
 }
 
 static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *restrict G,
                              float *restrict part, float *dq, float *dk, const float *q,
                              const float *kk, const float *table) {
-    const int L = p->L, d = p->d, ld = p->ld, k = p->k, at_ld = p->at_ld;
-    method3_operands(p, w, q, kk, table);
+    const int L = p->L, d = p->d, ld = p->ld, k = p->k, m = p->m;
+    if (k < L)
+        method3_operands(p, w, q, table);
     for (int i = 0; i < L; i++) {
         memset(dq + (size_t)i * ld, 0, (size_t)d * sizeof(float));
         memset(dk + (size_t)i * ld, 0, (size_t)d * sizeof(float));
     }
-    memset(w->dkt, 0, (size_t)L * d * sizeof(float));
+    /* band: for each cell, with g = G_ij and r = i-j+k,
+     *   dq_i += g a_r (.) k_j,   dk_j += g a_r (.) q_i,   da_r += g q_i (.) k_j */
     for (int i = 0; i < L; i++) {
         int le, rs;
         rel_split(i, k, L, &le, &rs);
-        const int n = rs - le;
-        const float *restrict g = G + (size_t)i * L + le;
         const float *restrict qi = q + (size_t)i * ld;
         float *restrict dqi = dq + (size_t)i * ld;
-        for (int t = 0; t < d; t++) {
-            const float c = qi[t];
-            const float *restrict ar = p->at + (size_t)t * at_ld + (le - i + k);
-            const float *restrict kr = w->kt + (size_t)t * L + le;
-            float *restrict dkr = w->dkt + (size_t)t * L + le;
-            float *restrict dar = part + (size_t)t * at_ld + (le - i + k);
-            float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-            for (int j = 0; j < n; j++) {
-                const float ga = g[j] * ar[j];
-                acc += ga * kr[j];
-                dkr[j] += c * ga;
-                dar[j] += c * g[j] * kr[j];
+        for (int j = le; j < rs; j++) {
+            const float g = G[(size_t)i * L + j];
+            const float *restrict ar = table + (size_t)(i - j + k) * d;
+            const float *restrict kj = kk + (size_t)j * ld;
+            float *restrict dkj = dk + (size_t)j * ld;
+            float *restrict dar = part + (size_t)(i - j + m) * d;
+            for (int t = 0; t < d; t++) {
+                const float ga = g * ar[t];
+                dqi[t] += ga * kj[t];
+                dkj[t] += ga * qi[t];
+                dar[t] += g * qi[t] * kj[t];
             }
-            dqi[t] += acc;
         }
     }
-    transpose(dk, (size_t)ld, w->dkt, (size_t)L, d, L, 1);
 
     for (int right = 0; right < 2 && k < L; right++) {
         const float *restrict arow = right ? table : table + (size_t)2 * k * d;
@@ -346,8 +321,9 @@ static void method3_backward(const AttnPlan *p, const AttnWork *w, const float *
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wd, d, nb, 1.0f, w->blk, wd,
                         qs + (size_t)i0 * d, d, 1.0f, dk + (size_t)c0 * ld, ld);
         }
-        for (int t = 0; t < d; t++) /* column v = 2k (row a_0) or v = 0 (row a_2k) of part */
-            part[(size_t)t * at_ld + (right ? 2 * k : 0)] += da[t];
+        float *restrict part_row = part + (right ? 0 : (size_t)2 * k * d); /* here m = k */
+        for (int t = 0; t < d; t++)
+            part_row[t] += da[t];
     }
 }
 

@@ -12,8 +12,10 @@
 #pragma once
 #include <stddef.h>
 
-/* tokenization.py's WordpieceTokenizer.max_input_chars_per_word (HuggingFace uses 100). */
-#define TOKENIZER_MAX_WORD_CHARS 200
+/* Words longer than this become [UNK]. The project spec fixes 100, HuggingFace's
+ * max_input_chars_per_word; google-research/bert's tokenization.py uses 200, so the two differ
+ * only on words of 101-200 characters. */
+#define TOKENIZER_MAX_WORD_CHARS 100
 
 typedef struct Tokenizer Tokenizer;
 
