@@ -74,8 +74,8 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
         break;
     case REL_METHOD3:
         p->at = take(scratch, &used, d * p->at_ld);
-        p->slot_floats = round16(d * p->at_ld);
-        work += 4 * round16(L * d) + round16(p->block * L) + round16(p->block * d) + round16(d);
+        p->slot_floats = round16(R * d);
+        work += 3 * round16(L * d) + round16(p->block * L) + round16(p->block * d) + round16(d);
         break;
     }
     if (p->slot_floats)
@@ -98,7 +98,6 @@ AttnWork attn_work(const AttnPlan *p, int thread) {
         w.qs0 = take(base, &used, L * d);
         w.qs2 = take(base, &used, L * d);
         w.kt = take(base, &used, L * d);
-        w.dkt = take(base, &used, L * d);
         w.blk = take(base, &used, p->block * L);
         w.blk_g = take(base, &used, p->block * d);
         w.arow_grad = take(base, &used, d);

@@ -179,16 +179,14 @@ static void scatter_grads(const AttnPlan *p, const AttnWork *w, const float *res
 
 /* ---- method3 ------------------------------------------------------------------------------- */
 
-/* dst[c][r] (+)= src[r][c] for r < rows, c < cols; tiles of 16 x 16 keep both sides in L1. */
+/* dst[c][r] = src[r][c] for r < rows, c < cols, in 16 x 16 tiles (both sides stay in L1). */
 static void transpose(float *restrict dst, size_t dst_ld, const float *restrict src, size_t src_ld,
-                      int rows, int cols, int accumulate) {
+                      int rows, int cols) {
     for (int r0 = 0; r0 < rows; r0 += 16)
         for (int c0 = 0; c0 < cols; c0 += 16)
             for (int c = c0; c < min_int(c0 + 16, cols); c++)
-                for (int r = r0; r < min_int(r0 + 16, rows); r++) {
-                    const float x = src[(size_t)r * src_ld + c];
-                    dst[(size_t)c * dst_ld + r] = accumulate ? dst[(size_t)c * dst_ld + r] + x : x;
-                }
+                for (int r = r0; r < min_int(r0 + 16, rows); r++)
+                    dst[(size_t)c * dst_ld + r] = src[(size_t)r * src_ld + c];
 }
 
 /* qs0 = Q (.) a_0 and qs2 = Q (.) a_2k [L, d], the operands of the clipped regions (k < L). */
@@ -225,7 +223,7 @@ static void region_block(const AttnPlan *p, int right, int i0, int *nb, int *c0,
 static void method3_scores(const AttnPlan *p, const AttnWork *w, float *restrict S, const float *q,
                            const float *kk, const float *table) {
     const int L = p->L, d = p->d, ld = p->ld, k = p->k, at_ld = p->at_ld;
-    transpose(w->kt, (size_t)L, kk, (size_t)ld, L, d, 0);
+    transpose(w->kt, (size_t)L, kk, (size_t)ld, L, d);
     if (k < L)
         method3_operands(p, w, q, table);
     for (int right = 0; right < 2 && k < L; right++)
@@ -384,6 +382,7 @@ void relpos_finish(const AttnPlan *p, float *d_table) {
     switch (p->rel) {
     case REL_NONE: break;
     case REL_SHAW:
+    case REL_METHOD3:
     case REL_METHOD4: {
         float *d_reach = d_table + (size_t)(k - p->m) * d;
         const size_t n = (size_t)p->R * d;
@@ -405,16 +404,6 @@ void relpos_finish(const AttnPlan *p, float *d_table) {
             int delta = L - 1 - u, c = delta < -k ? -k : (delta > k ? k : delta);
             d_table[p->rel == REL_METHOD1 ? abs(c) : c + k] += sum;
         }
-        break;
-    case REL_METHOD3:
-#pragma omp parallel for schedule(static)
-        for (int t = 0; t < d; t++)
-            for (int v = 0; v < p->at_ld; v++) {
-                float sum = 0.0f;
-                for (int s = 0; s < p->slots; s++)
-                    sum += slot[(size_t)s * stride + (size_t)t * p->at_ld + v];
-                d_table[(size_t)(2 * k - v) * d + t] += sum;
-            }
         break;
     }
 }

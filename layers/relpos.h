@@ -27,9 +27,9 @@ typedef struct {
                    * (all rows reach 2L-1 at k >= L-1), and GEMMs keep >= 16 rows */
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
-    float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k */
-    float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] (shaw,
-                          * method4), [2L-1] (methods 1, 2), [d, 2k+1] like at (method3) */
+    float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
+    float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] by r'
+                          * (shaw, method3, method4), [2L-1] by u (methods 1, 2) */
     size_t slot_floats;
     float *work;         /* per-thread buffers: thread t owns work + t*work_floats */
     size_t work_floats;
@@ -40,7 +40,7 @@ typedef struct {
     float *dscore;       /* [L, L] backward: dP, then dS, then dRaw */
     float *vec0, *vec1;  /* [L] each */
     float *qs0, *qs2;    /* method3: [L, d] Q (.) a_0 and Q (.) a_2k */
-    float *kt, *dkt;     /* method3: [d, L] K^T and d(K^T) */
+    float *kt;           /* method3: [d, L] K^T */
     float *blk;          /* [block, max(L, R)]: QA / KA block (shaw, method4) or region
                           * scores (method3) */
     float *blk_g;        /* method3: [block, d] */

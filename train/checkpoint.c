@@ -79,6 +79,20 @@ static void read_block(hid_t file, const char *path, const char *group, const Pa
     }
 }
 
+ModelHeads checkpoint_heads(hid_t file, const char *path) {
+    ModelHeads heads = {0, 0, 0, 0};
+    heads.mlm = h5_exists(file, "model/cls/predictions");
+    heads.pooler = h5_exists(file, "model/bert/pooler");
+    heads.span = h5_exists(file, "model/qa_outputs");
+    if (h5_exists(file, "model/classifier/bias")) {
+        hsize_t dims[4];
+        RP_CHECK(h5_shape(file, path, "model/classifier/bias", dims) == 1 && dims[0] >= 1,
+                 "%s: dataset 'model/classifier/bias': expected shape [num_labels]", path);
+        heads.num_labels = (int)dims[0];
+    }
+    return heads;
+}
+
 typedef struct {
     const ParamTable *table;
     const char *unknown; /* first dataset under /model that the model does not have */

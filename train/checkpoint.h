@@ -26,6 +26,8 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
 /* Open a checkpoint read-only after checking its format and version; *config_ini receives the
  * stored configuration text (caller frees). */
 hid_t checkpoint_open(const char *path, char **config_ini);
+/* The output heads a checkpoint's /model holds (MLM, pooler, classifier rows, span head). */
+ModelHeads checkpoint_heads(hid_t file, const char *path);
 /* Read every parameter of m's table, validating presence, dtype and shape. */
 void checkpoint_load_model(hid_t file, const char *path, Model *m);
 /* Read optimizer moments and step; returns 0 (and leaves opt untouched) if absent. */

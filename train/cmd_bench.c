@@ -43,7 +43,7 @@ int cmd_bench(int argc, char **argv) {
     config_load(&cfg, config_path, num_sets, sets);
 
     Model m;
-    model_create(&m, &cfg.model);
+    model_create(&m, &cfg.model, heads_mlm());
     model_init_weights(&m, (uint64_t)cfg.model.seed);
     AdamW opt;
     adamw_create(&opt, &m.table);

@@ -59,7 +59,7 @@ static Args parse_args(int argc, char **argv, const char *usage) {
 static void load_checkpoint_model(const char *path, Config *cfg, char **config_ini, Model *m) {
     hid_t f = checkpoint_open(path, config_ini);
     config_load_string(cfg, *config_ini, path);
-    model_create(m, &cfg->model);
+    model_create(m, &cfg->model, checkpoint_heads(f, path));
     checkpoint_load_model(f, path, m);
     h5_close(f, path);
 }
@@ -73,7 +73,7 @@ int cmd_init(int argc, char **argv) {
     char *ini = config_to_ini(&cfg);
     fprintf(stderr, "%s", ini);
     Model m;
-    model_create(&m, &cfg.model);
+    model_create(&m, &cfg.model, heads_mlm());
     model_init_weights(&m, (uint64_t)cfg.model.seed);
     CheckpointExtras extras = {.config_ini = ini};
     checkpoint_save(a.out, &m, &extras);
@@ -172,6 +172,7 @@ int cmd_dump(int argc, char **argv) {
     char *ini;
     Model m;
     load_checkpoint_model(a.checkpoint, &cfg, &ini, &m);
+    RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", a.checkpoint);
     BatchFile bf = read_batch_file(a.batch, &cfg.model);
     Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels};
     int M = 0;

@@ -46,7 +46,7 @@ static float *place(Layout *lo, const char *name, int rows, int cols, int decay)
     return place_group(lo, &name, 1, rows, cols, decay);
 }
 
-static void layout_model(const ModelConfig *c, Layout *lo, ModelParams *mp) {
+static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, ModelParams *mp) {
     int H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     int head_dim = H / c->num_heads;
     char n[3][PARAM_NAME_MAX];
@@ -100,21 +100,37 @@ static void layout_model(const ModelConfig *c, Layout *lo, ModelParams *mp) {
         mp->final_norm_g = place(lo, "bert/encoder/LayerNorm/weight", H, 0, 0);
         mp->final_norm_b = place(lo, "bert/encoder/LayerNorm/bias", H, 0, 0);
     }
-    mp->head.transform_w = place(lo, "cls/predictions/transform/dense/weight", H, H, 1);
-    mp->head.transform_b = place(lo, "cls/predictions/transform/dense/bias", H, 0, 0);
-    mp->head.norm_g = place(lo, "cls/predictions/transform/LayerNorm/weight", H, 0, 0);
-    mp->head.norm_b = place(lo, "cls/predictions/transform/LayerNorm/bias", H, 0, 0);
-    mp->head.bias = place(lo, "cls/predictions/bias", V, 0, 0);
+    if (heads.pooler) {
+        mp->pooler_w = place(lo, "bert/pooler/dense/weight", H, H, 1);
+        mp->pooler_b = place(lo, "bert/pooler/dense/bias", H, 0, 0);
+    }
+    if (heads.mlm) {
+        mp->head.transform_w = place(lo, "cls/predictions/transform/dense/weight", H, H, 1);
+        mp->head.transform_b = place(lo, "cls/predictions/transform/dense/bias", H, 0, 0);
+        mp->head.norm_g = place(lo, "cls/predictions/transform/LayerNorm/weight", H, 0, 0);
+        mp->head.norm_b = place(lo, "cls/predictions/transform/LayerNorm/bias", H, 0, 0);
+        mp->head.bias = place(lo, "cls/predictions/bias", V, 0, 0);
+    }
+    if (heads.num_labels) {
+        mp->classifier_w = place(lo, "classifier/weight", heads.num_labels, H, 1);
+        mp->classifier_b = place(lo, "classifier/bias", heads.num_labels, 0, 0);
+    }
+    if (heads.span) {
+        mp->span_w = place(lo, "qa_outputs/weight", 2, H, 1);
+        mp->span_b = place(lo, "qa_outputs/bias", 2, 0, 0);
+    }
 }
 
-void model_create(Model *m, const ModelConfig *cfg) {
+void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    m->heads = heads;
+    RP_CHECK(!heads.num_labels || heads.pooler, "internal: a classifier needs the pooler");
     RP_CHECK(cfg->num_layers <= MODEL_MAX_LAYERS, "model.num_layers: at most %d supported, got %d",
              MODEL_MAX_LAYERS, cfg->num_layers);
     Layout lo = {&m->table, NULL, 0};
     ModelParams unused;
-    layout_model(cfg, &lo, &unused);
+    layout_model(cfg, heads, &lo, &unused);
     m->table.block_floats = lo.used;
     m->params = xalloc_floats(lo.used);
     m->grads = xalloc_floats(lo.used);
@@ -131,7 +147,7 @@ void model_free(Model *m) {
 
 void model_bind(const Model *m, float *block, ModelParams *out) {
     Layout lo = {NULL, block, 0};
-    layout_model(&m->cfg, &lo, out);
+    layout_model(&m->cfg, m->heads, &lo, out);
 }
 
 const ParamInfo *model_find_param(const Model *m, const char *name) {

@@ -14,17 +14,32 @@
 #include "../layers/encoder.h"
 
 #define MODEL_MAX_LAYERS 64
+/* Which output heads the model carries besides the encoder. Pretraining uses the MLM head;
+ * fine-tuning drops it and adds the pooler with a classifier, or the span (QA) head. */
+typedef struct {
+    int mlm;        /* cls/predictions/... (decoder tied to the word embeddings) */
+    int pooler;     /* bert/pooler/dense: tanh(W h_[CLS] + b) */
+    int num_labels; /* classifier/{weight,bias} [num_labels, H] after the pooler; 0 = none */
+    int span;       /* qa_outputs/{weight,bias} [2, H]: start/end logits per token */
+} ModelHeads;
+
+static inline ModelHeads heads_mlm(void) { return (ModelHeads){1, 0, 0, 0}; }
+
 /* Pointers to every tensor of one parameter-shaped block (parameters, gradients, moments). */
 typedef struct {
     float *word_emb, *pos_emb, *type_emb; /* [V,H], [P,H] or NULL, [T,H] */
     float *emb_norm_g, *emb_norm_b;       /* [H] */
     LayerParams layer[MODEL_MAX_LAYERS];
     float *final_norm_g, *final_norm_b;   /* Pre-LN only, else NULL */
-    HeadParams head;
+    HeadParams head;                      /* MLM head (all NULL without it) */
+    float *pooler_w, *pooler_b;           /* [H, H], [H] or NULL */
+    float *classifier_w, *classifier_b;   /* [num_labels, H], [num_labels] or NULL */
+    float *span_w, *span_b;               /* [2, H], [2] or NULL */
 } ModelParams;
 
 typedef struct {
     ModelConfig cfg;
+    ModelHeads heads;
     ParamTable table;
     float *params, *grads; /* table.block_floats each */
     ModelParams p, g;
@@ -48,7 +63,8 @@ typedef struct {
     LayerScratch scratch;
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
-    /* set by model_forward for model_backward */
+    float *carried_capture; /* optional [layers, B, heads, L, L]: residual scores C_l of each layer */
+    /* set by model_encode for the backward pass */
     int training;
     uint64_t step_key;
     const float *encoder_out;
@@ -60,7 +76,7 @@ typedef struct {
 } ForwardStats;
 
 /* Build the parameter table and allocate zeroed params and grads. */
-void model_create(Model *m, const ModelConfig *cfg);
+void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads);
 void model_free(Model *m);
 /* Bind the pointers of a parameter-shaped block laid out by m->table. */
 void model_bind(const Model *m, float *block, ModelParams *out);
@@ -71,6 +87,14 @@ const ParamInfo *model_find_param(const Model *m, const char *name);
 /* Activations for batches of shape [B, L] with at most max_predictions labelled positions. */
 void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions);
 void activations_free(Activations *a);
+
+/* Encoder only: embeddings and every layer (and the Pre-LN final norm). Returns the hidden
+ * states [B*L, H] (also a->encoder_out). Fatal if the batch does not fit the layout. */
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+                          uint64_t step_key);
+/* Backward through the encoder from d_hidden = a->d_hidden_a [B*L, H] (filled by the caller's
+ * head; clobbered), accumulating into m->grads. */
+void model_encode_backward(Model *m, Activations *a, const Batch *batch);
 
 /* Mean MLM loss of a batch; training = 1 enables dropout keyed by step_key. Fatal if the batch
  * does not fit the activation layout. If logits_copy is non-NULL the [M, V] logits of the

@@ -79,7 +79,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
     h->out = arena_take(ar, M * H);
     h->mean = arena_take(ar, M);
     h->rstd = arena_take(ar, M);
-    h->logits = arena_take(ar, M * V);
+    h->logits = arena_take(ar, M * V); /* M = 0 without the MLM head */
     LayerScratch *s = &a->scratch;
     s->proj = arena_take(ar, N * H);
     s->d_a = arena_take(ar, N * H);
@@ -104,13 +104,13 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     memset(a, 0, sizeof *a);
     a->B = B;
     a->L = L;
-    a->max_predictions = max_predictions < 1 ? 1 : max_predictions;
+    a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
     a->arena = arena_measuring();
     layout_activations(a, c);
     arena_allocate(&a->arena, a->arena.used);
     layout_activations(a, c);
-    a->rows = xcalloc((size_t)a->max_predictions, sizeof(int));
-    a->labels = xcalloc((size_t)a->max_predictions, sizeof(int));
+    a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
+    a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
 }
 
 void activations_free(Activations *a) {
@@ -124,25 +124,15 @@ static const float *layer_output(const ModelConfig *c, const Activations *a, int
     return c->norm == NORM_PRE ? a->layer[l].sum2 : a->layer[l].norm2;
 }
 
-ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
-                           uint64_t step_key, float *logits_copy) {
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+                          uint64_t step_key) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
-    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size, V = c->vocab_size;
+    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
     RP_CHECK(B == a->B && L == a->L, "batch of shape [%d, %d] does not match the activation layout [%d, %d]",
              B, L, a->B, a->L);
-    int M = 0;
-    for (int n = 0; n < N; n++) {
-        if (batch->labels[n] == -100)
-            continue;
-        RP_CHECK(M < a->max_predictions, "batch has more than %d labelled positions", a->max_predictions);
-        a->rows[M] = n;
-        a->labels[M++] = batch->labels[n];
-    }
-    a->num_predictions = M;
     a->training = training;
     a->step_key = step_key;
-
     float emb_drop = training ? c->hidden_dropout : 0.0f;
     embedding_forward(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
                       p->pos_emb, B, L, H);
@@ -155,6 +145,9 @@ ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, i
         LayerShape shape = layer_shape(c, B, L, l, training);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
+        if (a->carried_capture)
+            memcpy(a->carried_capture + (size_t)l * B * c->num_heads * L * L, a->scratch.carried,
+                   sizeof(float) * (size_t)B * c->num_heads * L * L);
     }
     if (c->norm == NORM_PRE) {
         layernorm_forward(a->final_out, a->final_mean, a->final_rstd, x, p->final_norm_g,
@@ -162,31 +155,40 @@ ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, i
         x = a->final_out;
     }
     a->encoder_out = x;
+    return x;
+}
 
+ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
+                           uint64_t step_key, float *logits_copy) {
+    const ModelConfig *c = &m->cfg;
+    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
+    RP_CHECK(m->heads.mlm, "internal: model_forward needs the MLM head");
+    int M = 0;
+    for (int n = 0; n < N; n++) {
+        if (batch->labels[n] == -100)
+            continue;
+        RP_CHECK(M < a->max_predictions, "batch has more than %d labelled positions", a->max_predictions);
+        a->rows[M] = n;
+        a->labels[M++] = batch->labels[n];
+    }
+    a->num_predictions = M;
+    const float *x = model_encode(m, a, batch, training, step_key);
     ForwardStats stats = {0, M, 0};
     if (M == 0)
         return stats;
-    mlm_head_forward(&a->head, x, a->rows, M, &p->head, p->word_emb, H, V, c->layer_norm_eps);
+    mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
     stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
     return stats;
 }
 
-void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
-    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size, V = c->vocab_size;
-    int M = a->num_predictions, training = a->training;
+    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
     float *d_out = a->d_hidden_a, *d_in = a->d_hidden_b;
-
-    memset(d_out, 0, sizeof(float) * (size_t)N * H);
-    if (M > 0) {
-        crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);
-        mlm_head_backward(d_out, &g->head, g->word_emb, a->head.logits, a->d_head, &a->head, a->rows,
-                          M, &p->head, p->word_emb, H, V);
-    }
     if (c->norm == NORM_PRE)
         layernorm_backward(d_out, g->final_norm_g, g->final_norm_b, d_out,
                            layer_output(c, a, c->num_layers - 1), p->final_norm_g, a->final_mean,
@@ -194,7 +196,7 @@ void model_backward(Model *m, Activations *a, const Batch *batch, float loss_sca
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, B, L, l, training);
+        LayerShape shape = layer_shape(c, B, L, l, a->training);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));
@@ -202,12 +204,24 @@ void model_backward(Model *m, Activations *a, const Batch *batch, float loss_sca
         d_out = d_in;
         d_in = t;
     }
-    float emb_drop = training ? c->hidden_dropout : 0.0f;
+    float emb_drop = a->training ? c->hidden_dropout : 0.0f;
     dropout_backward(d_out, d_out, (size_t)N * H, emb_drop, site_key(a->step_key, SITE_EMBEDDINGS));
     layernorm_backward(d_out, g->emb_norm_g, g->emb_norm_b, d_out, a->emb_sum, p->emb_norm_g,
                        a->emb_mean, a->emb_rstd, N, H);
     embedding_backward(g->word_emb, g->type_emb, g->pos_emb, d_out, batch->input_ids,
                        batch->token_type_ids, B, L, H);
+}
+
+void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+    const ModelConfig *c = &m->cfg;
+    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
+    memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
+    if (M > 0) {
+        crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);
+        mlm_head_backward(a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
+                          a->rows, M, &m->p.head, m->p.word_emb, H, V);
+    }
+    model_encode_backward(m, a, batch);
 }
 
 double model_flops_per_step(const ModelConfig *c, int B, int L, int num_predictions) {

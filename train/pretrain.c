@@ -290,7 +290,7 @@ int cmd_pretrain(int argc, char **argv) {
     t.config_ini = config_to_ini(&t.cfg);
     fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
 
-    model_create(&t.model, &t.cfg.model);
+    model_create(&t.model, &t.cfg.model, heads_mlm());
     adamw_create(&t.opt, &t.model.table);
     const char *vocab_origin = t.cfg.data.vocab;
     const char *from = resume ? resume : init;
@@ -376,7 +376,7 @@ int cmd_eval(int argc, char **argv) {
     RP_CHECK(!t.cfg.model.absolute_position || t.cfg.data.max_seq_len <= t.cfg.model.max_position,
              "--max-seq-len %d exceeds the checkpoint's model.max_position = %d (absolute positions)",
              t.cfg.data.max_seq_len, t.cfg.model.max_position);
-    model_create(&t.model, &t.cfg.model);
+    model_create(&t.model, &t.cfg.model, heads_mlm());
     checkpoint_load_model(f, ckpt, &t.model);
     int lower = t.cfg.data.do_lower_case;
     t.vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
