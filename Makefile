@@ -11,7 +11,7 @@ ifneq ($(DEPS_OK),yes)
 endif
 
 CC       ?= gcc
-OPT      ?= -O3 -march=native
+OPT      ?= -O3 -march=native -ffp-contract=fast
 CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Werror -g \
             $(shell pkg-config --cflags $(PKGS))
 LDLIBS   := $(shell pkg-config --libs $(PKGS)) -fopenmp -lm

@@ -199,6 +199,13 @@ void config_override(Config *cfg, const char *assignment) {
 
 /* ---- cross-key checks ------------------------------------------------------------------------ */
 
+int config_key_is_set(const Config *cfg, const char *section, const char *name) {
+    char why[CONFIG_MESSAGE_MAX];
+    int k = config_find_key(section, name, why, sizeof why);
+    RP_CHECK(k >= 0, "internal: %s", why);
+    return cfg->key_origin[k][0] != '\0';
+}
+
 static int key_index(const char *section, const char *name) {
     char why[CONFIG_MESSAGE_MAX];
     int k = config_find_key(section, name, why, sizeof why);
@@ -226,6 +233,49 @@ static void reject(const Config *cfg, int k, const char *fmt, ...) {
              message);
 }
 
+static void validate_task(const Config *cfg) {
+    const TaskConfig *k = &cfg->task;
+    if (k->glue_task != GLUE_NONE && config_key_is_set(cfg, "task", "type")) {
+        TaskKind implied = k->glue_task == GLUE_STSB ? TASK_REGRESSION : TASK_CLASSIFICATION;
+        if (k->type != implied)
+            reject(cfg, KEY(task, type), "expected %s (or no setting) for task.glue_task = %s (%s), got %s",
+                   task_kind_name(implied), glue_task_name(k->glue_task), origin_of(cfg, KEY(task, glue_task)),
+                   task_kind_name(k->type));
+    }
+    if (k->type == TASK_SQUAD) {
+        if (k->max_query_length + 4 > k->max_seq_len)
+            reject(cfg, KEY(task, max_query_length),
+                   "expected at most task.max_seq_len - 4 = %d (%s) so that a window holds context, got %d",
+                   k->max_seq_len - 4, origin_of(cfg, KEY(task, max_seq_len)), k->max_query_length);
+        return;
+    }
+    if (k->glue_task != GLUE_NONE)
+        return;
+    if (k->text_b_column == k->text_a_column)
+        reject(cfg, KEY(task, text_b_column), "expected a column other than task.text_a_column = %d (%s), got %d",
+               k->text_a_column, origin_of(cfg, KEY(task, text_a_column)), k->text_b_column);
+    if (k->label_column == k->text_a_column || k->label_column == k->text_b_column)
+        reject(cfg, KEY(task, label_column), "expected a column other than the text columns, got %d",
+               k->label_column);
+    int highest = k->text_a_column > k->text_b_column ? k->text_a_column : k->text_b_column;
+    highest = highest > k->label_column ? highest : k->label_column;
+    if (k->num_columns && k->num_columns <= highest)
+        reject(cfg, KEY(task, num_columns), "expected more than %d (the highest column used), got %d", highest,
+               k->num_columns);
+    if (k->type == TASK_CLASSIFICATION) {
+        int count = 0;
+        for (const char *s = k->labels; *s;) {
+            s += strspn(s, " \t");
+            size_t n = strcspn(s, " \t");
+            count += n > 0;
+            s += n;
+        }
+        if (count < 2)
+            reject(cfg, KEY(task, labels), "expected at least two space-separated label values, got '%s'",
+                   k->labels);
+    }
+}
+
 void config_validate(const Config *cfg) {
     const ModelConfig *m = &cfg->model;
     const DataConfig *d = &cfg->data;
@@ -250,6 +300,55 @@ void config_validate(const Config *cfg) {
     if (t->warmup_steps > t->max_steps)
         reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
                t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
+    validate_task(cfg);
+}
+
+/* ---- fine-tuning: the checkpoint's model with the allowed changes ----------------------------- */
+
+static const char *const adjustable_model_keys[] = {
+    "relative_position", "relative_k", "residual_attention", "residual_attention_mean", "max_position",
+    "hidden_dropout", "attention_dropout", "init_range", "seed"};
+
+void config_adopt_model(Config *cfg, const ModelConfig *stored, const char *origin) {
+    Config merged = *cfg;
+    merged.model = *stored;
+    for (int k = 0; k < config_num_keys; k++) {
+        const KeySpec *key = &config_schema[k];
+        if (strcmp(key->section, "model") || !cfg->key_origin[k][0])
+            continue;
+        char *wanted = NULL, *have = NULL;
+        size_t size;
+        FILE *out = open_memstream(&wanted, &size);
+        config_print_value(out, cfg, key);
+        fclose(out);
+        out = open_memstream(&have, &size);
+        config_print_value(out, &merged, key);
+        fclose(out);
+        bool adjustable = false;
+        for (size_t i = 0; i < sizeof adjustable_model_keys / sizeof *adjustable_model_keys; i++)
+            adjustable |= !strcmp(key->name, adjustable_model_keys[i]);
+        if (strcmp(wanted, have) && !adjustable)
+            RP_FATAL("%s: key 'model.%s': expected the checkpoint's value%s (%s) or no setting, got%s; only "
+                     "relative_position, relative_k, residual_attention(_mean), max_position, dropouts, "
+                     "init_range and seed may change when fine-tuning", cfg->key_origin[k], key->name, have,
+                     origin, wanted);
+        free(wanted);
+        free(have);
+        if (adjustable) { /* copy the typed field */
+            size_t bytes = key->type == KEY_INT64 ? sizeof(int64_t) : key->type == KEY_FLOAT ? sizeof(float)
+                                                                                              : sizeof(int);
+            memcpy((char *)&merged + key->offset, (const char *)cfg + key->offset, bytes);
+        }
+    }
+    if (merged.model.max_position < stored->max_position && merged.model.absolute_position)
+        RP_FATAL("%s: key 'model.max_position': expected at least the checkpoint's %d (%s): the absolute "
+                 "position table can grow when fine-tuning, not shrink, got %d",
+                 cfg->key_origin[KEY(model, max_position)], stored->max_position, origin,
+                 merged.model.max_position);
+    if (merged.model.residual_attention_mean && !merged.model.residual_attention)
+        reject(cfg, KEY(model, residual_attention_mean), "expected no while the model has no residual attention "
+               "(%s), got yes", origin);
+    cfg->model = merged.model;
 }
 
 /* ---- printing -------------------------------------------------------------------------------- */

@@ -21,6 +21,10 @@ typedef enum {
     REL_METHOD4, /* e = (q.k + q.a_r + k.a_r) / sqrt(d)     a: [2k+1, d] */
 } RelKind;
 typedef enum { SCHED_LINEAR = 0, SCHED_COSINE, SCHED_CONSTANT } ScheduleKind;
+typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
+/* GLUE TSV layouts with their columns and label sets (train/glue.c); GLUE_NONE: explicit columns */
+typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
+typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
 
 typedef struct {
     int hidden_size, num_layers, num_heads, intermediate_size;
@@ -64,6 +68,23 @@ typedef struct {
     int64_t seed;
 } DataConfig;
 
+/* Fine-tuning (`realpos finetune` / `predict`): the task, its data and its schedule. */
+typedef struct {
+    TaskKind type;
+    GlueTask glue_task;
+    char init_checkpoint[CONFIG_PATH_MAX];
+    char train_file[CONFIG_PATH_MAX], dev_file[CONFIG_PATH_MAX];
+    /* explicit TSV layout (glue_task = none): 0-based columns, -1 = absent */
+    int text_a_column, text_b_column, label_column, num_columns;
+    int header;                      /* bool: the first row names the columns */
+    char labels[CONFIG_PATH_MAX];    /* classification: the label values, space-separated */
+    BadExamplePolicy bad_examples;
+    int max_seq_len, batch_size;
+    float epochs, lr, warmup_proportion;
+    int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
+    int64_t seed;                    /* new-parameter init, data order, dropout */
+} TaskConfig;
+
 #define CONFIG_MAX_KEYS 128
 #define CONFIG_ORIGIN_MAX (CONFIG_PATH_MAX + 64)
 
@@ -72,6 +93,7 @@ typedef struct {
     OptimConfig optim;
     TrainConfig train;
     DataConfig data;
+    TaskConfig task;
     /* Where each schema key got its value ("file.ini:12", "--set model.k=3", or "" for the
      * default), indexed like the schema table; used to name the origin in validation errors. */
     char key_origin[CONFIG_MAX_KEYS][CONFIG_ORIGIN_MAX];
@@ -92,3 +114,14 @@ void config_validate(const Config *cfg);
 char *config_to_ini(const Config *cfg);
 /* Enum names, for logs. */
 const char *rel_kind_name(RelKind kind);
+const char *task_kind_name(TaskKind kind);
+const char *glue_task_name(GlueTask task);
+/* 1 if section.name got its value from a file or --set (not the default). */
+int config_key_is_set(const Config *cfg, const char *section, const char *name);
+/* Fine-tuning: the model is the checkpoint's (`stored`, from `origin`) with the [model] keys that
+ * cfg sets explicitly applied on top. Only keys that add or resize parameters the loader can
+ * initialise, or that do not touch parameters, may differ: relative_position, relative_k,
+ * residual_attention, residual_attention_mean, max_position (grow only), hidden_dropout,
+ * attention_dropout, init_range, seed. Any other key set to a value different from the
+ * checkpoint's is fatal, naming the key and both values. Writes the merged model to cfg->model. */
+void config_adopt_model(Config *cfg, const ModelConfig *stored, const char *origin);

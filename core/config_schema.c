@@ -21,13 +21,17 @@ _Static_assert(VALUE_TEXT_MAX < CONFIG_PATH_MAX, "a value must fit a Config path
 #define LIST_WRAP_COLUMN 100 /* path lists longer than this continue on indented lines */
 
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
-                   sizeof(ScheduleKind) == sizeof(int),
+                   sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
+                   sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int),
                "enum fields are stored through int");
 
 static const char *const norm_names[] = {"post", "pre", NULL};
 static const char *const rel_names[] = {"none",    "shaw",    "method1", "method2",
                                         "method3", "method4", NULL};
 static const char *const schedule_names[] = {"linear", "cosine", "constant", NULL};
+static const char *const task_names[] = {"classification", "regression", "squad", NULL};
+static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
+static const char *const bad_example_names[] = {"skip", "fatal", NULL};
 
 /* offsetof that fails to compile unless Config.sec.key has the given type. */
 #define FIELD(sec, key, type) _Generic(((Config *)0)->sec.key, type: offsetof(Config, sec.key))
@@ -116,16 +120,51 @@ const KeySpec config_schema[] = {
     BOOL_KEY(data, whole_word_mask, "no", "mask all WordPieces of a word together"),
     FLOAT_KEY(data, eval_fraction, "0.02", '(', 0, 1, ')', "fraction of documents held out"),
     INT64_KEY(data, seed, "12345", 0, INT64_MAX, "seed of the data order and masking"),
+
+    ENUM_KEY(task, type, TaskKind, task_names, "classification",
+             "fine-tuning task: [CLS] classification, [CLS] regression (MSE) or SQuAD spans"),
+    ENUM_KEY(task, glue_task, GlueTask, glue_names, "none",
+             "GLUE TSV layout and labels (sets type); none = the column keys below"),
+    STRING_KEY(task, init_checkpoint, "", false, "checkpoint whose encoder fine-tuning starts from"),
+    STRING_KEY(task, train_file, "", false, "training data (GLUE TSV or SQuAD v1.1 JSON)"),
+    STRING_KEY(task, dev_file, "", false, "evaluation data, same format"),
+    INT_KEY(task, text_a_column, "0", 0, 255, "TSV column of the first text (0-based)"),
+    INT_KEY(task, text_b_column, "-1", -1, 255, "TSV column of the second text (-1 = single text)"),
+    INT_KEY(task, label_column, "1", -1, 255, "TSV column of the label (-1 = unlabelled)"),
+    INT_KEY(task, num_columns, "0", 0, 256, "columns of every TSV row (0 = as in the first row)"),
+    BOOL_KEY(task, header, "yes", "the first TSV row is a header"),
+    STRING_KEY(task, labels, "0 1", false, "classification label values, space-separated"),
+    ENUM_KEY(task, bad_examples, BadExamplePolicy, bad_example_names, "skip",
+             "malformed rows or questions: report and skip, or stop"),
+    INT_KEY(task, max_seq_len, "128", 8, 65536, "tokens per sequence, [CLS] and [SEP]s included"),
+    INT_KEY(task, batch_size, "32", 1, 1 << 20, "sequences per step (and per evaluation batch)"),
+    FLOAT_KEY(task, epochs, "3", '(', 0, 1000, ']', "passes over the training data (may be fractional)"),
+    FLOAT_KEY(task, lr, "5e-5", '(', 0, INFINITY, ')', "peak learning rate (AdamW as [optim])"),
+    FLOAT_KEY(task, warmup_proportion, "0.1", '[', 0, 1, ']',
+              "fraction of the steps with linear warmup, then linear decay to 0"),
+    INT_KEY(task, doc_stride, "128", 1, 65536, "SQuAD: tokens between the starts of context windows"),
+    INT_KEY(task, max_query_length, "64", 1, 65536, "SQuAD: question tokens kept"),
+    INT_KEY(task, n_best_size, "20", 1, 1000, "SQuAD: start and end candidates per window"),
+    INT_KEY(task, max_answer_length, "30", 1, 65536, "SQuAD: longest predicted answer in tokens"),
+    INT64_KEY(task, seed, "42", 0, INT64_MAX, "seed of new parameters, data order and dropout"),
 };
 const int config_num_keys = (int)(sizeof config_schema / sizeof config_schema[0]);
 _Static_assert(sizeof config_schema / sizeof config_schema[0] <= CONFIG_MAX_KEYS,
                "raise CONFIG_MAX_KEYS");
 
-static const char *const section_names[] = {"model", "optim", "train", "data"};
+static const char *const section_names[] = {"model", "optim", "train", "data", "task"};
 #define NUM_SECTIONS ((int)(sizeof section_names / sizeof section_names[0]))
 
 const char *rel_kind_name(RelKind kind) {
     return (unsigned)kind < sizeof rel_names / sizeof rel_names[0] - 1 ? rel_names[kind] : "?";
+}
+
+const char *task_kind_name(TaskKind kind) {
+    return (unsigned)kind < sizeof task_names / sizeof task_names[0] - 1 ? task_names[kind] : "?";
+}
+
+const char *glue_task_name(GlueTask task) {
+    return (unsigned)task < sizeof glue_names / sizeof glue_names[0] - 1 ? glue_names[task] : "?";
 }
 
 void config_describe_expected(const KeySpec *key, char *out, size_t size) {
@@ -279,12 +318,12 @@ int config_find_key(const char *section, const char *name, char *why, size_t why
         known_section |= !strcmp(section, section_names[s]);
     if (!*section) {
         snprintf(why, why_size, "key '%s': expected it under a [section] header ([model], [optim], "
-                 "[train] or [data]), got it before the first header", name);
+                 "[train], [data] or [task]), got it before the first header", name);
         return -1;
     }
     if (!known_section) {
         snprintf(why, why_size, "key '%s.%s': expected a section among [model], [optim], [train], "
-                 "[data], got [%s]", section, name, section);
+                 "[data], [task], got [%s]", section, name, section);
         return -1;
     }
     for (int k = 0; k < config_num_keys; k++)

@@ -26,7 +26,7 @@ typedef struct {
     const char *help;
 } KeySpec;
 
-/* Every key, grouped by section in the order [model] [optim] [train] [data]. */
+/* Every key, grouped by section in the order [model] [optim] [train] [data] [task]. */
 extern const KeySpec config_schema[];
 extern const int config_num_keys;
 

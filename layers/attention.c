@@ -113,11 +113,13 @@ size_t attention_scratch_floats(const AttnShape *s, int num_threads) {
 
 static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
                        const float *carried, const float *probs, const float *probs_dropped) {
-    RP_CHECK(s->rel == REL_NONE || table, "attention: relative mode %d needs a table", (int)s->rel);
+    RP_CHECK(s->rel == REL_NONE || table, "attention: relative mode %s needs a table",
+             rel_kind_name(s->rel));
     RP_CHECK(!(s->rel == REL_METHOD1 || s->rel == REL_METHOD2) || raw_scores,
-             "attention: relative mode %d (method1/2) needs raw_scores", (int)s->rel);
+             "attention: relative mode %s needs raw_scores", rel_kind_name(s->rel));
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
-    RP_CHECK(s->dropout == 0.0f || (s->dropout > 0.0f && s->dropout < 1.0f && probs != probs_dropped),
+    RP_CHECK(s->dropout == 0.0f ||
+                 (s->dropout > 0.0f && s->dropout < 1.0f && probs != probs_dropped),
              "attention: dropout %g needs 0 <= p < 1 and a separate probs_dropped buffer",
              (double)s->dropout);
 }
@@ -125,7 +127,8 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
 /* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
  * then the softmax in place. */
 static void logits_softmax_row(float *restrict row, float *restrict carried_row,
-                               const int *restrict key_mask, int L, float scale, const AttnShape *s) {
+                               const int *restrict key_mask, int L, float scale,
+                               const AttnShape *s) {
     if (!carried_row) {
         for (int j = 0; j < L; j++)
             row[j] = scale * row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
@@ -145,8 +148,8 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
 
 /* out[e] = keep ? in[e] / (1-p) : 0 with keep = hash_uniform(key, first + e) >= p; out may
  * alias in. (dropout_forward indexes from 0; here the index is the global element of probs.) */
-static void dropout_span(float *out, const float *in, size_t n, float p,
-                         uint64_t key, size_t first) {
+static void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key,
+                         size_t first) {
     const float inv = 1.0f / (1.0f - p);
 #pragma omp simd
     for (size_t e = 0; e < n; e++)
@@ -230,15 +233,19 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
                         const float *probs, const float *probs_dropped, const float *raw_scores,
                         const AttnShape *s, uint64_t key) {
     const int L = p->L, d = p->d, ld = p->ld, H = p->H, b = bh / p->heads, h = bh % p->heads;
-    const size_t sq = (size_t)L * L, off = (size_t)bh * sq, qoff = (size_t)b * L * ld + (size_t)h * d;
+    const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
+    const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
     const float *q = qkv + qoff, *k = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dk = dq + H, *dv = dq + 2 * H;
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     const float *Pd = s->dropout > 0.0f ? probs_dropped + off : probs + off;
     float *D = w->dscore;
 
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D, L);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, dctx, H, 0.0f, dv, ld);
+    /* dPd = dctx.V^T;  dV = Pd^T.dctx */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+                L);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, dctx, H, 0.0f, dv,
+                ld);
     if (s->dropout > 0.0f)
         dropout_span(D, D, sq, s->dropout, key, off);
     score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, L, p->scale,
@@ -246,8 +253,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
         relpos_backward_pre(p, D, part, raw_scores + off);
     if (p->rel != REL_METHOD3) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, D, L, k, ld, 0.0f, dq, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, D, L, q, ld, 0.0f, dk, ld);
+        /* dQ = dRaw.K;  dK = dRaw^T.Q  (overwrite; the relative terms add after) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, D, L, k, ld, 0.0f,
+                    dq, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, D, L, q, ld, 0.0f,
+                    dk, ld);
     }
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
         relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);
@@ -260,7 +270,8 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
     AttnPlan p;
     attn_plan(&p, s, 1, scratch);
     check_args(s, table, raw_scores, d_carried, probs, probs_dropped);
-    RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %d needs d_table", (int)s->rel);
+    RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %s needs d_table",
+             rel_kind_name(s->rel));
     if (!s->residual)
         d_carried = NULL;
     relpos_prepare(&p, table);

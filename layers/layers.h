@@ -74,3 +74,9 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
  * d_logits may alias probs. */
 void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
                            float d_loss);
+
+/* ---- tanh.c -----------------------------------------------------------------------------
+ * out = tanh(in)      [n]   (the BERT pooler's activation); out may alias in. */
+void tanh_forward(float *out, const float *in, size_t n);
+/* d_in = d_out * (1 - out^2), from the forward's output; d_in may alias d_out. */
+void tanh_backward(float *d_in, const float *d_out, const float *out, size_t n);

@@ -10,6 +10,7 @@
 #include "relpos.h"
 
 #include <cblas.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,11 +94,11 @@ static void gather_scores(const AttnPlan *p, const AttnWork *w, float *restrict 
             rel_split(i, m, L, &le, &rs);
             le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
             float *restrict row = S + (size_t)i * L;
-            const float *restrict kband = blk + (i + m - lo - j0); /* [c*(W-1)] = KA[j0+c][r'] */
+            const ptrdiff_t band0 = i + m - lo - j0; /* blk[band0 + c*(W-1)] = KA[j0+c][r'] */
             for (int j = j0; j < le; j++)
                 row[j] += ka_left[j - j0];
             for (int j = le; j < rs; j++)
-                row[j] += kband[(size_t)(j - j0) * (W - 1)];
+                row[j] += blk[band0 + (ptrdiff_t)(j - j0) * (W - 1)];
             for (int j = rs; j < j1; j++)
                 row[j] += ka_right[j - j0];
         }
@@ -156,11 +157,11 @@ static void scatter_grads(const AttnPlan *p, const AttnWork *w, const float *res
             rel_split(i, m, L, &le, &rs);
             le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
             const float *restrict g = G + (size_t)i * L;
-            float *restrict kband = blk + (i + m - lo - j0);
+            const ptrdiff_t band0 = i + m - lo - j0;
             for (int j = j0; j < le; j++)
                 col_left[j - j0] += g[j];
             for (int j = le; j < rs; j++)
-                kband[(size_t)(j - j0) * (W - 1)] = g[j];
+                blk[band0 + (ptrdiff_t)(j - j0) * (W - 1)] = g[j];
             for (int j = rs; j < j1; j++)
                 col_right[j - j0] += g[j];
         }

@@ -38,8 +38,6 @@ typedef struct {
     int *mask;
 } Inputs;
 
-static const char *const REL_NAMES[] = {"none", "shaw", "method1", "method2", "method3", "method4"};
-
 static uint64_t layer_key(int l) { return hash_key(77, 3, (uint64_t)l * 8 + 1); }
 
 static AttnShape layer_shape(const Case *c, int l) {
@@ -107,8 +105,9 @@ static void run_fast(const Case *c, const Inputs *x, const float *const *qkv, fl
         s = layer_shape(c, l);
         for (size_t e = 0; e < x->n_qkv; e++)
             d_qkv[l][e] = NAN;
-        attention_backward(d_qkv[l], d_table ? d_table[l] : NULL, c->residual ? d_carried : NULL, scratch, x->G[l],
-                           qkv[l], x->table[l], probs[l], dropped[l], raw[l], &s, layer_key(l));
+        attention_backward(d_qkv[l], d_table ? d_table[l] : NULL, c->residual ? d_carried : NULL,
+                           scratch, x->G[l], qkv[l], x->table[l], probs[l], dropped[l], raw[l],
+                           &s, layer_key(l));
     }
     for (int l = 0; l < c->layers; l++) {
         if (dropped[l] != probs[l])
@@ -234,8 +233,9 @@ static double max_abs(const double *v, size_t lo, size_t hi) {
 static void check_case(TestTally *t, const Case *c, uint64_t seed) {
     char name[160];
     snprintf(name, sizeof name, "%s k=%d B=%d L=%d H=%d heads=%d %s dropout=%g",
-             REL_NAMES[c->rel], c->k, c->B, c->L, c->H, c->heads,
-             !c->residual ? "plain" : c->mean ? "residual(1/l)" : "residual(1)", (double)c->dropout);
+             rel_kind_name(c->rel), c->k, c->B, c->L, c->H, c->heads,
+             !c->residual ? "plain" : c->mean ? "residual(1/l)" : "residual(1)",
+             (double)c->dropout);
     if (c->residual)
         snprintf(name + strlen(name), sizeof name - strlen(name), " layers=%d", c->layers);
     Inputs x = make_inputs(c, seed);
@@ -302,10 +302,12 @@ static void check_index_convention(TestTally *t, RelKind rel) {
     const int rows[] = {c.k + 2, c.k - 3, 0, 2 * c.k};
     for (int n = 0; n < 4; n++) {
         memset(x.table[0], 0, x.n_table * sizeof(float));
-        attention_forward(ctx, probs, probs, NULL, base, scratch, x.qkv[0], x.table[0], x.mask, &s, 0);
+        attention_forward(ctx, probs, probs, NULL, base, scratch, x.qkv[0], x.table[0], x.mask, &s,
+                          0);
         for (int t2 = 0; t2 < c.H; t2++)
             x.table[0][(size_t)rows[n] * c.H + t2] = 0.7f;
-        attention_forward(ctx, probs, probs, NULL, probe, scratch, x.qkv[0], x.table[0], x.mask, &s, 0);
+        attention_forward(ctx, probs, probs, NULL, probe, scratch, x.qkv[0], x.table[0], x.mask,
+                          &s, 0);
         int ok = 1, changed = 0;
         for (int i = 0; i < c.L; i++)
             for (int j = 0; j < c.L; j++) {
@@ -315,7 +317,7 @@ static void check_index_convention(TestTally *t, RelKind rel) {
             }
         CHECK(t, ok && (changed > 0) == (abs(rows[n] - c.k) < c.L),
               "%s k=%d L=%d: table row %d changes exactly the scores with i-j=%d (%d cells)",
-              REL_NAMES[rel], c.k, c.L, rows[n], rows[n] - c.k, changed);
+              rel_kind_name(rel), c.k, c.L, rows[n], rows[n] - c.k, changed);
     }
     free(scratch), free(ctx), free(probs), free(base), free(probe);
     free_inputs(&x, 1);
@@ -342,7 +344,7 @@ static void check_threads(TestTally *t, RelKind rel) {
         same &= !memcmp(out[0][1][l], out[1][1][l], x.n_qkv * sizeof(float));
         same &= !memcmp(out[0][2][l], out[1][2][l], x.n_table * sizeof(float));
     }
-    CHECK(t, same, "%s: ctx, d_qkv, d_table bit-identical with 1 and 2 threads", REL_NAMES[rel]);
+    CHECK(t, same, "%s: ctx, d_qkv, d_table bit-identical with 1 and 2 threads", rel_kind_name(rel));
     run_fast(&c, &x, (const float *const *)x.qkv, out[1][0], out[1][1], rel ? out[1][2] : NULL);
     int doubled = 1;
     for (int l = 0; l < c.layers; l++) {
@@ -355,7 +357,7 @@ static void check_threads(TestTally *t, RelKind rel) {
         doubled &= err / size < 1e-6;
     }
     CHECK(t, doubled, "%s: d_qkv overwritten, d_table accumulated by a second backward",
-          REL_NAMES[rel]);
+          rel_kind_name(rel));
     for (int run = 0; run < 2; run++)
         for (int a = 0; a < 3; a++)
             for (int l = 0; l < c.layers; l++)

@@ -132,3 +132,37 @@ int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, Adam
     H5Gclose(g);
     return 1;
 }
+
+typedef struct {
+    const char *path;
+    void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx);
+    void *ctx;
+} DatasetVisit;
+
+static herr_t visit_dataset(hid_t group, const char *name, const H5O_info_t *info, void *data) {
+    DatasetVisit *v = data;
+    if (info->type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t ds = H5Dopen2(group, name, H5P_DEFAULT);
+    RP_CHECK(ds >= 0, "%s: cannot open dataset '/model/%s'", v->path, name);
+    hid_t space = H5Dget_space(ds);
+    hsize_t dims[4] = {0, 0, 0, 0};
+    int rank = H5Sget_simple_extent_ndims(space);
+    RP_CHECK(rank >= 0 && rank <= 4, "%s: dataset '/model/%s': expected rank at most 4, got %d", v->path, name,
+             rank);
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    H5Sclose(space);
+    H5Dclose(ds);
+    v->visit(name, rank, dims, v->ctx);
+    return 0;
+}
+
+void checkpoint_each_model_dataset(hid_t file, const char *path,
+                                   void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx),
+                                   void *ctx) {
+    RP_CHECK(h5_exists(file, "model"), "%s: no /model group", path);
+    DatasetVisit v = {path, visit, ctx};
+    hid_t group = H5Gopen2(file, "model", H5P_DEFAULT);
+    H5Ovisit(group, H5_INDEX_NAME, H5_ITER_INC, visit_dataset, &v);
+    H5Gclose(group);
+}

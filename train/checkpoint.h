@@ -32,5 +32,10 @@ ModelHeads checkpoint_heads(hid_t file, const char *path);
 void checkpoint_load_model(hid_t file, const char *path, Model *m);
 /* Read optimizer moments and step; returns 0 (and leaves opt untouched) if absent. */
 int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, AdamW *opt);
+/* Call visit(name, rank, dims, ctx) for every dataset under /model, in name order (name relative
+ * to /model, e.g. "cls/predictions/bias"). */
+void checkpoint_each_model_dataset(hid_t file, const char *path,
+                                   void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx),
+                                   void *ctx);
 /* Write a parameter-shaped block under `group` (e.g. "grad") with the table's names. */
 void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "../core/cli.h"
 #include "../core/common.h"
 #include "../core/config.h"
 #include "../core/peak.h"
@@ -12,35 +13,23 @@
 #include "commands.h"
 #include "model.h"
 
-static double parse_number(const char *flag, const char *v, double lo, double hi) {
-    char *end;
-    double x = strtod(v, &end);
-    RP_CHECK(*v && !*end && x >= lo && x <= hi, "%s: expected a number in [%g, %g], got '%s'", flag, lo, hi, v);
-    return x;
-}
-
 int cmd_bench(int argc, char **argv) {
     const char *usage = "bench CONFIG.ini [--set section.key=value ...] --batch-size B --seq-len L "
                         "[--steps N] [--warmup W] [--label-frac F] [--json OUT]";
-    const char *config_path = NULL, *json_path = NULL;
-    char *sets[64];
-    int num_sets = 0, B = 0, L = 0, steps = 10, warmup = 2;
-    double label_frac = 0.15;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(arg, "--set") && val && num_sets < 64) sets[num_sets++] = argv[++i];
-        else if (!strcmp(arg, "--batch-size") && val) B = (int)parse_number(arg, argv[++i], 1, 1 << 20);
-        else if (!strcmp(arg, "--seq-len") && val) L = (int)parse_number(arg, argv[++i], 1, 1 << 20);
-        else if (!strcmp(arg, "--steps") && val) steps = (int)parse_number(arg, argv[++i], 1, 1 << 20);
-        else if (!strcmp(arg, "--warmup") && val) warmup = (int)parse_number(arg, argv[++i], 0, 1 << 20);
-        else if (!strcmp(arg, "--label-frac") && val) label_frac = parse_number(arg, argv[++i], 0, 1);
-        else if (!strcmp(arg, "--json") && val) json_path = argv[++i];
-        else if (arg[0] != '-' && !config_path) config_path = arg;
-        else RP_FATAL("unknown or incomplete option '%s'; usage: realpos %s", arg, usage);
-    }
-    RP_CHECK(config_path && B && L, "usage: realpos %s", usage);
+    const char *json_path = NULL, *batch_text = NULL, *seq_text = NULL, *steps_text = "10",
+               *warmup_text = "2", *label_text = "0.15";
+    CliOption options[] = {{"batch-size", &batch_text}, {"seq-len", &seq_text}, {"steps", &steps_text},
+                           {"warmup", &warmup_text}, {"label-frac", &label_text}, {"json", &json_path}};
+    CliArgs args = cli_parse(argc, argv, options, 6);
+    RP_CHECK(args.num_positional == 1 && batch_text && seq_text, "usage: realpos %s", usage);
+    int B = (int)cli_int("--batch-size", batch_text, 1, 1 << 20), L = (int)cli_int("--seq-len", seq_text, 1, 1 << 20);
+    int steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
+    char *end;
+    double label_frac = strtod(label_text, &end);
+    RP_CHECK(*label_text && !*end && label_frac >= 0 && label_frac <= 1, "option '--label-frac': expected a number "
+             "in [0, 1], got '%s'", label_text);
     Config cfg;
-    config_load(&cfg, config_path, num_sets, sets);
+    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
 
     Model m;
     model_create(&m, &cfg.model, heads_mlm());

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../core/cli.h"
 #include "../core/common.h"
 #include "../core/config.h"
 #include "../core/h5io.h"
@@ -9,51 +10,6 @@
 #include "checkpoint.h"
 #include "commands.h"
 #include "model.h"
-
-#define MAX_SETS 64
-
-typedef struct {
-    const char *positional[4];
-    int num_positional;
-    char *sets[MAX_SETS];
-    int num_sets;
-    const char *out, *checkpoint, *batch;
-    int train_steps;
-} Args;
-
-static int parse_int_arg(const char *flag, const char *value) {
-    char *end;
-    long v = strtol(value, &end, 10);
-    RP_CHECK(*value && !*end && v >= 0 && v <= 1000000000, "%s: expected a non-negative integer, got '%s'", flag,
-             value);
-    return (int)v;
-}
-
-static Args parse_args(int argc, char **argv, const char *usage) {
-    Args a = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(arg, "--set") && has_value) {
-            RP_CHECK(a.num_sets < MAX_SETS, "too many --set options (at most %d)", MAX_SETS);
-            a.sets[a.num_sets++] = argv[++i];
-        } else if (!strcmp(arg, "--out") && has_value) {
-            a.out = argv[++i];
-        } else if (!strcmp(arg, "--checkpoint") && has_value) {
-            a.checkpoint = argv[++i];
-        } else if (!strcmp(arg, "--batch") && has_value) {
-            a.batch = argv[++i];
-        } else if (!strcmp(arg, "--train-steps") && has_value) {
-            a.train_steps = parse_int_arg("--train-steps", argv[++i]);
-        } else if (arg[0] == '-' && arg[1] == '-') {
-            RP_FATAL("unknown or incomplete option '%s'; usage: realpos %s", arg, usage);
-        } else {
-            RP_CHECK(a.num_positional < 4, "too many arguments; usage: realpos %s", usage);
-            a.positional[a.num_positional++] = arg;
-        }
-    }
-    return a;
-}
 
 /* Load a checkpoint's config and parameters into a freshly created model. */
 static void load_checkpoint_model(const char *path, Config *cfg, char **config_ini, Model *m) {
@@ -66,8 +22,10 @@ static void load_checkpoint_model(const char *path, Config *cfg, char **config_i
 
 int cmd_init(int argc, char **argv) {
     const char *usage = "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5";
-    Args a = parse_args(argc, argv, usage);
-    RP_CHECK(a.num_positional == 1 && a.out, "usage: realpos %s", usage);
+    const char *out = NULL;
+    CliOption options[] = {{"out", &out}};
+    CliArgs a = cli_parse(argc, argv, options, 1);
+    RP_CHECK(a.num_positional == 1 && out, "usage: realpos %s", usage);
     Config cfg;
     config_load(&cfg, a.positional[0], a.num_sets, a.sets);
     char *ini = config_to_ini(&cfg);
@@ -76,8 +34,8 @@ int cmd_init(int argc, char **argv) {
     model_create(&m, &cfg.model, heads_mlm());
     model_init_weights(&m, (uint64_t)cfg.model.seed);
     CheckpointExtras extras = {.config_ini = ini};
-    checkpoint_save(a.out, &m, &extras);
-    rp_log("wrote %s", a.out);
+    checkpoint_save(out, &m, &extras);
+    rp_log("wrote %s", out);
     model_free(&m);
     free(ini);
     return 0;
@@ -85,7 +43,7 @@ int cmd_init(int argc, char **argv) {
 
 int cmd_inspect(int argc, char **argv) {
     const char *usage = "inspect CKPT.h5";
-    Args a = parse_args(argc, argv, usage);
+    CliArgs a = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
     Config cfg;
     char *ini;
@@ -166,22 +124,26 @@ static void free_batch_file(BatchFile *bf) {
 
 int cmd_dump(int argc, char **argv) {
     const char *usage = "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]";
-    Args a = parse_args(argc, argv, usage);
-    RP_CHECK(a.checkpoint && a.batch && a.out && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
+    const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0";
+    CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
+                           {"train-steps", &steps_text}};
+    CliArgs a = cli_parse(argc, argv, options, 4);
+    RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
+    int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
     Config cfg;
     char *ini;
     Model m;
-    load_checkpoint_model(a.checkpoint, &cfg, &ini, &m);
-    RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", a.checkpoint);
-    BatchFile bf = read_batch_file(a.batch, &cfg.model);
+    load_checkpoint_model(checkpoint, &cfg, &ini, &m);
+    RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", checkpoint);
+    BatchFile bf = read_batch_file(batch_path, &cfg.model);
     Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels};
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
         M += bf.labels[e] != -100;
     Activations acts;
     activations_create(&acts, &m, bf.B, bf.L, M);
-    hid_t out = h5_create(a.out);
-    if (a.train_steps == 0) {
+    hid_t out = h5_create(out_path);
+    if (train_steps == 0) {
         float *logits = xalloc_floats((size_t)(M ? M : 1) * cfg.model.vocab_size);
         ForwardStats st = model_forward(&m, &acts, &batch, 0, 0, logits);
         model_backward(&m, &acts, &batch, 1.0f);
@@ -193,19 +155,19 @@ int cmd_dump(int argc, char **argv) {
     } else {
         AdamW opt;
         adamw_create(&opt, &m.table);
-        double *losses = xmalloc(sizeof(double) * (size_t)a.train_steps);
-        for (int s = 0; s < a.train_steps; s++) {
+        double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
+        for (int s = 0; s < train_steps; s++) {
             memset(m.grads, 0, sizeof(float) * m.table.block_floats);
             losses[s] = model_forward(&m, &acts, &batch, 0, (uint64_t)s, NULL).loss;
             model_backward(&m, &acts, &batch, 1.0f);
             adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr);
         }
-        h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)a.train_steps);
+        h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)train_steps);
         checkpoint_write_block(out, "final", &m.table, m.params);
         free(losses);
         adamw_free(&opt);
     }
-    h5_close(out, a.out);
+    h5_close(out, out_path);
     activations_free(&acts);
     free_batch_file(&bf);
     model_free(&m);

@@ -12,3 +12,4 @@ int cmd_vocab(int argc, char **argv);    /* train a WordPiece vocabulary */
 int cmd_prepare(int argc, char **argv);  /* corpus text -> tokenized train/eval shards */
 int cmd_pretrain(int argc, char **argv); /* MLM pretraining loop */
 int cmd_eval(int argc, char **argv);     /* held-out MLM evaluation of a checkpoint */
+int cmd_attention(int argc, char **argv); /* attention maps of a checkpoint on text */

@@ -1,0 +1,523 @@
+#!/usr/bin/python3
+"""Ablation sweeps: run `realpos` over a grid of config overrides, restartably, and report.
+
+usage: /usr/bin/python3 scripts/sweep.py SWEEP.ini [--jobs J] [--cores N] [--list | --report]
+
+Run from the repository root (paths in the sweep file and in configs are relative to it).
+
+A sweep file (see configs/sweeps/*.ini):
+
+    [sweep]
+    base = configs/ablation-small.ini        ; the config every point starts from
+    out = runs/ablation-small                ; one run directory per point below this
+    [set]                                    ; overrides applied to every point
+    train.max_steps = 300
+    [grid]                                   ; every combination of these values is a point
+    model.relative_position = none shaw method4
+    model.relative_k = 4 16 64
+    model.seed = 1 2
+    [exclude]                                ; a point matching every setting of a line is dropped;
+    model.relative_position=none,shaw model.relative_k=4,64   ; a,b = either value
+    [derive]                                 ; CONDITION => OVERRIDES, for the points that match
+    model.relative_position=none => model.absolute_position=yes
+    [run]
+    eval_seq_lens = 256                      ; extra held-out evaluations at these lengths
+    finetune = configs/finetune-sst2.ini     ; optional: fine-tune from each point's checkpoint
+    finetune_metric = accuracy               ; read from its metrics.jsonl or its output
+    finetune_set = train.max_steps=100       ; optional overrides of the fine-tuning run
+
+Each point runs `realpos pretrain BASE --set ...` in OUT/NAME, NAME being its grid settings
+(`relative_position=method4,relative_k=16,seed=1`), then the extra evaluations and fine-tuning.
+A point whose OUT/NAME/sweep-point.json says done is skipped; a killed point resumes from
+OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
+
+Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
+values), and it is an error if two points are the same run (also when they differ only in a key
+that does not apply: relative_k when relative_position = none, residual_attention_mean when
+residual_attention = no), or if the grid leaves no point.
+
+Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
+(mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
+import argparse
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import sweep_report
+
+STATE_FILE = "sweep-point.json"
+# A key that does not change the model unless another key has a given value.
+APPLIES_ONLY_WHEN = {
+    "model.relative_k": ("model.relative_position", lambda v: v != "none"),
+    "model.residual_attention_mean": ("model.residual_attention", lambda v: v == "yes"),
+}
+KEY_RE = re.compile(r"^[a-z_]+\.[a-z_0-9]+$")
+
+
+class SweepError(Exception):
+    pass
+
+
+# ---- sweep file ------------------------------------------------------------------------------
+
+def read_sections(path):
+    """{section: [(line_no, text)]} of an INI-like file; ';' and '#' start comments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise SweepError(f"{path}: cannot read ({e.strerror})")
+    sections, current = {}, None
+    for no, raw in enumerate(lines, 1):
+        text = re.split(r"(?:^|\s)[;#]", raw, maxsplit=1)[0].strip()
+        if not text:
+            continue
+        m = re.fullmatch(r"\[([a-z]+)\]", text)
+        if m:
+            current = m.group(1)
+            if current not in ("sweep", "set", "grid", "exclude", "derive", "run"):
+                raise SweepError(f"{path}:{no}: unknown section [{current}]; expected [sweep], [set], "
+                                 "[grid], [exclude], [derive] or [run]")
+            if current in sections:
+                raise SweepError(f"{path}:{no}: section [{current}] appears twice")
+            sections[current] = []
+        elif current is None:
+            raise SweepError(f"{path}:{no}: expected a [section] first, got '{text}'")
+        else:
+            sections[current].append((no, text))
+    return sections
+
+
+def key_value(path, no, text):
+    if "=" not in text:
+        raise SweepError(f"{path}:{no}: expected 'key = value', got '{text}'")
+    key, value = (s.strip() for s in text.split("=", 1))
+    return key, value
+
+
+def check_key(path, no, key):
+    if not KEY_RE.match(key):
+        raise SweepError(f"{path}:{no}: expected a config key 'section.key', got '{key}'")
+
+
+def parse_settings(path, no, text, grid, what):
+    """'a.b=x,y c.d=z' -> {key: {values}}; keys must be grid keys and values grid values."""
+    out = {}
+    for item in text.split():
+        if "=" not in item:
+            raise SweepError(f"{path}:{no}: {what}: expected 'section.key=value', got '{item}'")
+        key, values = item.split("=", 1)
+        check_key(path, no, key)
+        if key not in grid:
+            raise SweepError(f"{path}:{no}: {what}: '{key}' is not a [grid] key (grid keys: "
+                             f"{', '.join(grid)})")
+        wanted = set(values.split(","))
+        unknown = sorted(wanted - set(grid[key]))
+        if unknown:
+            raise SweepError(f"{path}:{no}: {what}: {key}={unknown[0]} is not one of the grid's values "
+                             f"{' '.join(grid[key])}")
+        out[key] = wanted
+    return out
+
+
+def matches(condition, settings):
+    return all(settings[k] in values for k, values in condition.items())
+
+
+def parse_sweep(path):
+    s = read_sections(path)
+    spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": [], "run": {}}
+    sweep = dict(key_value(path, no, t) for no, t in s.get("sweep", []))
+    for required in ("base", "out"):
+        if not sweep.get(required):
+            raise SweepError(f"{path}: [sweep] needs '{required} = ...'")
+    spec["base"], spec["out"] = sweep["base"], sweep["out"]
+    if not os.path.isfile(spec["base"]):
+        raise SweepError(f"{path}: [sweep] base = {spec['base']}: no such file")
+    for no, text in s.get("set", []):
+        key, value = key_value(path, no, text)
+        check_key(path, no, key)
+        spec["set"][key] = value
+    for no, text in s.get("grid", []):
+        key, value = key_value(path, no, text)
+        check_key(path, no, key)
+        values = value.split()
+        if not values:
+            raise SweepError(f"{path}:{no}: grid key '{key}' has no values")
+        if key in spec["grid"]:
+            raise SweepError(f"{path}:{no}: grid key '{key}' appears twice")
+        if key in spec["set"]:
+            raise SweepError(f"{path}:{no}: '{key}' is both in [set] and in [grid]")
+        if len(set(values)) != len(values):
+            raise SweepError(f"{path}:{no}: duplicate point: grid key '{key}' lists a value twice ({value})")
+        spec["grid"][key] = values
+    if not spec["grid"]:
+        raise SweepError(f"{path}: [grid] is empty: the sweep would run zero points")
+    for no, text in s.get("exclude", []):
+        spec["exclude"].append((no, parse_settings(path, no, text, spec["grid"], "exclude")))
+    for no, text in s.get("derive", []):
+        if "=>" not in text:
+            raise SweepError(f"{path}:{no}: derive: expected 'CONDITION => section.key=value ...'")
+        cond, sets = (t.strip() for t in text.split("=>", 1))
+        overrides = {}
+        for item in sets.split():
+            key, _, value = item.partition("=")
+            check_key(path, no, key)
+            if not value:
+                raise SweepError(f"{path}:{no}: derive: expected 'section.key=value', got '{item}'")
+            if key in spec["grid"] or key in spec["set"]:
+                raise SweepError(f"{path}:{no}: derive: '{key}' is already set by [grid] or [set]")
+            overrides[key] = value
+        spec["derive"].append((no, parse_settings(path, no, cond, spec["grid"], "derive"), overrides))
+    run = dict(key_value(path, no, t) for no, t in s.get("run", []))
+    unknown = sorted(set(run) - {"eval_seq_lens", "finetune", "finetune_metric", "finetune_set"})
+    if unknown:
+        raise SweepError(f"{path}: [run] has unknown key '{unknown[0]}'; expected eval_seq_lens, finetune, "
+                         "finetune_metric, finetune_set")
+    try:
+        spec["eval_seq_lens"] = [int(v) for v in run.get("eval_seq_lens", "").split()]
+    except ValueError:
+        raise SweepError(f"{path}: [run] eval_seq_lens: expected integers, got '{run['eval_seq_lens']}'")
+    spec["finetune"] = run.get("finetune") or None
+    spec["finetune_metric"] = run.get("finetune_metric", "accuracy")
+    spec["finetune_set"] = run.get("finetune_set", "").split()
+    if spec["finetune"] and not os.path.isfile(spec["finetune"]):
+        raise SweepError(f"{path}: [run] finetune = {spec['finetune']}: no such file")
+    return spec
+
+
+# ---- points --------------------------------------------------------------------------------
+
+def short_names(keys):
+    """'model.relative_k' -> 'relative_k' unless two keys share the part after the dot."""
+    tails = [k.split(".", 1)[1] for k in keys]
+    return {k: (t if tails.count(t) == 1 else k) for k, t in zip(keys, tails)}
+
+
+def effective_config(realpos, base, overrides):
+    """{section.key: value} printed by `realpos config`; SweepError with its message if invalid."""
+    cmd = [realpos, "config", base] + [a for k, v in overrides.items() for a in ("--set", f"{k}={v}")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SweepError(r.stderr.strip() or f"{' '.join(cmd)} failed with status {r.returncode}")
+    cfg, section = {}, None
+    for line in r.stdout.splitlines():
+        m = re.fullmatch(r"\[(\w+)\]", line.strip())
+        if m:
+            section = m.group(1)
+        elif section and "=" in line and not line.lstrip().startswith(";"):
+            key, value = (t.strip() for t in line.split("=", 1))
+            cfg[f"{section}.{key}"] = value
+    return cfg
+
+
+def relevant(key, cfg):
+    rule = APPLIES_ONLY_WHEN.get(key)
+    return rule is None or rule[1](cfg[rule[0]])
+
+
+def expand(spec, realpos):
+    """The sweep's points, validated: [{name, settings, overrides, dir, cfg}]."""
+    grid, used_exclusions = spec["grid"], set()
+    names = short_names(list(grid))
+    points, seen = [], {}
+    for combo in itertools.product(*grid.values()):
+        settings = dict(zip(grid, combo))
+        excluded = [no for no, cond in spec["exclude"] if matches(cond, settings)]
+        used_exclusions.update(excluded)
+        if excluded:
+            continue
+        overrides = dict(spec["set"])
+        overrides.update(settings)
+        for _, cond, sets in spec["derive"]:
+            if matches(cond, settings):
+                for key, value in sets.items():
+                    if overrides.get(key, value) != value:
+                        raise SweepError(f"{spec['path']}: derive: two lines set {key} differently for "
+                                         f"{settings}")
+                    overrides[key] = value
+        full_name = ",".join(f"{names[k]}={v}" for k, v in settings.items())
+        try:
+            cfg = effective_config(realpos, spec["base"], overrides)
+            name = ",".join(f"{names[k]}={v}" for k, v in settings.items() if relevant(k, cfg))
+            run_dir = os.path.join(spec["out"], name)
+            overrides["train.run_dir"] = run_dir
+            cfg = effective_config(realpos, spec["base"], overrides)
+        except SweepError as e:
+            raise SweepError(f"{spec['path']}: point {full_name}: {e}")
+        # the run's identity: every effective key except where it runs and with how many threads
+        identity = tuple(sorted((k, v) for k, v in cfg.items()
+                                if k not in ("train.run_dir", "train.threads") and relevant(k, cfg)))
+        if identity in seen:
+            other = seen[identity]
+            raise SweepError(f"duplicate point: {other['full_name']} and {full_name} are the same run "
+                             f"({'; '.join(ignored_note(settings, cfg)) or 'identical settings'}); "
+                             "exclude one of them in [exclude]")
+        point = {"name": name, "full_name": full_name, "settings": settings, "overrides": overrides, "dir": run_dir, "cfg": cfg}
+        seen[identity] = point
+        points.append(point)
+    unused = [no for no, _ in spec["exclude"] if no not in used_exclusions]
+    if unused:
+        raise SweepError(f"{spec['path']}:{unused[0]}: this exclusion matches no point of the grid")
+    if not points:
+        raise SweepError(f"{spec['path']}: the grid and exclusions leave zero points to run")
+    return points
+
+
+def ignored_note(settings, cfg):
+    return [f"{k} does not apply when {APPLIES_ONLY_WHEN[k][0]} = {cfg[APPLIES_ONLY_WHEN[k][0]]}"
+            for k in settings if not relevant(k, cfg)]
+
+
+# ---- per-point state -------------------------------------------------------------------------
+
+def load_state(run_dir):
+    path = os.path.join(run_dir, STATE_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_state(run_dir, state):
+    path = os.path.join(run_dir, STATE_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def final_checkpoint(point):
+    return os.path.join(point["dir"], "ckpt-%07d.h5" % int(point["cfg"]["train.max_steps"]))
+
+
+def point_status(point):
+    state = load_state(point["dir"])
+    if state and state.get("done"):
+        return "done"
+    if state or os.path.exists(os.path.join(point["dir"], "latest")):
+        return "partial"
+    return "new"
+
+
+EVAL_RE = re.compile(r"max_seq_len (\d+), (\d+) predictions: mlm loss ([-+0-9.eE]+|nan|inf), "
+                     r"accuracy ([-+0-9.eE]+|nan), perplexity ([-+0-9.eE]+|nan|inf)")
+
+
+def parse_eval_line(text):
+    m = EVAL_RE.search(text)
+    if not m:
+        return None
+    return {"max_seq_len": int(m.group(1)), "predictions": int(m.group(2)), "loss": float(m.group(3)),
+            "accuracy": float(m.group(4)), "perplexity": float(m.group(5))}
+
+
+def finetune_metric(run_dir, output, metric):
+    """The last value of `metric` (or eval_<metric>) in the fine-tuning run's metrics.jsonl, else
+    the last 'metric <number>' in its output."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    value = None
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                for key in (metric, "eval_" + metric):
+                    if isinstance(rec.get(key), (int, float)):
+                        value = float(rec[key])
+    if value is None:
+        found = re.findall(rf"\b{re.escape(metric)}\b[\s:=]+([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)", output)
+        value = float(found[-1]) if found else None
+    return value
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+class Runner:
+    """Runs points on a pool of `jobs` workers; SIGINT/SIGTERM stop the children cleanly (realpos
+    saves a checkpoint on SIGTERM) so that a rerun resumes them."""
+
+    def __init__(self, spec, realpos, jobs, threads):
+        self.spec, self.realpos, self.jobs, self.threads = spec, realpos, jobs, threads
+        self.lock = threading.Lock()
+        self.children = set()
+        self.stopping = False
+        # Children die with the sweep (parent-death signal) so a killed sweep leaves no orphans.
+        self.prefix = ["setpriv", "--pdeathsig", "TERM", "--"] if os.path.exists("/usr/bin/setpriv") else []
+
+    def stop(self, signum, _frame):
+        with self.lock:
+            self.stopping = True
+            for child in self.children:
+                child.send_signal(signal.SIGTERM)
+        print(f"sweep: signal {signum}: stopping; rerun the same command to resume", flush=True)
+
+    def run_command(self, cmd, log_path):
+        """Run cmd, appending its output to log_path; returns (status, output, seconds)."""
+        env = dict(os.environ, OMP_NUM_THREADS=str(self.threads), OPENBLAS_NUM_THREADS=str(self.threads))
+        with self.lock:
+            if self.stopping:
+                return None, "", 0.0
+            start = time.time()
+            child = subprocess.Popen(self.prefix + cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env)
+            self.children.add(child)
+        output = child.communicate()[0]
+        with self.lock:
+            self.children.discard(child)
+        seconds = time.time() - start
+        with open(log_path, "a") as f:
+            f.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n{output}"
+                    f"# exit status {child.returncode} after {seconds:.1f} s\n")
+        return child.returncode, output, seconds
+
+    def point_sets(self, point, extra=()):
+        sets = dict(point["overrides"], **{"train.threads": str(self.threads)})
+        sets.update(extra)
+        return [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+
+    def run_point(self, index, total, point):
+        """Returns None on success, or an error message."""
+        tag = f"[{index}/{total}] {point['name']}"
+        run_dir = point["dir"]
+        os.makedirs(run_dir, exist_ok=True)
+        state = load_state(run_dir) or {"name": point["name"], "settings": point["settings"],
+                                        "overrides": point["overrides"], "stages": {}, "done": False}
+        if state["overrides"] != point["overrides"]:
+            return (f"{tag}: its settings changed since it started ({run_dir}/{STATE_FILE}); delete "
+                    f"{run_dir} to run it again")
+        if state["done"]:
+            return None
+        stages, base = state["stages"], self.spec["base"]
+        final = final_checkpoint(point)
+        if not os.path.exists(final):
+            cmd = [self.realpos, "pretrain", base] + self.point_sets(point)
+            latest = os.path.join(run_dir, "latest")
+            resume = None
+            if os.path.exists(latest):
+                with open(latest) as f:
+                    resume = os.path.join(run_dir, f.read().strip())
+                resume = resume if os.path.exists(resume) else None
+            if resume:
+                cmd += ["--resume", resume]
+            print(f"{tag}: pretrain{' resuming from ' + os.path.basename(resume) if resume else ''} "
+                  f"({self.threads} threads)", flush=True)
+            status, _, seconds = self.run_command(cmd, os.path.join(run_dir, "pretrain.log"))
+            if status is None:
+                return None
+            stages.setdefault("pretrain", {"wall_s": 0.0, "attempts": 0})
+            stages["pretrain"]["wall_s"] += seconds
+            stages["pretrain"]["attempts"] += 1
+            save_state(run_dir, state)
+            if self.stopping:
+                return None
+            if status != 0 or not os.path.exists(final):
+                return f"{tag}: pretrain failed with status {status}; see {run_dir}/pretrain.log"
+        for length in self.spec["eval_seq_lens"]:
+            stage = f"eval_len_{length}"
+            if stage in stages:
+                continue
+            cmd = [self.realpos, "eval", base] + self.point_sets(point) + ["--checkpoint", final,
+                                                                          "--max-seq-len", str(length)]
+            status, output, seconds = self.run_command(cmd, os.path.join(run_dir, "eval.log"))
+            if status is None or self.stopping:
+                return None
+            result = parse_eval_line(output) if status == 0 else None
+            if result is None:
+                return f"{tag}: eval at length {length} failed (status {status}); see {run_dir}/eval.log"
+            stages[stage] = dict(result, wall_s=seconds)
+            save_state(run_dir, state)
+        if self.spec["finetune"] and "finetune" not in stages:
+            ft_dir = os.path.join(run_dir, "finetune")
+            extra = [a for s in self.spec["finetune_set"] for a in ("--set", s)]
+            cmd = [self.realpos, "finetune", self.spec["finetune"], "--set", f"task.init_checkpoint={final}",
+                   "--set", f"train.run_dir={ft_dir}", "--set", f"train.threads={self.threads}"] + extra
+            print(f"{tag}: finetune {self.spec['finetune']}", flush=True)
+            status, output, seconds = self.run_command(cmd, os.path.join(run_dir, "finetune.log"))
+            if status is None or self.stopping:
+                return None
+            value = finetune_metric(ft_dir, output, self.spec["finetune_metric"]) if status == 0 else None
+            if value is None:
+                return (f"{tag}: finetune failed (status {status}) or printed no "
+                        f"'{self.spec['finetune_metric']}'; see {run_dir}/finetune.log")
+            stages["finetune"] = {self.spec["finetune_metric"]: value, "wall_s": seconds}
+            save_state(run_dir, state)
+        state["done"] = True
+        save_state(run_dir, state)
+        wall = sum(s.get("wall_s", 0) for s in stages.values())
+        print(f"{tag}: done ({wall:.0f} s)", flush=True)
+        return None
+
+    def run(self, points):
+        todo = [(i, p) for i, p in enumerate(points, 1) if point_status(p) != "done"]
+        print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
+              f"{self.jobs} at a time, {self.threads} threads each", flush=True)
+        errors = []
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            pending = {pool.submit(self.run_point, i, len(points), p) for i, p in todo}
+            while pending:  # a timed wait keeps the main thread responsive to signals
+                done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for future in done:
+                    error = future.result()
+                    if error:
+                        print(f"sweep: error: {error}", flush=True)
+                        errors.append(error)
+        return errors
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweep")
+    ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
+    ap.add_argument("--cores", type=int, default=os.cpu_count(), help="cores to share (default: all)")
+    ap.add_argument("--list", action="store_true", help="print the points and their status, run nothing")
+    ap.add_argument("--report", action="store_true", help="only write the report from finished points")
+    ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
+    args = ap.parse_args()
+    try:
+        if args.jobs < 1 or args.cores < 1:
+            raise SweepError("--jobs and --cores must be at least 1")
+        if not os.access(args.realpos, os.X_OK):
+            raise SweepError(f"{args.realpos}: not an executable; build it with `make` or pass --realpos")
+        spec = parse_sweep(args.sweep)
+        points = expand(spec, args.realpos)
+    except SweepError as e:
+        sys.exit(f"sweep.py: error: {e}")
+    if args.list:
+        for p in points:
+            print(f"{point_status(p):8s} {p['name']}  " +
+                  " ".join(f"{k}={v}" for k, v in p["overrides"].items() if k != "train.run_dir"))
+        print(f"{len(points)} points")
+        return 0
+    errors = []
+    if not args.report:
+        os.makedirs(spec["out"], exist_ok=True)
+        import fcntl
+        lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            sys.exit(f"sweep.py: error: another sweep is running in {spec['out']}")
+        runner = Runner(spec, args.realpos, args.jobs, max(1, args.cores // args.jobs))
+        signal.signal(signal.SIGINT, runner.stop)
+        signal.signal(signal.SIGTERM, runner.stop)
+        start = time.time()
+        errors = runner.run(points)
+        print(f"sweep: {time.time() - start:.0f} s", flush=True)
+        if runner.stopping:
+            return 130
+    for path in sweep_report.write_report(spec, points, relevant):
+        print(f"wrote {path}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

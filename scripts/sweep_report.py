@@ -1,0 +1,241 @@
+"""The report of a sweep (scripts/sweep.py): results.csv, results.md and figures.
+
+One row per point from its run directory (metrics.jsonl and the sweep's sweep-point.json), then
+groups of points that differ only in their seed keys (grid keys named *seed) summarised as
+mean ± sample standard deviation over the n seeds."""
+import csv
+import json
+import math
+import os
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+NOT_APPLICABLE = "-"
+# column, heading, digits
+METRICS = [("final_train_loss", "train loss", 4), ("eval_loss", "held-out loss", 4),
+           ("eval_accuracy", "held-out acc", 4)]
+
+
+def read_metrics(run_dir):
+    """(train records, eval records) by step; a resumed run appends, and the later record of a
+    step replaces the earlier one."""
+    train, evals = {}, {}
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+                (evals if rec.get("kind") == "eval" else train)[rec["step"]] = rec
+    return [train[s] for s in sorted(train)], [evals[s] for s in sorted(evals)]
+
+
+def point_row(spec, point, relevant):
+    """The results.csv row of a point; metrics it has not produced yet are empty."""
+    row = {"name": point["name"]}
+    for key, value in point["settings"].items():
+        row[key] = value if relevant(key, point["cfg"]) else NOT_APPLICABLE
+    state = {}
+    path = os.path.join(point["dir"], "sweep-point.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            state = json.load(f)
+    stages = state.get("stages", {})
+    train, evals = read_metrics(point["dir"])
+    max_steps = int(point["cfg"]["train.max_steps"])
+    final_eval = [r for r in evals if r["step"] == max_steps]
+    row["status"] = "done" if state.get("done") else ("partial" if train else "new")
+    row["steps"] = train[-1]["step"] if train else 0
+    row["final_train_loss"] = train[-1]["loss"] if train and train[-1]["step"] == max_steps else None
+    row["eval_loss"] = final_eval[0]["eval_loss"] if final_eval else None
+    row["eval_accuracy"] = final_eval[0]["eval_accuracy"] if final_eval else None
+    row["eval_perplexity"] = final_eval[0]["eval_perplexity"] if final_eval else None
+    for length in spec["eval_seq_lens"]:
+        result = stages.get(f"eval_len_{length}", {})
+        row[f"eval_loss_len{length}"] = result.get("loss")
+        row[f"eval_accuracy_len{length}"] = result.get("accuracy")
+    if spec["finetune"]:
+        row[f"finetune_{spec['finetune_metric']}"] = stages.get("finetune", {}).get(spec["finetune_metric"])
+    speeds = [r["tokens_per_s"] for r in train if r.get("tokens_per_s")]
+    row["tokens_per_s"] = statistics.median(speeds) if speeds else None
+    row["wall_s"] = sum(s.get("wall_s", 0) for s in stages.values()) if stages else None
+    return row
+
+
+def metric_columns(spec):
+    cols = list(METRICS)
+    for length in spec["eval_seq_lens"]:
+        cols += [(f"eval_loss_len{length}", f"held-out loss @{length}", 4),
+                 (f"eval_accuracy_len{length}", f"held-out acc @{length}", 4)]
+    if spec["finetune"]:
+        cols.append((f"finetune_{spec['finetune_metric']}", spec["finetune_metric"], 4))
+    return cols + [("tokens_per_s", "tokens/s", 0), ("wall_s", "wall s", 0)]
+
+
+def seed_keys(spec):
+    return [k for k in spec["grid"] if k.split(".")[-1].endswith("seed")]
+
+
+def group_rows(spec, rows):
+    """{(value of each non-seed grid key): [rows]}, in grid order."""
+    keys = [k for k in spec["grid"] if k not in seed_keys(spec)]
+    groups = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+    return keys, groups
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None, None, 0
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else None, len(values)
+
+
+def format_mean_std(values, digits):
+    mean, std, n = mean_std(values)
+    if mean is None:
+        return ""
+    text = f"{mean:.{digits}f}"
+    return text + (f" ± {std:.{digits}f}" if std is not None else "")
+
+
+def write_csv(path, spec, rows):
+    fields = ["name"] + list(spec["grid"]) + ["status", "steps"] + \
+        [c for c, _, _ in metric_columns(spec)[:3]] + ["eval_perplexity"] + \
+        [c for c, _, _ in metric_columns(spec)[3:]]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in fields})
+
+
+def write_markdown(path, spec, rows):
+    keys, groups = group_rows(spec, rows)
+    cols = metric_columns(spec)
+    seeds = seed_keys(spec)
+    done = sum(r["status"] == "done" for r in rows)
+    lines = [f"Sweep `{spec['path']}` on `{spec['base']}`: {len(rows)} points ({done} finished), "
+             f"mean ± sample std over {', '.join(f'`{s}`' for s in seeds) or 'one run per group'}; "
+             f"`{NOT_APPLICABLE}`: the key does not apply.", ""]
+    head = [k.split(".", 1)[1] for k in keys] + ["n"] + [h for _, h, _ in cols]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join("---" for _ in head) + "|")
+    for group, members in groups.items():
+        finished = [r for r in members if r["status"] == "done"]
+        cells = list(group) + [str(len(finished))]
+        cells += [format_mean_std([r.get(c) for r in finished], d) for c, _, d in cols]
+        lines.append("| " + " | ".join(cells) + " |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def line_styles(keys, groups):
+    """Colour by every key but the last, line style by the last (e.g. residual no/yes)."""
+    colours, styles = {}, {}
+    for group in groups:
+        colours.setdefault(group[:-1], f"C{len(colours) % 10}")
+        styles.setdefault(group[-1], ["-", "--", ":", "-."][len(styles) % 4])
+    return lambda g: {"color": colours[g[:-1]], "linestyle": styles[g[-1]]}
+
+
+def label(keys, group):
+    return ", ".join(f"{k.split('.', 1)[1]}={v}" for k, v in zip(keys, group) if v != NOT_APPLICABLE)
+
+
+def plot_against_x(path, spec, rows, x_key):
+    keys, groups = group_rows(spec, [r for r in rows if r["status"] == "done"])
+    if not groups:
+        return False
+    line_keys = [k for k in keys if k != x_key]
+    lines = {}
+    for group, members in groups.items():
+        settings = dict(zip(keys, group))
+        lines.setdefault(tuple(settings[k] for k in line_keys), []).append((settings[x_key], members))
+    style = line_styles(line_keys, lines) if line_keys else (lambda g: {"color": "C0", "linestyle": "-"})
+    xs = sorted({int(v) for v in spec["grid"][x_key] if v.lstrip("-").isdigit()})
+    panels = [(c, h) for c, h, _ in metric_columns(spec) if c.startswith(("eval_", "finetune_"))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    for ax, (column, heading) in zip(axes[0], panels):
+        for line, at in lines.items():
+            kw = style(line)
+            stats = [(x, *mean_std([r.get(column) for r in members])) for x, members in at]
+            stats = [s for s in stats if s[1] is not None]
+            if not stats:
+                continue
+            if all(x == NOT_APPLICABLE for x, *_ in stats):  # e.g. absolute positions: k does not apply
+                mean, std = stats[0][1], stats[0][2] or 0
+                ax.axhline(mean, label=label(line_keys, line) + " (any k)", **kw)
+                ax.axhspan(mean - std, mean + std, color=kw["color"], alpha=0.12)
+                continue
+            stats.sort(key=lambda s: int(s[0]))
+            ax.errorbar([int(s[0]) for s in stats], [s[1] for s in stats], yerr=[s[2] or 0 for s in stats],
+                        marker="o", capsize=3, label=label(line_keys, line), **kw)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])
+        ax.set(xlabel=x_key.split(".", 1)[1], title=heading)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("mean ± std over seeds", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def plot_loss_curves(path, spec, points, rows):
+    keys, groups = group_rows(spec, rows)
+    by_name = {p["name"]: p for p in points}
+    style = line_styles(keys, groups)
+    fig, (ax_all, ax_end) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for group, members in groups.items():
+        curves = [read_metrics(by_name[r["name"]]["dir"]) for r in members]
+        curves = [c for c in curves if c[0]]
+        if not curves:
+            continue
+        steps = sorted(set.intersection(*(set(r["step"] for r in c[0]) for c in curves)))
+        losses = [statistics.mean(next(r["loss"] for r in c[0] if r["step"] == s) for c in curves) for s in steps]
+        kw = style(group)
+        for ax in (ax_all, ax_end):
+            ax.plot(steps, losses, label=f"{label(keys, group)} (n={len(curves)})", **kw)
+        eval_steps = sorted(set.intersection(*(set(r["step"] for r in c[1]) for c in curves)))
+        eval_losses = [statistics.mean(next(r["eval_loss"] for r in c[1] if r["step"] == s) for c in curves)
+                       for s in eval_steps]
+        ax_end.plot(eval_steps, eval_losses, "o", color=kw["color"], markersize=5)
+        if steps:
+            ax_end.set_xlim(steps[len(steps) // 2], steps[-1] * 1.02)
+    ax_all.set(xlabel="step", ylabel="MLM loss", title="training loss (mean over seeds)")
+    ax_end.set(xlabel="step", ylabel="MLM loss", title="second half; dots: held-out loss")
+    ax_end.autoscale(axis="y")
+    for ax in (ax_all, ax_end):
+        ax.grid(alpha=0.3)
+    ax_all.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_report(spec, points, relevant):
+    """Write the report files into spec['out']; returns their paths."""
+    os.makedirs(spec["out"], exist_ok=True)
+    rows = [point_row(spec, p, relevant) for p in points]
+    out = lambda name: os.path.join(spec["out"], name)  # noqa: E731
+    write_csv(out("results.csv"), spec, rows)
+    write_markdown(out("results.md"), spec, rows)
+    written = [out("results.csv"), out("results.md")]
+    numeric = [k for k in spec["grid"] if k not in seed_keys(spec)
+               and all(v.lstrip("-").isdigit() for v in spec["grid"][k])]
+    x_key = "model.relative_k" if "model.relative_k" in spec["grid"] else (numeric[0] if numeric else None)
+    if x_key and plot_against_x(out("heldout_vs_k.png"), spec, rows, x_key):
+        written.append(out("heldout_vs_k.png"))
+    if any(r["steps"] for r in rows):
+        plot_loss_curves(out("loss_curves.png"), spec, points, rows)
+        written.append(out("loss_curves.png"))
+    return written
