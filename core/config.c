@@ -131,7 +131,8 @@ void config_load_string(Config *cfg, const char *text, const char *origin) {
     config_validate(cfg);
 }
 
-void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+/* Defaults, the file and the overrides, without cross-key checks. */
+static void config_load_unchecked(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
     FILE *file = fopen(path, "rb");
     RP_CHECK(file, "config file '%s': cannot open (%s)", path, strerror(errno));
     size_t length = 0, capacity = 4096;
@@ -151,6 +152,10 @@ void config_load(Config *cfg, const char *path, int num_overrides, char *const *
     free(text);
     for (int i = 0; i < num_overrides; i++)
         config_override(cfg, overrides[i]);
+}
+
+void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    config_load_unchecked(cfg, path, num_overrides, overrides);
     config_validate(cfg);
 }
 
@@ -276,10 +281,25 @@ static void validate_task(const Config *cfg) {
     }
 }
 
+static void validate_model_and_data(const Config *cfg);
+
 void config_validate(const Config *cfg) {
+    validate_model_and_data(cfg);
+    const TrainConfig *t = &cfg->train;
+    if (t->warmup_steps > t->max_steps)
+        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
+               t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
+    validate_task(cfg);
+}
+
+void config_load_task(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    config_load_unchecked(cfg, path, num_overrides, overrides);
+    validate_task(cfg);
+}
+
+static void validate_model_and_data(const Config *cfg) {
     const ModelConfig *m = &cfg->model;
     const DataConfig *d = &cfg->data;
-    const TrainConfig *t = &cfg->train;
     if (m->hidden_size % m->num_heads)
         reject(cfg, KEY(model, num_heads),
                "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
@@ -297,10 +317,6 @@ void config_validate(const Config *cfg) {
         reject(cfg, KEY(data, max_predictions_per_seq),
                "expected at most data.max_seq_len = %d (%s), got %d", d->max_seq_len,
                origin_of(cfg, KEY(data, max_seq_len)), d->max_predictions_per_seq);
-    if (t->warmup_steps > t->max_steps)
-        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
-               t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
-    validate_task(cfg);
 }
 
 /* ---- fine-tuning: the checkpoint's model with the allowed changes ----------------------------- */
@@ -309,7 +325,8 @@ static const char *const adjustable_model_keys[] = {
     "relative_position", "relative_k", "residual_attention", "residual_attention_mean", "max_position",
     "hidden_dropout", "attention_dropout", "init_range", "seed"};
 
-void config_adopt_model(Config *cfg, const ModelConfig *stored, const char *origin) {
+void config_adopt_model(Config *cfg, const Config *stored_config, const char *origin) {
+    const ModelConfig *stored = &stored_config->model;
     Config merged = *cfg;
     merged.model = *stored;
     for (int k = 0; k < config_num_keys; k++) {
@@ -345,10 +362,9 @@ void config_adopt_model(Config *cfg, const ModelConfig *stored, const char *orig
                  "position table can grow when fine-tuning, not shrink, got %d",
                  cfg->key_origin[KEY(model, max_position)], stored->max_position, origin,
                  merged.model.max_position);
-    if (merged.model.residual_attention_mean && !merged.model.residual_attention)
-        reject(cfg, KEY(model, residual_attention_mean), "expected no while the model has no residual attention "
-               "(%s), got yes", origin);
     cfg->model = merged.model;
+    cfg->data = stored_config->data;
+    config_validate(cfg);
 }
 
 /* ---- printing -------------------------------------------------------------------------------- */

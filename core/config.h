@@ -118,10 +118,14 @@ const char *task_kind_name(TaskKind kind);
 const char *glue_task_name(GlueTask task);
 /* 1 if section.name got its value from a file or --set (not the default). */
 int config_key_is_set(const Config *cfg, const char *section, const char *name);
-/* Fine-tuning: the model is the checkpoint's (`stored`, from `origin`) with the [model] keys that
- * cfg sets explicitly applied on top. Only keys that add or resize parameters the loader can
- * initialise, or that do not touch parameters, may differ: relative_position, relative_k,
- * residual_attention, residual_attention_mean, max_position (grow only), hidden_dropout,
- * attention_dropout, init_range, seed. Any other key set to a value different from the
- * checkpoint's is fatal, naming the key and both values. Writes the merged model to cfg->model. */
-void config_adopt_model(Config *cfg, const ModelConfig *stored, const char *origin);
+/* Fine-tuning and prediction configs: like config_load, but the cross-key checks of [model] and
+ * [data] wait for config_adopt_model, since the model comes from a checkpoint. */
+void config_load_task(Config *cfg, const char *path, int num_overrides, char *const *overrides);
+/* Fine-tuning: the model is the checkpoint's (`stored`, read from `origin`) with the [model] keys
+ * that cfg sets explicitly applied on top; [data] (vocabulary, casing) is the checkpoint's. Only
+ * keys that add or resize parameters the loader can initialise, or that touch no parameter, may
+ * differ: relative_position, relative_k, residual_attention, residual_attention_mean,
+ * max_position (grow only), hidden_dropout, attention_dropout, init_range, seed. Any other key set
+ * to a value different from the checkpoint's is fatal, naming the key and both values. Then the
+ * whole config is validated. */
+void config_adopt_model(Config *cfg, const Config *stored, const char *origin);

@@ -23,7 +23,7 @@ A sweep file (see configs/sweeps/*.ini):
     [run]
     eval_seq_lens = 256                      ; extra held-out evaluations at these lengths
     finetune = configs/finetune-sst2.ini     ; optional: fine-tune from each point's checkpoint
-    finetune_metric = accuracy               ; read from its metrics.jsonl or its output
+    finetune_metric = accuracy               ; its dev metric (task_eval record of metrics.jsonl)
     finetune_set = train.max_steps=100       ; optional overrides of the fine-tuning run
 
 Each point runs `realpos pretrain BASE --set ...` in OUT/NAME, NAME being its grid settings
@@ -39,6 +39,7 @@ residual_attention = no), or if the grid leaves no point.
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
 (mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
 import argparse
+import fcntl
 import itertools
 import json
 import os
@@ -135,6 +136,9 @@ def parse_sweep(path):
     s = read_sections(path)
     spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": [], "run": {}}
     sweep = dict(key_value(path, no, t) for no, t in s.get("sweep", []))
+    unknown = sorted(set(sweep) - {"base", "out"})
+    if unknown:
+        raise SweepError(f"{path}: [sweep] has unknown key '{unknown[0]}'; expected base and out")
     for required in ("base", "out"):
         if not sweep.get(required):
             raise SweepError(f"{path}: [sweep] needs '{required} = ...'")
@@ -319,10 +323,11 @@ def parse_eval_line(text):
 
 
 def finetune_metric(run_dir, output, metric):
-    """The last value of `metric` (or eval_<metric>) in the fine-tuning run's metrics.jsonl, else
-    the last 'metric <number>' in its output."""
+    """`metric` of the fine-tuning run's dev evaluation: the last task_eval record of its
+    metrics.jsonl holding it, else the last eval_<metric>, else the last 'metric <number>' it
+    printed."""
+    found = {"task_eval": None, "eval": None}
     path = os.path.join(run_dir, "metrics.jsonl")
-    value = None
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
@@ -330,13 +335,16 @@ def finetune_metric(run_dir, output, metric):
                     rec = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                for key in (metric, "eval_" + metric):
-                    if isinstance(rec.get(key), (int, float)):
-                        value = float(rec[key])
-    if value is None:
-        found = re.findall(rf"\b{re.escape(metric)}\b[\s:=]+([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)", output)
-        value = float(found[-1]) if found else None
-    return value
+                if rec.get("kind") == "task_eval" and isinstance(rec.get(metric), (int, float)):
+                    found["task_eval"] = float(rec[metric])
+                elif isinstance(rec.get("eval_" + metric), (int, float)):
+                    found["eval"] = float(rec["eval_" + metric])
+    if found["task_eval"] is not None:
+        return found["task_eval"]
+    if found["eval"] is not None:
+        return found["eval"]
+    printed = re.findall(rf"\b{re.escape(metric)}\b[\s:=]+([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)", output)
+    return float(printed[-1]) if printed else None
 
 
 # ---- running ---------------------------------------------------------------------------------
@@ -379,13 +387,14 @@ class Runner:
                     f"# exit status {child.returncode} after {seconds:.1f} s\n")
         return child.returncode, output, seconds
 
-    def point_sets(self, point, extra=()):
+    def point_sets(self, point):
         sets = dict(point["overrides"], **{"train.threads": str(self.threads)})
-        sets.update(extra)
         return [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
 
     def run_point(self, index, total, point):
         """Returns None on success, or an error message."""
+        if self.stopping:
+            return None
         tag = f"[{index}/{total}] {point['name']}"
         run_dir = point["dir"]
         os.makedirs(run_dir, exist_ok=True)
@@ -409,7 +418,7 @@ class Runner:
             if resume:
                 cmd += ["--resume", resume]
             print(f"{tag}: pretrain{' resuming from ' + os.path.basename(resume) if resume else ''} "
-                  f"({self.threads} threads)", flush=True)
+                  f"(threads {self.threads})", flush=True)
             status, _, seconds = self.run_command(cmd, os.path.join(run_dir, "pretrain.log"))
             if status is None:
                 return None
@@ -459,14 +468,17 @@ class Runner:
     def run(self, points):
         todo = [(i, p) for i, p in enumerate(points, 1) if point_status(p) != "done"]
         print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
-              f"{self.jobs} at a time, {self.threads} threads each", flush=True)
+              f"{self.jobs} at a time, threads {self.threads} each", flush=True)
         errors = []
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             pending = {pool.submit(self.run_point, i, len(points), p) for i, p in todo}
             while pending:  # a timed wait keeps the main thread responsive to signals
                 done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 for future in done:
-                    error = future.result()
+                    try:
+                        error = future.result()
+                    except OSError as e:  # e.g. a full disk: report it, let the other points go on
+                        error = f"{e}"
                     if error:
                         print(f"sweep: error: {error}", flush=True)
                         errors.append(error)
@@ -477,7 +489,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep")
     ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
-    ap.add_argument("--cores", type=int, default=os.cpu_count(), help="cores to share (default: all)")
+    ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
+                    help="cores to share between the jobs (default: all this process may use)")
     ap.add_argument("--list", action="store_true", help="print the points and their status, run nothing")
     ap.add_argument("--report", action="store_true", help="only write the report from finished points")
     ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
@@ -500,7 +513,6 @@ def main():
     errors = []
     if not args.report:
         os.makedirs(spec["out"], exist_ok=True)
-        import fcntl
         lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

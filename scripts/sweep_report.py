@@ -138,7 +138,11 @@ def write_markdown(path, spec, rows):
 
 
 def line_styles(keys, groups):
-    """Colour by every key but the last, line style by the last (e.g. residual no/yes)."""
+    """With several keys, colour by every key but the last and line style by the last (e.g.
+    residual no/yes); with one, colour by its value."""
+    if len(keys) < 2:
+        colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
+        return lambda g: {"color": colours[g], "linestyle": "-"}
     colours, styles = {}, {}
     for group in groups:
         colours.setdefault(group[:-1], f"C{len(colours) % 10}")
@@ -159,7 +163,7 @@ def plot_against_x(path, spec, rows, x_key):
     for group, members in groups.items():
         settings = dict(zip(keys, group))
         lines.setdefault(tuple(settings[k] for k in line_keys), []).append((settings[x_key], members))
-    style = line_styles(line_keys, lines) if line_keys else (lambda g: {"color": "C0", "linestyle": "-"})
+    style = line_styles(line_keys, lines)
     xs = sorted({int(v) for v in spec["grid"][x_key] if v.lstrip("-").isdigit()})
     panels = [(c, h) for c, h, _ in metric_columns(spec) if c.startswith(("eval_", "finetune_"))]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)

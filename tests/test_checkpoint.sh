@@ -1,77 +1,64 @@
 #!/usr/bin/env bash
 # Checkpoint and batch-file validation: every bad file is a clear message naming the file and the
 # dataset, and a non-zero exit, never a crash.
-set -u
-cd "$(dirname "$0")/.."
-RP=$PWD/realpos
-PY=/usr/bin/python3
-work=$(mktemp -d /tmp/realpos-ckpt.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
-expect_error() { # name pattern command...
-  local name=$1 pattern=$2; shift 2
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$pattern" <<<"$out"; then pass "$name";
-  else fail "$name (status $rc): $out"; fi
-}
+source "$(dirname "$0")/lib.sh"
 cfg=configs/tiny.ini
-"$RP" init "$cfg" --out "$work/ok.h5" 2>/dev/null
-if [ -s "$work/ok.h5" ] && "$RP" inspect "$work/ok.h5" | grep -q "total parameters: "; then
-  pass "init writes a checkpoint that inspect reads"; else fail "init/inspect"; fi
-if [ -z "$(ls "$work" | grep tmp)" ]; then pass "no temporary file is left behind"; else fail "temporary file left"; fi
-stored=$("$RP" inspect "$work/ok.h5" | sed -n '2,/^# parameters/p' | grep -v '^# parameters')
+"$RP" init "$cfg" --out "$tmp/ok.h5" 2>/dev/null
+if [ -s "$tmp/ok.h5" ] && "$RP" inspect "$tmp/ok.h5" | grep -q "total parameters: "; then
+  pass "init writes a checkpoint that inspect reads"; else fail "init writes a checkpoint that inspect reads"; fi
+if [ -z "$(ls "$tmp" | grep tmp)" ]; then pass "no temporary file is left behind"; else fail "temporary file left"; fi
+stored=$("$RP" inspect "$tmp/ok.h5" | sed -n '2,/^# parameters/p' | grep -v '^# parameters')
 if [ "$stored" = "$("$RP" config "$cfg")" ]; then pass "the checkpoint stores the effective config";
 else fail "stored config differs from realpos config"; fi
 
-"$PY" scripts/reference.py make-batch --config "$cfg" --batch-size 2 --seq-len 8 --seed 1 --out "$work/batch.h5" >/dev/null
+"$PY" scripts/reference.py make-batch --config "$cfg" --batch-size 2 --seq-len 8 --seed 1 --out "$tmp/batch.h5" >/dev/null
 edit() { # out.h5 python-statements (f = the copied file)
-  cp "$work/ok.h5" "$1"
+  cp "$tmp/ok.h5" "$1"
   "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"
 }
 name=model/bert/encoder/layer/0/attention/self/query/weight
-edit "$work/shape.h5" "del f['$name']; f['$name'] = np.zeros((32, 31), np.float32)"
+edit "$tmp/shape.h5" "del f['$name']; f['$name'] = np.zeros((32, 31), np.float32)"
 expect_error "wrong-shaped parameter" "dataset 'model/bert/encoder/layer/0/attention/self/query/weight': expected shape [32, 32], got [32, 31]" \
-  "$RP" dump --checkpoint "$work/shape.h5" --batch "$work/batch.h5" --out "$work/o.h5"
-edit "$work/dtype.h5" "del f['$name']; f['$name'] = np.zeros((32, 32), np.float64)"
-expect_error "wrong dtype" "expected float32" "$RP" inspect "$work/dtype.h5"
-edit "$work/missing.h5" "del f['model/cls/predictions/bias']"
-expect_error "missing parameter" "missing dataset 'model/cls/predictions/bias'" "$RP" inspect "$work/missing.h5"
-edit "$work/extra.h5" "f['model/bert/extra/weight'] = np.zeros(3, np.float32)"
-expect_error "unexpected parameter" "/model/bert/extra/weight" "$RP" inspect "$work/extra.h5"
-edit "$work/format.h5" "f.attrs['format'] = 'something-else'"
-expect_error "not a realpos checkpoint" "attribute 'format'" "$RP" inspect "$work/format.h5"
-edit "$work/version.h5" "f.attrs['version'] = 7"
-expect_error "unknown checkpoint version" "attribute 'version': expected 1, got 7" "$RP" inspect "$work/version.h5"
-edit "$work/config.h5" "f.attrs['config'] = '[model]\nhidden_size = 33\n'"
-expect_error "stored config that does not validate" "config.h5" "$RP" inspect "$work/config.h5"
-head -c 3000 "$work/ok.h5" >"$work/truncated.h5"
-expect_error "truncated checkpoint" "truncated.h5" "$RP" inspect "$work/truncated.h5"
-expect_error "missing checkpoint" "no-such.h5: no such file" "$RP" inspect "$work/no-such.h5"
-echo "not hdf5" >"$work/text.h5"
-expect_error "non-HDF5 checkpoint" "text.h5: not a readable HDF5 file" "$RP" inspect "$work/text.h5"
-expect_error "unwritable output path" "cannot create" "$RP" init "$cfg" --out "$work/no/such/dir/x.h5"
+  "$RP" dump --checkpoint "$tmp/shape.h5" --batch "$tmp/batch.h5" --out "$tmp/o.h5"
+edit "$tmp/dtype.h5" "del f['$name']; f['$name'] = np.zeros((32, 32), np.float64)"
+expect_error "wrong dtype" "expected float32" "$RP" inspect "$tmp/dtype.h5"
+edit "$tmp/missing.h5" "del f['model/cls/predictions/bias']"
+expect_error "missing parameter" "missing dataset 'model/cls/predictions/bias'" "$RP" inspect "$tmp/missing.h5"
+edit "$tmp/extra.h5" "f['model/bert/extra/weight'] = np.zeros(3, np.float32)"
+expect_error "unexpected parameter" "/model/bert/extra/weight" "$RP" inspect "$tmp/extra.h5"
+edit "$tmp/format.h5" "f.attrs['format'] = 'something-else'"
+expect_error "not a realpos checkpoint" "attribute 'format'" "$RP" inspect "$tmp/format.h5"
+edit "$tmp/version.h5" "f.attrs['version'] = 7"
+expect_error "unknown checkpoint version" "attribute 'version': expected 1, got 7" "$RP" inspect "$tmp/version.h5"
+edit "$tmp/config.h5" "f.attrs['config'] = '[model]\nhidden_size = 33\n'"
+expect_error "stored config that does not validate" "config.h5" "$RP" inspect "$tmp/config.h5"
+head -c 3000 "$tmp/ok.h5" >"$tmp/truncated.h5"
+expect_error "truncated checkpoint" "truncated.h5" "$RP" inspect "$tmp/truncated.h5"
+expect_error "missing checkpoint" "no-such.h5: no such file" "$RP" inspect "$tmp/no-such.h5"
+echo "not hdf5" >"$tmp/text.h5"
+expect_error "non-HDF5 checkpoint" "text.h5: not a readable HDF5 file" "$RP" inspect "$tmp/text.h5"
+expect_error "unwritable output path" "cannot create" "$RP" init "$cfg" --out "$tmp/no/such/dir/x.h5"
 
 # Batch files
-bedit() { cp "$work/batch.h5" "$1"; "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"; }
-bedit "$work/ids.h5" "d = f['input_ids']; a = d[()]; a[1, 3] = 100; d[...] = a"
+bedit() { cp "$tmp/batch.h5" "$1"; "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"; }
+bedit "$tmp/ids.h5" "d = f['input_ids']; a = d[()]; a[1, 3] = 100; d[...] = a"
 expect_error "out-of-range token id" "dataset 'input_ids': expected ids in [0, 100), got 100" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/ids.h5" --out "$work/o.h5"
-bedit "$work/neg.h5" "d = f['labels']; a = d[()]; a[0, 0] = -5; d[...] = a"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/ids.h5" --out "$tmp/o.h5"
+bedit "$tmp/neg.h5" "d = f['labels']; a = d[()]; a[0, 0] = -5; d[...] = a"
 expect_error "bad label" "dataset 'labels': expected -100 or an id" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/neg.h5" --out "$work/o.h5"
-bedit "$work/types.h5" "d = f['token_type_ids']; a = d[()]; a[0, 0] = 2; d[...] = a"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/neg.h5" --out "$tmp/o.h5"
+bedit "$tmp/types.h5" "d = f['token_type_ids']; a = d[()]; a[0, 0] = 2; d[...] = a"
 expect_error "bad token type" "dataset 'token_type_ids'" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/types.h5" --out "$work/o.h5"
-bedit "$work/mask.h5" "del f['attention_mask']; f['attention_mask'] = np.ones((2, 7), np.int32)"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/types.h5" --out "$tmp/o.h5"
+bedit "$tmp/mask.h5" "del f['attention_mask']; f['attention_mask'] = np.ones((2, 7), np.int32)"
 expect_error "mismatched batch shapes" "dataset 'attention_mask': expected shape [2, 8], got [2, 7]" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/mask.h5" --out "$work/o.h5"
-bedit "$work/nolabels.h5" "del f['labels']"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/mask.h5" --out "$tmp/o.h5"
+bedit "$tmp/nolabels.h5" "del f['labels']"
 expect_error "missing batch dataset" "missing dataset 'labels'" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/nolabels.h5" --out "$work/o.h5"
-bedit "$work/long.h5" "[f.__delitem__(k) for k in list(f)]; [f.create_dataset(k, data=np.zeros((1, 80), np.int32)) for k in ('input_ids','token_type_ids','attention_mask')]; f['labels'] = np.full((1, 80), -100, np.int32)"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/nolabels.h5" --out "$tmp/o.h5"
+bedit "$tmp/long.h5" "[f.__delitem__(k) for k in list(f)]; [f.create_dataset(k, data=np.zeros((1, 80), np.int32)) for k in ('input_ids','token_type_ids','attention_mask')]; f['labels'] = np.full((1, 80), -100, np.int32)"
 expect_error "sequence longer than max_position" "exceeds the checkpoint's model.max_position = 64" \
-  "$RP" dump --checkpoint "$work/ok.h5" --batch "$work/long.h5" --out "$work/o.h5"
+  "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/long.h5" --out "$tmp/o.h5"
 expect_error "dump without arguments" "usage: realpos dump" "$RP" dump
 expect_error "unknown command" "unknown command 'frobnicate'" "$RP" frobnicate
 exit 0

@@ -1,18 +1,9 @@
 #!/usr/bin/env bash
 # realpos config: defaults, round trip, --set overrides, and one check per error class (non-zero
 # exit and the exact "ORIGIN: key '...': expected ..." message). Uses ./realpos (make realpos).
-set -u
-cd "$(dirname "$0")/.."
-RP="${REALPOS:-$PWD/realpos}"
+source "$(dirname "$0")/lib.sh"
 CONFIGS="$PWD/configs"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
-
-if [ ! -x "$RP" ]; then fail "realpos binary" "$RP missing (run make realpos)"; exit 1; fi
 
 # expect_ok NAME PATTERN ARGS...: exit 0 and a stdout line equal to PATTERN.
 expect_ok() {
@@ -56,13 +47,18 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "checkpoint_interval = 500" "keep_last = 2" "eval_batches = 20" "run_dir = runs/default" \
           "threads = 0" "corpus =" "vocab =" "shard_dir = data/shards" "do_lower_case = yes" \
           "max_seq_len = 128" "short_seq_prob = 0.1" "masked_lm_prob = 0.15" \
-          "max_predictions_per_seq = 20" "whole_word_mask = no" "eval_fraction = 0.02" "seed = 12345"; do
+          "max_predictions_per_seq = 20" "whole_word_mask = no" "eval_fraction = 0.02" "seed = 12345" \
+          "type = classification" "glue_task = none" "init_checkpoint =" "train_file =" "dev_file =" \
+          "text_a_column = 0" "text_b_column = -1" "label_column = 1" "num_columns = 0" "header = yes" \
+          "labels = 0 1" "bad_examples = skip" "max_seq_len = 128" "batch_size = 32" "epochs = 3" "lr = 5e-05" \
+          "warmup_proportion = 0.1" "doc_stride = 128" "max_query_length = 64" "n_best_size = 20" \
+          "max_answer_length = 30" "seed = 42"; do
   grep -qxF -- "$kv" defaults.out || { fail "default $kv" "missing"; all=0; }
 done
-[ $all -eq 1 ] && pass "defaults: all 48 keys print their documented default"
+[ $all -eq 1 ] && pass "defaults: all 70 keys print their documented default"
 keys=$(grep -c '^[a-z_0-9]* =' defaults.out)
-[ "$keys" -eq 48 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
-[ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] " ] \
+[ "$keys" -eq 70 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
+[ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] [task] " ] \
   && pass "sections in schema order" || fail "sections in schema order"
 
 "$RP" config "$CONFIGS/bert-base.ini" >base.out 2>err && cmp -s base.out defaults.out \
@@ -112,7 +108,7 @@ expect_ok "max_seq_len > max_position is fine without absolute positions" "max_s
 expect_error "missing config file" "config file 'nope.ini': cannot open (No such file or directory)" nope.ini
 expect_error "usage" "usage: realpos config CONFIG.ini [--set section.key=value ...]"
 ini e.ini "[modle]" "hidden_size = 64"
-expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': expected a section among [model], [optim], [train], [data], got [modle]" e.ini
+expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': expected a section among [model], [optim], [train], [data], [task], got [modle]" e.ini
 ini e.ini "hidden_size = 64"
 expect_error "key before any section" "e.ini:1: key 'hidden_size': expected it under a [section] header*" e.ini
 ini e.ini "[model]" "; c" "hiden_size = 64"
@@ -199,3 +195,11 @@ ini x.ini "[data]" "max_seq_len = 16" "max_predictions_per_seq = 17"
 expect_error "max_predictions_per_seq > max_seq_len" "x.ini:3: key 'data.max_predictions_per_seq': expected at most data.max_seq_len = 16 (x.ini:2), got 17" x.ini
 expect_error "warmup_steps > max_steps" "(default): key 'train.warmup_steps': expected at most train.max_steps = 50 (--set train.max_steps=50), got 100" \
   empty.ini --set train.max_steps=50
+ini x.ini "[task]" "glue_task = stsb" "type = classification"
+expect_error "task.type contradicting the GLUE task" "x.ini:3: key 'task.type': expected regression (or no setting) for task.glue_task = stsb (x.ini:2), got classification" x.ini
+ini x.ini "[task]" "type = squad" "max_seq_len = 64" "max_query_length = 61"
+expect_error "SQuAD window without room for context" "x.ini:4: key 'task.max_query_length': expected at most task.max_seq_len - 4 = 60 (x.ini:3) so that a window holds context, got 61" x.ini
+ini x.ini "[task]" "labels = yes"
+expect_error "classification with one label" "x.ini:2: key 'task.labels': expected at least two space-separated label values, got 'yes'" x.ini
+ini x.ini "[task]" "text_a_column = 2" "text_b_column = 2"
+expect_error "text columns must differ" "x.ini:3: key 'task.text_b_column': expected a column other than task.text_a_column = 2 (x.ini:2), got 2" x.ini

@@ -2,19 +2,10 @@
 # realpos prepare end to end on the fixtures, one check per bad input (non-zero exit, one clear
 # "realpos: error: ..." line naming the file or key, no shard written), and the offline skip
 # logic of scripts/fetch_corpus.sh. Uses ./realpos (make realpos).
-set -u
-cd "$(dirname "$0")/.."
-RP="${REALPOS:-$PWD/realpos}"
+source "$(dirname "$0")/lib.sh"
 FIX="$PWD/tests/fixtures/corpus"
 FETCH="$PWD/scripts/fetch_corpus.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; }
-
-if [ ! -x "$RP" ]; then fail "realpos binary" "$RP missing (run make realpos)"; exit 1; fi
 
 # config NAME CORPUS... : a config NAME.ini with its own shard_dir NAME.shards
 config() {

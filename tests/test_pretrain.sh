@@ -1,24 +1,17 @@
 #!/usr/bin/env bash
 # End-to-end pretraining on a synthetic corpus: kill -9 and resume gives bit-identical weights,
 # SIGTERM saves and exits cleanly, a NaN stops the run without saving, bad inputs fail clearly.
-set -u
-cd "$(dirname "$0")/.."
-RP=$PWD/realpos
-PY=/usr/bin/python3
-work=$(mktemp -d /tmp/realpos-pretrain.XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
+source "$(dirname "$0")/lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
 # Vocabulary: the five specials and 80 words; corpus: 60 documents of 4-12 sentences.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$work/vocab.txt"
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
 awk 'BEGIN { srand(7); for (d = 0; d < 60; d++) { ns = 4 + int(rand() * 9);
        for (s = 0; s < ns; s++) { n = 3 + int(rand() * 10); line = "";
          for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }
          print line "." }
-       print "" } }' >"$work/corpus.txt"
-cat >"$work/run.ini" <<INI
+       print "" } }' >"$tmp/corpus.txt"
+cat >"$tmp/run.ini" <<INI
 [model]
 hidden_size = 48
 num_layers = 2
@@ -38,38 +31,38 @@ checkpoint_interval = 40
 keep_last = 2
 eval_batches = 2
 threads = 2
-run_dir = $work/runA
+run_dir = $tmp/runA
 [data]
-corpus = $work/corpus.txt
-vocab = $work/vocab.txt
-shard_dir = $work/shards
+corpus = $tmp/corpus.txt
+vocab = $tmp/vocab.txt
+shard_dir = $tmp/shards
 max_seq_len = 48
 max_predictions_per_seq = 8
 eval_fraction = 0.1
 INI
-cfg=$work/run.ini
+cfg=$tmp/run.ini
 
-"$RP" prepare "$cfg" >"$work/prepare.log" 2>&1
-check "prepare writes train and eval shards" test -s "$work/shards/train.h5" -a -s "$work/shards/eval.h5"
+"$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1
+check "prepare writes train and eval shards" test -s "$tmp/shards/train.h5" -a -s "$tmp/shards/eval.h5"
 
-"$RP" pretrain "$cfg" >"$work/a.log" 2>&1
-check "uninterrupted run finishes" test -s "$work/runA/ckpt-0000240.h5"
-check "metrics.jsonl and metrics.csv are written" test -s "$work/runA/metrics.jsonl" -a -s "$work/runA/metrics.csv"
-check "keep_last = 2 keeps two checkpoints" test "$(ls "$work/runA"/ckpt-*.h5 | wc -l)" -eq 2
-check "held-out evaluation is logged" grep -q '"kind":"eval"' "$work/runA/metrics.jsonl"
+"$RP" pretrain "$cfg" >"$tmp/a.log" 2>&1
+check "uninterrupted run finishes" test -s "$tmp/runA/ckpt-0000240.h5"
+check "metrics.jsonl and metrics.csv are written" test -s "$tmp/runA/metrics.jsonl" -a -s "$tmp/runA/metrics.csv"
+check "keep_last = 2 keeps two checkpoints" test "$(ls "$tmp/runA"/ckpt-*.h5 | wc -l)" -eq 2
+check "held-out evaluation is logged" grep -q '"kind":"eval"' "$tmp/runA/metrics.jsonl"
 
 # Killed run: SIGKILL right after the first checkpoint appears, then resume from the newest one.
-"$RP" pretrain "$cfg" --set train.run_dir="$work/runB" >"$work/b1.log" 2>&1 &
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 2000); do [ -e "$work/runB/ckpt-0000040.h5" ] && break; sleep 0.005; done
+for _ in $(seq 1 2000); do [ -e "$tmp/runB/ckpt-0000040.h5" ] && break; sleep 0.005; done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-last=$(ls "$work/runB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
+last=$(ls "$tmp/runB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
 check "a checkpoint exists after SIGKILL" test -n "$last"
-killed_at=$(grep -c '"kind":"train"' "$work/runB/metrics.jsonl" 2>/dev/null || echo 0)
+killed_at=$(grep -c '"kind":"train"' "$tmp/runB/metrics.jsonl" 2>/dev/null || echo 0)
 echo "    killed after $killed_at log records; resuming from $(basename "$last")"
-"$RP" pretrain "$cfg" --set train.run_dir="$work/runB" --resume "$last" >"$work/b2.log" 2>&1
-check "resumed run finishes" test -s "$work/runB/ckpt-0000240.h5"
-same=$($PY - "$work/runA/ckpt-0000240.h5" "$work/runB/ckpt-0000240.h5" <<'PY'
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" --resume "$last" >"$tmp/b2.log" 2>&1
+check "resumed run finishes" test -s "$tmp/runB/ckpt-0000240.h5"
+same=$($PY - "$tmp/runA/ckpt-0000240.h5" "$tmp/runB/ckpt-0000240.h5" <<'PY'
 import sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 names = []
@@ -81,38 +74,33 @@ PY
 check "kill -9 + resume is bit-identical to an uninterrupted run ($same)" test "$same" = identical
 
 # SIGTERM: saves a checkpoint at the current step and exits 0.
-"$RP" pretrain "$cfg" --set train.run_dir="$work/runC" --set train.max_steps=100000 \
-  --set train.checkpoint_interval=100000 >"$work/c.log" 2>&1 &
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runC" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/c.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 2000); do grep -q '"step":20,' "$work/runC/metrics.jsonl" 2>/dev/null && break; sleep 0.005; done
+for _ in $(seq 1 2000); do grep -q '"step":20,' "$tmp/runC/metrics.jsonl" 2>/dev/null && break; sleep 0.005; done
 kill -TERM $pid; wait $pid; rc=$?
 check "SIGTERM exits cleanly (status $rc)" test $rc -eq 0
-check "SIGTERM writes a checkpoint" test -n "$(ls "$work/runC"/ckpt-*.h5 2>/dev/null)"
+check "SIGTERM writes a checkpoint" test -n "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)"
 
 # NaN: an absurd learning rate overflows the weights; the run stops naming the step, saves nothing.
-"$RP" pretrain "$cfg" --set train.run_dir="$work/runD" --set optim.lr=1e30 --set train.warmup_steps=0 \
-  --set train.checkpoint_interval=100000 >"$work/d.log" 2>&1; rc=$?
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runD" --set optim.lr=1e30 --set train.warmup_steps=0 \
+  --set train.checkpoint_interval=100000 >"$tmp/d.log" 2>&1; rc=$?
 check "NaN/Inf stops the run with a non-zero exit" test $rc -ne 0
-check "NaN/Inf message names the step" grep -Eq "step [0-9]+: the (loss|gradient norm) is -?(nan|inf)" "$work/d.log"
-check "NaN/Inf run saves no checkpoint" test -z "$(ls "$work/runD"/ckpt-*.h5 2>/dev/null)"
+check "NaN/Inf message names the step" grep -Eq "step [0-9]+: the (loss|gradient norm) is -?(nan|inf)" "$tmp/d.log"
+check "NaN/Inf run saves no checkpoint" test -z "$(ls "$tmp/runD"/ckpt-*.h5 2>/dev/null)"
 
 # Bad inputs: each a clear message and a non-zero exit.
-expect_error() { # name pattern command...
-  local name=$1 pattern=$2; shift 2
-  local out; out=$("$@" 2>&1); local rc=$?
-  if [ $rc -ne 0 ] && grep -q "$pattern" <<<"$out"; then pass "$name"; else fail "$name (status $rc): $out"; fi
-}
-expect_error "missing corpus file" "missing.txt" "$RP" prepare "$cfg" --set data.corpus="$work/missing.txt"
-: >"$work/empty.txt"
-expect_error "empty corpus" "empty.txt" "$RP" prepare "$cfg" --set data.corpus="$work/empty.txt" \
-  --set data.shard_dir="$work/shards-empty"
-grep -v '^\[MASK\]$' "$work/vocab.txt" >"$work/vocab-nomask.txt"
-expect_error "vocabulary without [MASK]" "MASK" "$RP" prepare "$cfg" --set data.vocab="$work/vocab-nomask.txt" \
-  --set data.shard_dir="$work/shards-nomask"
-printf '[train]\nbatch_size = 4\nbogus_key = 1\n' >"$work/bad.ini"
-expect_error "config with an unknown key" "bad.ini:3: key 'train.bogus_key'" "$RP" pretrain "$work/bad.ini"
-expect_error "resume from a missing checkpoint" "no-such.h5" "$RP" pretrain "$cfg" --resume "$work/no-such.h5"
-head -c 2000 "$work/runA/ckpt-0000240.h5" >"$work/truncated.h5"
-expect_error "resume from a truncated checkpoint" "truncated.h5" "$RP" pretrain "$cfg" --resume "$work/truncated.h5"
-expect_error "training without shards" "realpos prepare" "$RP" pretrain "$cfg" --set data.shard_dir="$work/none"
+expect_error "missing corpus file" "missing.txt" "$RP" prepare "$cfg" --set data.corpus="$tmp/missing.txt"
+: >"$tmp/empty.txt"
+expect_error "empty corpus" "empty.txt" "$RP" prepare "$cfg" --set data.corpus="$tmp/empty.txt" \
+  --set data.shard_dir="$tmp/shards-empty"
+grep -v '^\[MASK\]$' "$tmp/vocab.txt" >"$tmp/vocab-nomask.txt"
+expect_error "vocabulary without [MASK]" "MASK" "$RP" prepare "$cfg" --set data.vocab="$tmp/vocab-nomask.txt" \
+  --set data.shard_dir="$tmp/shards-nomask"
+printf '[train]\nbatch_size = 4\nbogus_key = 1\n' >"$tmp/bad.ini"
+expect_error "config with an unknown key" "bad.ini:3: key 'train.bogus_key'" "$RP" pretrain "$tmp/bad.ini"
+expect_error "resume from a missing checkpoint" "no-such.h5" "$RP" pretrain "$cfg" --resume "$tmp/no-such.h5"
+head -c 2000 "$tmp/runA/ckpt-0000240.h5" >"$tmp/truncated.h5"
+expect_error "resume from a truncated checkpoint" "truncated.h5" "$RP" pretrain "$cfg" --resume "$tmp/truncated.h5"
+expect_error "training without shards" "realpos prepare" "$RP" pretrain "$cfg" --set data.shard_dir="$tmp/none"
 exit 0

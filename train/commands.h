@@ -12,4 +12,6 @@ int cmd_vocab(int argc, char **argv);    /* train a WordPiece vocabulary */
 int cmd_prepare(int argc, char **argv);  /* corpus text -> tokenized train/eval shards */
 int cmd_pretrain(int argc, char **argv); /* MLM pretraining loop */
 int cmd_eval(int argc, char **argv);     /* held-out MLM evaluation of a checkpoint */
+int cmd_finetune(int argc, char **argv); /* fine-tune a checkpoint on a GLUE or SQuAD task */
+int cmd_predict(int argc, char **argv);  /* predictions of a fine-tuned checkpoint */
 int cmd_attention(int argc, char **argv); /* attention maps of a checkpoint on text */

@@ -22,6 +22,8 @@ static const Command commands[] = {
     {"pretrain", cmd_pretrain, "pretrain CONFIG.ini [--set ...] [--resume CKPT | --init CKPT]"},
     {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set ...]"},
     {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]"},
+    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...]"},
+    {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]"},
     {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]"},
 };
 

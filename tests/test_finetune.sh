@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# realpos finetune / predict end to end on the project's own fixtures (tests/fixtures/finetune):
+# the transfer table for each kind of mismatch, shape conflicts and disallowed [model] changes,
+# learning a trivially learnable task, predict = finetune's dev predictions (classification,
+# regression, SQuAD), SQuAD scores against an independent Python implementation of the official
+# formula, and malformed TSV / JSON input.
+set -u
+cd "$(dirname "$0")/.."
+RP=$PWD/realpos
+PY=/usr/bin/python3
+FX=tests/fixtures/finetune
+work=$(mktemp -d /tmp/realpos-finetune.XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; }
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+has() { grep -qE -- "$2" "$1"; }
+
+# checkpoints: absolute positions (the MLM head, no pooler) and relative-only method4 k = 4
+"$RP" init $FX/tiny.ini --out "$work/abs.h5" 2>/dev/null || fail "init abs checkpoint"
+"$RP" init $FX/tiny.ini --set model.absolute_position=no --set model.relative_position=method4 \
+  --set model.relative_k=4 --out "$work/rel.h5" 2>/dev/null || fail "init rel checkpoint"
+
+common=(--set train.threads=1 --set task.batch_size=8 --set task.lr=1e-3 --set train.log_interval=1000)
+sst=(--set task.glue_task=sst2 --set task.train_file=$FX/sst_train.tsv --set task.dev_file=$FX/sst_dev.tsv)
+
+# ---- transfer table -----------------------------------------------------------------------------
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set task.epochs=10 --set task.max_seq_len=16 --set train.run_dir="$work/sst" >"$work/sst.out" 2>"$work/sst.err"
+check "finetune SST-2 layout exits 0" test $? -eq 0
+t="$work/sst.err"
+check "table: encoder loaded (word embeddings, layer 1 FFN, shapes)" has "$t" \
+  "^  loaded +bert/embeddings/word_embeddings/weight +\[115, 32\]$"
+check "table: pooler newly initialised (the checkpoint has none)" has "$t" "^  initialised +bert/pooler/dense/weight +\[32, 32\]$"
+check "table: classifier newly initialised" has "$t" "^  initialised +classifier/weight +\[2, 32\]$"
+check "table: MLM head dropped" has "$t" "^  dropped +cls/predictions/transform/dense/weight +\[32, 32\]$"
+check "table: summary 37 loaded, 4 initialised, 5 dropped" has "$t" "^  37 loaded, 0 grown, 4 initialised, 5 dropped$"
+check "learns a learnable task: dev accuracy 1.0" has "$work/sst.out" "accuracy 1.0000"
+check "dev metrics include the majority baseline, F1, Matthews" has "$work/sst.out" \
+  "majority class '0': 0.6667\), F1 of '1' [0-9.]+, Matthews [0-9.]+ over 24 examples"
+check "metrics.jsonl has train records and the dev result" has "$work/sst/metrics.jsonl" '"kind":"task_eval".*"accuracy":1.0'
+
+# relative tables added and the absolute table grown past max_position 32
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set task.epochs=0.1 --set task.max_seq_len=48 --set model.relative_position=method4 --set model.relative_k=4 \
+  --set train.run_dir="$work/grow" >"$work/grow.out" 2>"$work/grow.err"
+t="$work/grow.err"
+check "drop-in: relative tables of each layer newly initialised" has "$t" \
+  "^  initialised +bert/encoder/layer/1/attention/self/distance_embedding/weight +\[9, 16\]$"
+check "max_seq_len 48 > max_position 32: position table grown, old rows loaded" has "$t" \
+  "^  grown +bert/embeddings/position_embeddings/weight +\[32, 32\] -> \[48, 32\]: rows 0-31 loaded, 32-47 initialised$"
+check "the log says the position table grows" has "$t" "absolute position table grows to 48 rows"
+check "table summary with growth" has "$t" "^  36 loaded, 1 grown, 6 initialised, 5 dropped$"
+check "stored config has the merged model" has "$work/grow/config.ini" "^max_position = 48$"
+
+# relative-only: longer sequences than pretraining need no change
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
+  --set task.epochs=0.1 --set task.max_seq_len=64 --set train.run_dir="$work/rel" >"$work/rel.out" 2>"$work/rel.err"
+check "relative-only model at max_seq_len 64 (pretrained 32): runs, relative tables loaded" \
+  has "$work/rel.err" "^  loaded +bert/encoder/layer/0/attention/self/distance_embedding/weight +\[9, 16\]$"
+check "relative-only: no position table, nothing grown" has "$work/rel.err" "^  [0-9]+ loaded, 0 grown, 4 initialised, 5 dropped$"
+
+# errors: a shape conflict names the parameter and both shapes; disallowed [model] change names the key
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
+  --set model.relative_k=8 --set train.run_dir="$work/err" >/dev/null 2>"$work/e1"
+check "shape conflict is fatal" test $? -ne 0
+check "shape conflict names the parameter and both shapes" has "$work/e1" \
+  "parameter 'bert/encoder/layer/0/attention/self/distance_embedding/weight': the checkpoint has shape \[9, 16\], the fine-tuning model needs \[17, 16\]"
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set model.hidden_size=64 --set train.run_dir="$work/err" >/dev/null 2>"$work/e2"
+check "changing model.hidden_size is an error naming the key and both values" has "$work/e2" \
+  "key 'model.hidden_size': expected the checkpoint's value 32 .* got 64"
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set model.max_position=16 --set train.run_dir="$work/err" >/dev/null 2>"$work/e3"
+check "shrinking the position table is an error" has "$work/e3" "can grow when fine-tuning, not shrink, got 16"
+
+# ---- predict = finetune's dev predictions -----------------------------------------------------------
+"$RP" predict /dev/null "${sst[@]}" "${common[@]}" --set task.max_seq_len=16 --checkpoint "$work/sst/model.h5" \
+  --input $FX/sst_dev.tsv --out "$work/sst_pred.tsv" >"$work/p.out" 2>"$work/p.err"
+check "predict (classification) = finetune's dev predictions" cmp -s "$work/sst_pred.tsv" "$work/sst/dev_predictions.tsv"
+check "predict prints the same metrics" has "$work/p.out" "accuracy 1.0000"
+"$RP" predict /dev/null "${sst[@]}" "${common[@]}" --checkpoint "$work/abs.h5" --input $FX/sst_dev.tsv \
+  --out "$work/x.tsv" >/dev/null 2>"$work/e4"
+check "predict with a pretraining checkpoint is a clear error" has "$work/e4" "predict needs a checkpoint written by"
+
+stsb=(--set task.glue_task=stsb --set task.train_file=$FX/scores.tsv --set task.dev_file=$FX/scores.tsv --set task.max_seq_len=32)
+"$RP" finetune /dev/null "${stsb[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" --set task.epochs=2 \
+  --set train.run_dir="$work/stsb" >"$work/stsb.out" 2>"$work/stsb.err"
+check "regression (STS-B layout): Pearson and Spearman reported" has "$work/stsb.out" "Pearson -?[0-9.]+, Spearman -?[0-9.]+ over 12 examples"
+check "regression: one output" has "$work/stsb.err" "^  initialised +classifier/weight +\[1, 32\]$"
+"$RP" predict /dev/null "${stsb[@]}" "${common[@]}" --checkpoint "$work/stsb/model.h5" --input $FX/scores.tsv \
+  --out "$work/stsb_pred.tsv" >/dev/null 2>&1
+check "predict (regression) = finetune's dev predictions" cmp -s "$work/stsb_pred.tsv" "$work/stsb/dev_predictions.tsv"
+
+mrpc=(--set task.glue_task=mrpc --set task.train_file=$FX/pairs.tsv --set task.dev_file=$FX/pairs.tsv --set task.max_seq_len=32)
+"$RP" finetune /dev/null "${mrpc[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" --set task.epochs=1 \
+  --set train.run_dir="$work/mrpc" >"$work/mrpc.out" 2>"$work/mrpc.err"
+check "MRPC layout with a BOM header: 12 pairs read, none malformed" \
+  bash -c "grep -q 'pairs.tsv: 12 rows -> 12 sequences' '$work/mrpc.err' && ! grep -q 'malformed example' '$work/mrpc.err'"
+
+squad=(--set task.type=squad --set task.train_file=$FX/squad_train.json --set task.dev_file=$FX/squad_dev.json
+       --set task.max_seq_len=32 --set task.doc_stride=8 --set task.max_query_length=10 --set task.max_answer_length=5)
+"$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" --set task.epochs=30 \
+  --set train.log_interval=5 --set train.run_dir="$work/squad" >"$work/squad.out" 2>"$work/squad.err"
+check "SQuAD: windows with doc_stride (6 questions -> more windows)" has "$work/squad.err" "6 questions in 2 contexts -> [0-9]+ windows of 32 tokens"
+check "SQuAD: head qa_outputs [2, H], no pooler" bash -c "grep -qE '^  initialised +qa_outputs/weight +\[2, 32\]$' '$work/squad.err' && ! grep -q pooler '$work/squad.err'"
+check "SQuAD: predictions.json has every question id" \
+  $PY -c "import json,sys; p=json.load(open('$work/squad/predictions.json')); sys.exit(sorted(p)!=sorted(['q%d-dev'%i for i in range(1,7)]))"
+ours=$(grep -o 'exact match [0-9.]*, F1 [0-9.]*' "$work/squad.out")
+ref=$($PY tests/squad_eval_reference.py $FX/squad_dev.json "$work/squad/predictions.json" | grep -o 'exact match [0-9.]*, F1 [0-9.]*')
+check "SQuAD EM/F1 ($ours) equal the official formula in Python ($ref)" test -n "$ours" -a "$ours" = "$ref"
+check "SQuAD: the training loss falls (first vs last log record)" $PY -c "
+import json, sys
+r = [json.loads(l) for l in open('$work/squad/metrics.jsonl') if '\"train\"' in l]
+sys.exit(not (len(r) >= 2 and r[-1]['loss'] < 0.8 * r[0]['loss']))"
+"$RP" predict /dev/null "${squad[@]}" "${common[@]}" --checkpoint "$work/squad/model.h5" --input $FX/squad_dev.json \
+  --out "$work/squad_pred.json" >/dev/null 2>&1
+check "predict (SQuAD) = finetune's predictions.json" cmp -s "$work/squad_pred.json" "$work/squad/predictions.json"
+
+# ---- malformed input ----------------------------------------------------------------------------------
+"$RP" finetune /dev/null "${common[@]}" --set task.glue_task=sst2 --set task.train_file=$FX/sst_bad.tsv \
+  --set task.init_checkpoint="$work/abs.h5" --set task.epochs=0.5 --set task.max_seq_len=16 \
+  --set train.run_dir="$work/bad" >/dev/null 2>"$work/bad.err"
+check "malformed TSV rows skipped: the run completes" test $? -eq 0
+check "wrong column count reported with file and line" has "$work/bad.err" "sst_bad.tsv: line 3: expected 2 tab-separated columns, got 1; skipped"
+check "label outside the set reported with its line" has "$work/bad.err" "sst_bad.tsv: line 5: label '2' in column 1 is not one of task's labels; skipped"
+check "skipped rows counted" has "$work/bad.err" "sst_bad.tsv: 3 malformed examples skipped"
+check "only the 3 valid rows are used" has "$work/bad.err" "sst_bad.tsv: 6 rows -> 3 sequences"
+"$RP" finetune /dev/null "${common[@]}" --set task.glue_task=sst2 --set task.train_file=$FX/sst_bad.tsv \
+  --set task.init_checkpoint="$work/abs.h5" --set task.bad_examples=fatal --set train.run_dir="$work/bad" >/dev/null 2>"$work/bad2.err"
+check "bad_examples = fatal stops at the first malformed row" \
+  bash -c "[ \$(grep -c . '$work/bad2.err') -ge 1 ] && grep -q 'realpos: error: $FX/sst_bad.tsv: line 3: expected 2 tab-separated columns, got 1 (task.bad_examples = fatal)' '$work/bad2.err'"
+"$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.train_file=$FX/squad_bad.json \
+  --set task.init_checkpoint="$work/rel.h5" --set task.epochs=0.5 --set train.run_dir="$work/sbad" >/dev/null 2>"$work/sbad.err"
+check "SQuAD: answer_start not at its text reported with the question id" has "$work/sbad.err" \
+  "question q1-bad: answer 0: answer_start [0-9]+ does not point at its text \"Paris\"; skipped"
+check "SQuAD: a question without \"question\" reported with its id" has "$work/sbad.err" "question q5-bad: no string \"question\"; skipped"
+check "SQuAD: 4 of 6 questions used" has "$work/sbad.err" "4 questions in 2 contexts"
+printf '{"version": "1.1"}' >"$work/nodata.json"
+"$RP" predict /dev/null "${squad[@]}" "${common[@]}" --checkpoint "$work/squad/model.h5" --input "$work/nodata.json" \
+  --out "$work/x.json" >/dev/null 2>"$work/e5"
+check "SQuAD JSON without \"data\" is fatal with the file" has "$work/e5" "nodata.json: expected a top-level \"data\" array"
+printf '{"data": [' >"$work/broken.json"
+"$RP" predict /dev/null "${squad[@]}" "${common[@]}" --checkpoint "$work/squad/model.h5" --input "$work/broken.json" \
+  --out "$work/x.json" >/dev/null 2>"$work/e6"
+check "malformed JSON is fatal with file and line" has "$work/e6" "broken.json:1: expected SQuAD JSON, got malformed JSON"
