@@ -81,6 +81,7 @@ typedef struct {
     BadExamplePolicy bad_examples;
     int max_seq_len, batch_size;
     float epochs, lr, warmup_proportion;
+    int max_steps;                   /* 0: ceil(epochs x sequences / batch_size) */
     int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
     int64_t seed;                    /* new-parameter init, data order, dropout */
 } TaskConfig;

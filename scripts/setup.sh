@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian 12 packages realpos needs (idempotent: installs only what is missing).
+# --quiet: print nothing when everything is present.
 set -euo pipefail
+quiet=0
+[ "${1:-}" = "--quiet" ] && quiet=1
 packages=(
   build-essential pkg-config
   libopenblas-openmp-dev libhdf5-dev libinih-dev libcjson-dev libutf8proc-dev
@@ -13,7 +16,7 @@ done
 # npm fetches the vocabulary and part of the default corpus; keep a node/npm the machine already has.
 command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all packages present"
+  [ $quiet -eq 1 ] || echo "setup: all packages present"
   exit 0
 fi
 echo "setup: installing ${missing[*]}"

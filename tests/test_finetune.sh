@@ -43,7 +43,7 @@ check "metrics.jsonl has train records and the dev result" has "$work/sst/metric
 # relative tables added and the absolute table grown past max_position 32
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
   --set task.epochs=0.1 --set task.max_seq_len=48 --set model.relative_position=method4 --set model.relative_k=4 \
-  --set train.run_dir="$work/grow" >"$work/grow.out" 2>"$work/grow.err"
+  --set task.lr=1e-30 --set train.run_dir="$work/grow" >"$work/grow.out" 2>"$work/grow.err"
 t="$work/grow.err"
 check "drop-in: relative tables of each layer newly initialised" has "$t" \
   "^  initialised +bert/encoder/layer/1/attention/self/distance_embedding/weight +\[9, 16\]$"
@@ -52,6 +52,15 @@ check "max_seq_len 48 > max_position 32: position table grown, old rows loaded" 
 check "the log says the position table grows" has "$t" "absolute position table grows to 48 rows"
 check "table summary with growth" has "$t" "^  36 loaded, 1 grown, 6 initialised, 5 dropped$"
 check "stored config has the merged model" has "$work/grow/config.ini" "^max_position = 48$"
+check "loaded tensors and the old position rows hold the checkpoint's values, new rows initialised" $PY -c "
+import h5py, numpy as np, sys
+a, b = h5py.File('$work/abs.h5')['model'], h5py.File('$work/grow/model.h5')['model']
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+pos = 'bert/embeddings/position_embeddings/weight'
+same = all(np.allclose(a[n][()], b[n][()], rtol=1e-6, atol=1e-20) for n in names if n in b and a[n].shape == b[n].shape)
+old, new = b[pos][:32], b[pos][32:]
+sys.exit(not (same and len(names) == 42 and np.allclose(old, a[pos][()], rtol=1e-6, atol=1e-20) and 0.01 < new.std() < 0.03))"
 
 # relative-only: longer sequences than pretraining need no change
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
@@ -127,7 +136,7 @@ check "label outside the set reported with its line" has "$work/bad.err" "sst_ba
 check "skipped rows counted" has "$work/bad.err" "sst_bad.tsv: 3 malformed examples skipped"
 check "only the 3 valid rows are used" has "$work/bad.err" "sst_bad.tsv: 6 rows -> 3 sequences"
 "$RP" finetune /dev/null "${common[@]}" --set task.glue_task=sst2 --set task.train_file=$FX/sst_bad.tsv \
-  --set task.init_checkpoint="$work/abs.h5" --set task.bad_examples=fatal --set train.run_dir="$work/bad" >/dev/null 2>"$work/bad2.err"
+  --set task.init_checkpoint="$work/abs.h5" --set task.bad_examples=fatal --set task.max_seq_len=16 --set train.run_dir="$work/bad" >/dev/null 2>"$work/bad2.err"
 check "bad_examples = fatal stops at the first malformed row" \
   bash -c "[ \$(grep -c . '$work/bad2.err') -ge 1 ] && grep -q 'realpos: error: $FX/sst_bad.tsv: line 3: expected 2 tab-separated columns, got 1 (task.bad_examples = fatal)' '$work/bad2.err'"
 "$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.train_file=$FX/squad_bad.json \

@@ -76,6 +76,8 @@ static void train(TaskRunner *r, const TaskFeatures *train_set, MetricsLog *log)
     const TaskConfig *task = &r->cfg.task;
     int B = r->B, L = r->L, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
     long total = (long)ceil((double)task->epochs * train_set->count / B);
+    if (task->max_steps > 0 && task->max_steps < total)
+        total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)total);
     AdamW opt;
     adamw_create(&opt, &r->model.table);
@@ -99,7 +101,7 @@ static void train(TaskRunner *r, const TaskFeatures *train_set, MetricsLog *log)
         const float *hidden = model_encode(&r->model, &r->acts, &batch, 1, key);
         head_forward(&r->model, &r->heads, hidden, 1, key);
         int correct;
-        float loss = head_loss(&r->model, &r->heads, &targets, regression, &correct);
+        float loss = head_loss(&r->heads, &targets, regression, &correct);
         RP_CHECK(isfinite(loss), "step %ld: the loss is %f; stopping without saving", step + 1, loss);
         head_backward(&r->model, &r->heads, hidden, &targets, regression, r->acts.d_hidden_a);
         model_encode_backward(&r->model, &r->acts, &batch);

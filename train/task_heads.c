@@ -79,8 +79,7 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-float head_loss(const Model *m, HeadBuffers *hb, const HeadTargets *t, int regression, int *num_correct) {
-    (void)m;
+float head_loss(HeadBuffers *hb, const HeadTargets *t, int regression, int *num_correct) {
     int B = hb->B, L = hb->L, correct = 0;
     float loss;
     if (hb->span) {

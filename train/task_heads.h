@@ -43,7 +43,7 @@ void head_buffers_free(HeadBuffers *hb);
 void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int training, uint64_t step_key);
 /* Mean loss of the last forward against the targets; *num_correct (may be NULL) counts argmax hits
  * (classification) or sequences with both start and end right (span). Keeps what backward needs. */
-float head_loss(const Model *m, HeadBuffers *hb, const HeadTargets *targets, int regression, int *num_correct);
+float head_loss(HeadBuffers *hb, const HeadTargets *targets, int regression, int *num_correct);
 /* dL/dh of the last head_loss into d_hidden [B*L, H] (overwrites), head gradients += into m->grads. */
 void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTargets *targets, int regression,
                    float *d_hidden);

@@ -65,7 +65,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
             fprintf(table, "  loaded       %-58s %s\n", p->name, want);
             s.loaded++;
         } else if (!strcmp(p->name, POSITION_TABLE) && stored_rank == 2 && stored[1] == dims[1] &&
-                   stored[0] < dims[0] && 0) {
+                   stored[0] < dims[0]) {
             /* rows are positions: the checkpoint's positions load, the new ones keep their init */
             h5_read_floats(file, path, dataset, w, 2, stored);
             fprintf(table, "  grown        %-58s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n", p->name,
