@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: full training steps (forward, backward, AdamW) of realpos and of the PyTorch
 # reference, side by side in one run, same shapes and threads. PyTorch runs in its best CPU
-# configuration (tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE, threads = cores).
+# configuration (tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE, threads = cores); realpos runs with
+# the same OpenMP settings.
 # Usage: scripts/bench.sh [--quick] [--only NAME]   Results: build/bench/results.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ for row in "${rows[@]}"; do
   [ -z "$only" ] || [ "$only" = "$name" ] || continue
   sets=(); for o in $overrides; do sets+=(--set "$o"); done
   echo "== $name: $config batch $batch seq $seq $overrides" >&2
-  OMP_NUM_THREADS=$threads ./realpos bench "$config" "${sets[@]}" --batch-size "$batch" --seq-len "$seq" \
+  OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "${sets[@]}" --batch-size "$batch" --seq-len "$seq" \
     --steps "$steps" --warmup "$warmup" --json "$out/$name.realpos.json" >&2
   if [ "$torch" = yes ]; then
     LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads /usr/bin/python3 scripts/reference.py bench \
