@@ -55,15 +55,20 @@ int cmd_bench(int argc, char **argv) {
     Activations acts;
     activations_create(&acts, &m, B, L, M);
 
-    double t_start = 0;
+    double t_start = 0, t_forward = 0, t_backward = 0, t_update = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
-            t_start = now_seconds();
+            t_start = now_seconds(), t_forward = t_backward = t_update = 0;
+        double t0 = now_seconds();
         memset(m.grads, 0, sizeof(float) * m.table.block_floats);
         model_forward(&m, &acts, &batch, 1, (uint64_t)s, NULL);
+        double t1 = now_seconds();
         model_backward(&m, &acts, &batch, 1.0f);
+        double t2 = now_seconds();
         grad_clip(m.grads, m.table.block_floats, cfg.train.clip_grad_norm);
         adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr);
+        double t3 = now_seconds();
+        t_forward += t1 - t0, t_backward += t2 - t1, t_update += t3 - t2;
     }
     double elapsed = now_seconds() - t_start;
     double tokens_per_s = (double)N * steps / elapsed;
@@ -72,16 +77,20 @@ int cmd_bench(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f), peak RSS %.0f MB\n",
-           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * gflops / peak, peak, rss_mb);
+    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f), peak RSS %.0f MB; "
+           "per step: forward %.3f s, backward %.3f s, clip+AdamW %.3f s\n",
+           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * gflops / peak, peak, rss_mb, t_forward / steps,
+           t_backward / steps, t_update / steps);
     if (json_path) {
         FILE *f = fopen(json_path, "w");
         RP_CHECK(f, "%s: cannot write", json_path);
         fprintf(f,
                 "{\"impl\": \"realpos\", \"threads\": %d, \"batch_size\": %d, \"seq_len\": %d, \"steps\": %d, "
                 "\"labelled\": %d, \"tokens_per_s\": %.3f, \"gflops\": %.3f, \"sgemm_peak_gflops\": %.3f, "
-                "\"peak_rss_mb\": %.1f, \"seconds_per_step\": %.6f}\n",
-                omp_get_max_threads(), B, L, steps, M, tokens_per_s, gflops, peak, rss_mb, elapsed / steps);
+                "\"peak_rss_mb\": %.1f, \"seconds_per_step\": %.6f, \"forward_s\": %.6f, \"backward_s\": %.6f, "
+                "\"update_s\": %.6f}\n",
+                omp_get_max_threads(), B, L, steps, M, tokens_per_s, gflops, peak, rss_mb, elapsed / steps,
+                t_forward / steps, t_backward / steps, t_update / steps);
         fclose(f);
     }
     activations_free(&acts);
