@@ -93,8 +93,13 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
         if (len && line[len - 1] == '\r')
             line[--len] = '\0';
         int n = split_columns(line, cols, 256);
-        if (!expected_columns)
+        if (!expected_columns) {
             expected_columns = n;
+            int highest = g->text_a > g->text_b ? g->text_a : g->text_b;
+            highest = highest > g->label ? highest : g->label;
+            RP_CHECK(highest < n, "%s: line %d has %d columns, but the task reads column %d (0-based); set task.glue_task "
+                     "or the task.*_column keys for this file's layout", path, line_no, n, highest);
+        }
         if (line_no == 1 && g->header)
             continue;
         int row = rows++;

@@ -160,6 +160,28 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_
     return r;
 }
 
+/* Fatal unless the checkpoint's [model] equals the configuration's; names the first key that
+ * differs (compared through the canonical INI text, so every key is covered). */
+static void require_same_model(const Config *stored, const Config *cfg, const char *ckpt) {
+    Config a = *cfg, b = *stored;
+    a.optim = b.optim;
+    a.train = b.train;
+    a.data = b.data;
+    char *text_a = config_to_ini(&a), *text_b = config_to_ini(&b);
+    const char *la = text_a, *lb = text_b;
+    while (*la && *lb) {
+        size_t na = strcspn(la, "\n"), nb = strcspn(lb, "\n");
+        RP_CHECK(na == nb && !memcmp(la, lb, na),
+                 "%s: the checkpoint's model differs from the configuration's: checkpoint has '%.*s', the "
+                 "configuration '%.*s'; a checkpoint can only continue the same model",
+                 ckpt, (int)nb, lb, (int)na, la);
+        la += na + (la[na] == '\n');
+        lb += nb + (lb[nb] == '\n');
+    }
+    free(text_a);
+    free(text_b);
+}
+
 static void open_data(Trainer *t, const char *vocab_origin) {
     const DataConfig *d = &t->cfg.data;
     t->tok = tokenizer_from_text(t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
@@ -299,9 +321,7 @@ int cmd_pretrain(int argc, char **argv) {
         hid_t f = checkpoint_open(from, &stored_ini);
         Config stored;
         config_load_string(&stored, stored_ini, from);
-        RP_CHECK(!memcmp(&stored.model, &t.cfg.model, sizeof stored.model),
-                 "%s: the checkpoint's [model] section differs from the configuration's; a checkpoint can only "
-                 "continue the same model", from);
+        require_same_model(&stored, &t.cfg, from);
         checkpoint_load_model(f, from, &t.model);
         if (resume) {
             RP_CHECK(checkpoint_load_optimizer(f, from, &t.model, &t.opt), "%s: no optimizer state to resume from",

@@ -116,7 +116,7 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
         }
         size_t alen = code_points(text, strlen(text), NULL);
         double s = start->valuedouble;
-        if (s < 0 || s != (double)(size_t)s || (size_t)s + alen > num_cp || !alen ||
+        if (!(s >= 0 && s <= (double)num_cp) || s != (double)(size_t)s || (size_t)s + alen > num_cp || !alen ||
             byte[(size_t)s + alen] - byte[(size_t)s] != strlen(text) ||
             memcmp(c->text + byte[(size_t)s], text, strlen(text))) {
             bad_example(bad, "question %s: answer %d: answer_start %g does not point at its text \"%.60s\"", id, a, s,
