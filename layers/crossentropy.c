@@ -7,13 +7,6 @@
 
 #include "../core/common.h"
 
-/* glibc >= 2.35 ships vector expf (libmvec); declaring it SIMD lets the exp pass call the
- * 8-wide version (GCC does this on its own only under -ffast-math). */
-#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
-#pragma omp declare simd notinbranch
-float expf(float);
-#endif
-
 enum { IGNORE_LABEL = -100 };
 
 static int count_labelled(const int *labels, int M) {
@@ -24,8 +17,8 @@ static int count_labelled(const int *labels, int M) {
 }
 
 /* probs [M,V] = softmax(logits) (may alias logits); returns mean over labelled rows of
- * -log probs[label] = log(sum_c exp(x_c - max)) + max - x_label. The row's argmax (lowest
- * index on ties) equals the label iff x_label == max and no earlier column reaches max. */
+ * -log probs[label] = logsumexp(x) - x_label. The row's argmax (lowest index on ties) equals
+ * the label iff x_label == max and no earlier column reaches max. */
 float crossentropy_forward(float *probs, int *n_correct, const float *logits, const int *labels,
                            int M, int V) {
     for (int m = 0; m < M; m++)
@@ -43,10 +36,7 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
             const float *x = logits + (size_t)m * V;
             float *p = probs + (size_t)m * V;
             const int label = labels[m];
-            float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-            for (int c = 0; c < V; c++)
-                max = x[c] > max ? x[c] : max;
+            const float max = softmax_row_max(x, V);
             const float x_label = label != IGNORE_LABEL ? x[label] : 0.0f;
             if (label != IGNORE_LABEL && x_label == max) {
                 int earlier_max = 0;
@@ -55,19 +45,10 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
                     earlier_max += x[c] == max;
                 thread_correct += earlier_max == 0;
             }
-            float sum = 0.0f; /* x may alias p: x_label and max are read before this pass */
-#pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < V; c++) {
-                const float e = expf(x[c] - max);
-                p[c] = e;
-                sum += e;
-            }
-            const float inv_sum = 1.0f / sum;
-#pragma omp simd
-            for (int c = 0; c < V; c++)
-                p[c] *= inv_sum;
+            /* x may alias p: everything read from x is read above */
+            const float logsumexp = softmax_row_normalize(p, x, V, max);
             if (label != IGNORE_LABEL)
-                thread_loss += (double)(logf(sum) + (max - x_label));
+                thread_loss += (double)(logsumexp - x_label);
         }
         /* Thread t runs iteration t; ordered adds the partial sums in thread order, so the
          * loss is deterministic for a given thread count. */

@@ -57,6 +57,10 @@ void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64
  * Row-wise numerically stable softmax (single row helpers, used by attention and the loss).
  * out[c] = exp(in[c] - max) / sum; out may alias in. */
 void softmax_row_forward(float *out, const float *in, int cols);
+/* The two passes of softmax_row_forward, for callers that need the pieces (the loss):
+ * max_c in[c], and out = softmax(in) given that max, returning log sum_c exp(in[c]). */
+float softmax_row_max(const float *in, int cols);
+float softmax_row_normalize(float *out, const float *in, int cols, float max);
 /* d_in[c] = out[c] * (d_out[c] - sum_c' d_out[c'] out[c']); d_in may alias d_out. */
 void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols);
 /* Row-wise over [rows, cols], OpenMP over rows. */

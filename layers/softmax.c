@@ -10,17 +10,21 @@
 float expf(float);
 #endif
 
-/* out [cols] = exp(in - max) / sum; out may alias in. A row that is entirely -inf (nothing to
- * attend to) gives zeros. */
-void softmax_row_forward(float *out, const float *in, int cols) {
+float softmax_row_max(const float *in, int cols) {
     float max = -INFINITY;
 #pragma omp simd reduction(max : max)
     for (int c = 0; c < cols; c++)
         max = in[c] > max ? in[c] : max;
+    return max;
+}
+
+/* out [cols] = exp(in - max) / sum, out may alias in; returns max + log(sum). A row that is
+ * entirely -inf (nothing to attend to) gives zeros and -inf. */
+float softmax_row_normalize(float *out, const float *in, int cols, float max) {
     if (max == -INFINITY) {
         for (int c = 0; c < cols; c++)
             out[c] = 0.0f;
-        return;
+        return -INFINITY;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -33,6 +37,11 @@ void softmax_row_forward(float *out, const float *in, int cols) {
 #pragma omp simd
     for (int c = 0; c < cols; c++)
         out[c] *= inv_sum;
+    return max + logf(sum);
+}
+
+void softmax_row_forward(float *out, const float *in, int cols) {
+    softmax_row_normalize(out, in, cols, softmax_row_max(in, cols));
 }
 
 /* d_in [cols] = out * (d_out - sum_c d_out out); d_in may alias d_out */

@@ -36,7 +36,7 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
         return;
     char shape[64];
     format_shape(shape, sizeof shape, rank, dims);
-    fprintf(scan->table, "  dropped      %-58s %s\n", name, shape);
+    fprintf(scan->table, "  dropped      %-64s %s\n", name, shape);
     scan->summary->dropped++;
 }
 
@@ -52,7 +52,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         format_shape(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
-            fprintf(table, "  initialised  %-58s %s\n", p->name, want);
+            fprintf(table, "  initialised  %-64s %s\n", p->name, want);
             s.initialised++;
             continue;
         }
@@ -62,13 +62,13 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         float *w = m->params + p->offset;
         if (stored_rank == rank && stored[0] == dims[0] && (rank == 1 || stored[1] == dims[1])) {
             h5_read_floats(file, path, dataset, w, rank, dims);
-            fprintf(table, "  loaded       %-58s %s\n", p->name, want);
+            fprintf(table, "  loaded       %-64s %s\n", p->name, want);
             s.loaded++;
         } else if (!strcmp(p->name, POSITION_TABLE) && stored_rank == 2 && stored[1] == dims[1] &&
                    stored[0] < dims[0]) {
             /* rows are positions: the checkpoint's positions load, the new ones keep their init */
             h5_read_floats(file, path, dataset, w, 2, stored);
-            fprintf(table, "  grown        %-58s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n", p->name,
+            fprintf(table, "  grown        %-64s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n", p->name,
                     have, want, (unsigned long long)stored[0] - 1, (unsigned long long)stored[0],
                     (unsigned long long)dims[0] - 1);
             s.grown++;
