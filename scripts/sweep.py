@@ -134,7 +134,7 @@ def matches(condition, settings):
 
 def parse_sweep(path):
     s = read_sections(path)
-    spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": [], "run": {}}
+    spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": []}
     sweep = dict(key_value(path, no, t) for no, t in s.get("sweep", []))
     unknown = sorted(set(sweep) - {"base", "out"})
     if unknown:
@@ -148,6 +148,8 @@ def parse_sweep(path):
     for no, text in s.get("set", []):
         key, value = key_value(path, no, text)
         check_key(path, no, key)
+        if key in spec["set"]:
+            raise SweepError(f"{path}:{no}: [set] key '{key}' appears twice")
         spec["set"][key] = value
     for no, text in s.get("grid", []):
         key, value = key_value(path, no, text)
@@ -374,7 +376,7 @@ class Runner:
         with self.lock:
             if self.stopping:
                 return None, "", 0.0
-            start = time.time()
+            start, started = time.time(), time.strftime("%Y-%m-%d %H:%M:%S")
             child = subprocess.Popen(self.prefix + cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env)
             self.children.add(child)
@@ -383,7 +385,7 @@ class Runner:
             self.children.discard(child)
         seconds = time.time() - start
         with open(log_path, "a") as f:
-            f.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n{output}"
+            f.write(f"# {started} {' '.join(cmd)}\n{output}"
                     f"# exit status {child.returncode} after {seconds:.1f} s\n")
         return child.returncode, output, seconds
 

@@ -166,7 +166,7 @@ def plot_against_x(path, spec, rows, x_key):
     style = line_styles(line_keys, lines)
     xs = sorted({int(v) for v in spec["grid"][x_key] if v.lstrip("-").isdigit()})
     panels = [(c, h) for c, h, _ in metric_columns(spec) if c.startswith(("eval_", "finetune_"))]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 5.4), squeeze=False)
     for ax, (column, heading) in zip(axes[0], panels):
         for line, at in lines.items():
             kw = style(line)
@@ -186,9 +186,11 @@ def plot_against_x(path, spec, rows, x_key):
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set(xlabel=x_key.split(".", 1)[1], title=heading)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=8)
     fig.suptitle("mean ± std over seeds", fontsize=9)
-    fig.tight_layout()
+    rows = (len(names) + 2) // 3
+    fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
@@ -199,6 +201,7 @@ def plot_loss_curves(path, spec, points, rows):
     by_name = {p["name"]: p for p in points}
     style = line_styles(keys, groups)
     fig, (ax_all, ax_end) = plt.subplots(1, 2, figsize=(12, 4.6))
+    second_half = []  # values drawn in ax_end's window, for its y range
     for group, members in groups.items():
         curves = [read_metrics(by_name[r["name"]]["dir"]) for r in members]
         curves = [c for c in curves if c[0]]
@@ -214,10 +217,14 @@ def plot_loss_curves(path, spec, points, rows):
                        for s in eval_steps]
         ax_end.plot(eval_steps, eval_losses, "o", color=kw["color"], markersize=5)
         if steps:
-            ax_end.set_xlim(steps[len(steps) // 2], steps[-1] * 1.02)
+            start = steps[len(steps) // 2]
+            ax_end.set_xlim(start, steps[-1] * 1.02)
+            second_half += [v for s, v in zip(steps + eval_steps, losses + eval_losses) if s >= start]
     ax_all.set(xlabel="step", ylabel="MLM loss", title="training loss (mean over seeds)")
     ax_end.set(xlabel="step", ylabel="MLM loss", title="second half; dots: held-out loss")
-    ax_end.autoscale(axis="y")
+    if second_half:
+        low, high = min(second_half), max(second_half)
+        ax_end.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
     for ax in (ax_all, ax_end):
         ax.grid(alpha=0.3)
     ax_all.legend(fontsize=7)
