@@ -18,7 +18,7 @@ void adamw_free(AdamW *opt) {
 }
 
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                const OptimConfig *cfg, float lr) {
+                const OptimConfig *cfg, float lr, float grad_scale) {
     opt->step++;
     float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
     float c1 = 1.0f, c2_sqrt = 1.0f;
@@ -37,9 +37,10 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float 
         long n = (long)info->count;
 #pragma omp parallel for schedule(static) if (n > 32768)
         for (long e = 0; e < n; e++) {
+            const float grad = g[e] * grad_scale;
             p[e] *= decay;
-            m[e] = b1 * m[e] + (1.0f - b1) * g[e];
-            v[e] = b2 * v[e] + (1.0f - b2) * g[e] * g[e];
+            m[e] = b1 * m[e] + (1.0f - b1) * grad;
+            v[e] = b2 * v[e] + (1.0f - b2) * grad * grad;
             p[e] -= step_size * m[e] / (sqrtf(v[e]) / c2_sqrt + eps);
         }
     }
@@ -54,6 +55,7 @@ double grad_global_norm(const float *grads, size_t n) {
     for (int c = 0; c < NORM_CHUNKS; c++) {
         size_t lo = n * (size_t)c / NORM_CHUNKS, hi = n * (size_t)(c + 1) / NORM_CHUNKS;
         double sum = 0.0;
+#pragma omp simd reduction(+ : sum) /* a fixed vector order: still independent of threads */
         for (size_t e = lo; e < hi; e++)
             sum += (double)grads[e] * grads[e];
         partial[c] = sum;
@@ -64,15 +66,11 @@ double grad_global_norm(const float *grads, size_t n) {
     return sqrt(total);
 }
 
-double grad_clip(float *grads, size_t n, double max_norm) {
-    double norm = grad_global_norm(grads, n);
-    if (max_norm > 0 && norm > max_norm) {
-        float scale = (float)(max_norm / (norm + 1e-6));
-#pragma omp parallel for schedule(static)
-        for (size_t e = 0; e < n; e++)
-            grads[e] *= scale;
-    }
-    return norm;
+GradClip grad_clip(const float *grads, size_t n, double max_norm) {
+    GradClip clip = {grad_global_norm(grads, n), 1.0f};
+    if (max_norm > 0 && clip.norm > max_norm)
+        clip.scale = (float)(max_norm / (clip.norm + 1e-6));
+    return clip;
 }
 
 float lr_schedule(ScheduleKind kind, float peak, int step, int warmup_steps, int total_steps) {

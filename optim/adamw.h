@@ -16,15 +16,20 @@ typedef struct {
 
 void adamw_create(AdamW *opt, const ParamTable *table);
 void adamw_free(AdamW *opt);
-/* One update of every tensor in the table with learning rate lr. */
+/* One update of every tensor in the table with learning rate lr, using grads * grad_scale as
+ * the gradient (grad_scale carries the clipping factor, so clipping costs no extra pass). */
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                const OptimConfig *cfg, float lr);
+                const OptimConfig *cfg, float lr, float grad_scale);
 
-/* L2 norm of a whole block (double accumulation, deterministic for a thread count). */
+/* L2 norm of a whole block: double accumulation over fixed chunks added in order, so the result
+ * does not depend on the thread count. */
 double grad_global_norm(const float *grads, size_t n);
-/* Scale grads so their norm is at most max_norm (no-op if max_norm <= 0); returns the norm
- * before clipping. */
-double grad_clip(float *grads, size_t n, double max_norm);
+
+typedef struct {
+    double norm; /* before clipping */
+    float scale; /* max_norm / norm when the norm exceeds max_norm > 0, else 1 */
+} GradClip;
+GradClip grad_clip(const float *grads, size_t n, double max_norm);
 
 /* Learning rate at `step` (0-based): linear warmup to peak over warmup_steps, then linear decay
  * to 0, cosine decay to 0, or constant until total_steps. */

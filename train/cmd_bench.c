@@ -65,8 +65,8 @@ int cmd_bench(int argc, char **argv) {
         double t1 = now_seconds();
         model_backward(&m, &acts, &batch, 1.0f);
         double t2 = now_seconds();
-        grad_clip(m.grads, m.table.block_floats, cfg.train.clip_grad_norm);
-        adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr);
+        GradClip clip = grad_clip(m.grads, m.table.block_floats, cfg.train.clip_grad_norm);
+        adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, clip.scale);
         double t3 = now_seconds();
         t_forward += t1 - t0, t_backward += t2 - t1, t_update += t3 - t2;
     }

@@ -160,7 +160,7 @@ int cmd_dump(int argc, char **argv) {
             memset(m.grads, 0, sizeof(float) * m.table.block_floats);
             losses[s] = model_forward(&m, &acts, &batch, 0, (uint64_t)s, NULL).loss;
             model_backward(&m, &acts, &batch, 1.0f);
-            adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr);
+            adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
         }
         h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)train_steps);
         checkpoint_write_block(out, "final", &m.table, m.params);

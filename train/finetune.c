@@ -105,10 +105,11 @@ static void train(TaskRunner *r, const TaskFeatures *train_set, MetricsLog *log)
         RP_CHECK(isfinite(loss), "step %ld: the loss is %f; stopping without saving", step + 1, loss);
         head_backward(&r->model, &r->heads, hidden, &targets, regression, r->acts.d_hidden_a);
         model_encode_backward(&r->model, &r->acts, &batch);
-        double norm = grad_clip(r->model.grads, r->model.table.block_floats, r->cfg.train.clip_grad_norm);
+        GradClip clip = grad_clip(r->model.grads, r->model.table.block_floats, r->cfg.train.clip_grad_norm);
+        double norm = clip.norm;
         RP_CHECK(isfinite(norm), "step %ld: the gradient norm is %f; stopping without saving", step + 1, norm);
         float lr = lr_schedule(SCHED_LINEAR, task->lr, (int)step, warmup, (int)total);
-        adamw_step(&opt, &r->model.table, r->model.params, r->model.grads, &r->cfg.optim, lr);
+        adamw_step(&opt, &r->model.table, r->model.params, r->model.grads, &r->cfg.optim, lr, clip.scale);
 
         for (int n = 0; n < B * L; n++)
             window_tokens += r->attention_mask[n];

@@ -257,11 +257,12 @@ static int train_loop(Trainer *t) {
             window_tokens += ib->num_tokens;
             window_flops += model_flops_per_step(mc, B, L, st.num_predicted);
         }
-        last_norm = grad_clip(t->model.grads, t->model.table.block_floats, tc->clip_grad_norm);
+        GradClip clip = grad_clip(t->model.grads, t->model.table.block_floats, tc->clip_grad_norm);
+        last_norm = clip.norm;
         RP_CHECK(isfinite(last_norm), "step %ld: the gradient norm is %f; stopping without saving (the last "
                  "checkpoint in %s is intact)", t->step + 1, last_norm, tc->run_dir);
         lr = lr_schedule(tc->schedule, t->cfg.optim.lr, (int)t->step, tc->warmup_steps, tc->max_steps);
-        adamw_step(&t->opt, &t->model.table, t->model.params, t->model.grads, &t->cfg.optim, lr);
+        adamw_step(&t->opt, &t->model.table, t->model.params, t->model.grads, &t->cfg.optim, lr, clip.scale);
         t->step++;
 
         double now = now_seconds(), dt = (window_seconds += now - t_step);
