@@ -27,6 +27,9 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float 
         c2_sqrt = (float)sqrt(1.0 - pow(b2, (double)opt->step));
     }
     float step_size = (float)((double)lr / c1);
+    /* One parallel region for the whole table: each tensor's elements are split statically
+     * (no barrier between tensors: every element is independent). */
+#pragma omp parallel
     for (int t = 0; t < table->count; t++) {
         const ParamInfo *info = &table->items[t];
         float decay = info->decay ? (float)(1.0 - (double)lr * cfg->weight_decay) : 1.0f;
@@ -35,7 +38,7 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float 
         float *restrict v = opt->exp_avg_sq + info->offset;
         const float *restrict g = grads + info->offset;
         long n = (long)info->count;
-#pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp for schedule(static) nowait
         for (long e = 0; e < n; e++) {
             const float grad = g[e] * grad_scale;
             p[e] *= decay;
