@@ -3,7 +3,8 @@
 # reference, side by side in one run, same shapes and threads. PyTorch runs in its best CPU
 # configuration (tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE, threads = cores); realpos runs with
 # the same OpenMP settings.
-# Usage: scripts/bench.sh [--quick] [--only NAME]   Results: build/bench/results.json
+# Usage: scripts/bench.sh [--quick] [--only NAME]   Results: build/bench/results.json, then the
+# interleaved overhead table of scripts/bench_overhead.sh (build/bench/overhead.tsv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
@@ -81,3 +82,7 @@ json.dump(rows, open(f"{out}/results.json", "w"), indent=1)
 print(f"sgemm peak measured in the same run: {rows[0]['realpos']['sgemm_peak_gflops']:.1f} GFLOP/s; "
       f"results in {out}/results.json")
 PY
+
+# The position-mode and residual costs, interleaved and repeated (the rows above run once each,
+# in sequence, so their "vs plain" column carries the machine's drift).
+[ -n "$only" ] || bash scripts/bench_overhead.sh 3
