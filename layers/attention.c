@@ -57,6 +57,10 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
     p->scale = 1.0f / sqrtf((float)p->d);
     p->slots = p->BH < ATTN_SLOTS ? p->BH : ATTN_SLOTS;
     p->block = s->L / 4 < 16 ? 16 : (s->L / 4 > 64 ? 64 : s->L / 4);
+    /* shaw/method4: a block of T rows reaches min(R, L+T-1) table rows; when that is R anyway,
+     * blocking saves nothing and one GEMM over all L rows is faster than L/T small ones. */
+    if ((p->rel == REL_SHAW || p->rel == REL_METHOD4) && p->R <= p->L + p->block - 1)
+        p->block = p->L;
 
     size_t used = 0, L = (size_t)p->L, d = (size_t)p->d, R = (size_t)p->R;
     size_t work = round16(L * L) + 2 * round16(L);
