@@ -87,28 +87,6 @@ void md5_hex(const void *data, size_t len, char out[33]) {
 
 /* ---- reading --------------------------------------------------------------------------------- */
 
-static char *read_whole_file(const char *path, size_t *len, const char *what) {
-    FILE *f = fopen(path, "rb");
-    RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
-    size_t cap = 1 << 16, used = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (used == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            RP_CHECK(buf, "%s: out of memory reading %s", path, what);
-        }
-        size_t got = fread(buf + used, 1, cap - used, f);
-        used += got;
-        if (got == 0)
-            break;
-    }
-    RP_CHECK(!ferror(f), "%s: read error on %s", path, what);
-    fclose(f);
-    *len = used;
-    return buf;
-}
-
 typedef struct {
     const char *text;
     size_t len;
@@ -201,22 +179,6 @@ typedef struct {
     const char *sources;
 } ShardMeta;
 
-static void make_dirs(const char *dir) {
-    char path[CONFIG_PATH_MAX];
-    RP_CHECK(strlen(dir) < sizeof path, "[data] shard_dir: path too long: %s", dir);
-    strcpy(path, dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        RP_CHECK(mkdir(path, 0777) == 0 || errno == EEXIST,
-                 "[data] shard_dir: cannot create %s: %s", path, strerror(errno));
-        *p = saved;
-        if (!saved)
-            break;
-    }
-}
 
 void shard_path(char *out, size_t size, const char *shard_dir, const char *split) {
     int n = snprintf(out, size, "%s/%s.h5", shard_dir, split);
@@ -299,7 +261,7 @@ PrepareReport corpus_prepare(const DataConfig *data) {
                  "%s: cannot open corpus file ([data] corpus): %s", data->corpus[i],
                  strerror(errno));
     size_t vocab_len;
-    char *vocab_text = read_whole_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
+    char *vocab_text = read_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
     Tokenizer *tok = tokenizer_from_text(vocab_text, vocab_len, data->do_lower_case, data->vocab);
     char vocab_md5[33];
     md5_hex(vocab_text, vocab_len, vocab_md5);
@@ -309,7 +271,7 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     LineList ll = {0};
     for (int i = 0; i < data->num_corpus; i++) {
         size_t len;
-        texts[i] = read_whole_file(data->corpus[i], &len, "corpus file ([data] corpus)");
+        texts[i] = read_file(data->corpus[i], &len, "corpus file ([data] corpus)");
         split_lines(&ll, texts[i], len);
         sources_len += strlen(data->corpus[i]) + 1;
     }
@@ -363,7 +325,7 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     for (int64_t d = 0; d < ll.num_docs; d++)
         is_train[d] = kept[d] && !is_eval[d];
 
-    make_dirs(data->shard_dir);
+    mkdir_p(data->shard_dir);
     ShardMeta meta = {data, vocab_md5, tokenizer_vocab_size(tok), sources};
     report.train = write_split(&meta, "train", &ll, chunk, start, count, is_train);
     report.eval = write_split(&meta, "eval", &ll, chunk, start, count, is_eval);
