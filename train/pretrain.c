@@ -105,33 +105,24 @@ static void prune_checkpoints(const char *run_dir, int keep_last) {
     }
 }
 
+/* Order matters for a kill at any moment: the new checkpoint is complete (temp + rename) before
+ * RUN_DIR/latest names it (also temp + rename), and older checkpoints are pruned only after that,
+ * so `latest` always names a complete checkpoint that exists. */
 static void save_checkpoint(Trainer *t) {
+    const char *run_dir = t->cfg.train.run_dir;
     char path[CONFIG_PATH_MAX + 32];
-    checkpoint_name(path, sizeof path, t->cfg.train.run_dir, t->step);
+    checkpoint_name(path, sizeof path, run_dir, t->step);
     CheckpointExtras extras = {t->config_ini, &t->opt, write_training_state, t};
     checkpoint_save(path, &t->model, &extras);
-    prune_checkpoints(t->cfg.train.run_dir, t->cfg.train.keep_last);
-    char latest[CONFIG_PATH_MAX + 32];
-    snprintf(latest, sizeof latest, "%s/latest", t->cfg.train.run_dir);
-    FILE *f = fopen(latest, "w");
-    if (f) {
-        fprintf(f, "ckpt-%07ld.h5\n", t->step);
-        fclose(f);
-    }
+    char latest[CONFIG_PATH_MAX + 32], latest_tmp[CONFIG_PATH_MAX + 48];
+    snprintf(latest, sizeof latest, "%s/latest", run_dir);
+    snprintf(latest_tmp, sizeof latest_tmp, "%s/latest.tmp.%ld", run_dir, (long)getpid());
+    FILE *f = fopen(latest_tmp, "w");
+    RP_CHECK(f, "%s: cannot write", latest_tmp);
+    fprintf(f, "ckpt-%07ld.h5\n", t->step);
+    RP_CHECK(fclose(f) == 0 && rename(latest_tmp, latest) == 0, "cannot update %s", latest);
+    prune_checkpoints(run_dir, t->cfg.train.keep_last);
     rp_log("checkpoint %s", path);
-}
-
-int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
-    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
-    for (int64_t e = 0; e < shard->num_tokens; e++)
-        counts[shard->tokens[e]]++;
-    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
-    int best = 0;
-    for (int v = 1; v < shard->vocab_size; v++)
-        if (counts[v] > counts[best])
-            best = v;
-    free(counts);
-    return best;
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
