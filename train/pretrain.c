@@ -125,6 +125,19 @@ static void save_checkpoint(Trainer *t) {
     rp_log("checkpoint %s", path);
 }
 
+int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
+    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
+    for (int64_t e = 0; e < shard->num_tokens; e++)
+        counts[shard->tokens[e]]++;
+    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
+    int best = 0;
+    for (int v = 1; v < shard->vocab_size; v++)
+        if (counts[v] > counts[best])
+            best = v;
+    free(counts);
+    return best;
+}
+
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
                         InstanceBatch *batch, int num_batches, int unigram_token) {
     instance_stream_rewind(eval_stream);
