@@ -5,7 +5,6 @@ usage: /usr/bin/python3 scripts/plot.py RUN_DIR [RUN_DIR ...] [--out curves.png]
 Training loss/accuracy (solid) and held-out MLM loss/accuracy (markers) against the step, one
 colour per run, so the runs of an ablation can be compared at a glance."""
 import argparse
-import json
 import os
 import sys
 
@@ -14,23 +13,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import sweep_report  # noqa: E402  (reads metrics.jsonl for plot and sweep alike)
+
 
 def read_metrics(run_dir):
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        sys.exit(f"plot.py: error: {path}: no such file (is {run_dir} a realpos run directory?)")
-    train, evals = {}, {}
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"plot.py: error: {path}:{line_no}: not JSON ({e})")
-            # a resumed run appends: a later record for the same step replaces the earlier one
-            (evals if rec.get("kind") == "eval" else train)[rec["step"]] = rec
-    return [train[s] for s in sorted(train)], [evals[s] for s in sorted(evals)]
+    if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        sys.exit(f"plot.py: error: {run_dir}/metrics.jsonl: no such file (is {run_dir} a realpos run directory?)")
+    return sweep_report.read_metrics(run_dir)
 
 
 def main():

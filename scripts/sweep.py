@@ -329,18 +329,11 @@ def finetune_metric(run_dir, output, metric):
     metrics.jsonl holding it, else the last eval_<metric>, else the last 'metric <number>' it
     printed."""
     found = {"task_eval": None, "eval": None}
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if rec.get("kind") == "task_eval" and isinstance(rec.get(metric), (int, float)):
-                    found["task_eval"] = float(rec[metric])
-                elif isinstance(rec.get("eval_" + metric), (int, float)):
-                    found["eval"] = float(rec["eval_" + metric])
+    for rec in sweep_report.metric_records(run_dir):
+        if rec.get("kind") == "task_eval" and isinstance(rec.get(metric), (int, float)):
+            found["task_eval"] = float(rec[metric])
+        elif isinstance(rec.get("eval_" + metric), (int, float)):
+            found["eval"] = float(rec["eval_" + metric])
     if found["task_eval"] is not None:
         return found["task_eval"]
     if found["eval"] is not None:

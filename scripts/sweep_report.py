@@ -20,19 +20,27 @@ METRICS = [("final_train_loss", "train loss", 4), ("eval_loss", "held-out loss",
            ("eval_accuracy", "held-out acc", 4)]
 
 
+def metric_records(run_dir):
+    """The records of RUN_DIR/metrics.jsonl in file order (none if the file is absent); a line
+    cut short by a kill is skipped."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
 def read_metrics(run_dir):
     """(train records, eval records) by step; a resumed run appends, and the later record of a
     step replaces the earlier one."""
     train, evals = {}, {}
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a kill
-                (evals if rec.get("kind") == "eval" else train)[rec["step"]] = rec
+    for rec in metric_records(run_dir):
+        if "step" in rec:
+            (evals if rec.get("kind") == "eval" else train)[rec["step"]] = rec
     return [train[s] for s in sorted(train)], [evals[s] for s in sorted(evals)]
 
 
