@@ -10,12 +10,12 @@ endif
 
 CC       ?= gcc
 OPT      ?= -O3 -march=native -ffp-contract=fast
-CFLAGS   := -std=c11 -D_GNU_SOURCE $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Werror -g \
+CFLAGS   := -std=c11 -D_GNU_SOURCE -I. $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Werror -g \
             $(shell pkg-config --cflags $(PKGS))
 LDLIBS   := $(shell pkg-config --libs $(PKGS)) -fopenmp -lm
 
 BUILD    := build
-LIB_SRC  := $(filter-out train/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*.c))
+LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -30,7 +30,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/librealpos.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
-realpos: $(BUILD)/train/main.o $(BUILD)/librealpos.a
+realpos: $(BUILD)/train/cli/main.o $(BUILD)/librealpos.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/librealpos.a tests/check.h

@@ -1,6 +1,6 @@
-#include "arena.h"
+#include "core/arena.h"
 
-#include "common.h"
+#include "core/common.h"
 
 void arena_allocate(Arena *arena, size_t floats) {
     arena->base = xalloc_floats(floats);

@@ -1,11 +1,11 @@
 /* Subcommand argument parsing (see cli.h). */
-#include "cli.h"
+#include "core/cli.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "common.h"
+#include "core/common.h"
 
 CliArgs cli_parse(int argc, char **argv, const CliOption *options, int num_options) {
     CliArgs args = {.num_sets = 0};

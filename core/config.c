@@ -1,6 +1,6 @@
 /* Typed, validated INI configuration (see config.h): INI text through inih, --set overrides,
  * cross-key checks and the printed form, all driven by the schema in config_schema.c. */
-#include "config.h"
+#include "core/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "common.h"
-#include "config_schema.h"
+#include "core/common.h"
+#include "core/config_schema.h"
 
 void config_defaults(Config *cfg) {
     memset(cfg, 0, sizeof *cfg);

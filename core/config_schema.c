@@ -1,7 +1,7 @@
 /* The configuration schema and typed values: the table below is the single description of every
  * key; defaults are INI text parsed like any other value, and error messages and the printed
  * comments are generated from it. */
-#include "config_schema.h"
+#include "core/config_schema.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common.h"
+#include "core/common.h"
 
 /* Longest string or path value: keeps "longest_key = value" within inih's line buffer
  * (INI_MAX_LINE, which counts '\r', '\n' and '\0'), so config_to_ini output always parses back. */

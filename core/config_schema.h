@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config.h"
+#include "core/config.h"
 
 #define CONFIG_MESSAGE_MAX 1024
 

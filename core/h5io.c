@@ -1,8 +1,8 @@
-#include "h5io.h"
+#include "core/h5io.h"
 
 #include <string.h>
 
-#include "common.h"
+#include "core/common.h"
 
 hid_t h5_create(const char *path) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);

@@ -1,9 +1,9 @@
-#include "peak.h"
+#include "core/peak.h"
 
 #include <cblas.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "core/common.h"
 
 double sgemm_peak_gflops(void) {
     const int n = 1536;

@@ -1,17 +1,17 @@
 /* Attention core: per (b,h) in an OpenMP loop, S = Q.K^T (GEMM on the strided qkv), relative
  * terms (relpos.c), residual carry, mask, softmax, dropout, P.V. The math is in attention.h and
  * docs/attention.md; the scratch layout and index conventions in relpos.h. */
-#include "attention.h"
+#include "layers/attention.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
-#include "layers.h"
-#include "relpos.h"
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+#include "layers/relpos.h"
 
 #define MASK_PENALTY (-10000.0f)
 

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/config.h"
+#include "core/config.h"
 
 typedef struct {
     int B, L, H, num_heads;

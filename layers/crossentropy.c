@@ -1,11 +1,11 @@
 /* Softmax cross-entropy over a vocabulary, rows labelled -100 ignored (as PyTorch). */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
-#include "../core/common.h"
+#include "core/common.h"
 
 enum { IGNORE_LABEL = -100 };
 

@@ -1,10 +1,10 @@
 /* Inverted dropout with a counter-based mask: keep(e) = hash_uniform(key, e) >= p. */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
+#include "core/common.h"
+#include "core/rng.h"
 
 /* dst [n] = keep(e) ? src / (1-p) : 0. Exact arithmetic per element, so any thread count
  * gives the same bits; dst may alias src. */

@@ -1,5 +1,5 @@
 /* Embedding sum (word + token type + absolute position) and its scatter-add backward. */
-#include "layers.h"
+#include "layers/layers.h"
 
 /* Backward work unit: one thread owns this many contiguous columns of every table. */
 enum { EMB_COL_BLOCK = 64 };

@@ -3,7 +3,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "attention.h"
+#include "layers/attention.h"
 
 /* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
  * query/key/value are stored back to back so Q|K|V is one GEMM. */

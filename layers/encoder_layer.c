@@ -2,8 +2,8 @@
  * Composition only; every product and nonlinearity is a primitive from layers.h. */
 #include <string.h>
 
-#include "encoder.h"
-#include "layers.h"
+#include "layers/encoder.h"
+#include "layers/layers.h"
 
 /* y = a + b (n floats); y may alias a */
 static void add_vectors(float *y, const float *a, const float *b, size_t n) {

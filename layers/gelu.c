@@ -1,5 +1,5 @@
 /* GELU, exact erf form (as BERT). */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /* LayerNorm over the last dimension with saved row statistics. */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /* Fully connected layer, out = in W^T + b, as in torch.nn.Linear. */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <cblas.h>
 #include <string.h>

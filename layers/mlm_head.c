@@ -1,8 +1,8 @@
 /* MLM head, evaluated only at the M labelled positions (rows of the [N, H] hidden states). */
 #include <string.h>
 
-#include "encoder.h"
-#include "layers.h"
+#include "layers/encoder.h"
+#include "layers/layers.h"
 
 /* gathered[m] = hidden[rows[m]];  pre = gathered W_t^T + b_t;  act = gelu(pre);
  * out = LN(act);  logits [M,V] = out E^T + bias */

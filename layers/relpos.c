@@ -7,7 +7,7 @@
  *   method3:       outside the band |i-j| < k the table row is constant (a_0 right, a_2k left):
  *                  GEMMs with Q (.) a_row; inside the band a direct O(L k d) loop.
  * Table gradients go to per-slot partials, summed in a fixed order by relpos_finish. */
-#include "relpos.h"
+#include "layers/relpos.h"
 
 #include <cblas.h>
 #include <stddef.h>

@@ -11,7 +11,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "attention.h"
+#include "layers/attention.h"
 
 #define ATTN_SLOTS 32 /* (b,h) pairs are split into this many fixed groups for table partials */
 

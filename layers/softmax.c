@@ -1,5 +1,5 @@
 /* Numerically stable softmax along rows. */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <math.h>
 

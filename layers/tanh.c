@@ -1,5 +1,5 @@
 /* tanh, the pooler's activation: elementwise, backward from the saved output. */
-#include "layers.h"
+#include "layers/layers.h"
 
 #include <math.h>
 

@@ -1,9 +1,9 @@
-#include "adamw.h"
+#include "optim/adamw.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "../core/common.h"
+#include "core/common.h"
 
 void adamw_create(AdamW *opt, const ParamTable *table) {
     opt->exp_avg = xalloc_floats(table->block_floats);

@@ -6,8 +6,8 @@
 #pragma once
 #include <stdint.h>
 
-#include "../core/config.h"
-#include "../core/param_table.h"
+#include "core/config.h"
+#include "core/param_table.h"
 
 typedef struct {
     float *exp_avg, *exp_avg_sq; /* parameter-shaped blocks */

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
+#include "core/common.h"
+#include "core/rng.h"
 #include "check.h"
 
 static const double FD_STEP = 1e-5;  /* central-difference step on the double references */

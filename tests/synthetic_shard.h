@@ -4,10 +4,10 @@
 #pragma once
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
-#include "../train/instances.h"
-#include "../train/tokenizer.h"
+#include "core/common.h"
+#include "core/rng.h"
+#include "train/data/instances.h"
+#include "train/data/tokenizer.h"
 
 #define VOCAB "tests/fixtures/corpus/vocab.txt"
 #define NUM_DOCS 12

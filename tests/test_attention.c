@@ -14,9 +14,9 @@
 #include <omp.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
-#include "../layers/attention.h"
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/attention.h"
 #include "check.h"
 
 #define MAX_LAYERS 3

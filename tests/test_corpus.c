@@ -7,11 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../core/common.h"
-#include "../core/config.h"
-#include "../core/h5io.h"
-#include "../train/corpus.h"
-#include "../train/tokenizer.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "core/h5io.h"
+#include "train/data/corpus.h"
+#include "train/data/tokenizer.h"
 #include "check.h"
 
 #define FIXTURES "tests/fixtures/corpus"

@@ -6,10 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/rng.h"
-#include "../layers/layers.h"
-#include "../train/task_heads.h"
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+#include "train/model/task_heads.h"
 #include "check.h"
 
 enum { B = 3, L = 7, V = 40 };

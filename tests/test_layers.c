@@ -7,7 +7,7 @@
  * several work blocks. */
 #include <omp.h>
 
-#include "../layers/layers.h"
+#include "layers/layers.h"
 #include "layer_testing.h"
 
 /* ---- linear ----------------------------------------------------------------------------- */

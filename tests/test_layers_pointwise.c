@@ -4,7 +4,7 @@
  * OpenMP threads. */
 #include <omp.h>
 
-#include "../layers/layers.h"
+#include "layers/layers.h"
 #include "layer_testing.h"
 
 /* ---- gelu ------------------------------------------------------------------------------- */

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/common.h"
-#include "../train/squad.h"
-#include "../train/squad_eval.h"
+#include "core/common.h"
+#include "train/tasks/squad.h"
+#include "train/tasks/squad_eval.h"
 #include "check.h"
 
 static const char *VOCAB =

@@ -1,7 +1,7 @@
 /* GLUE metrics against hand-computed values (train/task_metrics.c). */
 #include <math.h>
 
-#include "../train/task_metrics.h"
+#include "train/tasks/task_metrics.h"
 #include "check.h"
 
 static int near(double a, double b) { return fabs(a - b) < 1e-6; }

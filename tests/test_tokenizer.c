@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../train/tokenizer.h"
-#include "../train/vocab_train.h"
+#include "core/common.h"
+#include "train/data/tokenizer.h"
+#include "train/data/vocab_train.h"
 #include "check.h"
 
 #define FIXTURES "tests/fixtures/tokenizer/"

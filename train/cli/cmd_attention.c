@@ -1,0 +1,184 @@
+/* realpos attention: a checkpoint's attention maps on sentences of text, for analysis
+ * (scripts/analyze_attention.py).
+ *
+ * Each non-blank line of --input becomes [CLS] wordpieces [SEP], cut to --max-len tokens (and to
+ * model.max_position with absolute positions); the B lines form one batch [B, L], L the longest,
+ * shorter lines padded (attention_mask 0), run through the encoder in eval mode. OUT.h5 holds
+ *   /input_ids [B, L] int32, /lengths [B] int32
+ *   /tokens               text: line b holds sentence b's lengths[b] token strings, space-separated
+ *   /layer_N/probs        [B, heads, L, L] float32: P[b, h, i, j], query i attending to key j
+ *                         (keys j >= lengths[b] get ~0; query rows i >= lengths[b] are padding)
+ *   /layer_N/carried      [B, heads, L, L] residual models: the carried scores C_N = sum of the
+ *                         layers' scores S_1..S_N (P = softmax(scale * C_N + mask), attention.h)
+ *   /distance_embedding/layer_N   relative modes: the layer's table [2k+1 or k+1, d or 1]
+ * with root attributes config (the checkpoint's INI), checkpoint, relative_position, relative_k,
+ * residual_attention, residual_attention_mean, num_layers, num_heads. Layers count from 0. */
+#include <string.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/model/checkpoint.h"
+#include "train/cli/commands.h"
+#include "train/loop/pretrain.h"
+#include "train/data/tokenizer.h"
+
+typedef struct {
+    int count, max_len, longest;
+    int *ids;     /* [count, max_len] */
+    int *lengths; /* [count] */
+} Sentences;
+
+/* Tokenize each non-blank line as [CLS] tokens [SEP], at most max_len ids. */
+static Sentences read_sentences(const char *path, const Tokenizer *tok, int max_len) {
+    char *text = read_file(path, NULL, "sentences (--input)");
+    SpecialTokens sp = tokenizer_special(tok);
+    Sentences s = {0, max_len, 0, NULL, NULL};
+    int capacity = 0, truncated = 0;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        int *ids = xmalloc(sizeof(int) * (len + 1));
+        size_t n = tokenizer_encode(tok, line, len, ids, len + 1);
+        if (n > 0) {
+            if (s.count == capacity) {
+                capacity = capacity ? 2 * capacity : 16;
+                s.ids = realloc(s.ids, sizeof(int) * (size_t)capacity * (size_t)max_len);
+                s.lengths = realloc(s.lengths, sizeof(int) * (size_t)capacity);
+                RP_CHECK(s.ids && s.lengths, "out of memory reading %s", path);
+            }
+            int keep = n + 2 > (size_t)max_len ? max_len - 2 : (int)n;
+            truncated += keep < (int)n;
+            int *row = s.ids + (size_t)s.count * max_len;
+            memset(row, 0, sizeof(int) * (size_t)max_len);
+            row[0] = sp.cls;
+            memcpy(row + 1, ids, sizeof(int) * (size_t)keep);
+            row[keep + 1] = sp.sep;
+            for (int l = keep + 2; l < max_len; l++)
+                row[l] = sp.pad;
+            s.lengths[s.count++] = keep + 2;
+            if (keep + 2 > s.longest)
+                s.longest = keep + 2;
+        }
+        free(ids);
+        line = end ? end + 1 : line + len;
+    }
+    free(text);
+    RP_CHECK(s.count > 0, "%s: no sentences (every line is blank)", path);
+    if (truncated)
+        rp_log("%d of %d sentences cut to %d tokens", truncated, s.count, max_len);
+    return s;
+}
+
+/* The sentences' token strings, one line per sentence. */
+static char *token_text(const Sentences *s, const Tokenizer *tok) {
+    size_t size = 1;
+    for (int b = 0; b < s->count; b++)
+        for (int l = 0; l < s->lengths[b]; l++)
+            size += strlen(tokenizer_token(tok, s->ids[(size_t)b * s->max_len + l])) + 1;
+    char *text = xmalloc(size), *at = text;
+    for (int b = 0; b < s->count; b++)
+        for (int l = 0; l < s->lengths[b]; l++)
+            at += sprintf(at, "%s%c", tokenizer_token(tok, s->ids[(size_t)b * s->max_len + l]),
+                          l + 1 < s->lengths[b] ? ' ' : '\n');
+    *at = '\0';
+    return text;
+}
+
+int cmd_attention(int argc, char **argv) {
+    const char *usage = "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]";
+    const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL;
+    CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
+    CliArgs args = cli_parse(argc, argv, options, 4);
+    RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
+    const char *ckpt = args.positional[0];
+    int max_len = max_len_text ? (int)cli_int("--max-len", max_len_text, 3, 1 << 14) : 128;
+
+    char *ini;
+    hid_t f = checkpoint_open(ckpt, &ini);
+    Config cfg;
+    config_load_string(&cfg, ini, ckpt);
+    const ModelConfig *c = &cfg.model;
+    Model m;
+    model_create(&m, c, checkpoint_heads(f, ckpt));
+    checkpoint_load_model(f, ckpt, &m);
+    int lower = cfg.data.do_lower_case;
+    char *vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
+    h5_close(f, ckpt);
+    const char *vocab_origin = ckpt;
+    if (!vocab_text) {
+        RP_CHECK(vocab_path, "%s: the checkpoint holds no /vocab; pass --vocab VOCAB.txt", ckpt);
+        vocab_text = read_file(vocab_path, NULL, "vocabulary (--vocab)");
+        vocab_origin = vocab_path;
+    }
+    Tokenizer *tok = tokenizer_from_text(vocab_text, strlen(vocab_text), lower, vocab_origin);
+    RP_CHECK(tokenizer_vocab_size(tok) == c->vocab_size, "%s: the vocabulary has %d tokens but the checkpoint's "
+             "model.vocab_size = %d", vocab_origin, tokenizer_vocab_size(tok), c->vocab_size);
+    if (c->absolute_position && max_len > c->max_position)
+        max_len = c->max_position;
+
+    Sentences s = read_sentences(input, tok, max_len);
+    int B = s.count, L = s.longest, heads = c->num_heads;
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)B * L), *types = xcalloc((size_t)B * L, sizeof(int32_t));
+    int32_t *mask = xmalloc(sizeof(int32_t) * (size_t)B * L);
+    for (int b = 0; b < B; b++)
+        for (int l = 0; l < L; l++) {
+            ids[(size_t)b * L + l] = s.ids[(size_t)b * max_len + l];
+            mask[(size_t)b * L + l] = l < s.lengths[b];
+        }
+    Activations acts;
+    activations_create(&acts, &m, B, L, 0);
+    size_t map = (size_t)B * heads * L * L;
+    float *carried = c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL;
+    acts.carried_capture = carried;
+    Batch batch = {B, L, ids, types, mask, NULL};
+    model_encode(&m, &acts, &batch, 0, 0);
+
+    hid_t o = h5_create(out);
+    hsize_t dims[4] = {(hsize_t)B, (hsize_t)L, (hsize_t)L, (hsize_t)L};
+    h5_write_ints(o, "input_ids", ids, 2, dims);
+    h5_write_ints(o, "lengths", s.lengths, 1, dims);
+    char *tokens = token_text(&s, tok);
+    h5_write_string(o, "tokens", tokens);
+    hsize_t map_dims[4] = {(hsize_t)B, (hsize_t)heads, (hsize_t)L, (hsize_t)L};
+    int table_rows = attention_table_rows(c->relative_position, c->relative_k);
+    int table_cols = attention_table_cols(c->relative_position, c->hidden_size / heads);
+    for (int l = 0; l < c->num_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "layer_%d/probs", l);
+        h5_write_floats(o, name, acts.layer[l].probs, 4, map_dims);
+        if (carried) {
+            snprintf(name, sizeof name, "layer_%d/carried", l);
+            h5_write_floats(o, name, carried + (size_t)l * map, 4, map_dims);
+        }
+        if (table_rows) {
+            hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
+            snprintf(name, sizeof name, "distance_embedding/layer_%d", l);
+            h5_write_floats(o, name, m.p.layer[l].rel_table, 2, table_dims);
+        }
+    }
+    h5_attr_write_string(o, "config", ini);
+    h5_attr_write_string(o, "checkpoint", ckpt);
+    h5_attr_write_string(o, "relative_position", rel_kind_name(c->relative_position));
+    h5_attr_write_int64(o, "relative_k", c->relative_k);
+    h5_attr_write_int64(o, "residual_attention", c->residual_attention);
+    h5_attr_write_int64(o, "residual_attention_mean", c->residual_attention_mean);
+    h5_attr_write_int64(o, "num_layers", c->num_layers);
+    h5_attr_write_int64(o, "num_heads", heads);
+    h5_close(o, out);
+    rp_log("wrote %s: %d sentences of at most %d tokens, %d layers x %d heads", out, B, L, c->num_layers, heads);
+
+    free(tokens);
+    free(carried);
+    activations_free(&acts);
+    free(ids);
+    free(types);
+    free(mask);
+    free(s.ids);
+    free(s.lengths);
+    tokenizer_free(tok);
+    free(vocab_text);
+    model_free(&m);
+    free(ini);
+    return 0;
+}

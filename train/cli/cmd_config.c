@@ -1,0 +1,21 @@
+/* realpos config: print the effective configuration (defaults, file, --set overrides), validated,
+ * as INI text that reads back to the same configuration. */
+#include <string.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "train/cli/commands.h"
+
+int cmd_config(int argc, char **argv) {
+    CliArgs args = cli_parse(argc, argv, NULL, 0);
+    RP_CHECK(args.num_positional == 1,
+             "usage: realpos config CONFIG.ini [--set section.key=value ...]");
+    Config *cfg = xmalloc(sizeof *cfg);
+    config_load(cfg, args.positional[0], args.num_sets, args.sets);
+    char *text = config_to_ini(cfg);
+    fputs(text, stdout);
+    free(text);
+    free(cfg);
+    return 0;
+}

@@ -1,0 +1,176 @@
+/* realpos init | inspect | dump: create, examine and differentiate a model checkpoint. */
+#include <math.h>
+#include <string.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "core/h5io.h"
+#include "optim/adamw.h"
+#include "train/model/checkpoint.h"
+#include "train/cli/commands.h"
+#include "train/model/model.h"
+
+/* Load a checkpoint's config and parameters into a freshly created model. */
+static void load_checkpoint_model(const char *path, Config *cfg, char **config_ini, Model *m) {
+    hid_t f = checkpoint_open(path, config_ini);
+    config_load_string(cfg, *config_ini, path);
+    model_create(m, &cfg->model, checkpoint_heads(f, path));
+    checkpoint_load_model(f, path, m);
+    h5_close(f, path);
+}
+
+int cmd_init(int argc, char **argv) {
+    const char *usage = "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5";
+    const char *out = NULL;
+    CliOption options[] = {{"out", &out}};
+    CliArgs a = cli_parse(argc, argv, options, 1);
+    RP_CHECK(a.num_positional == 1 && out, "usage: realpos %s", usage);
+    Config cfg;
+    config_load(&cfg, a.positional[0], a.num_sets, a.sets);
+    char *ini = config_to_ini(&cfg);
+    fprintf(stderr, "%s", ini);
+    Model m;
+    model_create(&m, &cfg.model, heads_mlm());
+    model_init_weights(&m, (uint64_t)cfg.model.seed);
+    CheckpointExtras extras = {.config_ini = ini};
+    checkpoint_save(out, &m, &extras);
+    rp_log("wrote %s", out);
+    model_free(&m);
+    free(ini);
+    return 0;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *usage = "inspect CKPT.h5";
+    CliArgs a = cli_parse(argc, argv, NULL, 0);
+    RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    Config cfg;
+    char *ini;
+    Model m;
+    load_checkpoint_model(a.positional[0], &cfg, &ini, &m);
+    printf("# config\n%s\n# parameters\n", ini);
+    printf("%-62s %-14s %12s %12s %12s\n", "name", "shape", "count", "mean", "std");
+    size_t total = 0;
+    for (int i = 0; i < m.table.count; i++) {
+        const ParamInfo *p = &m.table.items[i];
+        const float *w = m.params + p->offset;
+        double sum = 0, sq = 0;
+        for (size_t e = 0; e < p->count; e++) {
+            sum += w[e];
+            sq += (double)w[e] * w[e];
+        }
+        double mean = sum / (double)p->count, var = sq / (double)p->count - mean * mean;
+        char shape[32];
+        if (p->cols)
+            snprintf(shape, sizeof shape, "[%d, %d]", p->rows, p->cols);
+        else
+            snprintf(shape, sizeof shape, "[%d]", p->rows);
+        printf("%-62s %-14s %12zu %12.6f %12.6f\n", p->name, shape, p->count, mean, sqrt(var > 0 ? var : 0));
+        total += p->count;
+    }
+    printf("total parameters: %zu\n", total);
+    model_free(&m);
+    free(ini);
+    return 0;
+}
+
+typedef struct {
+    int B, L;
+    int32_t *input_ids, *token_type_ids, *attention_mask, *labels;
+} BatchFile;
+
+/* Read and validate a batch file against the model's vocabulary and position limits. */
+static BatchFile read_batch_file(const char *path, const ModelConfig *c) {
+    BatchFile bf = {0};
+    hid_t f = h5_open(path, 0);
+    hsize_t dims[4];
+    int rank = h5_shape(f, path, "input_ids", dims);
+    RP_CHECK(rank == 2 && dims[0] > 0 && dims[1] > 0, "%s: dataset 'input_ids': expected shape [B, L]", path);
+    bf.B = (int)dims[0];
+    bf.L = (int)dims[1];
+    size_t n = (size_t)bf.B * bf.L;
+    int32_t **fields[4] = {&bf.input_ids, &bf.token_type_ids, &bf.attention_mask, &bf.labels};
+    const char *names[4] = {"input_ids", "token_type_ids", "attention_mask", "labels"};
+    for (int i = 0; i < 4; i++) {
+        *fields[i] = xmalloc(sizeof(int32_t) * n);
+        h5_read_ints(f, path, names[i], *fields[i], 2, dims);
+    }
+    h5_close(f, path);
+    for (size_t e = 0; e < n; e++) {
+        RP_CHECK(bf.input_ids[e] >= 0 && bf.input_ids[e] < c->vocab_size,
+                 "%s: dataset 'input_ids': expected ids in [0, %d), got %d at index %zu", path, c->vocab_size,
+                 bf.input_ids[e], e);
+        RP_CHECK(bf.token_type_ids[e] >= 0 && bf.token_type_ids[e] < c->type_vocab_size,
+                 "%s: dataset 'token_type_ids': expected ids in [0, %d), got %d at index %zu", path,
+                 c->type_vocab_size, bf.token_type_ids[e], e);
+        RP_CHECK(bf.attention_mask[e] == 0 || bf.attention_mask[e] == 1,
+                 "%s: dataset 'attention_mask': expected 0 or 1, got %d at index %zu", path, bf.attention_mask[e], e);
+        RP_CHECK(bf.labels[e] == -100 || (bf.labels[e] >= 0 && bf.labels[e] < c->vocab_size),
+                 "%s: dataset 'labels': expected -100 or an id in [0, %d), got %d at index %zu", path,
+                 c->vocab_size, bf.labels[e], e);
+    }
+    RP_CHECK(!c->absolute_position || bf.L <= c->max_position,
+             "%s: sequence length %d exceeds the checkpoint's model.max_position = %d", path, bf.L, c->max_position);
+    return bf;
+}
+
+static void free_batch_file(BatchFile *bf) {
+    free(bf->input_ids);
+    free(bf->token_type_ids);
+    free(bf->attention_mask);
+    free(bf->labels);
+}
+
+int cmd_dump(int argc, char **argv) {
+    const char *usage = "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]";
+    const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0";
+    CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
+                           {"train-steps", &steps_text}};
+    CliArgs a = cli_parse(argc, argv, options, 4);
+    RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
+    int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
+    Config cfg;
+    char *ini;
+    Model m;
+    load_checkpoint_model(checkpoint, &cfg, &ini, &m);
+    RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", checkpoint);
+    BatchFile bf = read_batch_file(batch_path, &cfg.model);
+    Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels};
+    int M = 0;
+    for (int e = 0; e < bf.B * bf.L; e++)
+        M += bf.labels[e] != -100;
+    Activations acts;
+    activations_create(&acts, &m, bf.B, bf.L, M);
+    hid_t out = h5_create(out_path);
+    if (train_steps == 0) {
+        float *logits = xalloc_floats((size_t)(M ? M : 1) * cfg.model.vocab_size);
+        ForwardStats st = model_forward(&m, &acts, &batch, 0, 0, logits);
+        model_backward(&m, &acts, &batch, 1.0f);
+        h5_write_double(out, "loss", st.loss);
+        hsize_t dims[2] = {(hsize_t)M, (hsize_t)cfg.model.vocab_size};
+        h5_write_floats(out, "logits", logits, 2, dims);
+        checkpoint_write_block(out, "grad", &m.table, m.grads);
+        free(logits);
+    } else {
+        AdamW opt;
+        adamw_create(&opt, &m.table);
+        double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
+        for (int s = 0; s < train_steps; s++) {
+            memset(m.grads, 0, sizeof(float) * m.table.block_floats);
+            losses[s] = model_forward(&m, &acts, &batch, 0, (uint64_t)s, NULL).loss;
+            model_backward(&m, &acts, &batch, 1.0f);
+            adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
+        }
+        h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)train_steps);
+        checkpoint_write_block(out, "final", &m.table, m.params);
+        free(losses);
+        adamw_free(&opt);
+    }
+    h5_close(out, out_path);
+    activations_free(&acts);
+    free_batch_file(&bf);
+    model_free(&m);
+    free(ini);
+    return 0;
+}

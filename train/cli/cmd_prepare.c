@@ -1,0 +1,38 @@
+/* realpos prepare CONFIG.ini [--set section.key=value ...]: tokenize the [data] corpus into the
+ * train and eval shards of [data] shard_dir (see train/corpus.h). */
+#include <omp.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/config.h"
+#include "train/cli/commands.h"
+#include "train/data/corpus.h"
+
+int cmd_prepare(int argc, char **argv) {
+    const char *usage = "prepare CONFIG.ini [--set section.key=value ...]";
+    CliArgs args = cli_parse(argc, argv, NULL, 0);
+    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    Config cfg;
+    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    const DataConfig *d = &cfg.data;
+    rp_log("prepare: %d corpus file%s, vocab %s, %d threads", d->num_corpus,
+           d->num_corpus == 1 ? "" : "s", d->vocab, omp_get_max_threads());
+    PrepareReport r = corpus_prepare(d);
+    double total = r.seconds_read + r.seconds_tokenize + r.seconds_write;
+    const SplitCounts *split[2] = {&r.train, &r.eval};
+    const char *name[2] = {"train", "eval"};
+    for (int i = 0; i < 2; i++) {
+        char path[CONFIG_PATH_MAX + 16];
+        shard_path(path, sizeof path, d->shard_dir, name[i]);
+        printf("%-5s %s: %lld documents, %lld sentences, %lld tokens\n", name[i], path,
+               (long long)split[i]->documents, (long long)split[i]->sentences,
+               (long long)split[i]->tokens);
+    }
+    if (r.dropped_sentences)
+        printf("dropped %lld lines that produced no token\n", (long long)r.dropped_sentences);
+    double tokens = (double)(r.train.tokens + r.eval.tokens);
+    printf("time: %.2f s (read %.2f, tokenize %.2f = %.2f M tokens/s, write %.2f)\n", total,
+           r.seconds_read, r.seconds_tokenize,
+           tokens / 1e6 / (r.seconds_tokenize > 0 ? r.seconds_tokenize : 1e-9), r.seconds_write);
+    return 0;
+}

@@ -1,0 +1,425 @@
+/* realpos pretrain / eval.
+ *
+ * A step: grad_accum_steps micro-batches (forward, backward with loss scale 1/accum), global
+ * gradient-norm clipping, the scheduled learning rate, one AdamW update. Dropout masks are a
+ * pure function of (model seed, step, micro-batch) and the data stream's whole state is saved in
+ * each checkpoint, so a resumed run continues bit-identically to an uninterrupted one (same
+ * thread count). */
+#include <dirent.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/h5io.h"
+#include "core/peak.h"
+#include "core/rng.h"
+#include "train/model/checkpoint.h"
+#include "train/cli/commands.h"
+#include "train/loop/metrics.h"
+#include "train/loop/pretrain.h"
+
+/* Set by the SIGINT/SIGTERM handler, polled between steps: the only state a signal handler may
+ * touch, hence file scope. */
+static volatile sig_atomic_t stop_signal = 0;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+typedef struct {
+    Config cfg;
+    char *config_ini;
+    char *vocab_text;
+    Tokenizer *tok;
+    Shard *train_shard, *eval_shard;
+    InstanceStream *train_stream, *eval_stream;
+    InstanceBatch *batch;
+    int unigram_token; /* most frequent training token: the baseline prediction */
+    Model model;
+    AdamW opt;
+    Activations acts;
+    long step; /* updates completed */
+    MetricsLog log;
+} Trainer;
+
+void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case) {
+    h5_write_string(file, "vocab", vocab_text);
+    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
+    h5_attr_write_int64(ds, "do_lower_case", do_lower_case);
+    H5Dclose(ds);
+}
+
+char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case) {
+    if (!h5_exists(file, "vocab"))
+        return NULL;
+    char *text = h5_read_string(file, path, "vocab");
+    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
+    *do_lower_case = (int)h5_attr_read_int64(ds, "do_lower_case", path);
+    H5Dclose(ds);
+    return text;
+}
+
+/* /vocab and /train (step, data stream state) of a pretraining checkpoint. */
+static void write_training_state(hid_t file, const void *ctx) {
+    const Trainer *t = ctx;
+    checkpoint_write_vocab(file, t->vocab_text, t->cfg.data.do_lower_case);
+    uint64_t words[INSTANCE_STATE_WORDS];
+    InstanceState st = instance_state_get(t->train_stream);
+    instance_state_pack(&st, words);
+    h5_write_uint64s(file, "train/data_state", words, INSTANCE_STATE_WORDS);
+    int64_t step = t->step;
+    hsize_t one = 1;
+    h5_write_int64s(file, "train/step", &step, 1, &one);
+}
+
+static void checkpoint_name(char *out, size_t size, const char *run_dir, long step) {
+    snprintf(out, size, "%s/ckpt-%07ld.h5", run_dir, step);
+}
+
+/* Delete all but the newest keep_last checkpoints of the run directory. */
+static void prune_checkpoints(const char *run_dir, int keep_last) {
+    DIR *dir = opendir(run_dir);
+    if (!dir)
+        return;
+    long steps[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && n < 4096) {
+        long s;
+        char tail[8];
+        if (sscanf(e->d_name, "ckpt-%ld.%3s", &s, tail) == 2 && !strcmp(tail, "h5") && strlen(e->d_name) == 15)
+            steps[n++] = s;
+    }
+    closedir(dir);
+    for (int i = 0; i < n; i++) {
+        int newer = 0;
+        for (int j = 0; j < n; j++)
+            newer += steps[j] > steps[i];
+        if (newer >= keep_last) {
+            char path[CONFIG_PATH_MAX + 32];
+            checkpoint_name(path, sizeof path, run_dir, steps[i]);
+            unlink(path);
+        }
+    }
+}
+
+/* Order matters for a kill at any moment: the new checkpoint is complete (temp + rename) before
+ * RUN_DIR/latest names it (also temp + rename), and older checkpoints are pruned only after that,
+ * so `latest` always names a complete checkpoint that exists. */
+static void save_checkpoint(Trainer *t) {
+    const char *run_dir = t->cfg.train.run_dir;
+    char path[CONFIG_PATH_MAX + 32];
+    checkpoint_name(path, sizeof path, run_dir, t->step);
+    CheckpointExtras extras = {t->config_ini, &t->opt, write_training_state, t};
+    checkpoint_save(path, &t->model, &extras);
+    char latest[CONFIG_PATH_MAX + 32], latest_tmp[CONFIG_PATH_MAX + 48];
+    snprintf(latest, sizeof latest, "%s/latest", run_dir);
+    snprintf(latest_tmp, sizeof latest_tmp, "%s/latest.tmp.%ld", run_dir, (long)getpid());
+    FILE *f = fopen(latest_tmp, "w");
+    RP_CHECK(f, "%s: cannot write", latest_tmp);
+    fprintf(f, "ckpt-%07ld.h5\n", t->step);
+    RP_CHECK(fclose(f) == 0 && rename(latest_tmp, latest) == 0, "cannot update %s", latest);
+    prune_checkpoints(run_dir, t->cfg.train.keep_last);
+    rp_log("checkpoint %s", path);
+}
+
+int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
+    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
+    for (int64_t e = 0; e < shard->num_tokens; e++)
+        counts[shard->tokens[e]]++;
+    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
+    int best = 0;
+    for (int v = 1; v < shard->vocab_size; v++)
+        if (counts[v] > counts[best])
+            best = v;
+    free(counts);
+    return best;
+}
+
+EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
+                        InstanceBatch *batch, int num_batches, int unigram_token) {
+    instance_stream_rewind(eval_stream);
+    double loss_sum = 0;
+    long correct = 0, predictions = 0, unigram_correct = 0;
+    for (int i = 0; i < num_batches; i++) {
+        instance_stream_next(eval_stream, batch);
+        Batch b = {batch->batch_size, batch->seq_len, batch->input_ids, batch->token_type_ids,
+                   batch->attention_mask, batch->labels};
+        ForwardStats st = model_forward(m, acts, &b, 0, 0, NULL);
+        for (int n = 0; n < b.B * b.L; n++)
+            unigram_correct += b.labels[n] == unigram_token;
+        loss_sum += (double)st.loss * st.num_predicted;
+        correct += st.num_correct;
+        predictions += st.num_predicted;
+    }
+    EvalResult r = {0, 0, 0, 0, predictions};
+    if (predictions) {
+        r.unigram_accuracy = (double)unigram_correct / (double)predictions;
+        r.loss = loss_sum / (double)predictions;
+        r.accuracy = (double)correct / (double)predictions;
+        r.perplexity = exp(r.loss);
+    }
+    return r;
+}
+
+/* Fatal unless the checkpoint's [model] equals the configuration's; names the first key that
+ * differs (compared through the canonical INI text, so every key is covered). */
+static void require_same_model(const Config *stored, const Config *cfg, const char *ckpt) {
+    Config a = *cfg, b = *stored;
+    a.optim = b.optim;
+    a.train = b.train;
+    a.data = b.data;
+    char *text_a = config_to_ini(&a), *text_b = config_to_ini(&b);
+    const char *la = text_a, *lb = text_b;
+    while (*la && *lb) {
+        size_t na = strcspn(la, "\n"), nb = strcspn(lb, "\n");
+        RP_CHECK(na == nb && !memcmp(la, lb, na),
+                 "%s: the checkpoint's model differs from the configuration's: checkpoint has '%.*s', the "
+                 "configuration '%.*s'; a checkpoint can only continue the same model",
+                 ckpt, (int)nb, lb, (int)na, la);
+        la += na + (la[na] == '\n');
+        lb += nb + (lb[nb] == '\n');
+    }
+    free(text_a);
+    free(text_b);
+}
+
+static void open_data(Trainer *t, const char *vocab_origin) {
+    const DataConfig *d = &t->cfg.data;
+    t->tok = tokenizer_from_text(t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
+    RP_CHECK(tokenizer_vocab_size(t->tok) == t->cfg.model.vocab_size,
+             "%s: the vocabulary has %d tokens but model.vocab_size = %d", vocab_origin,
+             tokenizer_vocab_size(t->tok), t->cfg.model.vocab_size);
+    char path[CONFIG_PATH_MAX + 16];
+    shard_path(path, sizeof path, d->shard_dir, "train");
+    RP_CHECK(access(path, R_OK) == 0, "%s: no training shard; run `realpos prepare CONFIG.ini` first", path);
+    t->train_shard = shard_load(path);
+    shard_check_vocab(t->train_shard, t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
+    shard_path(path, sizeof path, d->shard_dir, "eval");
+    t->eval_shard = shard_load(path);
+    shard_check_vocab(t->eval_shard, t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
+    InstanceOptions train_opt = instance_options(d, t->cfg.train.batch_size, 0);
+    InstanceOptions eval_opt = instance_options(d, t->cfg.train.batch_size, 1);
+    t->train_stream = instance_stream_create(t->train_shard, t->tok, &train_opt);
+    t->eval_stream = instance_stream_create(t->eval_shard, t->tok, &eval_opt);
+    t->batch = instance_batch_create(t->cfg.train.batch_size, d->max_seq_len);
+    t->unigram_token = shard_most_frequent_token(t->train_shard, tokenizer_special(t->tok));
+}
+
+static void trainer_free(Trainer *t) {
+    activations_free(&t->acts);
+    adamw_free(&t->opt);
+    model_free(&t->model);
+    instance_batch_free(t->batch);
+    instance_stream_free(t->train_stream);
+    instance_stream_free(t->eval_stream);
+    shard_free(t->train_shard);
+    shard_free(t->eval_shard);
+    tokenizer_free(t->tok);
+    free(t->vocab_text);
+    free(t->config_ini);
+}
+
+static void log_eval(Trainer *t) {
+    EvalResult r = evaluate_mlm(&t->model, &t->acts, t->eval_stream, t->batch, t->cfg.train.eval_batches,
+                                t->unigram_token);
+    MetricsRecord rec = {.kind = "eval", .step = t->step, .total_steps = t->cfg.train.max_steps,
+                         .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
+    metrics_write(&t->log, &rec);
+}
+
+/* Run steps until max_steps or a stop signal; returns 0 on a clean finish or stop. */
+static int train_loop(Trainer *t) {
+    const TrainConfig *tc = &t->cfg.train;
+    const ModelConfig *mc = &t->cfg.model;
+    int accum = tc->grad_accum_steps, B = tc->batch_size, L = t->cfg.data.max_seq_len;
+    double peak = sgemm_peak_gflops() * 1e9;
+    /* The window's throughput counts only time spent in training steps (not eval or saving). */
+    double t_begin = now_seconds(), window_seconds = 0;
+    long window_start = t->step, window_tokens = 0, window_correct = 0, window_predictions = 0;
+    double window_loss = 0, window_flops = 0, last_norm = 0;
+    float lr = 0;
+    rp_log("training steps %ld..%d, %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
+           omp_get_max_threads(), peak * 1e-9);
+    while (t->step < tc->max_steps && !stop_signal) {
+        double t_step = now_seconds();
+        memset(t->model.grads, 0, sizeof(float) * t->model.table.block_floats);
+        for (int micro = 0; micro < accum; micro++) {
+            instance_stream_next(t->train_stream, t->batch);
+            InstanceBatch *ib = t->batch;
+            Batch b = {B, L, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels};
+            uint64_t key = hash_key((uint64_t)mc->seed, (uint64_t)t->step, (uint64_t)micro);
+            ForwardStats st = model_forward(&t->model, &t->acts, &b, 1, key, NULL);
+            RP_CHECK(isfinite(st.loss), "step %ld: the loss is %f; stopping without saving (the last checkpoint in %s "
+                     "is intact)", t->step + 1, st.loss, tc->run_dir);
+            model_backward(&t->model, &t->acts, &b, 1.0f / (float)accum);
+            window_loss += (double)st.loss / accum;
+            window_correct += st.num_correct;
+            window_predictions += st.num_predicted;
+            window_tokens += ib->num_tokens;
+            window_flops += model_flops_per_step(mc, B, L, st.num_predicted);
+        }
+        GradClip clip = grad_clip(t->model.grads, t->model.table.block_floats, tc->clip_grad_norm);
+        last_norm = clip.norm;
+        RP_CHECK(isfinite(last_norm), "step %ld: the gradient norm is %f; stopping without saving (the last "
+                 "checkpoint in %s is intact)", t->step + 1, last_norm, tc->run_dir);
+        lr = lr_schedule(tc->schedule, t->cfg.optim.lr, (int)t->step, tc->warmup_steps, tc->max_steps);
+        adamw_step(&t->opt, &t->model.table, t->model.params, t->model.grads, &t->cfg.optim, lr, clip.scale);
+        t->step++;
+
+        double now = now_seconds(), dt = (window_seconds += now - t_step);
+        long steps_in_window = t->step - window_start;
+        MetricsRecord rec = {
+            .kind = "train", .step = t->step, .total_steps = tc->max_steps,
+            .loss = window_loss / (double)steps_in_window,
+            .accuracy = window_predictions ? (double)window_correct / (double)window_predictions : 0,
+            .lr = lr, .grad_norm = last_norm, .tokens_per_s = (double)window_tokens / dt,
+            .mfu = window_flops / dt / peak, .elapsed_s = now - t_begin,
+            .eta_s = dt / (double)steps_in_window * (double)(tc->max_steps - t->step)};
+        if (t->step % tc->log_interval == 0 || t->step == tc->max_steps) {
+            metrics_write(&t->log, &rec);
+            window_seconds = 0;
+            window_start = t->step;
+            window_tokens = window_correct = window_predictions = 0;
+            window_loss = window_flops = 0;
+        } else {
+            metrics_progress(&t->log, &rec);
+        }
+        if (t->step % tc->eval_interval == 0 && t->step < tc->max_steps)
+            log_eval(t);
+        if (t->step % tc->checkpoint_interval == 0 && t->step < tc->max_steps)
+            save_checkpoint(t);
+    }
+    if (stop_signal) {
+        rp_log("signal %d: saving a checkpoint at step %ld and stopping", (int)stop_signal, t->step);
+        save_checkpoint(t);
+        return 0;
+    }
+    log_eval(t);
+    save_checkpoint(t);
+    return 0;
+}
+
+int cmd_pretrain(int argc, char **argv) {
+    const char *usage = "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT | --init CKPT]";
+    const char *resume = NULL, *init = NULL;
+    CliOption options[] = {{"resume", &resume}, {"init", &init}};
+    CliArgs args = cli_parse(argc, argv, options, 2);
+    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    RP_CHECK(!(resume && init), "--resume and --init are exclusive; usage: realpos %s", usage);
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
+    if (t.cfg.train.threads > 0)
+        omp_set_num_threads(t.cfg.train.threads);
+    t.config_ini = config_to_ini(&t.cfg);
+    fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
+
+    model_create(&t.model, &t.cfg.model, heads_mlm());
+    adamw_create(&t.opt, &t.model.table);
+    const char *vocab_origin = t.cfg.data.vocab;
+    const char *from = resume ? resume : init;
+    if (from) {
+        char *stored_ini;
+        hid_t f = checkpoint_open(from, &stored_ini);
+        Config stored;
+        config_load_string(&stored, stored_ini, from);
+        require_same_model(&stored, &t.cfg, from);
+        checkpoint_load_model(f, from, &t.model);
+        if (resume) {
+            RP_CHECK(checkpoint_load_optimizer(f, from, &t.model, &t.opt), "%s: no optimizer state to resume from",
+                     from);
+            int lower;
+            t.vocab_text = checkpoint_read_vocab(f, from, &lower);
+            RP_CHECK(t.vocab_text, "%s: no /vocab to resume with", from);
+            vocab_origin = from;
+            uint64_t words[INSTANCE_STATE_WORDS];
+            h5_read_uint64s(f, from, "train/data_state", words, INSTANCE_STATE_WORDS);
+            int64_t step;
+            hsize_t one = 1;
+            h5_read_int64s(f, from, "train/step", &step, 1, &one);
+            t.step = (long)step;
+            open_data(&t, vocab_origin);
+            InstanceState st = instance_state_unpack(words);
+            instance_state_set(t.train_stream, &st);
+        }
+        h5_close(f, from);
+        free(stored_ini);
+        rp_log("%s %s at step %ld", resume ? "resumed from" : "initialised weights from", from, t.step);
+    } else {
+        model_init_weights(&t.model, (uint64_t)t.cfg.model.seed);
+    }
+    if (!t.vocab_text) {
+        RP_CHECK(t.cfg.data.vocab[0], "%s: key 'vocab' in [data]: expected a vocabulary file, got nothing",
+                 args.positional[0]);
+        t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
+        open_data(&t, vocab_origin);
+    }
+    int max_predictions = t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq;
+    activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len, max_predictions);
+
+    mkdir_p(t.cfg.train.run_dir);
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/config.ini", t.cfg.train.run_dir);
+    FILE *f = fopen(path, "w");
+    RP_CHECK(f, "%s: cannot write", path);
+    fputs(t.config_ini, f);
+    fclose(f);
+    metrics_open(&t.log, t.cfg.train.run_dir, resume != NULL);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = train_loop(&t);
+    metrics_close(&t.log);
+    trainer_free(&t);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *usage = "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]";
+    const char *ckpt = NULL, *max_len = NULL;
+    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
+    CliArgs args = cli_parse(argc, argv, options, 2);
+    RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
+    Trainer t;
+    memset(&t, 0, sizeof t);
+    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
+    if (t.cfg.train.threads > 0)
+        omp_set_num_threads(t.cfg.train.threads);
+    char *stored_ini;
+    hid_t f = checkpoint_open(ckpt, &stored_ini);
+    Config stored;
+    config_load_string(&stored, stored_ini, ckpt);
+    t.cfg.model = stored.model; /* the checkpoint defines the model */
+    if (max_len)
+        t.cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
+    RP_CHECK(!t.cfg.model.absolute_position || t.cfg.data.max_seq_len <= t.cfg.model.max_position,
+             "--max-seq-len %d exceeds the checkpoint's model.max_position = %d (absolute positions)",
+             t.cfg.data.max_seq_len, t.cfg.model.max_position);
+    model_create(&t.model, &t.cfg.model, heads_mlm());
+    checkpoint_load_model(f, ckpt, &t.model);
+    int lower = t.cfg.data.do_lower_case;
+    t.vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
+    h5_close(f, ckpt);
+    free(stored_ini);
+    if (!t.vocab_text)
+        t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
+    t.cfg.data.do_lower_case = lower;
+    open_data(&t, ckpt);
+    adamw_create(&t.opt, &t.model.table);
+    activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
+                       t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq);
+    EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
+                                t.unigram_token);
+    printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
+           "(unigram baseline accuracy %.4f: always '%s')\n",
+           ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
+           tokenizer_token(t.tok, t.unigram_token));
+    trainer_free(&t);
+    return 0;
+}

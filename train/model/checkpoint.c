@@ -1,0 +1,168 @@
+#include "train/model/checkpoint.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+
+static void param_dims(const ParamInfo *p, hsize_t dims[2], int *rank) {
+    dims[0] = (hsize_t)p->rows;
+    dims[1] = (hsize_t)p->cols;
+    *rank = p->cols ? 2 : 1;
+}
+
+void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block) {
+    char name[PARAM_NAME_MAX + 64];
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        hsize_t dims[2];
+        int rank;
+        param_dims(p, dims, &rank);
+        snprintf(name, sizeof name, "%s/%s", group, p->name);
+        h5_write_floats(file, name, block + p->offset, rank, dims);
+    }
+}
+
+void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    hid_t f = h5_create(tmp);
+    h5_attr_write_string(f, "format", CHECKPOINT_FORMAT);
+    h5_attr_write_int64(f, "version", CHECKPOINT_VERSION);
+    h5_attr_write_string(f, "config", extras->config_ini);
+    checkpoint_write_block(f, "model", &m->table, m->params);
+    if (extras->optimizer) {
+        checkpoint_write_block(f, "optimizer/exp_avg", &m->table, extras->optimizer->exp_avg);
+        checkpoint_write_block(f, "optimizer/exp_avg_sq", &m->table, extras->optimizer->exp_avg_sq);
+        hid_t g = H5Gopen2(f, "optimizer", H5P_DEFAULT);
+        h5_attr_write_int64(g, "step", extras->optimizer->step);
+        H5Gclose(g);
+    }
+    if (extras->write_extra)
+        extras->write_extra(f, extras->extra_ctx);
+    RP_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "%s: cannot flush checkpoint (disk full?)", tmp);
+    h5_close(f, tmp);
+    /* fsync the data before the rename makes it visible */
+    FILE *fh = fopen(tmp, "rb");
+    if (fh) {
+        fsync(fileno(fh));
+        fclose(fh);
+    }
+    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s", tmp, path);
+}
+
+hid_t checkpoint_open(const char *path, char **config_ini) {
+    hid_t f = h5_open(path, 0);
+    RP_CHECK(h5_attr_exists(f, "format"), "%s: not a realpos checkpoint (no 'format' attribute)", path);
+    char *format = h5_attr_read_string(f, "format", path);
+    RP_CHECK(!strcmp(format, CHECKPOINT_FORMAT), "%s: attribute 'format': expected \"%s\", got \"%s\"", path,
+             CHECKPOINT_FORMAT, format);
+    free(format);
+    int64_t version = h5_attr_read_int64(f, "version", path);
+    RP_CHECK(version == CHECKPOINT_VERSION, "%s: attribute 'version': expected %d, got %lld", path,
+             CHECKPOINT_VERSION, (long long)version);
+    *config_ini = h5_attr_read_string(f, "config", path);
+    return f;
+}
+
+static void read_block(hid_t file, const char *path, const char *group, const ParamTable *t, float *block) {
+    char name[PARAM_NAME_MAX + 64];
+    for (int i = 0; i < t->count; i++) {
+        const ParamInfo *p = &t->items[i];
+        hsize_t dims[2];
+        int rank;
+        param_dims(p, dims, &rank);
+        snprintf(name, sizeof name, "%s/%s", group, p->name);
+        h5_read_floats(file, path, name, block + p->offset, rank, dims);
+    }
+}
+
+ModelHeads checkpoint_heads(hid_t file, const char *path) {
+    ModelHeads heads = {0, 0, 0, 0};
+    heads.mlm = h5_exists(file, "model/cls/predictions");
+    heads.pooler = h5_exists(file, "model/bert/pooler");
+    heads.span = h5_exists(file, "model/qa_outputs");
+    if (h5_exists(file, "model/classifier/bias")) {
+        hsize_t dims[4];
+        RP_CHECK(h5_shape(file, path, "model/classifier/bias", dims) == 1 && dims[0] >= 1,
+                 "%s: dataset 'model/classifier/bias': expected shape [num_labels]", path);
+        heads.num_labels = (int)dims[0];
+    }
+    return heads;
+}
+
+typedef struct {
+    const ParamTable *table;
+    const char *unknown; /* first dataset under /model that the model does not have */
+    char name[PARAM_NAME_MAX + 64];
+} UnknownSearch;
+
+static herr_t find_unknown(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+    (void)obj;
+    UnknownSearch *search = data;
+    if (info->type != H5O_TYPE_DATASET)
+        return 0;
+    for (int i = 0; i < search->table->count; i++)
+        if (!strcmp(search->table->items[i].name, name))
+            return 0;
+    snprintf(search->name, sizeof search->name, "%s", name);
+    search->unknown = search->name;
+    return 1; /* stop */
+}
+
+void checkpoint_load_model(hid_t file, const char *path, Model *m) {
+    read_block(file, path, "model", &m->table, m->params);
+    UnknownSearch search = {&m->table, NULL, ""};
+    hid_t group = H5Gopen2(file, "model", H5P_DEFAULT);
+    H5Ovisit(group, H5_INDEX_NAME, H5_ITER_NATIVE, find_unknown, &search);
+    H5Gclose(group);
+    RP_CHECK(!search.unknown, "%s: dataset '/model/%s' is not a parameter of the model its config describes",
+             path, search.unknown);
+}
+
+int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, AdamW *opt) {
+    if (!h5_exists(file, "optimizer"))
+        return 0;
+    read_block(file, path, "optimizer/exp_avg", &m->table, opt->exp_avg);
+    read_block(file, path, "optimizer/exp_avg_sq", &m->table, opt->exp_avg_sq);
+    hid_t g = H5Gopen2(file, "optimizer", H5P_DEFAULT);
+    opt->step = h5_attr_read_int64(g, "step", path);
+    H5Gclose(g);
+    return 1;
+}
+
+typedef struct {
+    const char *path;
+    void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx);
+    void *ctx;
+} DatasetVisit;
+
+static herr_t visit_dataset(hid_t group, const char *name, const H5O_info_t *info, void *data) {
+    DatasetVisit *v = data;
+    if (info->type != H5O_TYPE_DATASET)
+        return 0;
+    hid_t ds = H5Dopen2(group, name, H5P_DEFAULT);
+    RP_CHECK(ds >= 0, "%s: cannot open dataset '/model/%s'", v->path, name);
+    hid_t space = H5Dget_space(ds);
+    hsize_t dims[4] = {0, 0, 0, 0};
+    int rank = H5Sget_simple_extent_ndims(space);
+    RP_CHECK(rank >= 0 && rank <= 4, "%s: dataset '/model/%s': expected rank at most 4, got %d", v->path, name,
+             rank);
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    H5Sclose(space);
+    H5Dclose(ds);
+    v->visit(name, rank, dims, v->ctx);
+    return 0;
+}
+
+void checkpoint_each_model_dataset(hid_t file, const char *path,
+                                   void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx),
+                                   void *ctx) {
+    RP_CHECK(h5_exists(file, "model"), "%s: no /model group", path);
+    DatasetVisit v = {path, visit, ctx};
+    hid_t group = H5Gopen2(file, "model", H5P_DEFAULT);
+    H5Ovisit(group, H5_INDEX_NAME, H5_ITER_INC, visit_dataset, &v);
+    H5Gclose(group);
+}

@@ -1,0 +1,41 @@
+/* HDF5 checkpoints (schema: docs/checkpoint.md).
+ *   /            attributes format = "realpos", version = 1, config = effective INI text
+ *   /model/...   every parameter, named after its HuggingFace BertForMaskedLM key ('.' -> '/')
+ *   /optimizer/exp_avg/..., /optimizer/exp_avg_sq/...   (attribute step)
+ * plus whatever the caller's extra writer adds (vocabulary, training state).
+ * Writes go to a temporary file in the same directory, renamed into place when complete. */
+#pragma once
+#include <hdf5.h>
+
+#include "optim/adamw.h"
+#include "train/model/model.h"
+
+#define CHECKPOINT_FORMAT "realpos"
+#define CHECKPOINT_VERSION 1
+
+typedef struct {
+    const char *config_ini;       /* required */
+    const AdamW *optimizer;       /* NULL: no /optimizer group */
+    /* Optional hook to add datasets (e.g. /vocab, /train) before the file is closed. */
+    void (*write_extra)(hid_t file, const void *ctx);
+    const void *extra_ctx;
+} CheckpointExtras;
+
+void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras);
+
+/* Open a checkpoint read-only after checking its format and version; *config_ini receives the
+ * stored configuration text (caller frees). */
+hid_t checkpoint_open(const char *path, char **config_ini);
+/* The output heads a checkpoint's /model holds (MLM, pooler, classifier rows, span head). */
+ModelHeads checkpoint_heads(hid_t file, const char *path);
+/* Read every parameter of m's table, validating presence, dtype and shape. */
+void checkpoint_load_model(hid_t file, const char *path, Model *m);
+/* Read optimizer moments and step; returns 0 (and leaves opt untouched) if absent. */
+int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, AdamW *opt);
+/* Call visit(name, rank, dims, ctx) for every dataset under /model, in name order (name relative
+ * to /model, e.g. "cls/predictions/bias"). */
+void checkpoint_each_model_dataset(hid_t file, const char *path,
+                                   void (*visit)(const char *name, int rank, const hsize_t *dims, void *ctx),
+                                   void *ctx);
+/* Write a parameter-shaped block under `group` (e.g. "grad") with the table's names. */
+void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block);

@@ -1,0 +1,109 @@
+/* The BERT encoder with MLM head: parameter layout, activation layout, init, forward, backward.
+ *
+ * Parameters, gradients (and the optimizer's moments) are each one contiguous float block laid
+ * out from the config; the ParamTable names every tensor with its HuggingFace BertForMaskedLM
+ * state_dict key ('.' -> '/') for checkpoints. Activations for a fixed batch shape [B, L] and at
+ * most M labelled positions are one more block. Nothing is allocated in the step loop. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/config.h"
+#include "core/param_table.h"
+#include "layers/encoder.h"
+
+#define MODEL_MAX_LAYERS 64
+/* Which output heads the model carries besides the encoder. Pretraining uses the MLM head;
+ * fine-tuning drops it and adds the pooler with a classifier, or the span (QA) head. */
+typedef struct {
+    int mlm;        /* cls/predictions/... (decoder tied to the word embeddings) */
+    int pooler;     /* bert/pooler/dense: tanh(W h_[CLS] + b) */
+    int num_labels; /* classifier/{weight,bias} [num_labels, H] after the pooler; 0 = none */
+    int span;       /* qa_outputs/{weight,bias} [2, H]: start/end logits per token */
+} ModelHeads;
+
+static inline ModelHeads heads_mlm(void) { return (ModelHeads){1, 0, 0, 0}; }
+
+/* Pointers to every tensor of one parameter-shaped block (parameters, gradients, moments). */
+typedef struct {
+    float *word_emb, *pos_emb, *type_emb; /* [V,H], [P,H] or NULL, [T,H] */
+    float *emb_norm_g, *emb_norm_b;       /* [H] */
+    LayerParams layer[MODEL_MAX_LAYERS];
+    float *final_norm_g, *final_norm_b;   /* Pre-LN only, else NULL */
+    HeadParams head;                      /* MLM head (all NULL without it) */
+    float *pooler_w, *pooler_b;           /* [H, H], [H] or NULL */
+    float *classifier_w, *classifier_b;   /* [num_labels, H], [num_labels] or NULL */
+    float *span_w, *span_b;               /* [2, H], [2] or NULL */
+} ModelParams;
+
+typedef struct {
+    ModelConfig cfg;
+    ModelHeads heads;
+    ParamTable table;
+    float *params, *grads; /* table.block_floats each */
+    ModelParams p, g;
+} Model;
+
+typedef struct {
+    int B, L;
+    const int *input_ids, *token_type_ids, *attention_mask, *labels; /* [B, L] each */
+} Batch;
+
+typedef struct {
+    int B, L, max_predictions; /* shape the block was laid out for */
+    Arena arena;
+    int *rows;   /* [max_predictions] flat (b*L + l) indices of labelled positions */
+    int *labels; /* [max_predictions] their labels */
+    int num_predictions;
+    float *emb_sum, *emb_out, *emb_mean, *emb_rstd;
+    LayerActs layer[MODEL_MAX_LAYERS];
+    float *final_out, *final_mean, *final_rstd; /* Pre-LN final norm */
+    HeadActs head;
+    LayerScratch scratch;
+    float *d_hidden_a, *d_hidden_b; /* [N, H] */
+    float *d_head;                  /* [2, max_predictions, H] */
+    float *carried_capture; /* optional [layers, B, heads, L, L]: residual scores C_l of each layer */
+    /* set by model_encode for the backward pass */
+    int training;
+    uint64_t step_key;
+    const float *encoder_out;
+} Activations;
+
+typedef struct {
+    float loss;
+    int num_predicted, num_correct;
+} ForwardStats;
+
+/* Build the parameter table and allocate zeroed params and grads. */
+void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads);
+void model_free(Model *m);
+/* Bind the pointers of a parameter-shaped block laid out by m->table. */
+void model_bind(const Model *m, float *block, ModelParams *out);
+/* normal(0, init_range) weights, zero biases, LayerNorm 1/0, method1/2 scalar tables 1.0. */
+void model_init_weights(Model *m, uint64_t seed);
+const ParamInfo *model_find_param(const Model *m, const char *name);
+
+/* Activations for batches of shape [B, L] with at most max_predictions labelled positions. */
+void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions);
+void activations_free(Activations *a);
+
+/* Encoder only: embeddings and every layer (and the Pre-LN final norm). Returns the hidden
+ * states [B*L, H] (also a->encoder_out). Fatal if the batch does not fit the layout. */
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+                          uint64_t step_key);
+/* Backward through the encoder from d_hidden = a->d_hidden_a [B*L, H] (filled by the caller's
+ * head; clobbered), accumulating into m->grads. */
+void model_encode_backward(Model *m, Activations *a, const Batch *batch);
+
+/* Mean MLM loss of a batch; training = 1 enables dropout keyed by step_key. Fatal if the batch
+ * does not fit the activation layout. If logits_copy is non-NULL the [M, V] logits of the
+ * labelled positions (row-major (b, l) order) are copied there. */
+ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
+                           uint64_t step_key, float *logits_copy);
+/* Gradients of the last forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
+ * e.g. 1/grad_accum_steps). Overwrites a->head.logits. */
+void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
+/* Model FLOPs of one forward+backward for a batch shape (6 x params-in-matmuls x tokens plus
+ * attention), for MFU/GFLOP/s reports. */
+double model_flops_per_step(const ModelConfig *cfg, int B, int L, int num_predictions);

@@ -1,0 +1,232 @@
+/* Activation layout and the whole-model forward and backward passes. */
+#include <omp.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+#include "train/model/model.h"
+
+/* Dropout sites: one key per (step, site); site ids are fixed so masks are reproducible. */
+enum { SITE_EMBEDDINGS = 1, SITE_LAYER_BASE = 16 };
+
+static uint64_t site_key(uint64_t step_key, uint64_t site) { return hash64(step_key ^ hash64(site)); }
+
+static LayerKeys layer_keys(uint64_t step_key, int l) {
+    uint64_t base = SITE_LAYER_BASE + 4 * (uint64_t)l;
+    return (LayerKeys){site_key(step_key, base), site_key(step_key, base + 1),
+                       site_key(step_key, base + 2)};
+}
+
+static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == REL_METHOD2; }
+
+static AttnShape attn_shape(const ModelConfig *c, int B, int L, int l, int training) {
+    return (AttnShape){
+        .B = B, .L = L, .H = c->hidden_size, .num_heads = c->num_heads,
+        .rel = c->relative_position, .k = c->relative_k,
+        .residual = c->residual_attention, .first_layer = l == 0,
+        .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
+        .dropout = training ? c->attention_dropout : 0.0f,
+    };
+}
+
+static LayerShape layer_shape(const ModelConfig *c, int B, int L, int l, int training) {
+    return (LayerShape){
+        .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
+        .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
+        .hidden_dropout = training ? c->hidden_dropout : 0.0f,
+        .attn = attn_shape(c, B, L, l, training),
+    };
+}
+
+/* Lay out every activation buffer; with a measuring arena only the size is computed. */
+static void layout_activations(Activations *a, const ModelConfig *c) {
+    Arena *ar = &a->arena;
+    size_t B = (size_t)a->B, L = (size_t)a->L, N = B * L, M = (size_t)a->max_predictions;
+    size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
+    size_t scores = B * (size_t)c->num_heads * L * L;
+    a->emb_sum = arena_take(ar, N * H);
+    a->emb_out = arena_take(ar, N * H);
+    a->emb_mean = arena_take(ar, N);
+    a->emb_rstd = arena_take(ar, N);
+    for (int l = 0; l < c->num_layers; l++) {
+        LayerActs *la = &a->layer[l];
+        la->norm1 = arena_take(ar, N * H);
+        la->norm1_mean = arena_take(ar, N);
+        la->norm1_rstd = arena_take(ar, N);
+        la->qkv = arena_take(ar, N * 3 * H);
+        la->probs = arena_take(ar, scores);
+        la->probs_dropped = c->attention_dropout > 0 ? arena_take(ar, scores) : la->probs;
+        la->raw_scores = is_scalar_method(c->relative_position) ? arena_take(ar, scores) : NULL;
+        la->ctx = arena_take(ar, N * H);
+        la->sum1 = arena_take(ar, N * H);
+        la->norm2 = arena_take(ar, N * H);
+        la->norm2_mean = arena_take(ar, N);
+        la->norm2_rstd = arena_take(ar, N);
+        la->ffn_pre = arena_take(ar, N * I);
+        la->ffn_act = arena_take(ar, N * I);
+        la->sum2 = arena_take(ar, N * H);
+    }
+    if (c->norm == NORM_PRE) {
+        a->final_out = arena_take(ar, N * H);
+        a->final_mean = arena_take(ar, N);
+        a->final_rstd = arena_take(ar, N);
+    }
+    HeadActs *h = &a->head;
+    h->gathered = arena_take(ar, M * H);
+    h->pre = arena_take(ar, M * H);
+    h->act = arena_take(ar, M * H);
+    h->out = arena_take(ar, M * H);
+    h->mean = arena_take(ar, M);
+    h->rstd = arena_take(ar, M);
+    h->logits = arena_take(ar, M * V); /* M = 0 without the MLM head */
+    LayerScratch *s = &a->scratch;
+    s->proj = arena_take(ar, N * H);
+    s->d_a = arena_take(ar, N * H);
+    s->d_b = arena_take(ar, N * H);
+    s->d_ffn = arena_take(ar, N * I);
+    s->d_qkv = arena_take(ar, N * 3 * H);
+    s->d_ctx = arena_take(ar, N * H);
+    AttnShape shape = attn_shape(c, a->B, a->L, 0, 1);
+    s->attn = arena_take(ar, attention_scratch_floats(&shape, omp_get_max_threads()));
+    s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
+    s->d_carried = c->residual_attention ? arena_take(ar, scores) : NULL;
+    a->d_hidden_a = arena_take(ar, N * H);
+    a->d_hidden_b = arena_take(ar, N * H);
+    a->d_head = arena_take(ar, 2 * M * H);
+}
+
+void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions) {
+    const ModelConfig *c = &m->cfg;
+    RP_CHECK(B >= 1 && L >= 1, "batch shape must be positive, got [%d, %d]", B, L);
+    RP_CHECK(!c->absolute_position || L <= c->max_position,
+             "sequence length %d exceeds model.max_position = %d (absolute positions)", L, c->max_position);
+    memset(a, 0, sizeof *a);
+    a->B = B;
+    a->L = L;
+    a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
+    a->arena = arena_measuring();
+    layout_activations(a, c);
+    arena_allocate(&a->arena, a->arena.used);
+    layout_activations(a, c);
+    a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
+    a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
+}
+
+void activations_free(Activations *a) {
+    arena_free(&a->arena);
+    free(a->rows);
+    free(a->labels);
+    memset(a, 0, sizeof *a);
+}
+
+static const float *layer_output(const ModelConfig *c, const Activations *a, int l) {
+    return c->norm == NORM_PRE ? a->layer[l].sum2 : a->layer[l].norm2;
+}
+
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+                          uint64_t step_key) {
+    const ModelConfig *c = &m->cfg;
+    const ModelParams *p = &m->p;
+    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
+    RP_CHECK(B == a->B && L == a->L, "batch of shape [%d, %d] does not match the activation layout [%d, %d]",
+             B, L, a->B, a->L);
+    a->training = training;
+    a->step_key = step_key;
+    float emb_drop = training ? c->hidden_dropout : 0.0f;
+    embedding_forward(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
+                      p->pos_emb, B, L, H);
+    layernorm_forward(a->emb_out, a->emb_mean, a->emb_rstd, a->emb_sum, p->emb_norm_g, p->emb_norm_b,
+                      N, H, c->layer_norm_eps);
+    dropout_forward(a->emb_out, a->emb_out, (size_t)N * H, emb_drop, site_key(step_key, SITE_EMBEDDINGS));
+
+    const float *x = a->emb_out;
+    for (int l = 0; l < c->num_layers; l++) {
+        LayerShape shape = layer_shape(c, B, L, l, training);
+        x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
+                                  &shape, layer_keys(step_key, l));
+        if (a->carried_capture)
+            memcpy(a->carried_capture + (size_t)l * B * c->num_heads * L * L, a->scratch.carried,
+                   sizeof(float) * (size_t)B * c->num_heads * L * L);
+    }
+    if (c->norm == NORM_PRE) {
+        layernorm_forward(a->final_out, a->final_mean, a->final_rstd, x, p->final_norm_g,
+                          p->final_norm_b, N, H, c->layer_norm_eps);
+        x = a->final_out;
+    }
+    a->encoder_out = x;
+    return x;
+}
+
+ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
+                           uint64_t step_key, float *logits_copy) {
+    const ModelConfig *c = &m->cfg;
+    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
+    RP_CHECK(m->heads.mlm, "internal: model_forward needs the MLM head");
+    int M = 0;
+    for (int n = 0; n < N; n++) {
+        if (batch->labels[n] == -100)
+            continue;
+        RP_CHECK(M < a->max_predictions, "batch has more than %d labelled positions", a->max_predictions);
+        a->rows[M] = n;
+        a->labels[M++] = batch->labels[n];
+    }
+    a->num_predictions = M;
+    const float *x = model_encode(m, a, batch, training, step_key);
+    ForwardStats stats = {0, M, 0};
+    if (M == 0)
+        return stats;
+    mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps);
+    if (logits_copy)
+        memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
+    stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
+    return stats;
+}
+
+void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
+    const ModelConfig *c = &m->cfg;
+    const ModelParams *p = &m->p;
+    ModelParams *g = &m->g;
+    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
+    float *d_out = a->d_hidden_a, *d_in = a->d_hidden_b;
+    if (c->norm == NORM_PRE)
+        layernorm_backward(d_out, g->final_norm_g, g->final_norm_b, d_out,
+                           layer_output(c, a, c->num_layers - 1), p->final_norm_g, a->final_mean,
+                           a->final_rstd, N, H);
+    if (c->residual_attention)
+        memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        LayerShape shape = layer_shape(c, B, L, l, a->training);
+        const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
+        encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
+                               &p->layer[l], &shape, layer_keys(a->step_key, l));
+        float *t = d_out;
+        d_out = d_in;
+        d_in = t;
+    }
+    float emb_drop = a->training ? c->hidden_dropout : 0.0f;
+    dropout_backward(d_out, d_out, (size_t)N * H, emb_drop, site_key(a->step_key, SITE_EMBEDDINGS));
+    layernorm_backward(d_out, g->emb_norm_g, g->emb_norm_b, d_out, a->emb_sum, p->emb_norm_g,
+                       a->emb_mean, a->emb_rstd, N, H);
+    embedding_backward(g->word_emb, g->type_emb, g->pos_emb, d_out, batch->input_ids,
+                       batch->token_type_ids, B, L, H);
+}
+
+void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+    const ModelConfig *c = &m->cfg;
+    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
+    memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
+    if (M > 0) {
+        crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);
+        mlm_head_backward(a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
+                          a->rows, M, &m->p.head, m->p.word_emb, H, V);
+    }
+    model_encode_backward(m, a, batch);
+}
+
+double model_flops_per_step(const ModelConfig *c, int B, int L, int num_predictions) {
+    double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, N = (double)B * L;
+    double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * N * L * H;
+    double head = 2.0 * num_predictions * (H * H + H * V);
+    return 3.0 * (c->num_layers * per_layer + head);
+}

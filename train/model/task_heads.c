@@ -1,0 +1,135 @@
+/* Fine-tuning heads: pooler + classifier and the span head (formulas in task_heads.h). */
+#include "train/model/task_heads.h"
+
+#include <string.h>
+
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+
+/* Dropout site of the classifier input, distinct from the encoder's sites (model_forward.c). */
+enum { SITE_CLASSIFIER = 0xC1A5 };
+
+void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L) {
+    memset(hb, 0, sizeof *hb);
+    int H = m->cfg.hidden_size;
+    size_t N = (size_t)B * L;
+    hb->B = B;
+    hb->L = L;
+    hb->H = H;
+    hb->span = m->heads.span;
+    hb->C = m->heads.num_labels;
+    RP_CHECK(hb->span != (hb->C > 0), "internal: a fine-tuning model has exactly one head (span or classifier)");
+    if (hb->span) {
+        hb->span_logits = xalloc_floats(2 * N);
+        hb->d_span = xalloc_floats(2 * N);
+        hb->start = xalloc_floats(N);
+        hb->end = xalloc_floats(N);
+        hb->start_probs = xalloc_floats(N);
+        hb->end_probs = xalloc_floats(N);
+    } else {
+        size_t BH = (size_t)B * H, BC = (size_t)B * hb->C;
+        hb->cls = xalloc_floats(BH);
+        hb->pooled = xalloc_floats(BH);
+        hb->dropped = xalloc_floats(BH);
+        hb->d_z = xalloc_floats(BH);
+        hb->d_x = xalloc_floats(BH);
+        hb->logits = xalloc_floats(BC);
+        hb->probs = xalloc_floats(BC);
+        hb->d_logits = xalloc_floats(BC);
+    }
+}
+
+void head_buffers_free(HeadBuffers *hb) {
+    float *all[] = {hb->cls,    hb->pooled, hb->dropped,     hb->d_z,       hb->d_x,         hb->logits,
+                    hb->probs,  hb->d_logits, hb->span_logits, hb->d_span,  hb->start,       hb->end,
+                    hb->start_probs, hb->end_probs};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        free(all[i]);
+    memset(hb, 0, sizeof *hb);
+}
+
+void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int training, uint64_t step_key) {
+    const ModelParams *p = &m->p;
+    int B = hb->B, L = hb->L, H = hb->H, N = B * L;
+    hb->training = training;
+    hb->dropout_key = hash64(step_key ^ hash64(SITE_CLASSIFIER));
+    if (hb->span) {
+        linear_forward(hb->span_logits, hidden, p->span_w, p->span_b, N, H, 2);
+        for (int n = 0; n < N; n++) {
+            hb->start[n] = hb->span_logits[2 * n];
+            hb->end[n] = hb->span_logits[2 * n + 1];
+        }
+        return;
+    }
+    for (int b = 0; b < B; b++)
+        memcpy(hb->cls + (size_t)b * H, hidden + (size_t)b * L * H, sizeof(float) * (size_t)H);
+    linear_forward(hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
+    tanh_forward(hb->pooled, hb->pooled, (size_t)B * H);
+    dropout_forward(hb->dropped, hb->pooled, (size_t)B * H, training ? m->cfg.hidden_dropout : 0.0f,
+                    hb->dropout_key);
+    linear_forward(hb->logits, hb->dropped, p->classifier_w, p->classifier_b, B, H, hb->C);
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+float head_loss(HeadBuffers *hb, const HeadTargets *t, int regression, int *num_correct) {
+    int B = hb->B, L = hb->L, correct = 0;
+    float loss;
+    if (hb->span) {
+        loss = 0.5f * (crossentropy_forward(hb->start_probs, NULL, hb->start, t->start, B, L) +
+                       crossentropy_forward(hb->end_probs, NULL, hb->end, t->end, B, L));
+        for (int b = 0; b < B; b++)
+            correct += argmax(hb->start + (size_t)b * L, L) == t->start[b] &&
+                       argmax(hb->end + (size_t)b * L, L) == t->end[b];
+    } else if (regression) {
+        double sum = 0;
+        for (int b = 0; b < B; b++) {
+            double diff = (double)hb->logits[b] - t->values[b];
+            sum += diff * diff;
+        }
+        loss = (float)(sum / B);
+    } else {
+        loss = crossentropy_forward(hb->probs, &correct, hb->logits, t->labels, B, hb->C);
+    }
+    if (num_correct)
+        *num_correct = correct;
+    return loss;
+}
+
+void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTargets *t, int regression,
+                   float *d_hidden) {
+    const ModelParams *p = &m->p;
+    ModelParams *g = &m->g;
+    int B = hb->B, L = hb->L, H = hb->H, N = B * L, C = hb->C;
+    if (hb->span) {
+        /* d start = (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
+        crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f);
+        crossentropy_backward(hb->end_probs, hb->end_probs, t->end, B, L, 0.5f);
+        for (int n = 0; n < N; n++) {
+            hb->d_span[2 * n] = hb->start_probs[n];
+            hb->d_span[2 * n + 1] = hb->end_probs[n];
+        }
+        linear_backward(d_hidden, g->span_w, g->span_b, hb->d_span, hidden, p->span_w, N, H, 2);
+        return;
+    }
+    if (regression)
+        for (int b = 0; b < B; b++) /* d/dy of mean (y - t)^2 */
+            hb->d_logits[b] = 2.0f * (hb->logits[b] - t->values[b]) / (float)B;
+    else
+        crossentropy_backward(hb->d_logits, hb->probs, t->labels, B, C, 1.0f);
+    linear_backward(hb->d_z, g->classifier_w, g->classifier_b, hb->d_logits, hb->dropped, p->classifier_w, B, H, C);
+    dropout_backward(hb->d_z, hb->d_z, (size_t)B * H, hb->training ? m->cfg.hidden_dropout : 0.0f,
+                     hb->dropout_key);
+    tanh_backward(hb->d_z, hb->d_z, hb->pooled, (size_t)B * H);
+    linear_backward(hb->d_x, g->pooler_w, g->pooler_b, hb->d_z, hb->cls, p->pooler_w, B, H, H);
+    memset(d_hidden, 0, sizeof(float) * (size_t)N * H);
+    for (int b = 0; b < B; b++)
+        memcpy(d_hidden + (size_t)b * L * H, hb->d_x + (size_t)b * H, sizeof(float) * (size_t)H);
+}

@@ -1,0 +1,85 @@
+/* Loading a checkpoint into a model with different heads or position settings (transfer.h). */
+#include "train/model/transfer.h"
+
+#include <string.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/model/checkpoint.h"
+
+#define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
+
+static void format_shape(char *out, size_t size, int rank, const hsize_t *dims) {
+    if (rank == 1)
+        snprintf(out, size, "[%llu]", (unsigned long long)dims[0]);
+    else if (rank == 2)
+        snprintf(out, size, "[%llu, %llu]", (unsigned long long)dims[0], (unsigned long long)dims[1]);
+    else
+        snprintf(out, size, "[rank %d]", rank);
+}
+
+static void param_shape(const ParamInfo *p, int *rank, hsize_t dims[2]) {
+    *rank = p->cols ? 2 : 1;
+    dims[0] = (hsize_t)p->rows;
+    dims[1] = (hsize_t)p->cols;
+}
+
+typedef struct {
+    const Model *m;
+    FILE *table;
+    TransferSummary *summary;
+} DropScan;
+
+static void report_dropped(const char *name, int rank, const hsize_t *dims, void *ctx) {
+    DropScan *scan = ctx;
+    if (model_find_param(scan->m, name))
+        return;
+    char shape[64];
+    format_shape(shape, sizeof shape, rank, dims);
+    fprintf(scan->table, "  dropped      %-64s %s\n", name, shape);
+    scan->summary->dropped++;
+}
+
+TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table) {
+    TransferSummary s = {0, 0, 0, 0};
+    fprintf(table, "parameters from %s:\n", path);
+    char dataset[PARAM_NAME_MAX + 8], have[64], want[64];
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamInfo *p = &m->table.items[i];
+        int rank;
+        hsize_t dims[2];
+        param_shape(p, &rank, dims);
+        format_shape(want, sizeof want, rank, dims);
+        snprintf(dataset, sizeof dataset, "model/%s", p->name);
+        if (!h5_exists(file, dataset)) {
+            fprintf(table, "  initialised  %-64s %s\n", p->name, want);
+            s.initialised++;
+            continue;
+        }
+        hsize_t stored[4];
+        int stored_rank = h5_shape(file, path, dataset, stored);
+        format_shape(have, sizeof have, stored_rank, stored);
+        float *w = m->params + p->offset;
+        if (stored_rank == rank && stored[0] == dims[0] && (rank == 1 || stored[1] == dims[1])) {
+            h5_read_floats(file, path, dataset, w, rank, dims);
+            fprintf(table, "  loaded       %-64s %s\n", p->name, want);
+            s.loaded++;
+        } else if (!strcmp(p->name, POSITION_TABLE) && stored_rank == 2 && stored[1] == dims[1] &&
+                   stored[0] < dims[0]) {
+            /* rows are positions: the checkpoint's positions load, the new ones keep their init */
+            h5_read_floats(file, path, dataset, w, 2, stored);
+            fprintf(table, "  grown        %-64s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n", p->name,
+                    have, want, (unsigned long long)stored[0] - 1, (unsigned long long)stored[0],
+                    (unsigned long long)dims[0] - 1);
+            s.grown++;
+        } else {
+            RP_FATAL("%s: parameter '%s': the checkpoint has shape %s, the fine-tuning model needs %s", path, p->name,
+                     have, want);
+        }
+    }
+    DropScan scan = {m, table, &s};
+    checkpoint_each_model_dataset(file, path, report_dropped, &scan);
+    fprintf(table, "  %d loaded, %d grown, %d initialised, %d dropped\n", s.loaded, s.grown, s.initialised,
+            s.dropped);
+    return s;
+}

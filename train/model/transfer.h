@@ -1,0 +1,20 @@
+/* Starting a fine-tuning model from a checkpoint of another model (pretraining or fine-tuning).
+ *
+ * Every parameter of the new model whose name and shape match a dataset of the checkpoint's
+ * /model is loaded; the others keep their fresh initialisation (task head, pooler, relative tables
+ * of a mode the checkpoint lacks); checkpoint datasets the new model has no use for (the MLM head)
+ * are dropped. A parameter present in both with different shapes is fatal, naming it and both
+ * shapes, except the absolute position table with more rows: its first rows load, the rest stay
+ * initialised. The table of what happened to each tensor is printed. */
+#pragma once
+#include <hdf5.h>
+#include <stdio.h>
+
+#include "train/model/model.h"
+
+typedef struct {
+    int loaded, grown, initialised, dropped;
+} TransferSummary;
+
+/* m: created and freshly initialised. Prints one line per tensor and a summary to `table`. */
+TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table);

@@ -1,0 +1,181 @@
+/* Task data, batches and prediction with metrics, shared by finetune and predict (finetune.h). */
+#include <math.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "train/loop/finetune.h"
+#include "train/tasks/squad_eval.h"
+#include "train/tasks/task_metrics.h"
+
+void task_data_load(TaskData *d, const TaskRunner *r, const char *path, int need_labels) {
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    const TaskConfig *task = &r->cfg.task;
+    features_init(&d->features, r->L);
+    double t0 = now_seconds();
+    if (task->type == TASK_SQUAD) {
+        squad_read(&d->squad, path, r->tok, need_labels, task->bad_examples);
+        squad_windows(&d->squad, task, r->tok, &d->features, &d->windows);
+        rp_log("%s: %d questions in %d contexts -> %d windows of %d tokens (%.1f s)", path, d->squad.num_questions,
+               d->squad.num_contexts, d->features.count, r->L, now_seconds() - t0);
+    } else {
+        int rows = glue_load(&d->features, &r->layout, path, r->tok, task->bad_examples);
+        rp_log("%s: %d rows -> %d sequences of %d tokens (%.1f s)", path, rows, d->features.count, r->L,
+               now_seconds() - t0);
+        for (int i = 0; need_labels && i < d->features.count; i++)
+            RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),
+                     "%s: training data needs labels (task.label_column = -1)", path);
+    }
+}
+
+void task_data_free(TaskData *d) {
+    features_free(&d->features);
+    if (d->squad.questions) {
+        squad_free(&d->squad);
+        squad_windows_free(&d->windows);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+void task_runner_buffers(TaskRunner *r) {
+    size_t BL = (size_t)r->B * r->L;
+    r->rows = xcalloc((size_t)r->B, sizeof(int));
+    r->input_ids = xcalloc(BL, sizeof(int));
+    r->token_type_ids = xcalloc(BL, sizeof(int));
+    r->attention_mask = xcalloc(BL, sizeof(int));
+    r->labels = xcalloc((size_t)r->B, sizeof(int));
+    r->start = xcalloc((size_t)r->B, sizeof(int));
+    r->end = xcalloc((size_t)r->B, sizeof(int));
+    r->values = xcalloc((size_t)r->B, sizeof(float));
+    activations_create(&r->acts, &r->model, r->B, r->L, 0);
+    head_buffers_create(&r->heads, &r->model, r->B, r->L);
+}
+
+void task_runner_free(TaskRunner *r) {
+    head_buffers_free(&r->heads);
+    activations_free(&r->acts);
+    model_free(&r->model);
+    tokenizer_free(r->tok);
+    free(r->vocab_text);
+    int *ints[] = {r->rows, r->input_ids, r->token_type_ids, r->attention_mask, r->labels, r->start, r->end};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        free(ints[i]);
+    free(r->values);
+}
+
+void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
+    features_fill_batch(f, r->special, rows, r->B, r->input_ids, r->token_type_ids, r->attention_mask);
+    for (int b = 0; b < r->B; b++) {
+        int i = rows[b];
+        r->labels[b] = i >= 0 ? f->labels[i] : -100;
+        r->values[b] = i >= 0 ? f->values[i] : 0.0f;
+        r->start[b] = i >= 0 ? f->start[i] : -100;
+        r->end[b] = i >= 0 ? f->end[i] : -100;
+    }
+}
+
+/* Forward every sequence of f in batches of B (the last padded); out: [count, C] logits or
+ * [count, L] start and end logits. */
+static void predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *out_end) {
+    int B = r->B, L = r->L, C = r->heads.C;
+    for (int first = 0; first < f->count; first += B) {
+        for (int b = 0; b < B; b++)
+            r->rows[b] = first + b < f->count ? first + b : -1;
+        task_fill_batch(r, f, r->rows);
+        Batch batch = {B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL};
+        const float *hidden = model_encode(&r->model, &r->acts, &batch, 0, 0);
+        head_forward(&r->model, &r->heads, hidden, 0, 0);
+        int n = f->count - first < B ? f->count - first : B;
+        if (r->heads.span) {
+            memcpy(out + (size_t)first * L, r->heads.start, sizeof(float) * (size_t)n * L);
+            memcpy(out_end + (size_t)first * L, r->heads.end, sizeof(float) * (size_t)n * L);
+        } else {
+            memcpy(out + (size_t)first * C, r->heads.logits, sizeof(float) * (size_t)n * C);
+        }
+    }
+}
+
+static void predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results) {
+    TaskFeatures *f = &d->features;
+    float *start = xalloc_floats((size_t)f->count * r->L), *end = xalloc_floats((size_t)f->count * r->L);
+    predict_all(r, f, start, end);
+    char **answers = squad_best_answers(&d->squad, &r->cfg.task, r->tok, f, &d->windows, start, end);
+    squad_write_predictions(out_path, &d->squad, answers);
+    SquadScores s = squad_evaluate(&d->squad, answers);
+    if (s.scored) {
+        printf("%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d)\n", d->path,
+               s.exact_match, s.f1, s.scored, f->count, r->L);
+        if (results)
+            fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"questions\":%d,\"exact_match\":%.4f,\"f1\":%.4f}\n",
+                    d->path, s.scored, s.exact_match, s.f1);
+    }
+    for (int q = 0; q < d->squad.num_questions; q++)
+        free(answers[q]);
+    free(answers);
+    free(start);
+    free(end);
+}
+
+static void glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred, const float *pred_values,
+                         FILE *results) {
+    const TaskFeatures *f = &d->features;
+    int n = f->count;
+    if (r->layout.type == TASK_REGRESSION) {
+        double *x = xmalloc(sizeof(double) * (size_t)n), *y = xmalloc(sizeof(double) * (size_t)n);
+        for (int i = 0; i < n; i++) {
+            x[i] = pred_values[i];
+            y[i] = f->values[i];
+        }
+        double pearson = metric_pearson(x, y, n), spearman = metric_spearman(x, y, n);
+        printf("%s: Pearson %.4f, Spearman %.4f over %d examples\n", d->path, pearson, spearman, n);
+        if (results)
+            fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"examples\":%d,\"pearson\":%.6f,"
+                    "\"spearman\":%.6f}\n", d->path, n, pearson, spearman);
+        free(x);
+        free(y);
+        return;
+    }
+    int C = r->layout.num_labels, *gold = f->labels;
+    int *counts = xcalloc((size_t)C, sizeof(int)), majority = 0;
+    for (int i = 0; i < n; i++)
+        counts[gold[i]]++;
+    for (int c = 1; c < C; c++)
+        majority = counts[c] > counts[majority] ? c : majority;
+    double acc = metric_accuracy(pred, gold, n), f1 = metric_f1(pred, gold, n, 1);
+    double mcc = metric_matthews(pred, gold, n, C), baseline = (double)counts[majority] / n;
+    printf("%s: accuracy %.4f (majority class '%s': %.4f), F1 of '%s' %.4f, Matthews %.4f over %d examples\n",
+           d->path, acc, r->layout.label_names[majority], baseline, r->layout.label_names[1], f1, mcc, n);
+    if (results)
+        fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"examples\":%d,\"accuracy\":%.6f,"
+                "\"majority_baseline\":%.6f,\"f1\":%.6f,\"matthews\":%.6f}\n", d->path, n, acc, baseline, f1, mcc);
+    free(counts);
+}
+
+void task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results) {
+    double t0 = now_seconds();
+    if (r->cfg.task.type == TASK_SQUAD) {
+        predict_squad(r, d, out_path, results);
+    } else {
+        TaskFeatures *f = &d->features;
+        int C = r->heads.C;
+        float *logits = xalloc_floats((size_t)f->count * C), *values = xalloc_floats((size_t)f->count);
+        int *pred = xcalloc((size_t)f->count, sizeof(int)), labelled = 1;
+        predict_all(r, f, logits, NULL);
+        for (int i = 0; i < f->count; i++) {
+            const float *z = logits + (size_t)i * C;
+            for (int c = 1; c < C; c++)
+                pred[i] = z[c] > z[pred[i]] ? c : pred[i];
+            values[i] = z[0];
+            labelled &= f->labels[i] >= 0 || !isnan(f->values[i]);
+        }
+        glue_write_predictions(out_path, &r->layout, f, pred, values);
+        if (labelled)
+            glue_metrics(r, d, pred, values, results);
+        free(logits);
+        free(values);
+        free(pred);
+    }
+    if (results)
+        fflush(results);
+    rp_log("predictions for %s written to %s (%.1f s)", d->path, out_path, now_seconds() - t0);
+}
