@@ -20,7 +20,6 @@
 #include "core/h5io.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
-#include "train/loop/pretrain.h"
 #include "train/data/tokenizer.h"
 
 typedef struct {

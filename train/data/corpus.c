@@ -439,3 +439,16 @@ void shard_check_vocab(const Shard *s, const char *vocab_text, size_t len, int d
              "again",
              s->path, s->do_lower_case ? "yes" : "no", vocab_origin, do_lower_case ? "yes" : "no");
 }
+
+int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
+    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
+    for (int64_t e = 0; e < shard->num_tokens; e++)
+        counts[shard->tokens[e]]++;
+    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
+    int best = 0;
+    for (int v = 1; v < shard->vocab_size; v++)
+        if (counts[v] > counts[best])
+            best = v;
+    free(counts);
+    return best;
+}

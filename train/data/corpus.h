@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "train/data/tokenizer.h"
 
 #define SHARD_FORMAT "realpos-shard-1"
 
@@ -62,3 +63,6 @@ void shard_check_vocab(const Shard *shard, const char *vocab_text, size_t len, i
 
 /* MD5 of a byte string as 32 lower-case hex digits and a terminating NUL (RFC 1321). */
 void md5_hex(const void *data, size_t len, char out[33]);
+
+/* The most frequent token of a shard that is not a special token (the unigram baseline). */
+int shard_most_frequent_token(const Shard *shard, SpecialTokens special);

@@ -1,65 +1,23 @@
-/* realpos pretrain / eval.
+/* The MLM pretraining loop (pretrain.h).
  *
  * A step: grad_accum_steps micro-batches (forward, backward with loss scale 1/accum), global
  * gradient-norm clipping, the scheduled learning rate, one AdamW update. Dropout masks are a
  * pure function of (model seed, step, micro-batch) and the data stream's whole state is saved in
  * each checkpoint, so a resumed run continues bit-identically to an uninterrupted one (same
  * thread count). */
-#include <dirent.h>
+#include "train/loop/pretrain.h"
+
 #include <math.h>
 #include <omp.h>
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/cli.h"
 #include "core/common.h"
 #include "core/h5io.h"
 #include "core/peak.h"
 #include "core/rng.h"
+#include "train/loop/run_dir.h"
 #include "train/model/checkpoint.h"
-#include "train/cli/commands.h"
-#include "train/loop/metrics.h"
-#include "train/loop/pretrain.h"
-
-/* Set by the SIGINT/SIGTERM handler, polled between steps: the only state a signal handler may
- * touch, hence file scope. */
-static volatile sig_atomic_t stop_signal = 0;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-typedef struct {
-    Config cfg;
-    char *config_ini;
-    char *vocab_text;
-    Tokenizer *tok;
-    Shard *train_shard, *eval_shard;
-    InstanceStream *train_stream, *eval_stream;
-    InstanceBatch *batch;
-    int unigram_token; /* most frequent training token: the baseline prediction */
-    Model model;
-    AdamW opt;
-    Activations acts;
-    long step; /* updates completed */
-    MetricsLog log;
-} Trainer;
-
-void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case) {
-    h5_write_string(file, "vocab", vocab_text);
-    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
-    h5_attr_write_int64(ds, "do_lower_case", do_lower_case);
-    H5Dclose(ds);
-}
-
-char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case) {
-    if (!h5_exists(file, "vocab"))
-        return NULL;
-    char *text = h5_read_string(file, path, "vocab");
-    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
-    *do_lower_case = (int)h5_attr_read_int64(ds, "do_lower_case", path);
-    H5Dclose(ds);
-    return text;
-}
 
 /* /vocab and /train (step, data stream state) of a pretraining checkpoint. */
 static void write_training_state(hid_t file, const void *ctx) {
@@ -74,68 +32,9 @@ static void write_training_state(hid_t file, const void *ctx) {
     h5_write_int64s(file, "train/step", &step, 1, &one);
 }
 
-static void checkpoint_name(char *out, size_t size, const char *run_dir, long step) {
-    snprintf(out, size, "%s/ckpt-%07ld.h5", run_dir, step);
-}
-
-/* Delete all but the newest keep_last checkpoints of the run directory. */
-static void prune_checkpoints(const char *run_dir, int keep_last) {
-    DIR *dir = opendir(run_dir);
-    if (!dir)
-        return;
-    long steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dir)) && n < 4096) {
-        long s;
-        char tail[8];
-        if (sscanf(e->d_name, "ckpt-%ld.%3s", &s, tail) == 2 && !strcmp(tail, "h5") && strlen(e->d_name) == 15)
-            steps[n++] = s;
-    }
-    closedir(dir);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++)
-            newer += steps[j] > steps[i];
-        if (newer >= keep_last) {
-            char path[CONFIG_PATH_MAX + 32];
-            checkpoint_name(path, sizeof path, run_dir, steps[i]);
-            unlink(path);
-        }
-    }
-}
-
-/* Order matters for a kill at any moment: the new checkpoint is complete (temp + rename) before
- * RUN_DIR/latest names it (also temp + rename), and older checkpoints are pruned only after that,
- * so `latest` always names a complete checkpoint that exists. */
 static void save_checkpoint(Trainer *t) {
-    const char *run_dir = t->cfg.train.run_dir;
-    char path[CONFIG_PATH_MAX + 32];
-    checkpoint_name(path, sizeof path, run_dir, t->step);
     CheckpointExtras extras = {t->config_ini, &t->opt, write_training_state, t};
-    checkpoint_save(path, &t->model, &extras);
-    char latest[CONFIG_PATH_MAX + 32], latest_tmp[CONFIG_PATH_MAX + 48];
-    snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    snprintf(latest_tmp, sizeof latest_tmp, "%s/latest.tmp.%ld", run_dir, (long)getpid());
-    FILE *f = fopen(latest_tmp, "w");
-    RP_CHECK(f, "%s: cannot write", latest_tmp);
-    fprintf(f, "ckpt-%07ld.h5\n", t->step);
-    RP_CHECK(fclose(f) == 0 && rename(latest_tmp, latest) == 0, "cannot update %s", latest);
-    prune_checkpoints(run_dir, t->cfg.train.keep_last);
-    rp_log("checkpoint %s", path);
-}
-
-int shard_most_frequent_token(const Shard *shard, SpecialTokens sp) {
-    long *counts = xcalloc((size_t)shard->vocab_size, sizeof(long));
-    for (int64_t e = 0; e < shard->num_tokens; e++)
-        counts[shard->tokens[e]]++;
-    counts[sp.pad] = counts[sp.unk] = counts[sp.cls] = counts[sp.sep] = counts[sp.mask] = -1;
-    int best = 0;
-    for (int v = 1; v < shard->vocab_size; v++)
-        if (counts[v] > counts[best])
-            best = v;
-    free(counts);
-    return best;
+    run_dir_save_checkpoint(t->cfg.train.run_dir, t->step, t->cfg.train.keep_last, &t->model, &extras);
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
@@ -186,7 +85,7 @@ static void require_same_model(const Config *stored, const Config *cfg, const ch
     free(text_b);
 }
 
-static void open_data(Trainer *t, const char *vocab_origin) {
+void trainer_open_data(Trainer *t, const char *vocab_origin) {
     const DataConfig *d = &t->cfg.data;
     t->tok = tokenizer_from_text(t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
     RP_CHECK(tokenizer_vocab_size(t->tok) == t->cfg.model.vocab_size,
@@ -208,7 +107,7 @@ static void open_data(Trainer *t, const char *vocab_origin) {
     t->unigram_token = shard_most_frequent_token(t->train_shard, tokenizer_special(t->tok));
 }
 
-static void trainer_free(Trainer *t) {
+void trainer_free(Trainer *t) {
     activations_free(&t->acts);
     adamw_free(&t->opt);
     model_free(&t->model);
@@ -243,7 +142,7 @@ static int train_loop(Trainer *t) {
     float lr = 0;
     rp_log("training steps %ld..%d, %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
            omp_get_max_threads(), peak * 1e-9);
-    while (t->step < tc->max_steps && !stop_signal) {
+    while (t->step < tc->max_steps && !stop_signal_received()) {
         double t_step = now_seconds();
         memset(t->model.grads, 0, sizeof(float) * t->model.table.block_floats);
         for (int micro = 0; micro < accum; micro++) {
@@ -292,8 +191,8 @@ static int train_loop(Trainer *t) {
         if (t->step % tc->checkpoint_interval == 0 && t->step < tc->max_steps)
             save_checkpoint(t);
     }
-    if (stop_signal) {
-        rp_log("signal %d: saving a checkpoint at step %ld and stopping", (int)stop_signal, t->step);
+    if (stop_signal_received()) {
+        rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), t->step);
         save_checkpoint(t);
         return 0;
     }
@@ -302,124 +201,56 @@ static int train_loop(Trainer *t) {
     return 0;
 }
 
-int cmd_pretrain(int argc, char **argv) {
-    const char *usage = "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT | --init CKPT]";
-    const char *resume = NULL, *init = NULL;
-    CliOption options[] = {{"resume", &resume}, {"init", &init}};
-    CliArgs args = cli_parse(argc, argv, options, 2);
-    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
-    RP_CHECK(!(resume && init), "--resume and --init are exclusive; usage: realpos %s", usage);
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
-    if (t.cfg.train.threads > 0)
-        omp_set_num_threads(t.cfg.train.threads);
-    t.config_ini = config_to_ini(&t.cfg);
-    fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
-
-    model_create(&t.model, &t.cfg.model, heads_mlm());
-    adamw_create(&t.opt, &t.model.table);
-    const char *vocab_origin = t.cfg.data.vocab;
+void pretrain_setup(Trainer *t, const char *config_path, const char *resume, const char *init) {
+    model_create(&t->model, &t->cfg.model, heads_mlm());
+    adamw_create(&t->opt, &t->model.table);
+    const char *vocab_origin = t->cfg.data.vocab;
     const char *from = resume ? resume : init;
     if (from) {
         char *stored_ini;
         hid_t f = checkpoint_open(from, &stored_ini);
         Config stored;
         config_load_string(&stored, stored_ini, from);
-        require_same_model(&stored, &t.cfg, from);
-        checkpoint_load_model(f, from, &t.model);
+        require_same_model(&stored, &t->cfg, from);
+        checkpoint_load_model(f, from, &t->model);
         if (resume) {
-            RP_CHECK(checkpoint_load_optimizer(f, from, &t.model, &t.opt), "%s: no optimizer state to resume from",
+            RP_CHECK(checkpoint_load_optimizer(f, from, &t->model, &t->opt), "%s: no optimizer state to resume from",
                      from);
             int lower;
-            t.vocab_text = checkpoint_read_vocab(f, from, &lower);
-            RP_CHECK(t.vocab_text, "%s: no /vocab to resume with", from);
+            t->vocab_text = checkpoint_read_vocab(f, from, &lower);
+            RP_CHECK(t->vocab_text, "%s: no /vocab to resume with", from);
             vocab_origin = from;
             uint64_t words[INSTANCE_STATE_WORDS];
             h5_read_uint64s(f, from, "train/data_state", words, INSTANCE_STATE_WORDS);
             int64_t step;
             hsize_t one = 1;
             h5_read_int64s(f, from, "train/step", &step, 1, &one);
-            t.step = (long)step;
-            open_data(&t, vocab_origin);
+            t->step = (long)step;
+            trainer_open_data(t, vocab_origin);
             InstanceState st = instance_state_unpack(words);
-            instance_state_set(t.train_stream, &st);
+            instance_state_set(t->train_stream, &st);
         }
         h5_close(f, from);
         free(stored_ini);
-        rp_log("%s %s at step %ld", resume ? "resumed from" : "initialised weights from", from, t.step);
+        rp_log("%s %s at step %ld", resume ? "resumed from" : "initialised weights from", from, t->step);
     } else {
-        model_init_weights(&t.model, (uint64_t)t.cfg.model.seed);
+        model_init_weights(&t->model, (uint64_t)t->cfg.model.seed);
     }
-    if (!t.vocab_text) {
-        RP_CHECK(t.cfg.data.vocab[0], "%s: key 'vocab' in [data]: expected a vocabulary file, got nothing",
-                 args.positional[0]);
-        t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
-        open_data(&t, vocab_origin);
+    if (!t->vocab_text) {
+        RP_CHECK(t->cfg.data.vocab[0], "%s: key 'vocab' in [data]: expected a vocabulary file, got nothing",
+                 config_path);
+        t->vocab_text = read_file(t->cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
+        trainer_open_data(t, vocab_origin);
     }
-    int max_predictions = t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq;
-    activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len, max_predictions);
-
-    mkdir_p(t.cfg.train.run_dir);
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.ini", t.cfg.train.run_dir);
-    FILE *f = fopen(path, "w");
-    RP_CHECK(f, "%s: cannot write", path);
-    fputs(t.config_ini, f);
-    fclose(f);
-    metrics_open(&t.log, t.cfg.train.run_dir, resume != NULL);
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    int rc = train_loop(&t);
-    metrics_close(&t.log);
-    trainer_free(&t);
-    return rc;
+    int max_predictions = t->cfg.train.batch_size * t->cfg.data.max_predictions_per_seq;
+    activations_create(&t->acts, &t->model, t->cfg.train.batch_size, t->cfg.data.max_seq_len, max_predictions);
 }
 
-int cmd_eval(int argc, char **argv) {
-    const char *usage = "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]";
-    const char *ckpt = NULL, *max_len = NULL;
-    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
-    CliArgs args = cli_parse(argc, argv, options, 2);
-    RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
-    if (t.cfg.train.threads > 0)
-        omp_set_num_threads(t.cfg.train.threads);
-    char *stored_ini;
-    hid_t f = checkpoint_open(ckpt, &stored_ini);
-    Config stored;
-    config_load_string(&stored, stored_ini, ckpt);
-    t.cfg.model = stored.model; /* the checkpoint defines the model */
-    if (max_len)
-        t.cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
-    RP_CHECK(!t.cfg.model.absolute_position || t.cfg.data.max_seq_len <= t.cfg.model.max_position,
-             "--max-seq-len %d exceeds the checkpoint's model.max_position = %d (absolute positions)",
-             t.cfg.data.max_seq_len, t.cfg.model.max_position);
-    model_create(&t.model, &t.cfg.model, heads_mlm());
-    checkpoint_load_model(f, ckpt, &t.model);
-    int lower = t.cfg.data.do_lower_case;
-    t.vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
-    h5_close(f, ckpt);
-    free(stored_ini);
-    if (!t.vocab_text)
-        t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
-    t.cfg.data.do_lower_case = lower;
-    open_data(&t, ckpt);
-    adamw_create(&t.opt, &t.model.table);
-    activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
-                       t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq);
-    EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
-                                t.unigram_token);
-    printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
-           "(unigram baseline accuracy %.4f: always '%s')\n",
-           ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
-           tokenizer_token(t.tok, t.unigram_token));
-    trainer_free(&t);
-    return 0;
+int pretrain_run(Trainer *t, int resumed) {
+    run_dir_open(t->cfg.train.run_dir, t->config_ini);
+    metrics_open(&t->log, t->cfg.train.run_dir, resumed);
+    stop_signals_install();
+    int rc = train_loop(t);
+    metrics_close(&t->log);
+    return rc;
 }

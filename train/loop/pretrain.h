@@ -1,5 +1,5 @@
 /* MLM pretraining: the training loop behind `realpos pretrain` and held-out evaluation behind
- * `realpos eval`. */
+ * `realpos eval` (the commands are train/cli/cmd_pretrain.c). */
 #pragma once
 #include <hdf5.h>
 
@@ -7,8 +7,26 @@
 #include "optim/adamw.h"
 #include "train/data/corpus.h"
 #include "train/data/instances.h"
-#include "train/model/model.h"
 #include "train/data/tokenizer.h"
+#include "train/loop/metrics.h"
+#include "train/model/model.h"
+
+/* A pretraining run: configuration, vocabulary, data streams, model, optimizer, activations. */
+typedef struct {
+    Config cfg;
+    char *config_ini;
+    char *vocab_text;
+    Tokenizer *tok;
+    Shard *train_shard, *eval_shard;
+    InstanceStream *train_stream, *eval_stream;
+    InstanceBatch *batch;
+    int unigram_token; /* most frequent training token: the baseline prediction */
+    Model model;
+    AdamW opt;
+    Activations acts;
+    long step; /* updates completed */
+    MetricsLog log;
+} Trainer;
 
 typedef struct {
     double loss, accuracy, perplexity;
@@ -21,10 +39,15 @@ typedef struct {
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
                         InstanceBatch *batch, int num_batches, int unigram_token);
 
-/* The most frequent token of a shard that is not a special token. */
-int shard_most_frequent_token(const Shard *shard, SpecialTokens special);
 
-/* Vocabulary stored in checkpoints: dataset /vocab (the vocab.txt text) with attribute
- * do_lower_case. Returns NULL if the checkpoint has none. */
-char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case);
-void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case);
+/* From t->cfg (and t->config_ini): the model and optimizer, weights from `resume` (model, optimizer,
+ * step, data-stream state), `init` (weights only) or a fresh init, the vocabulary, the data
+ * streams and the activations. config_path names the config in errors. */
+void pretrain_setup(Trainer *t, const char *config_path, const char *resume, const char *init);
+/* Tokenizer, train/eval shards and streams, batch and unigram token for t->vocab_text;
+ * vocab_origin names the vocabulary in errors. */
+void trainer_open_data(Trainer *t, const char *vocab_origin);
+/* Train until train.max_steps or SIGINT/SIGTERM (then save and stop) in train.run_dir; metrics
+ * files are appended to when `resumed`. Returns the exit status. */
+int pretrain_run(Trainer *t, int resumed);
+void trainer_free(Trainer *t);

@@ -166,3 +166,20 @@ void checkpoint_each_model_dataset(hid_t file, const char *path,
     H5Ovisit(group, H5_INDEX_NAME, H5_ITER_INC, visit_dataset, &v);
     H5Gclose(group);
 }
+
+void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case) {
+    h5_write_string(file, "vocab", vocab_text);
+    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
+    h5_attr_write_int64(ds, "do_lower_case", do_lower_case);
+    H5Dclose(ds);
+}
+
+char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case) {
+    if (!h5_exists(file, "vocab"))
+        return NULL;
+    char *text = h5_read_string(file, path, "vocab");
+    hid_t ds = H5Dopen2(file, "vocab", H5P_DEFAULT);
+    *do_lower_case = (int)h5_attr_read_int64(ds, "do_lower_case", path);
+    H5Dclose(ds);
+    return text;
+}

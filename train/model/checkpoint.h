@@ -39,3 +39,7 @@ void checkpoint_each_model_dataset(hid_t file, const char *path,
                                    void *ctx);
 /* Write a parameter-shaped block under `group` (e.g. "grad") with the table's names. */
 void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block);
+/* Vocabulary stored in checkpoints: dataset /vocab (the vocab.txt text) with attribute
+ * do_lower_case. Returns NULL if the checkpoint has none. */
+char *checkpoint_read_vocab(hid_t file, const char *path, int *do_lower_case);
+void checkpoint_write_vocab(hid_t file, const char *vocab_text, int do_lower_case);

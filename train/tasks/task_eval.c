@@ -1,78 +1,11 @@
-/* Task data, batches and prediction with metrics, shared by finetune and predict (finetune.h). */
+/* Prediction with the task's metrics, shared by finetune and predict (task_runner.h). */
 #include <math.h>
 #include <string.h>
 
 #include "core/common.h"
-#include "train/loop/finetune.h"
+#include "train/tasks/task_runner.h"
 #include "train/tasks/squad_eval.h"
 #include "train/tasks/task_metrics.h"
-
-void task_data_load(TaskData *d, const TaskRunner *r, const char *path, int need_labels) {
-    memset(d, 0, sizeof *d);
-    d->path = path;
-    const TaskConfig *task = &r->cfg.task;
-    features_init(&d->features, r->L);
-    double t0 = now_seconds();
-    if (task->type == TASK_SQUAD) {
-        squad_read(&d->squad, path, r->tok, need_labels, task->bad_examples);
-        squad_windows(&d->squad, task, r->tok, &d->features, &d->windows);
-        rp_log("%s: %d questions in %d contexts -> %d windows of %d tokens (%.1f s)", path, d->squad.num_questions,
-               d->squad.num_contexts, d->features.count, r->L, now_seconds() - t0);
-    } else {
-        int rows = glue_load(&d->features, &r->layout, path, r->tok, task->bad_examples);
-        rp_log("%s: %d rows -> %d sequences of %d tokens (%.1f s)", path, rows, d->features.count, r->L,
-               now_seconds() - t0);
-        for (int i = 0; need_labels && i < d->features.count; i++)
-            RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),
-                     "%s: training data needs labels (task.label_column = -1)", path);
-    }
-}
-
-void task_data_free(TaskData *d) {
-    features_free(&d->features);
-    if (d->squad.questions) {
-        squad_free(&d->squad);
-        squad_windows_free(&d->windows);
-    }
-    memset(d, 0, sizeof *d);
-}
-
-void task_runner_buffers(TaskRunner *r) {
-    size_t BL = (size_t)r->B * r->L;
-    r->rows = xcalloc((size_t)r->B, sizeof(int));
-    r->input_ids = xcalloc(BL, sizeof(int));
-    r->token_type_ids = xcalloc(BL, sizeof(int));
-    r->attention_mask = xcalloc(BL, sizeof(int));
-    r->labels = xcalloc((size_t)r->B, sizeof(int));
-    r->start = xcalloc((size_t)r->B, sizeof(int));
-    r->end = xcalloc((size_t)r->B, sizeof(int));
-    r->values = xcalloc((size_t)r->B, sizeof(float));
-    activations_create(&r->acts, &r->model, r->B, r->L, 0);
-    head_buffers_create(&r->heads, &r->model, r->B, r->L);
-}
-
-void task_runner_free(TaskRunner *r) {
-    head_buffers_free(&r->heads);
-    activations_free(&r->acts);
-    model_free(&r->model);
-    tokenizer_free(r->tok);
-    free(r->vocab_text);
-    int *ints[] = {r->rows, r->input_ids, r->token_type_ids, r->attention_mask, r->labels, r->start, r->end};
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
-        free(ints[i]);
-    free(r->values);
-}
-
-void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
-    features_fill_batch(f, r->special, rows, r->B, r->input_ids, r->token_type_ids, r->attention_mask);
-    for (int b = 0; b < r->B; b++) {
-        int i = rows[b];
-        r->labels[b] = i >= 0 ? f->labels[i] : -100;
-        r->values[b] = i >= 0 ? f->values[i] : 0.0f;
-        r->start[b] = i >= 0 ? f->start[i] : -100;
-        r->end[b] = i >= 0 ? f->end[i] : -100;
-    }
-}
 
 /* Forward every sequence of f in batches of B (the last padded); out: [count, C] logits or
  * [count, L] start and end logits. */

@@ -1,0 +1,138 @@
+/* The fine-tuning task's model, data and batches (task_runner.h). */
+#include "train/tasks/task_runner.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/model/checkpoint.h"
+#include "train/model/transfer.h"
+
+ModelHeads task_runner_heads(const TaskRunner *r) {
+    if (r->cfg.task.type == TASK_SQUAD)
+        return (ModelHeads){0, 0, 0, 1};
+    return (ModelHeads){0, 1, r->layout.type == TASK_REGRESSION ? 1 : r->layout.num_labels, 0};
+}
+
+void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored) {
+    int lower = stored->data.do_lower_case;
+    r->vocab_text = checkpoint_read_vocab(file, path, &lower);
+    const char *origin = path;
+    if (!r->vocab_text) {
+        RP_CHECK(stored->data.vocab[0], "%s: no /vocab and no [data] vocab in its config", path);
+        r->vocab_text = read_file(stored->data.vocab, NULL, "vocabulary (the checkpoint's [data] vocab)");
+        origin = stored->data.vocab;
+    }
+    r->cfg.data.do_lower_case = lower;
+    r->tok = tokenizer_from_text(r->vocab_text, strlen(r->vocab_text), lower, origin);
+    r->special = tokenizer_special(r->tok);
+    RP_CHECK(tokenizer_vocab_size(r->tok) == r->cfg.model.vocab_size,
+             "%s: the vocabulary has %d tokens but model.vocab_size = %d", origin, tokenizer_vocab_size(r->tok),
+             r->cfg.model.vocab_size);
+}
+
+void task_runner_build_model(TaskRunner *r, const char *ckpt) {
+    char *stored_ini;
+    hid_t f = checkpoint_open(ckpt, &stored_ini);
+    Config stored;
+    config_load_string(&stored, stored_ini, ckpt);
+    config_adopt_model(&r->cfg, &stored, ckpt);
+    ModelConfig *mc = &r->cfg.model;
+    if (mc->absolute_position && r->cfg.task.max_seq_len > mc->max_position) {
+        rp_log("task.max_seq_len %d > the checkpoint's model.max_position %d: the absolute position table grows to "
+               "%d rows (rows %d-%d newly initialised)", r->cfg.task.max_seq_len, mc->max_position,
+               r->cfg.task.max_seq_len, mc->max_position, r->cfg.task.max_seq_len - 1);
+        mc->max_position = r->cfg.task.max_seq_len;
+    }
+    if (!mc->absolute_position && r->cfg.task.max_seq_len > stored.data.max_seq_len)
+        rp_log("task.max_seq_len %d is longer than the checkpoint's pretraining sequences (%d): relative positions "
+               "only, no change needed", r->cfg.task.max_seq_len, stored.data.max_seq_len);
+    task_runner_load_vocab(r, f, ckpt, &stored);
+    model_create(&r->model, mc, task_runner_heads(r));
+    model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
+    transfer_load(f, ckpt, &r->model, stderr);
+    h5_close(f, ckpt);
+    free(stored_ini);
+}
+
+void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {
+    memset(r, 0, sizeof *r);
+    config_load_task(&r->cfg, config_path, args->num_sets, args->sets);
+    if (r->cfg.train.threads > 0)
+        omp_set_num_threads(r->cfg.train.threads);
+    r->layout = glue_layout(&r->cfg.task);
+    if (r->cfg.task.glue_task != GLUE_NONE)
+        r->cfg.task.type = r->layout.type;
+    r->B = r->cfg.task.batch_size;
+    r->L = r->cfg.task.max_seq_len;
+}
+
+void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layout, const Tokenizer *tok, int L,
+                    const char *path, int need_labels) {
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    features_init(&d->features, L);
+    double t0 = now_seconds();
+    if (task->type == TASK_SQUAD) {
+        squad_read(&d->squad, path, tok, need_labels, task->bad_examples);
+        squad_windows(&d->squad, task, tok, &d->features, &d->windows);
+        rp_log("%s: %d questions in %d contexts -> %d windows of %d tokens (%.1f s)", path, d->squad.num_questions,
+               d->squad.num_contexts, d->features.count, L, now_seconds() - t0);
+    } else {
+        int rows = glue_load(&d->features, layout, path, tok, task->bad_examples);
+        rp_log("%s: %d rows -> %d sequences of %d tokens (%.1f s)", path, rows, d->features.count, L,
+               now_seconds() - t0);
+        for (int i = 0; need_labels && i < d->features.count; i++)
+            RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),
+                     "%s: training data needs labels (task.label_column = -1)", path);
+    }
+}
+
+void task_data_free(TaskData *d) {
+    features_free(&d->features);
+    if (d->squad.questions) {
+        squad_free(&d->squad);
+        squad_windows_free(&d->windows);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+void task_runner_buffers(TaskRunner *r) {
+    size_t BL = (size_t)r->B * r->L;
+    r->rows = xcalloc((size_t)r->B, sizeof(int));
+    r->input_ids = xcalloc(BL, sizeof(int));
+    r->token_type_ids = xcalloc(BL, sizeof(int));
+    r->attention_mask = xcalloc(BL, sizeof(int));
+    r->labels = xcalloc((size_t)r->B, sizeof(int));
+    r->start = xcalloc((size_t)r->B, sizeof(int));
+    r->end = xcalloc((size_t)r->B, sizeof(int));
+    r->values = xcalloc((size_t)r->B, sizeof(float));
+    activations_create(&r->acts, &r->model, r->B, r->L, 0);
+    head_buffers_create(&r->heads, &r->model, r->B, r->L);
+}
+
+void task_runner_free(TaskRunner *r) {
+    head_buffers_free(&r->heads);
+    activations_free(&r->acts);
+    model_free(&r->model);
+    tokenizer_free(r->tok);
+    free(r->vocab_text);
+    int *ints[] = {r->rows, r->input_ids, r->token_type_ids, r->attention_mask, r->labels, r->start, r->end};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        free(ints[i]);
+    free(r->values);
+}
+
+void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
+    features_fill_batch(f, r->special, rows, r->B, r->input_ids, r->token_type_ids, r->attention_mask);
+    for (int b = 0; b < r->B; b++) {
+        int i = rows[b];
+        r->labels[b] = i >= 0 ? f->labels[i] : -100;
+        r->values[b] = i >= 0 ? f->values[i] : 0.0f;
+        r->start[b] = i >= 0 ? f->start[i] : -100;
+        r->end[b] = i >= 0 ? f->end[i] : -100;
+    }
+}
+

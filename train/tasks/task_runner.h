@@ -1,0 +1,66 @@
+/* The fine-tuning task's model and data, shared by `realpos finetune` and `realpos predict`: the
+ * model is an encoder (train/model/transfer.h) with the task's head (train/model/task_heads.h);
+ * examples are pre-tokenized once (task_data.h) from GLUE TSV (glue.h) or SQuAD JSON (squad.h). */
+#pragma once
+#include <hdf5.h>
+#include <stdio.h>
+
+#include "core/cli.h"
+#include "core/config.h"
+#include "train/data/tokenizer.h"
+#include "train/model/model.h"
+#include "train/model/task_heads.h"
+#include "train/tasks/glue.h"
+#include "train/tasks/squad.h"
+#include "train/tasks/task_data.h"
+
+typedef struct {
+    Config cfg;
+    char *vocab_text;
+    Tokenizer *tok;
+    SpecialTokens special;
+    GlueLayout layout; /* classification / regression */
+    Model model;
+    Activations acts;
+    HeadBuffers heads;
+    int B, L;
+    int *rows, *input_ids, *token_type_ids, *attention_mask; /* one batch: [B], [B, L] x 3 */
+    int *labels, *start, *end;                               /* [B] targets */
+    float *values;                                           /* [B] */
+} TaskRunner;
+
+/* Evaluation data: the sequences and, for SQuAD, the questions and windows behind them. */
+typedef struct {
+    TaskFeatures features;
+    SquadSet squad;
+    SquadWindows windows;
+    const char *path;
+} TaskData;
+
+/* Read a data file for the task (GLUE TSV with `layout`, or SQuAD JSON) into sequences of L tokens;
+ * need_labels: training data. */
+void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layout, const Tokenizer *tok, int L,
+                    const char *path, int need_labels);
+void task_data_free(TaskData *d);
+
+/* Load a fine-tuning config (config_load_task), set the thread count, the GLUE layout and the
+ * batch shape; no model yet. */
+void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args);
+/* The heads the task needs: pooler + classifier (num_labels or 1 output) or the span head. */
+ModelHeads task_runner_heads(const TaskRunner *r);
+/* Fine-tuning: the task's model from the init checkpoint (config_adopt_model, the absolute table
+ * grown to task.max_seq_len if needed, new parameters initialised with task.seed, the rest
+ * transferred by name and shape, the table printed); vocabulary and casing from the checkpoint. */
+void task_runner_build_model(TaskRunner *r, const char *ckpt);
+/* Vocabulary of a checkpoint (/vocab), or the file its stored [data] names; sets the tokenizer. */
+void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored);
+/* Batch buffers and head buffers for the runner's model (after the model exists). */
+void task_runner_buffers(TaskRunner *r);
+void task_runner_free(TaskRunner *r);
+/* Copy sequences rows[0..B) (< 0: padding) into the batch buffers and their targets. */
+void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows);
+
+/* Predict every sequence of d, write the predictions file `out_path` (GLUE: index<TAB>prediction;
+ * SQuAD: predictions.json), and, when the data is labelled, print the task's metrics to stdout
+ * and append them as JSON to `results` (may be NULL). */
+void task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results);
