@@ -4,7 +4,7 @@
 #pragma once
 
 #define CLI_MAX_SETS 64
-#define CLI_MAX_POSITIONAL 8
+#define CLI_MAX_POSITIONAL 64 /* e.g. the checkpoints `realpos average` takes */
 
 typedef struct {
     const char *name;   /* without the leading "--", e.g. "out" */

@@ -367,6 +367,43 @@ void config_adopt_model(Config *cfg, const Config *stored_config, const char *or
     config_validate(cfg);
 }
 
+/* ---- comparing two models ------------------------------------------------------------------- */
+
+/* The key's value as printed in the INI text (" value"); caller frees. */
+static char *value_text(const Config *cfg, const KeySpec *key) {
+    char *text = NULL;
+    size_t size;
+    FILE *out = open_memstream(&text, &size);
+    RP_CHECK(out, "out of memory formatting the configuration");
+    config_print_value(out, cfg, key);
+    RP_CHECK(fclose(out) == 0, "out of memory formatting the configuration");
+    return text;
+}
+
+bool config_model_difference(const Config *a, const Config *b, const char *const *ignore, int num_ignore,
+                             ConfigDifference *diff) {
+    for (int k = 0; k < config_num_keys; k++) {
+        const KeySpec *key = &config_schema[k];
+        bool ignored = false;
+        for (int i = 0; i < num_ignore; i++)
+            ignored |= !strcmp(key->name, ignore[i]);
+        if (strcmp(key->section, "model") || ignored)
+            continue;
+        char *va = value_text(a, key), *vb = value_text(b, key);
+        bool differ = strcmp(va, vb) != 0;
+        if (differ) {
+            snprintf(diff->key, sizeof diff->key, "model.%s", key->name);
+            snprintf(diff->a, sizeof diff->a, "%s", va[0] == ' ' ? va + 1 : va);
+            snprintf(diff->b, sizeof diff->b, "%s", vb[0] == ' ' ? vb + 1 : vb);
+        }
+        free(va);
+        free(vb);
+        if (differ)
+            return true;
+    }
+    return false;
+}
+
 /* ---- printing -------------------------------------------------------------------------------- */
 
 char *config_to_ini(const Config *cfg) {

@@ -6,6 +6,7 @@
  *     FILE:LINE: key 'x': expected ..., got ...
  * (for overrides the origin is "--set section.key=value"). */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CONFIG_PATH_MAX 512
@@ -130,3 +131,10 @@ void config_load_task(Config *cfg, const char *path, int num_overrides, char *co
  * to a value different from the checkpoint's is fatal, naming the key and both values. Then the
  * whole config is validated. */
 void config_adopt_model(Config *cfg, const Config *stored, const char *origin);
+/* The first [model] key (in schema order, skipping the names in `ignore`) whose value differs
+ * between a and b: true, with "model.KEY" and both values as the INI text prints them, in diff. */
+typedef struct {
+    char key[64], a[CONFIG_PATH_MAX], b[CONFIG_PATH_MAX];
+} ConfigDifference;
+bool config_model_difference(const Config *a, const Config *b, const char *const *ignore, int num_ignore,
+                             ConfigDifference *diff);

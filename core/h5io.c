@@ -167,7 +167,7 @@ int h5_shape(hid_t file, const char *path, const char *name, hsize_t dims[4]) {
     return rank;
 }
 
-static void shape_text(char *buf, size_t size, int rank, const hsize_t *dims) {
+void h5_shape_text(char *buf, size_t size, int rank, const hsize_t *dims) {
     size_t used = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < rank && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
@@ -194,8 +194,8 @@ static void read_checked(hid_t file, const char *path, const char *name, void *o
         same = found[i] == dims[i];
     if (!same) {
         char want[128], got[128];
-        shape_text(want, sizeof want, rank, dims);
-        shape_text(got, sizeof got, found_rank < 0 ? 0 : found_rank > 8 ? 8 : found_rank, found);
+        h5_shape_text(want, sizeof want, rank, dims);
+        h5_shape_text(got, sizeof got, found_rank < 0 ? 0 : found_rank > 8 ? 8 : found_rank, found);
         RP_FATAL("%s: dataset '%s': expected shape %s, got %s", path, name, want, got);
     }
     RP_CHECK(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0,

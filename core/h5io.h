@@ -29,6 +29,8 @@ int h5_attr_exists(hid_t obj, const char *attr);
 
 /* Shape of a dataset: returns its rank (<= 4) and fills dims; fatal if absent. */
 int h5_shape(hid_t file, const char *path, const char *name, hsize_t dims[4]);
+/* "[2, 3]" (rank 0: "[]") for messages. */
+void h5_shape_text(char *buf, size_t size, int rank, const hsize_t *dims);
 /* Read a dataset after checking presence, element type and exact shape; fatal on the first
  * mismatch, naming the file, the dataset, what was expected and what was found. */
 void h5_read_floats(hid_t file, const char *path, const char *name, float *out, int rank,

@@ -5,6 +5,7 @@
 int cmd_config(int argc, char **argv);   /* print the effective configuration */
 int cmd_init(int argc, char **argv);     /* fresh checkpoint */
 int cmd_inspect(int argc, char **argv);  /* config + parameter table of a checkpoint */
+int cmd_average(int argc, char **argv);  /* mean of several checkpoints' weights */
 int cmd_dump(int argc, char **argv);     /* one forward/backward on a batch file */
 int cmd_bench(int argc, char **argv);    /* time training steps */
 int cmd_tokenize(int argc, char **argv); /* WordPiece ids of stdin lines */

@@ -9,15 +9,6 @@
 
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
 
-static void format_shape(char *out, size_t size, int rank, const hsize_t *dims) {
-    if (rank == 1)
-        snprintf(out, size, "[%llu]", (unsigned long long)dims[0]);
-    else if (rank == 2)
-        snprintf(out, size, "[%llu, %llu]", (unsigned long long)dims[0], (unsigned long long)dims[1]);
-    else
-        snprintf(out, size, "[rank %d]", rank);
-}
-
 static void param_shape(const ParamInfo *p, int *rank, hsize_t dims[2]) {
     *rank = p->cols ? 2 : 1;
     dims[0] = (hsize_t)p->rows;
@@ -35,7 +26,7 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
     if (model_find_param(scan->m, name))
         return;
     char shape[64];
-    format_shape(shape, sizeof shape, rank, dims);
+    h5_shape_text(shape, sizeof shape, rank, dims);
     fprintf(scan->table, "  dropped      %-64s %s\n", name, shape);
     scan->summary->dropped++;
 }
@@ -49,7 +40,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         int rank;
         hsize_t dims[2];
         param_shape(p, &rank, dims);
-        format_shape(want, sizeof want, rank, dims);
+        h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
             fprintf(table, "  initialised  %-64s %s\n", p->name, want);
@@ -58,7 +49,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         }
         hsize_t stored[4];
         int stored_rank = h5_shape(file, path, dataset, stored);
-        format_shape(have, sizeof have, stored_rank, stored);
+        h5_shape_text(have, sizeof have, stored_rank, stored);
         float *w = m->params + p->offset;
         if (stored_rank == rank && stored[0] == dims[0] && (rank == 1 || stored[1] == dims[1])) {
             h5_read_floats(file, path, dataset, w, rank, dims);

@@ -1,0 +1,135 @@
+/* realpos average: the mean of several checkpoints' weights (train/model/average.h), written as
+ * a weights-only checkpoint (no /optimizer, no /train) with the first input's config and
+ * vocabulary; root attributes averaged_count and averaged_inputs ("PATH\tSTEP" per line, STEP -1
+ * when the input records none) name the inputs. --last N RUN_DIR takes a run's N checkpoints
+ * (ckpt-STEP.h5) with the highest steps. */
+#include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/cli/commands.h"
+#include "train/loop/pretrain.h"
+#include "train/model/average.h"
+#include "train/model/checkpoint.h"
+
+typedef struct {
+    char *path;
+    long step;
+} RunCheckpoint;
+
+static int by_step(const void *a, const void *b) {
+    const RunCheckpoint *x = a, *y = b;
+    return x->step != y->step ? (x->step < y->step ? -1 : 1) : strcmp(x->path, y->path);
+}
+
+/* The paths of RUN_DIR's `last` checkpoints with the highest steps, oldest first (caller frees). */
+static char **last_checkpoints(const char *run_dir, int last) {
+    DIR *dir = opendir(run_dir);
+    RP_CHECK(dir, "%s: cannot open the run directory", run_dir);
+    RunCheckpoint *found = NULL;
+    int count = 0;
+    for (struct dirent *e; (e = readdir(dir));) {
+        long name_step;
+        int end = 0;
+        if (sscanf(e->d_name, "ckpt-%ld.h5%n", &name_step, &end) != 1 || end != (int)strlen(e->d_name))
+            continue;
+        found = realloc(found, sizeof(RunCheckpoint) * (size_t)(count + 1));
+        RP_CHECK(found, "out of memory listing %s", run_dir);
+        size_t size = strlen(run_dir) + strlen(e->d_name) + 2;
+        char *path = xmalloc(size);
+        snprintf(path, size, "%s/%s", run_dir, e->d_name);
+        char *ini;
+        hid_t f = checkpoint_open(path, &ini);
+        found[count].path = path;
+        found[count].step = checkpoint_step(f, path);
+        h5_close(f, path);
+        free(ini);
+        count++;
+    }
+    closedir(dir);
+    RP_CHECK(count >= last, "%s: --last %d: the run directory holds %d checkpoints (ckpt-STEP.h5)", run_dir, last,
+             count);
+    qsort(found, (size_t)count, sizeof *found, by_step);
+    char **paths = xmalloc(sizeof(char *) * (size_t)last);
+    for (int i = 0; i < count; i++) {
+        if (i >= count - last)
+            paths[i - (count - last)] = found[i].path;
+        else
+            free(found[i].path);
+    }
+    free(found);
+    return paths;
+}
+
+typedef struct {
+    const CheckpointAverage *avg;
+    const char *const *paths;
+    char *vocab_text;       /* the first input's /vocab, or NULL */
+    int do_lower_case;
+} AverageOutput;
+
+static void write_average_extras(hid_t file, const void *ctx) {
+    const AverageOutput *out = ctx;
+    if (out->vocab_text)
+        checkpoint_write_vocab(file, out->vocab_text, out->do_lower_case);
+    char *list = NULL;
+    size_t size = 0;
+    FILE *text = open_memstream(&list, &size);
+    RP_CHECK(text, "out of memory listing the averaged checkpoints");
+    for (int i = 0; i < out->avg->count; i++)
+        fprintf(text, "%s\t%ld\n", out->paths[i], out->avg->steps[i]);
+    RP_CHECK(fclose(text) == 0, "out of memory listing the averaged checkpoints");
+    h5_attr_write_int64(file, "averaged_count", out->avg->count);
+    h5_attr_write_string(file, "averaged_inputs", list);
+    free(list);
+}
+
+int cmd_average(int argc, char **argv) {
+    const char *usage = "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5";
+    const char *out = NULL, *last_text = NULL;
+    CliOption options[] = {{"out", &out}, {"last", &last_text}};
+    CliArgs a = cli_parse(argc, argv, options, 2);
+    RP_CHECK(out && !a.num_sets && a.num_positional >= 1 && (!last_text || a.num_positional == 1),
+             "usage: realpos %s", usage);
+    int count = a.num_positional;
+    char **paths = a.positional;
+    if (last_text) {
+        count = (int)cli_int("--last", last_text, 1, 1 << 20);
+        paths = last_checkpoints(a.positional[0], count);
+    }
+    /* the output must not be an input, and no input may come twice (it would weigh double) */
+    struct stat out_stat, *in_stat = xmalloc(sizeof(struct stat) * (size_t)count);
+    int out_exists = stat(out, &out_stat) == 0;
+    for (int i = 0; i < count; i++) {
+        RP_CHECK(stat(paths[i], &in_stat[i]) == 0, "%s: no such checkpoint", paths[i]);
+        RP_CHECK(!out_exists || in_stat[i].st_dev != out_stat.st_dev || in_stat[i].st_ino != out_stat.st_ino,
+                 "--out %s is the input %s; write the average to a new file", out, paths[i]);
+        for (int j = 0; j < i; j++)
+            RP_CHECK(in_stat[j].st_dev != in_stat[i].st_dev || in_stat[j].st_ino != in_stat[i].st_ino,
+                     "%s is given twice (as %s and %s); each checkpoint is averaged once", paths[i], paths[j],
+                     paths[i]);
+    }
+    free(in_stat);
+    CheckpointAverage avg;
+    checkpoint_average(&avg, (const char *const *)paths, count);
+    AverageOutput extras_ctx = {&avg, (const char *const *)paths, NULL, 0};
+    hid_t f = h5_open(paths[0], 0);
+    extras_ctx.vocab_text = checkpoint_read_vocab(f, paths[0], &extras_ctx.do_lower_case);
+    h5_close(f, paths[0]);
+    CheckpointExtras extras = {.config_ini = avg.config_ini, .write_extra = write_average_extras,
+                               .extra_ctx = &extras_ctx};
+    checkpoint_save(out, &avg.model, &extras);
+    rp_log("wrote %s: the mean of %d checkpoint%s (steps %ld..%ld)", out, count, count > 1 ? "s" : "", avg.steps[0],
+           avg.steps[count - 1]);
+    free(extras_ctx.vocab_text);
+    checkpoint_average_free(&avg);
+    if (last_text) {
+        for (int i = 0; i < count; i++)
+            free(paths[i]);
+        free(paths);
+    }
+    return 0;
+}

@@ -1,0 +1,140 @@
+/* Mean of several checkpoints' parameters (average.h). */
+#include "train/model/average.h"
+
+#include <string.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/model/checkpoint.h"
+
+/* [model] keys that may differ between averaged checkpoints (training-only settings). */
+static const char *const training_only_keys[] = {"hidden_dropout", "attention_dropout"};
+
+long checkpoint_step(hid_t file, const char *path) {
+    if (h5_exists(file, "train/step")) {
+        int64_t step;
+        hsize_t one = 1;
+        h5_read_int64s(file, path, "train/step", &step, 1, &one);
+        return (long)step;
+    }
+    if (!h5_exists(file, "optimizer"))
+        return -1;
+    hid_t g = H5Gopen2(file, "optimizer", H5P_DEFAULT);
+    long step = h5_attr_exists(g, "step") ? (long)h5_attr_read_int64(g, "step", path) : -1;
+    H5Gclose(g);
+    return step;
+}
+
+/* The datasets under /model with their shapes, sorted by name. */
+typedef struct {
+    char name[PARAM_NAME_MAX + 64];
+    int rank;
+    hsize_t dims[4];
+} DatasetEntry;
+
+typedef struct {
+    DatasetEntry *items;
+    int count, capacity;
+} DatasetList;
+
+static void collect_dataset(const char *name, int rank, const hsize_t *dims, void *ctx) {
+    DatasetList *list = ctx;
+    if (list->count == list->capacity) {
+        list->capacity = list->capacity ? 2 * list->capacity : 64;
+        list->items = realloc(list->items, sizeof(DatasetEntry) * (size_t)list->capacity);
+        RP_CHECK(list->items, "out of memory listing checkpoint datasets");
+    }
+    DatasetEntry *e = &list->items[list->count++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->rank = rank;
+    memcpy(e->dims, dims, sizeof e->dims);
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const DatasetEntry *)a)->name, ((const DatasetEntry *)b)->name);
+}
+
+static DatasetList list_datasets(hid_t file, const char *path) {
+    DatasetList list = {NULL, 0, 0};
+    checkpoint_each_model_dataset(file, path, collect_dataset, &list);
+    qsort(list.items, (size_t)list.count, sizeof(DatasetEntry), by_name);
+    return list;
+}
+
+/* Fatal at the first dataset present in one list only, or present in both with other shapes. */
+static void require_same_datasets(const DatasetList *a, const char *path_a, const DatasetList *b,
+                                  const char *path_b) {
+    char shape_a[128], shape_b[128];
+    int i = 0, j = 0;
+    while (i < a->count || j < b->count) {
+        int order = i == a->count ? 1 : j == b->count ? -1 : strcmp(a->items[i].name, b->items[j].name);
+        const DatasetEntry *ea = order <= 0 ? &a->items[i] : NULL, *eb = order >= 0 ? &b->items[j] : NULL;
+        if (ea)
+            h5_shape_text(shape_a, sizeof shape_a, ea->rank, ea->dims);
+        if (eb)
+            h5_shape_text(shape_b, sizeof shape_b, eb->rank, eb->dims);
+        RP_CHECK(ea, "%s: dataset '/model/%s' %s is not in %s; averaged checkpoints must have the same parameters",
+                 path_b, eb->name, shape_b, path_a);
+        RP_CHECK(eb, "%s: no dataset '/model/%s', which %s has %s; averaged checkpoints must have the same "
+                 "parameters", path_b, ea->name, path_a, shape_a);
+        RP_CHECK(ea->rank == eb->rank && !memcmp(ea->dims, eb->dims, sizeof(hsize_t) * (size_t)ea->rank),
+                 "%s: dataset '/model/%s' has shape %s, but %s has %s; averaged checkpoints must have the same "
+                 "parameters", path_b, ea->name, shape_b, path_a, shape_a);
+        i++;
+        j++;
+    }
+}
+
+void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int count) {
+    RP_CHECK(count >= 1, "average: no checkpoints to average");
+    memset(avg, 0, sizeof *avg);
+    avg->count = count;
+    avg->steps = xmalloc(sizeof(long) * (size_t)count);
+    Config first;
+    DatasetList first_list = {NULL, 0, 0};
+    double *sum = NULL;
+    size_t n = 0;
+    for (int c = 0; c < count; c++) {
+        char *ini;
+        hid_t f = checkpoint_open(paths[c], &ini);
+        Config cfg;
+        config_load_string(&cfg, ini, paths[c]);
+        DatasetList list = list_datasets(f, paths[c]);
+        if (c == 0) {
+            first = cfg;
+            first_list = list;
+            avg->config_ini = ini;
+            model_create(&avg->model, &cfg.model, checkpoint_heads(f, paths[c]));
+            n = avg->model.table.block_floats;
+            sum = xcalloc(n, sizeof(double));
+        } else {
+            ConfigDifference diff;
+            if (config_model_difference(&first, &cfg, training_only_keys, 2, &diff))
+                RP_FATAL("%s: key '%s' is %s, but %s has %s; averaged checkpoints must share the model config",
+                         paths[c], diff.key, diff.b, paths[0], diff.a);
+            require_same_datasets(&first_list, paths[0], &list, paths[c]);
+            free(list.items);
+            free(ini);
+        }
+        checkpoint_load_model(f, paths[c], &avg->model);
+        avg->steps[c] = checkpoint_step(f, paths[c]);
+        h5_close(f, paths[c]);
+        const float *w = avg->model.params;
+#pragma omp parallel for schedule(static)
+        for (size_t e = 0; e < n; e++)
+            sum[e] += (double)w[e];
+    }
+    float *w = avg->model.params;
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++)
+        w[e] = (float)(sum[e] / (double)count);
+    free(sum);
+    free(first_list.items);
+}
+
+void checkpoint_average_free(CheckpointAverage *avg) {
+    model_free(&avg->model);
+    free(avg->config_ini);
+    free(avg->steps);
+    memset(avg, 0, sizeof *avg);
+}
