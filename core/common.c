@@ -92,3 +92,10 @@ void mkdir_p(const char *path) {
             RP_FATAL("cannot create directory '%s': %s", partial, strerror(errno));
     }
 }
+
+const char *enum_name(const char *const *names, int value) {
+    for (int i = 0; names[i]; i++)
+        if (i == value)
+            return names[i];
+    return "?";
+}

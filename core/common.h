@@ -38,5 +38,8 @@ char *read_file(const char *path, size_t *len, const char *what);
 /* mkdir -p; fatal on failure. */
 void mkdir_p(const char *path);
 
+/* names[value] of a NULL-terminated list of enum value names; "?" when value is out of range. */
+const char *enum_name(const char *const *names, int value);
+
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);

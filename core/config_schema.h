@@ -1,21 +1,33 @@
-/* The configuration schema: one entry per section.key with its type, default, range and help
- * text. Internal to core/config*.c; everything else uses config.h. */
+/* A generic typed INI engine. A schema is a table of rows (section, key, type, default, range,
+ * help, offset of the field) over a caller's struct of values; this module knows no section or
+ * key of its own. Parsing INI text, `--set section.key=value` overrides, defaults, the origin of
+ * every key's value, cross-key validation hooks and the printed form all go through the schema.
+ * Any error stops the program with
+ *     ORIGIN:LINE: key 'section.key': expected ..., got ...
+ * (for overrides the origin is "--set section.key=value"). The concrete schema of realpos is
+ * train/config/. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/config.h"
-
+#define CONFIG_PATH_MAX 512    /* bytes of a KEY_STRING field and of each KEY_PATHS entry */
+#define CONFIG_MAX_FILES 16    /* entries of a KEY_PATHS field */
+#define CONFIG_MAX_KEYS 128    /* rows of a schema */
+#define CONFIG_KEY_NAME_MAX 32 /* characters of a key name */
+#define CONFIG_ORIGIN_MAX (CONFIG_PATH_MAX + 64)
 #define CONFIG_MESSAGE_MAX 1024
 
+/* Field types: KEY_INT int, KEY_INT64 int64_t, KEY_FLOAT float, KEY_BOOL int (0/1), KEY_ENUM an
+ * int-sized enum, KEY_STRING char[CONFIG_PATH_MAX], KEY_PATHS char[CONFIG_MAX_FILES][CONFIG_PATH_MAX]
+ * with an int count. */
 typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL, KEY_ENUM, KEY_STRING, KEY_PATHS } KeyType;
 
 typedef struct {
     const char *section, *name;
     KeyType type;
-    size_t offset;             /* of the field in Config */
+    size_t offset;             /* of the field in the values struct */
     size_t count_offset;       /* KEY_PATHS: of the int that counts the entries */
     const char *fallback;      /* default, as INI text */
     int64_t int_min, int_max;  /* KEY_INT, KEY_INT64: inclusive range */
@@ -26,18 +38,92 @@ typedef struct {
     const char *help;
 } KeySpec;
 
-/* Every key, grouped by section in the order [model] [optim] [train] [data] [task]. */
-extern const KeySpec config_schema[];
-extern const int config_num_keys;
+/* Where each key got its value ("file.ini:12", "--set model.k=3", or "" for the default),
+ * indexed like the schema's rows. A member of the values struct. */
+typedef struct {
+    char of[CONFIG_MAX_KEYS][CONFIG_ORIGIN_MAX];
+} ConfigOrigins;
+
+typedef struct {
+    const char *const *sections; /* in printed order */
+    int num_sections;
+    const KeySpec *keys;         /* grouped by section, in the order of `sections` */
+    int num_keys;
+    size_t values_size;          /* sizeof the values struct */
+    size_t origins_offset;       /* of its ConfigOrigins */
+} ConfigSchema;
+
+/* A cross-key validation hook: fatal (config_reject) on an impossible combination of values. */
+typedef void (*ConfigCheck)(const void *values);
+
+/* ---- schema rows: offsetof that fails to compile unless T.sec.key has the field type --------- */
+#define CONFIG_FIELD(T, member, type) _Generic(((T *)0)->member, type: offsetof(T, member))
+#define CONFIG_INT_KEY(T, sec, key, def, lo, hi, desc)                                             \
+    {.section = #sec, .name = #key, .type = KEY_INT, .offset = CONFIG_FIELD(T, sec.key, int),      \
+     .fallback = def, .int_min = lo, .int_max = hi, .help = desc}
+#define CONFIG_INT64_KEY(T, sec, key, def, lo, hi, desc)                                           \
+    {.section = #sec, .name = #key, .type = KEY_INT64,                                             \
+     .offset = CONFIG_FIELD(T, sec.key, int64_t), .fallback = def, .int_min = lo, .int_max = hi,  \
+     .help = desc}
+#define CONFIG_FLOAT_KEY(T, sec, key, def, lo_bracket, lo, hi, hi_bracket, desc)                   \
+    {.section = #sec, .name = #key, .type = KEY_FLOAT, .offset = CONFIG_FIELD(T, sec.key, float),  \
+     .fallback = def, .float_min = lo, .float_max = hi, .min_open = lo_bracket == '(',             \
+     .max_open = hi_bracket == ')', .help = desc}
+#define CONFIG_BOOL_KEY(T, sec, key, def, desc)                                                    \
+    {.section = #sec, .name = #key, .type = KEY_BOOL, .offset = CONFIG_FIELD(T, sec.key, int),     \
+     .fallback = def, .help = desc}
+#define CONFIG_ENUM_KEY(T, sec, key, enum_type, value_names, def, desc)                            \
+    {.section = #sec, .name = #key, .type = KEY_ENUM,                                              \
+     .offset = CONFIG_FIELD(T, sec.key, enum_type), .fallback = def, .names = value_names,        \
+     .help = desc}
+#define CONFIG_STRING_KEY(T, sec, key, def, required, desc)                                        \
+    {.section = #sec, .name = #key, .type = KEY_STRING,                                            \
+     .offset = CONFIG_FIELD(T, sec.key, char *), .fallback = def, .nonempty = required,           \
+     .help = desc}
+#define CONFIG_PATHS_KEY(T, sec, key, count, def, desc)                                            \
+    {.section = #sec, .name = #key, .type = KEY_PATHS,                                             \
+     .offset = CONFIG_FIELD(T, sec.key, char(*)[CONFIG_PATH_MAX]),                                 \
+     .count_offset = CONFIG_FIELD(T, sec.count, int), .fallback = def, .help = desc}
+
+/* ---- whole configurations (core/config_parse.c) ---------------------------------------------- */
+
+/* Zero the struct and fill every key with its default. */
+void config_schema_defaults(const ConfigSchema *schema, void *values);
+/* Defaults, then INI text (e.g. the config stored in a checkpoint; `origin` names it in errors),
+ * then `check` (may be NULL). */
+void config_schema_load_text(const ConfigSchema *schema, void *values, const char *text,
+                             const char *origin, ConfigCheck check);
+/* Defaults, then the file, then each "section.key=value" override, then `check` (may be NULL). */
+void config_schema_load_file(const ConfigSchema *schema, void *values, const char *path,
+                             int num_overrides, char *const *overrides, ConfigCheck check);
+/* Apply one "section.key=value" override; fatal on error. Validate afterwards. */
+void config_schema_override(const ConfigSchema *schema, void *values, const char *assignment);
+/* The full configuration as INI text (every key, every section, with help comments); caller
+ * frees. */
+char *config_schema_to_ini(const ConfigSchema *schema, const void *values);
+
+/* ---- single keys ----------------------------------------------------------------------------- */
 
 /* Schema index of section.name, or -1 with "key '...': expected ..., got ..." in `why`. */
-int config_find_key(const char *section, const char *name, char *why, size_t why_size);
+int config_find_key(const ConfigSchema *schema, const char *section, const char *name, char *why,
+                    size_t why_size);
+/* Schema index of a key the caller knows exists; fatal ("internal") otherwise. */
+int config_key_index(const ConfigSchema *schema, const char *section, const char *name);
+/* "file.ini:12", "--set ..." or "" (the default) for key k. */
+const char *config_key_origin(const ConfigSchema *schema, const void *values, int k);
+/* Fatal: "ORIGIN: key 'section.name': <message>" for key k, whose value is impossible
+ * (ORIGIN is "(default)" for a default). */
+void config_reject(const ConfigSchema *schema, const void *values, int k, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
 /* What a key accepts: "an integer in [1, 65536]", "a number >= 0", "one of post, pre", ... */
 void config_describe_expected(const KeySpec *key, char *out, size_t size);
-/* Parses `text` into the key's field of cfg; on failure writes "key '...': expected ..., got ..."
- * to `why` and returns false. With `append`, path-list entries are added instead of replacing. */
-bool config_set_value(Config *cfg, const KeySpec *key, const char *text, bool append, char *why,
+/* Parses `text` into the key's field of `values`; on failure writes "key '...': expected ...,
+ * got ..." to `why` and returns false. With `append`, path-list entries are added instead of
+ * replacing. */
+bool config_set_value(void *values, const KeySpec *key, const char *text, bool append, char *why,
                       size_t why_size);
 /* The key's value as config_set_value reads it back: " value" (nothing for an empty string);
  * long path lists continue on indented lines. */
-void config_print_value(FILE *out, const Config *cfg, const KeySpec *key);
+void config_print_value(FILE *out, const void *values, const KeySpec *key);
+/* The same as a string (caller frees). */
+char *config_value_text(const void *values, const KeySpec *key);

@@ -15,6 +15,10 @@
 
 #define MASK_PENALTY (-10000.0f)
 
+const char *const rel_kind_names[] = {"none", "shaw", "method1", "method2", "method3", "method4", NULL};
+
+const char *rel_kind_name(RelKind kind) { return enum_name(rel_kind_names, (int)kind); }
+
 int attention_table_rows(RelKind rel, int k) {
     switch (rel) {
     case REL_NONE: return 0;

@@ -18,7 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+/* Relative position modes (Shaw et al. 2018; Huang et al. 2020), per head as above. */
+typedef enum { REL_NONE = 0, REL_SHAW, REL_METHOD1, REL_METHOD2, REL_METHOD3, REL_METHOD4 } RelKind;
+/* Their config names in enum order ("none", "shaw", "method1", ...), NULL-terminated. */
+extern const char *const rel_kind_names[];
+const char *rel_kind_name(RelKind kind);
 
 typedef struct {
     int B, L, H, num_heads;

@@ -46,6 +46,11 @@ typedef struct {
     float *d_carried;   /* [B, heads, L, L] dL/dC carried down (residual only) */
 } LayerScratch;
 
+/* Where the layer norms sit: after each residual sum (post, BERT) or before each branch (pre). */
+typedef enum { NORM_POST = 0, NORM_PRE = 1 } NormKind;
+/* Their config names in enum order ("post", "pre"), NULL-terminated. */
+extern const char *const norm_kind_names[];
+
 typedef struct {
     int N, H, ffn_dim; /* tokens, hidden, intermediate */
     int pre_norm;       /* 0 = Post-LN (BERT), 1 = Pre-LN */

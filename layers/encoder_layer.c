@@ -5,6 +5,8 @@
 #include "layers/encoder.h"
 #include "layers/layers.h"
 
+const char *const norm_kind_names[] = {"post", "pre", NULL};
+
 /* y = a + b (n floats); y may alias a */
 static void add_vectors(float *y, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)

@@ -5,6 +5,8 @@
 
 #include "core/common.h"
 
+const char *const schedule_kind_names[] = {"linear", "cosine", "constant", NULL};
+
 void adamw_create(AdamW *opt, const ParamTable *table) {
     opt->exp_avg = xalloc_floats(table->block_floats);
     opt->exp_avg_sq = xalloc_floats(table->block_floats);

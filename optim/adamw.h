@@ -6,8 +6,18 @@
 #pragma once
 #include <stdint.h>
 
-#include "core/config.h"
 #include "core/param_table.h"
+
+/* The [optim] section of the configuration. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int bias_correction; /* bool */
+} OptimConfig;
+
+/* Learning-rate schedules after warmup (lr_schedule below). */
+typedef enum { SCHED_LINEAR = 0, SCHED_COSINE, SCHED_CONSTANT } ScheduleKind;
+/* Their config names in enum order ("linear", "cosine", "constant"), NULL-terminated. */
+extern const char *const schedule_kind_names[];
 
 typedef struct {
     float *exp_avg, *exp_avg_sq; /* parameter-shaped blocks */

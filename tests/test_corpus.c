@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "core/h5io.h"
 #include "train/data/corpus.h"
 #include "train/data/tokenizer.h"

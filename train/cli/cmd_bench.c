@@ -6,7 +6,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "core/peak.h"
 #include "core/rng.h"
 #include "optim/adamw.h"

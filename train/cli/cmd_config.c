@@ -4,7 +4,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/cli/commands.h"
 
 int cmd_config(int argc, char **argv) {

@@ -4,7 +4,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "core/h5io.h"
 #include "optim/adamw.h"
 #include "train/model/checkpoint.h"

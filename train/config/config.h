@@ -1,29 +1,23 @@
-/* Typed, validated INI configuration.
+/* train/config/: the configuration of realpos, the base of train/ that every wing shares.
  *
- * One schema table (core/config.c) lists every section.key with its type, default, range and
- * help text; parsing a file, `--set section.key=value` overrides and re-parsing the config text
- * stored in a checkpoint all go through it. Any error stops the program with
+ * The sections [model] [optim] [train] [data] [task] as one Config struct, its schema table
+ * (train/config/schema.c: every section.key with its type, default, range and help text) and
+ * the cross-key checks, on the generic typed INI engine of core/config_schema.h. Parsing a file,
+ * `--set section.key=value` overrides and re-parsing the config text stored in a checkpoint all
+ * go through it. Any error stops the program with
  *     FILE:LINE: key 'x': expected ..., got ...
  * (for overrides the origin is "--set section.key=value"). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CONFIG_PATH_MAX 512
-#define CONFIG_MAX_FILES 16
+#include "core/config_schema.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
+#include "optim/adamw.h"
 
-typedef enum { NORM_POST = 0, NORM_PRE = 1 } NormKind;
-typedef enum {
-    REL_NONE = 0,
-    REL_SHAW,    /* e = (q.k + q.a_r) / sqrt(d)            a: [2k+1, d] */
-    REL_METHOD1, /* e = (q.k) w_s / sqrt(d)                 w: [k+1]    */
-    REL_METHOD2, /* e = (q.k) w_r / sqrt(d)                 w: [2k+1]   */
-    REL_METHOD3, /* e = sum_t q_t k_t a_{r,t} / sqrt(d)     a: [2k+1, d] */
-    REL_METHOD4, /* e = (q.k + q.a_r + k.a_r) / sqrt(d)     a: [2k+1, d] */
-} RelKind;
-typedef enum { SCHED_LINEAR = 0, SCHED_COSINE, SCHED_CONSTANT } ScheduleKind;
 typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
-/* GLUE TSV layouts with their columns and label sets (train/glue.c); GLUE_NONE: explicit columns */
+/* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
 
@@ -39,11 +33,6 @@ typedef struct {
     int relative_k;
     int residual_attention, residual_attention_mean; /* bools */
 } ModelConfig;
-
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay;
-    int bias_correction; /* bool */
-} OptimConfig;
 
 typedef struct {
     int batch_size, grad_accum_steps, max_steps, warmup_steps;
@@ -87,19 +76,18 @@ typedef struct {
     int64_t seed;                    /* new-parameter init, data order, dropout */
 } TaskConfig;
 
-#define CONFIG_MAX_KEYS 128
-#define CONFIG_ORIGIN_MAX (CONFIG_PATH_MAX + 64)
-
 typedef struct {
     ModelConfig model;
     OptimConfig optim;
     TrainConfig train;
     DataConfig data;
     TaskConfig task;
-    /* Where each schema key got its value ("file.ini:12", "--set model.k=3", or "" for the
-     * default), indexed like the schema table; used to name the origin in validation errors. */
-    char key_origin[CONFIG_MAX_KEYS][CONFIG_ORIGIN_MAX];
+    /* Where each schema key got its value; names the origin in validation errors. */
+    ConfigOrigins origins;
 } Config;
+
+/* The schema of Config (train/config/schema.c). */
+extern const ConfigSchema config_schema;
 
 /* Fill every key with its default. */
 void config_defaults(Config *cfg);
@@ -115,7 +103,6 @@ void config_validate(const Config *cfg);
 /* The full effective configuration as INI text (every key, every section); caller frees. */
 char *config_to_ini(const Config *cfg);
 /* Enum names, for logs. */
-const char *rel_kind_name(RelKind kind);
 const char *task_kind_name(TaskKind kind);
 const char *glue_task_name(GlueTask task);
 /* 1 if section.name got its value from a file or --set (not the default). */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/data/tokenizer.h"
 
 #define SHARD_FORMAT "realpos-shard-1"

@@ -27,7 +27,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "core/config.h"
+#include "train/config/config.h"
 #include "core/rng.h"
 #include "train/data/corpus.h"
 #include "train/data/tokenizer.h"

@@ -3,7 +3,7 @@
 #pragma once
 #include <hdf5.h>
 
-#include "core/config.h"
+#include "train/config/config.h"
 #include "optim/adamw.h"
 #include "train/data/corpus.h"
 #include "train/data/instances.h"

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/config.h"
+#include "train/config/config.h"
 
 /* Set by the SIGINT/SIGTERM handler, polled between steps: the only state a signal handler may
  * touch, hence file scope. */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "core/param_table.h"
 #include "layers/encoder.h"
 

@@ -10,7 +10,7 @@
  * outside the task's set or a score that is not a finite number is reported with file and line
  * and skipped (counted) or fatal per [task] bad_examples. */
 #pragma once
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/tasks/task_data.h"
 #include "train/data/tokenizer.h"
 

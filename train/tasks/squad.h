@@ -14,7 +14,7 @@
  * min(tokens left, tokens right) + 0.01 len is largest (the first on a tie); predictions only
  * start in a token's max-context window. */
 #pragma once
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/tasks/task_data.h"
 #include "train/data/tokenizer.h"
 

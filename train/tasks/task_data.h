@@ -4,7 +4,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/data/tokenizer.h"
 
 typedef struct {

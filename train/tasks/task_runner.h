@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "core/cli.h"
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/data/tokenizer.h"
 #include "train/model/model.h"
 #include "train/model/task_heads.h"

@@ -1,0 +1,193 @@
+/* Config: loading through the schema (schema.c) and the cross-key checks that single keys
+ * cannot express, each naming the origin of the offending key. */
+#include "train/config/config.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/common.h"
+
+#define KEY(sec, name) config_key_index(&config_schema, #sec, #name)
+
+/* Where key k got its value: "file.ini:12", "--set ..." or "default". */
+static const char *origin_of(const Config *cfg, int k) {
+    const char *origin = config_key_origin(&config_schema, cfg, k);
+    return origin[0] ? origin : "default";
+}
+
+#define reject(cfg, k, ...) config_reject(&config_schema, cfg, k, __VA_ARGS__)
+
+int config_key_is_set(const Config *cfg, const char *section, const char *name) {
+    return config_key_origin(&config_schema, cfg, config_key_index(&config_schema, section, name))[0] != '\0';
+}
+
+static void validate_task(const Config *cfg) {
+    const TaskConfig *k = &cfg->task;
+    if (k->glue_task != GLUE_NONE && config_key_is_set(cfg, "task", "type")) {
+        TaskKind implied = k->glue_task == GLUE_STSB ? TASK_REGRESSION : TASK_CLASSIFICATION;
+        if (k->type != implied)
+            reject(cfg, KEY(task, type), "expected %s (or no setting) for task.glue_task = %s (%s), got %s",
+                   task_kind_name(implied), glue_task_name(k->glue_task), origin_of(cfg, KEY(task, glue_task)),
+                   task_kind_name(k->type));
+    }
+    if (k->type == TASK_SQUAD) {
+        if (k->max_query_length + 4 > k->max_seq_len)
+            reject(cfg, KEY(task, max_query_length),
+                   "expected at most task.max_seq_len - 4 = %d (%s) so that a window holds context, got %d",
+                   k->max_seq_len - 4, origin_of(cfg, KEY(task, max_seq_len)), k->max_query_length);
+        return;
+    }
+    if (k->glue_task != GLUE_NONE)
+        return;
+    if (k->text_b_column == k->text_a_column)
+        reject(cfg, KEY(task, text_b_column), "expected a column other than task.text_a_column = %d (%s), got %d",
+               k->text_a_column, origin_of(cfg, KEY(task, text_a_column)), k->text_b_column);
+    if (k->label_column == k->text_a_column || k->label_column == k->text_b_column)
+        reject(cfg, KEY(task, label_column), "expected a column other than the text columns, got %d",
+               k->label_column);
+    int highest = k->text_a_column > k->text_b_column ? k->text_a_column : k->text_b_column;
+    highest = highest > k->label_column ? highest : k->label_column;
+    if (k->num_columns && k->num_columns <= highest)
+        reject(cfg, KEY(task, num_columns), "expected more than %d (the highest column used), got %d", highest,
+               k->num_columns);
+    if (k->type == TASK_CLASSIFICATION) {
+        int count = 0;
+        for (const char *s = k->labels; *s;) {
+            s += strspn(s, " \t");
+            size_t n = strcspn(s, " \t");
+            count += n > 0;
+            s += n;
+        }
+        if (count < 2)
+            reject(cfg, KEY(task, labels), "expected at least two space-separated label values, got '%s'",
+                   k->labels);
+    }
+}
+
+static void validate_model_and_data(const Config *cfg);
+
+void config_validate(const Config *cfg) {
+    validate_model_and_data(cfg);
+    const TrainConfig *t = &cfg->train;
+    if (t->warmup_steps > t->max_steps)
+        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
+               t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
+    validate_task(cfg);
+}
+
+static void validate_model_and_data(const Config *cfg) {
+    const ModelConfig *m = &cfg->model;
+    const DataConfig *d = &cfg->data;
+    if (m->hidden_size % m->num_heads)
+        reject(cfg, KEY(model, num_heads),
+               "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
+               origin_of(cfg, KEY(model, hidden_size)), m->num_heads);
+    if (m->residual_attention_mean && !m->residual_attention)
+        reject(cfg, KEY(model, residual_attention_mean),
+               "expected no while model.residual_attention = no (%s), got yes",
+               origin_of(cfg, KEY(model, residual_attention)));
+    if (m->absolute_position && d->max_seq_len > m->max_position)
+        reject(cfg, KEY(data, max_seq_len),
+               "expected at most model.max_position = %d (%s) while model.absolute_position = yes "
+               "(%s), got %d", m->max_position, origin_of(cfg, KEY(model, max_position)),
+               origin_of(cfg, KEY(model, absolute_position)), d->max_seq_len);
+    if (d->max_predictions_per_seq > d->max_seq_len)
+        reject(cfg, KEY(data, max_predictions_per_seq),
+               "expected at most data.max_seq_len = %d (%s), got %d", d->max_seq_len,
+               origin_of(cfg, KEY(data, max_seq_len)), d->max_predictions_per_seq);
+}
+
+/* ---- fine-tuning: the checkpoint's model with the allowed changes ----------------------------- */
+
+static const char *const adjustable_model_keys[] = {
+    "relative_position", "relative_k", "residual_attention", "residual_attention_mean", "max_position",
+    "hidden_dropout", "attention_dropout", "init_range", "seed"};
+
+void config_adopt_model(Config *cfg, const Config *stored_config, const char *origin) {
+    const ModelConfig *stored = &stored_config->model;
+    Config merged = *cfg;
+    merged.model = *stored;
+    for (int k = 0; k < config_schema.num_keys; k++) {
+        const KeySpec *key = &config_schema.keys[k];
+        const char *set_by = config_key_origin(&config_schema, cfg, k);
+        if (strcmp(key->section, "model") || !set_by[0])
+            continue;
+        char *wanted = config_value_text(cfg, key), *have = config_value_text(&merged, key);
+        bool adjustable = false;
+        for (size_t i = 0; i < sizeof adjustable_model_keys / sizeof *adjustable_model_keys; i++)
+            adjustable |= !strcmp(key->name, adjustable_model_keys[i]);
+        if (strcmp(wanted, have) && !adjustable)
+            RP_FATAL("%s: key 'model.%s': expected the checkpoint's value%s (%s) or no setting, got%s; only "
+                     "relative_position, relative_k, residual_attention(_mean), max_position, dropouts, "
+                     "init_range and seed may change when fine-tuning", set_by, key->name, have,
+                     origin, wanted);
+        free(wanted);
+        free(have);
+        if (adjustable) { /* copy the typed field */
+            size_t bytes = key->type == KEY_INT64 ? sizeof(int64_t) : key->type == KEY_FLOAT ? sizeof(float)
+                                                                                              : sizeof(int);
+            memcpy((char *)&merged + key->offset, (const char *)cfg + key->offset, bytes);
+        }
+    }
+    if (merged.model.max_position < stored->max_position && merged.model.absolute_position)
+        RP_FATAL("%s: key 'model.max_position': expected at least the checkpoint's %d (%s): the absolute "
+                 "position table can grow when fine-tuning, not shrink, got %d",
+                 config_key_origin(&config_schema, cfg, KEY(model, max_position)), stored->max_position, origin,
+                 merged.model.max_position);
+    cfg->model = merged.model;
+    cfg->data = stored_config->data;
+    config_validate(cfg);
+}
+
+
+/* ---- comparing two models -------------------------------------------------------------------- */
+
+bool config_model_difference(const Config *a, const Config *b, const char *const *ignore, int num_ignore,
+                             ConfigDifference *diff) {
+    for (int k = 0; k < config_schema.num_keys; k++) {
+        const KeySpec *key = &config_schema.keys[k];
+        bool ignored = false;
+        for (int i = 0; i < num_ignore; i++)
+            ignored |= !strcmp(key->name, ignore[i]);
+        if (strcmp(key->section, "model") || ignored)
+            continue;
+        char *va = config_value_text(a, key), *vb = config_value_text(b, key);
+        bool differ = strcmp(va, vb) != 0;
+        if (differ) {
+            snprintf(diff->key, sizeof diff->key, "model.%s", key->name);
+            snprintf(diff->a, sizeof diff->a, "%s", va[0] == ' ' ? va + 1 : va);
+            snprintf(diff->b, sizeof diff->b, "%s", vb[0] == ' ' ? vb + 1 : vb);
+        }
+        free(va);
+        free(vb);
+        if (differ)
+            return true;
+    }
+    return false;
+}
+
+/* ---- loading --------------------------------------------------------------------------------- */
+
+static void check_all(const void *values) { config_validate(values); }
+static void check_task(const void *values) { validate_task(values); }
+
+void config_defaults(Config *cfg) { config_schema_defaults(&config_schema, cfg); }
+
+void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_all);
+}
+
+void config_load_task(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_task);
+}
+
+void config_load_string(Config *cfg, const char *text, const char *origin) {
+    config_schema_load_text(&config_schema, cfg, text, origin, check_all);
+}
+
+void config_override(Config *cfg, const char *assignment) {
+    config_schema_override(&config_schema, cfg, assignment);
+}
+
+char *config_to_ini(const Config *cfg) { return config_schema_to_ini(&config_schema, cfg); }

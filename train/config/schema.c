@@ -1,0 +1,134 @@
+/* The schema of Config: one row per section.key with its type, default, range and help text.
+ * Defaults are INI text parsed like any other value; error messages and the comments of
+ * `realpos config` are generated from these rows by core/config_schema.c. */
+#include "train/config/config.h"
+
+#include <limits.h>
+#include <math.h>
+
+#include "core/common.h"
+
+_Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
+                   sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
+                   sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int),
+               "enum fields are stored through int");
+
+static const char *const task_names[] = {"classification", "regression", "squad", NULL};
+static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
+static const char *const bad_example_names[] = {"skip", "fatal", NULL};
+
+#define INT_KEY(...) CONFIG_INT_KEY(Config, __VA_ARGS__)
+#define INT64_KEY(...) CONFIG_INT64_KEY(Config, __VA_ARGS__)
+#define FLOAT_KEY(...) CONFIG_FLOAT_KEY(Config, __VA_ARGS__)
+#define BOOL_KEY(...) CONFIG_BOOL_KEY(Config, __VA_ARGS__)
+#define ENUM_KEY(...) CONFIG_ENUM_KEY(Config, __VA_ARGS__)
+#define STRING_KEY(...) CONFIG_STRING_KEY(Config, __VA_ARGS__)
+#define PATHS_KEY(...) CONFIG_PATHS_KEY(Config, __VA_ARGS__)
+
+static const KeySpec keys[] = {
+    INT_KEY(model, hidden_size, "768", 1, 65536, "width of every hidden state"),
+    INT_KEY(model, num_layers, "12", 1, 1024, "number of Transformer layers"),
+    INT_KEY(model, num_heads, "12", 1, 65536, "attention heads per layer; must divide hidden_size"),
+    INT_KEY(model, intermediate_size, "3072", 1, 1 << 20, "width of the feed-forward layer"),
+    INT_KEY(model, vocab_size, "30522", 1, 1 << 24, "rows of the token embedding"),
+    INT_KEY(model, max_position, "512", 1, 65536, "rows of the absolute position embedding"),
+    INT_KEY(model, type_vocab_size, "2", 1, 1024, "rows of the segment embedding"),
+    BOOL_KEY(model, absolute_position, "yes", "add learned absolute position embeddings"),
+    ENUM_KEY(model, norm, NormKind, norm_kind_names, "post",
+             "layer norm after (post, BERT) or before (pre) each residual branch"),
+    FLOAT_KEY(model, hidden_dropout, "0.1", '[', 0, 1, ')', "dropout on embeddings and residuals"),
+    FLOAT_KEY(model, attention_dropout, "0.1", '[', 0, 1, ')', "dropout on attention weights"),
+    FLOAT_KEY(model, layer_norm_eps, "1e-12", '(', 0, INFINITY, ')',
+              "added to the variance in layer norm"),
+    FLOAT_KEY(model, init_range, "0.02", '(', 0, INFINITY, ')',
+              "standard deviation of the initial weights"),
+    INT64_KEY(model, seed, "42", 0, INT64_MAX, "seed of the parameter initialisation"),
+    ENUM_KEY(model, relative_position, RelKind, rel_kind_names, "none",
+             "relative position scores (Shaw et al. 2018; Huang et al. 2020)"),
+    INT_KEY(model, relative_k, "64", 1, 65536, "relative distances are clipped to [-k, k]"),
+    BOOL_KEY(model, residual_attention, "no", "RealFormer: add the previous layer's scores"),
+    BOOL_KEY(model, residual_attention_mean, "no",
+             "RealFormer: scale the carried scores by 1/layer (needs residual_attention)"),
+
+    FLOAT_KEY(optim, lr, "1e-4", '[', 0, INFINITY, ')', "peak learning rate of AdamW"),
+    FLOAT_KEY(optim, beta1, "0.9", '[', 0, 1, ')', "decay of the first moment"),
+    FLOAT_KEY(optim, beta2, "0.999", '[', 0, 1, ')', "decay of the second moment"),
+    FLOAT_KEY(optim, eps, "1e-6", '(', 0, INFINITY, ')', "added to the root of the second moment"),
+    FLOAT_KEY(optim, weight_decay, "0.01", '[', 0, INFINITY, ')',
+              "decoupled weight decay (not on biases and layer norms)"),
+    BOOL_KEY(optim, bias_correction, "yes", "Adam bias correction of both moments"),
+
+    INT_KEY(train, batch_size, "32", 1, 1 << 20, "sequences per micro-batch"),
+    INT_KEY(train, grad_accum_steps, "1", 1, 1 << 20, "micro-batches summed per optimizer step"),
+    INT_KEY(train, max_steps, "1000", 1, INT_MAX, "optimizer steps of the whole run"),
+    INT_KEY(train, warmup_steps, "100", 0, INT_MAX, "steps of linear warmup from 0 to lr"),
+    ENUM_KEY(train, schedule, ScheduleKind, schedule_kind_names, "linear",
+             "after warmup: linear or cosine decay to 0 at max_steps, or constant"),
+    FLOAT_KEY(train, clip_grad_norm, "1.0", '[', 0, INFINITY, ')',
+              "clip the global gradient norm to this value (0 = off)"),
+    INT_KEY(train, log_interval, "10", 1, INT_MAX, "steps between log lines"),
+    INT_KEY(train, eval_interval, "200", 1, INT_MAX, "steps between held-out evaluations"),
+    INT_KEY(train, checkpoint_interval, "500", 1, INT_MAX, "steps between checkpoints"),
+    INT_KEY(train, keep_last, "2", 1, INT_MAX, "checkpoints kept in run_dir"),
+    INT_KEY(train, eval_batches, "20", 1, INT_MAX, "held-out batches per evaluation"),
+    STRING_KEY(train, run_dir, "runs/default", true, "directory of logs and checkpoints"),
+    INT_KEY(train, threads, "0", 0, 4096, "worker threads (0 = all cores)"),
+
+    PATHS_KEY(data, corpus, num_corpus, "",
+              "text files, one sentence per line, blank lines between documents"),
+    STRING_KEY(data, vocab, "", false, "WordPiece vocabulary, one token per line"),
+    STRING_KEY(data, shard_dir, "data/shards", true, "directory of the prepared training shards"),
+    BOOL_KEY(data, do_lower_case, "yes", "lowercase and strip accents before WordPiece"),
+    INT_KEY(data, max_seq_len, "128", 5, 65536, "tokens per sequence, [CLS] and [SEP]s included"),
+    FLOAT_KEY(data, short_seq_prob, "0.1", '[', 0, 1, ']', "chance of a shorter random length"),
+    FLOAT_KEY(data, masked_lm_prob, "0.15", '[', 0, 1, ']', "fraction of tokens predicted"),
+    INT_KEY(data, max_predictions_per_seq, "20", 1, 65536, "cap on predicted tokens per sequence"),
+    BOOL_KEY(data, whole_word_mask, "no", "mask all WordPieces of a word together"),
+    FLOAT_KEY(data, eval_fraction, "0.02", '(', 0, 1, ')', "fraction of documents held out"),
+    INT64_KEY(data, seed, "12345", 0, INT64_MAX, "seed of the data order and masking"),
+
+    ENUM_KEY(task, type, TaskKind, task_names, "classification",
+             "fine-tuning task: [CLS] classification, [CLS] regression (MSE) or SQuAD spans"),
+    ENUM_KEY(task, glue_task, GlueTask, glue_names, "none",
+             "GLUE TSV layout and labels (sets type); none = the column keys below"),
+    STRING_KEY(task, init_checkpoint, "", false, "checkpoint whose encoder fine-tuning starts from"),
+    STRING_KEY(task, train_file, "", false, "training data (GLUE TSV or SQuAD v1.1 JSON)"),
+    STRING_KEY(task, dev_file, "", false, "evaluation data, same format"),
+    INT_KEY(task, text_a_column, "0", 0, 255, "TSV column of the first text (0-based)"),
+    INT_KEY(task, text_b_column, "-1", -1, 255, "TSV column of the second text (-1 = single text)"),
+    INT_KEY(task, label_column, "1", -1, 255, "TSV column of the label (-1 = unlabelled)"),
+    INT_KEY(task, num_columns, "0", 0, 256, "columns of every TSV row (0 = as in the first row)"),
+    BOOL_KEY(task, header, "yes", "the first TSV row is a header"),
+    STRING_KEY(task, labels, "0 1", false, "classification label values, space-separated"),
+    ENUM_KEY(task, bad_examples, BadExamplePolicy, bad_example_names, "skip",
+             "malformed rows or questions: report and skip, or stop"),
+    INT_KEY(task, max_seq_len, "128", 8, 65536, "tokens per sequence, [CLS] and [SEP]s included"),
+    INT_KEY(task, batch_size, "32", 1, 1 << 20, "sequences per step (and per evaluation batch)"),
+    FLOAT_KEY(task, epochs, "3", '(', 0, 1000, ']', "passes over the training data (may be fractional)"),
+    INT_KEY(task, max_steps, "0", 0, INT_MAX, "stop after this many steps (0 = as epochs give)"),
+    FLOAT_KEY(task, lr, "5e-5", '(', 0, INFINITY, ')', "peak learning rate (AdamW as [optim])"),
+    FLOAT_KEY(task, warmup_proportion, "0.1", '[', 0, 1, ']',
+              "fraction of the steps with linear warmup, then linear decay to 0"),
+    INT_KEY(task, doc_stride, "128", 1, 65536, "SQuAD: tokens between the starts of context windows"),
+    INT_KEY(task, max_query_length, "64", 1, 65536, "SQuAD: question tokens kept"),
+    INT_KEY(task, n_best_size, "20", 1, 1000, "SQuAD: start and end candidates per window"),
+    INT_KEY(task, max_answer_length, "30", 1, 65536, "SQuAD: longest predicted answer in tokens"),
+    INT64_KEY(task, seed, "42", 0, INT64_MAX, "seed of new parameters, data order and dropout"),
+};
+
+_Static_assert(sizeof keys / sizeof keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
+
+static const char *const sections[] = {"model", "optim", "train", "data", "task"};
+
+const ConfigSchema config_schema = {
+    .sections = sections,
+    .num_sections = (int)(sizeof sections / sizeof sections[0]),
+    .keys = keys,
+    .num_keys = (int)(sizeof keys / sizeof keys[0]),
+    .values_size = sizeof(Config),
+    .origins_offset = offsetof(Config, origins),
+};
+
+const char *task_kind_name(TaskKind kind) { return enum_name(task_names, (int)kind); }
+
+const char *glue_task_name(GlueTask task) { return enum_name(glue_names, (int)task); }
