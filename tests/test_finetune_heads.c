@@ -85,7 +85,7 @@ static void backward(Fixture *fx) {
     memset(fx->m.grads, 0, sizeof(float) * fx->m.table.block_floats);
     loss_of(fx);
     const float *h = fx->a.encoder_out;
-    head_backward(&fx->m, &fx->hb, h, &fx->targets, fx->regression, fx->a.d_hidden_a);
+    head_backward(&fx->m, &fx->hb, h, &fx->targets, fx->regression, 1.0f, fx->a.d_hidden_a);
     model_encode_backward(&fx->m, &fx->a, &fx->batch);
 }
 

@@ -15,10 +15,10 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/peak.h"
 #include "core/rng.h"
 #include "train/loop/metrics.h"
 #include "train/loop/run_dir.h"
+#include "train/loop/step.h"
 #include "train/model/checkpoint.h"
 
 static void write_vocab(hid_t file, const void *ctx) {
@@ -45,72 +45,51 @@ static void sampler_next(Sampler *s, int *rows, int B) {
     }
 }
 
+/* BatchSource of fine-tuning: the next B sequences of the epoch's permutation. */
+typedef struct {
+    TaskRunner *runner;
+    const TaskFeatures *train_set;
+    Sampler sampler;
+} TaskSource;
+
+static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
+    (void)step, (void)micro;
+    TaskSource *src = ctx;
+    TaskRunner *r = src->runner;
+    sampler_next(&src->sampler, r->rows, r->B);
+    task_fill_batch(r, src->train_set, r->rows);
+    long tokens = 0;
+    for (int n = 0; n < r->B * r->L; n++)
+        tokens += r->attention_mask[n];
+    *out = (TrainBatch){{r->B, r->L, r->input_ids, r->token_type_ids, r->attention_mask, NULL},
+                        {r->labels, r->values, r->start, r->end}, tokens};
+}
+
 static void train(TaskRunner *r, const TaskFeatures *train_set, MetricsLog *log) {
     const TaskConfig *task = &r->cfg.task;
-    int B = r->B, L = r->L, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
+    int B = r->B, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
     long total = (long)ceil((double)task->epochs * train_set->count / B);
     if (task->max_steps > 0 && task->max_steps < total)
         total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)total);
     AdamW opt;
     adamw_create(&opt, &r->model.table);
-    Sampler sampler = {xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
+    TaskSource src = {r, train_set, {xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}}};
     for (int i = 0; i < train_set->count; i++)
-        sampler.order[i] = i;
-    rng_seed(&sampler.rng, (uint64_t)task->seed);
-    double peak = sgemm_peak_gflops() * 1e9, t_begin = now_seconds(), window_seconds = 0, window_loss = 0;
-    double window_flops = 0;
-    long window_tokens = 0, window_correct = 0, window_sequences = 0, window_start = 0;
+        src.sampler.order[i] = i;
+    rng_seed(&src.sampler.rng, (uint64_t)task->seed);
+    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, total, 1, r->cfg.train.clip_grad_norm, (uint64_t)task->seed,
+                     r->cfg.train.log_interval, NULL};
+    TrainStep ts;
+    train_step_init(&ts, &sc, &r->model, &opt, &r->cfg.optim, loss_head_task(&r->model, &r->acts, &r->heads, regression),
+                    (BatchSource){next_task_batch, &src}, log, 0);
     rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d (warmup %d), %d threads", train_set->count,
            (double)task->epochs, total, B, warmup, omp_get_max_threads());
-    HeadTargets targets = {r->labels, r->values, r->start, r->end};
-    for (long step = 0; step < total; step++) {
-        double t_step = now_seconds();
-        sampler_next(&sampler, r->rows, B);
-        task_fill_batch(r, train_set, r->rows);
-        Batch batch = {B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL};
-        uint64_t key = hash_key((uint64_t)task->seed, (uint64_t)step, 0);
-        memset(r->model.grads, 0, sizeof(float) * r->model.table.block_floats);
-        const float *hidden = model_encode(&r->model, &r->acts, &batch, 1, key);
-        head_forward(&r->model, &r->heads, hidden, 1, key);
-        int correct;
-        float loss = head_loss(&r->heads, &targets, regression, &correct);
-        RP_CHECK(isfinite(loss), "step %ld: the loss is %f; stopping without saving", step + 1, loss);
-        head_backward(&r->model, &r->heads, hidden, &targets, regression, r->acts.d_hidden_a);
-        model_encode_backward(&r->model, &r->acts, &batch);
-        GradClip clip = grad_clip(r->model.grads, r->model.table.block_floats, r->cfg.train.clip_grad_norm);
-        double norm = clip.norm;
-        RP_CHECK(isfinite(norm), "step %ld: the gradient norm is %f; stopping without saving", step + 1, norm);
-        float lr = lr_schedule(SCHED_LINEAR, task->lr, (int)step, warmup, (int)total);
-        adamw_step(&opt, &r->model.table, r->model.params, r->model.grads, &r->cfg.optim, lr, clip.scale);
-
-        for (int n = 0; n < B * L; n++)
-            window_tokens += r->attention_mask[n];
-        window_loss += loss;
-        window_correct += correct;
-        window_sequences += B;
-        window_flops += model_flops_per_step(&r->model.cfg, B, L, 0);
-        double now = now_seconds(), dt = (window_seconds += now - t_step);
-        long done = step + 1, in_window = done - window_start;
-        MetricsRecord rec = {.kind = "train", .step = done, .total_steps = total,
-                             .loss = window_loss / (double)in_window,
-                             .accuracy = regression ? 0 : (double)window_correct / (double)window_sequences,
-                             .lr = lr, .grad_norm = norm, .tokens_per_s = (double)window_tokens / dt,
-                             .mfu = window_flops / dt / peak, .elapsed_s = now - t_begin,
-                             .eta_s = dt / (double)in_window * (double)(total - done)};
-        if (done % r->cfg.train.log_interval == 0 || done == total) {
-            metrics_write(log, &rec);
-            window_seconds = window_loss = window_flops = 0;
-            window_tokens = window_correct = window_sequences = 0;
-            window_start = done;
-        } else {
-            metrics_progress(log, &rec);
-        }
-    }
-    free(sampler.order);
+    for (long step = 0; step < total; step++)
+        train_step(&ts, step);
+    free(src.sampler.order);
     adamw_free(&opt);
 }
-
 
 void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data, const char *config_ini) {
     const char *run_dir = r->cfg.train.run_dir;

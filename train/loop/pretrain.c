@@ -14,9 +14,9 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
-#include "core/peak.h"
 #include "core/rng.h"
 #include "train/loop/run_dir.h"
+#include "train/loop/step.h"
 #include "train/model/checkpoint.h"
 
 /* /vocab and /train (step, data stream state) of a pretraining checkpoint. */
@@ -130,62 +130,31 @@ static void log_eval(Trainer *t) {
 }
 
 /* Run steps until max_steps or a stop signal; returns 0 on a clean finish or stop. */
+/* BatchSource of pretraining: the next rows of the training stream (step and micro-batch follow
+ * from the stream's own state, which each checkpoint saves). */
+static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
+    (void)step, (void)micro;
+    Trainer *t = ctx;
+    InstanceBatch *ib = t->batch;
+    instance_stream_next(t->train_stream, ib);
+    *out = (TrainBatch){{ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask,
+                         ib->labels}, {0}, ib->num_tokens};
+}
+
+/* Run steps until max_steps or a stop signal; returns 0 on a clean finish or stop. */
 static int train_loop(Trainer *t) {
     const TrainConfig *tc = &t->cfg.train;
-    const ModelConfig *mc = &t->cfg.model;
-    int accum = tc->grad_accum_steps, B = tc->batch_size, L = t->cfg.data.max_seq_len;
-    double peak = sgemm_peak_gflops() * 1e9;
-    /* The window's throughput counts only time spent in training steps (not eval or saving). */
-    double t_begin = now_seconds(), window_seconds = 0;
-    long window_start = t->step, window_tokens = 0, window_correct = 0, window_predictions = 0;
-    double window_loss = 0, window_flops = 0, last_norm = 0;
-    float lr = 0;
+    StepConfig sc = {tc->schedule, t->cfg.optim.lr, tc->warmup_steps, tc->max_steps, tc->grad_accum_steps,
+                     tc->clip_grad_norm, (uint64_t)t->cfg.model.seed, tc->log_interval, tc->run_dir};
+    TrainStep ts;
+    train_step_init(&ts, &sc, &t->model, &t->opt, &t->cfg.optim, loss_head_mlm(&t->acts),
+                    (BatchSource){next_mlm_batch, t}, &t->log, t->step);
+    ts.reduce = t->reduce;
     rp_log("training steps %ld..%d, %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
-           omp_get_max_threads(), peak * 1e-9);
+           omp_get_max_threads(), ts.peak_flops * 1e-9);
     while (t->step < tc->max_steps && !stop_signal_received()) {
-        double t_step = now_seconds();
-        memset(t->model.grads, 0, sizeof(float) * t->model.table.block_floats);
-        for (int micro = 0; micro < accum; micro++) {
-            instance_stream_next(t->train_stream, t->batch);
-            InstanceBatch *ib = t->batch;
-            Batch b = {B, L, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels};
-            uint64_t key = hash_key((uint64_t)mc->seed, (uint64_t)t->step, (uint64_t)micro);
-            ForwardStats st = model_forward(&t->model, &t->acts, &b, 1, key, NULL);
-            RP_CHECK(isfinite(st.loss), "step %ld: the loss is %f; stopping without saving (the last checkpoint in %s "
-                     "is intact)", t->step + 1, st.loss, tc->run_dir);
-            model_backward(&t->model, &t->acts, &b, 1.0f / (float)accum);
-            window_loss += (double)st.loss / accum;
-            window_correct += st.num_correct;
-            window_predictions += st.num_predicted;
-            window_tokens += ib->num_tokens;
-            window_flops += model_flops_per_step(mc, B, L, st.num_predicted);
-        }
-        GradClip clip = grad_clip(t->model.grads, t->model.table.block_floats, tc->clip_grad_norm);
-        last_norm = clip.norm;
-        RP_CHECK(isfinite(last_norm), "step %ld: the gradient norm is %f; stopping without saving (the last "
-                 "checkpoint in %s is intact)", t->step + 1, last_norm, tc->run_dir);
-        lr = lr_schedule(tc->schedule, t->cfg.optim.lr, (int)t->step, tc->warmup_steps, tc->max_steps);
-        adamw_step(&t->opt, &t->model.table, t->model.params, t->model.grads, &t->cfg.optim, lr, clip.scale);
+        train_step(&ts, t->step);
         t->step++;
-
-        double now = now_seconds(), dt = (window_seconds += now - t_step);
-        long steps_in_window = t->step - window_start;
-        MetricsRecord rec = {
-            .kind = "train", .step = t->step, .total_steps = tc->max_steps,
-            .loss = window_loss / (double)steps_in_window,
-            .accuracy = window_predictions ? (double)window_correct / (double)window_predictions : 0,
-            .lr = lr, .grad_norm = last_norm, .tokens_per_s = (double)window_tokens / dt,
-            .mfu = window_flops / dt / peak, .elapsed_s = now - t_begin,
-            .eta_s = dt / (double)steps_in_window * (double)(tc->max_steps - t->step)};
-        if (t->step % tc->log_interval == 0 || t->step == tc->max_steps) {
-            metrics_write(&t->log, &rec);
-            window_seconds = 0;
-            window_start = t->step;
-            window_tokens = window_correct = window_predictions = 0;
-            window_loss = window_flops = 0;
-        } else {
-            metrics_progress(&t->log, &rec);
-        }
         if (t->step % tc->eval_interval == 0 && t->step < tc->max_steps)
             log_eval(t);
         if (t->step % tc->checkpoint_interval == 0 && t->step < tc->max_steps)

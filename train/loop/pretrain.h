@@ -9,6 +9,7 @@
 #include "train/data/instances.h"
 #include "train/data/tokenizer.h"
 #include "train/loop/metrics.h"
+#include "train/loop/step.h"
 #include "train/model/model.h"
 
 /* A pretraining run: configuration, vocabulary, data streams, model, optimizer, activations. */
@@ -26,6 +27,7 @@ typedef struct {
     Activations acts;
     long step; /* updates completed */
     MetricsLog log;
+    GradientReduce reduce; /* data-parallel hook of the step (step.h); zero: one process */
 } Trainer;
 
 typedef struct {

@@ -104,14 +104,14 @@ float head_loss(HeadBuffers *hb, const HeadTargets *t, int regression, int *num_
 }
 
 void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTargets *t, int regression,
-                   float *d_hidden) {
+                   float loss_scale, float *d_hidden) {
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
     int B = hb->B, L = hb->L, H = hb->H, N = B * L, C = hb->C;
     if (hb->span) {
-        /* d start = (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
-        crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f);
-        crossentropy_backward(hb->end_probs, hb->end_probs, t->end, B, L, 0.5f);
+        /* d start = scale (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
+        crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f * loss_scale);
+        crossentropy_backward(hb->end_probs, hb->end_probs, t->end, B, L, 0.5f * loss_scale);
         for (int n = 0; n < N; n++) {
             hb->d_span[2 * n] = hb->start_probs[n];
             hb->d_span[2 * n + 1] = hb->end_probs[n];
@@ -120,10 +120,10 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
         return;
     }
     if (regression)
-        for (int b = 0; b < B; b++) /* d/dy of mean (y - t)^2 */
-            hb->d_logits[b] = 2.0f * (hb->logits[b] - t->values[b]) / (float)B;
+        for (int b = 0; b < B; b++) /* d/dy of scale * mean (y - t)^2 */
+            hb->d_logits[b] = 2.0f * loss_scale * (hb->logits[b] - t->values[b]) / (float)B;
     else
-        crossentropy_backward(hb->d_logits, hb->probs, t->labels, B, C, 1.0f);
+        crossentropy_backward(hb->d_logits, hb->probs, t->labels, B, C, loss_scale);
     linear_backward(hb->d_z, g->classifier_w, g->classifier_b, hb->d_logits, hb->dropped, p->classifier_w, B, H, C);
     dropout_backward(hb->d_z, hb->d_z, (size_t)B * H, hb->training ? m->cfg.hidden_dropout : 0.0f,
                      hb->dropout_key);

@@ -44,6 +44,7 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int trai
 /* Mean loss of the last forward against the targets; *num_correct (may be NULL) counts argmax hits
  * (classification) or sequences with both start and end right (span). Keeps what backward needs. */
 float head_loss(HeadBuffers *hb, const HeadTargets *targets, int regression, int *num_correct);
-/* dL/dh of the last head_loss into d_hidden [B*L, H] (overwrites), head gradients += into m->grads. */
+/* d(loss_scale * L)/dh of the last head_loss into d_hidden [B*L, H] (overwrites), head gradients
+ * += into m->grads. */
 void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTargets *targets, int regression,
-                   float *d_hidden);
+                   float loss_scale, float *d_hidden);

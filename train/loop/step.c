@@ -1,0 +1,98 @@
+/* The shared training step and its metrics window (step.h). */
+#include "train/loop/step.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/peak.h"
+#include "core/rng.h"
+
+void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, AdamW *opt, const OptimConfig *optim,
+                     LossHead head, BatchSource source, MetricsLog *log, long first_step) {
+    memset(ts, 0, sizeof *ts);
+    ts->cfg = *cfg;
+    ts->model = model;
+    ts->opt = opt;
+    ts->optim = optim;
+    ts->head = head;
+    ts->source = source;
+    ts->log = log;
+    ts->peak_flops = sgemm_peak_gflops() * 1e9;
+    ts->t_begin = now_seconds();
+    ts->window_start = first_step;
+}
+
+/* Fatal: a non-finite loss or gradient norm. Nothing is saved; the run directory's checkpoints
+ * (if any) stay as they are. */
+static void stop_non_finite(const TrainStep *ts, long step, const char *what, double value) {
+    char latest[CONFIG_PATH_MAX + 16] = "";
+    if (ts->cfg.run_dir)
+        snprintf(latest, sizeof latest, "%s/latest", ts->cfg.run_dir);
+    if (latest[0] && access(latest, R_OK) == 0)
+        RP_FATAL("step %ld: the %s is %f; stopping without saving (the last checkpoint in %s is intact)", step + 1,
+                 what, value, ts->cfg.run_dir);
+    RP_FATAL("step %ld: the %s is %f; stopping without saving", step + 1, what, value);
+}
+
+static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
+    const StepConfig *c = &ts->cfg;
+    double now = now_seconds(), dt = ts->window_seconds;
+    long in_window = done - ts->window_start;
+    MetricsRecord rec = {
+        .kind = "train", .step = done, .total_steps = c->total_steps,
+        .loss = ts->window_loss / (double)in_window,
+        .accuracy = ts->window_predictions ? (double)ts->window_correct / (double)ts->window_predictions : 0,
+        .lr = lr, .grad_norm = grad_norm, .tokens_per_s = (double)ts->window_tokens / dt,
+        .mfu = ts->window_flops / dt / ts->peak_flops, .elapsed_s = now - ts->t_begin,
+        .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
+    if (done % c->log_interval == 0 || done == c->total_steps) {
+        metrics_write(ts->log, &rec);
+        ts->window_seconds = ts->window_loss = ts->window_flops = 0;
+        ts->window_tokens = ts->window_correct = ts->window_predictions = 0;
+        ts->window_start = done;
+    } else {
+        metrics_progress(ts->log, &rec);
+    }
+}
+
+void train_step(TrainStep *ts, long step) {
+    const StepConfig *c = &ts->cfg;
+    Model *m = ts->model;
+    int accum = c->grad_accum_steps;
+    double t_step = now_seconds();
+    StepTotals totals = {0, 0, 0, 0, 0};
+    memset(m->grads, 0, sizeof(float) * m->table.block_floats);
+    for (int micro = 0; micro < accum; micro++) {
+        TrainBatch tb;
+        ts->source.next(ts->source.ctx, step, micro, &tb);
+        uint64_t key = hash_key(c->dropout_seed, (uint64_t)step, (uint64_t)micro);
+        ForwardStats st = loss_forward(m, &ts->head, &tb, 1, key);
+        if (!isfinite(st.loss))
+            stop_non_finite(ts, step, "loss", st.loss);
+        loss_backward(m, &ts->head, &tb, 1.0f / (float)accum);
+        totals.loss += (double)st.loss / accum;
+        totals.correct += st.num_correct;
+        totals.predictions += st.num_predicted;
+        totals.tokens += tb.num_tokens;
+        totals.flops += loss_flops(m, &ts->head, &tb, &st);
+    }
+    /* Data-parallel hook: the whole gradient block is complete here and not yet used. */
+    if (ts->reduce.fn)
+        ts->reduce.fn(ts->reduce.ctx, m->grads, m->table.block_floats, &totals);
+    GradClip clip = grad_clip(m->grads, m->table.block_floats, c->clip_grad_norm);
+    if (!isfinite(clip.norm))
+        stop_non_finite(ts, step, "gradient norm", clip.norm);
+    float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
+    adamw_step(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+
+    ts->window_loss += totals.loss;
+    ts->window_correct += totals.correct;
+    ts->window_predictions += totals.predictions;
+    ts->window_tokens += totals.tokens;
+    ts->window_flops += totals.flops;
+    ts->window_seconds += now_seconds() - t_step;
+    log_window(ts, step + 1, lr, clip.norm);
+}

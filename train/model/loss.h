@@ -1,0 +1,42 @@
+/* One loss API over the model's heads, so a training step does not care which head it trains:
+ *   MLM (pretraining):   loss = mean over labelled positions of CE(mlm_head(h), label)
+ *   classification:      loss = mean_b CE(classifier(pooler(h_[CLS])), y_b)      (task_heads.h)
+ *   regression:          loss = mean_b (classifier(pooler(h_[CLS])) - y_b)^2
+ *   span (SQuAD):        loss = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2
+ * with h = encoder(batch) [B*L, H]. loss_forward runs encoder and head and returns the loss;
+ * loss_backward starts from that loss, scaled by loss_scale (e.g. 1/grad_accum_steps), and
+ * accumulates (+=) every parameter's gradient into m->grads. */
+#pragma once
+#include <stdint.h>
+
+#include "train/model/model.h"
+#include "train/model/task_heads.h"
+
+typedef enum { LOSS_MLM, LOSS_CLASSIFICATION, LOSS_REGRESSION, LOSS_SPAN } LossKind;
+
+typedef struct {
+    LossKind kind;
+    Activations *acts;  /* encoder activations (and the MLM head's) */
+    HeadBuffers *heads; /* task head buffers; NULL for LOSS_MLM */
+} LossHead;
+
+/* One batch with the targets of whichever head: MLM labels in batch.labels ([B, L], -100 = not
+ * predicted), task targets in targets ([B] each). num_tokens: attention_mask == 1 positions. */
+typedef struct {
+    Batch batch;
+    HeadTargets targets;
+    long num_tokens;
+} TrainBatch;
+
+LossHead loss_head_mlm(Activations *acts);
+/* The model's task head (span, or pooler + classifier with regression = MSE on one output). */
+LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, int regression);
+
+/* Mean loss of the batch; num_predicted counts the scored positions (MLM) or sequences
+ * (classification, span; 0 for regression) and num_correct the argmax hits among them (span: both
+ * ends right). training = 1 enables dropout keyed by step_key. */
+ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int training, uint64_t step_key);
+/* Gradients of the last loss_forward's loss times loss_scale, accumulated (+=) into m->grads. */
+void loss_backward(Model *m, LossHead *h, const TrainBatch *tb, float loss_scale);
+/* Model FLOPs of that forward + backward, for MFU reports (model_flops_per_step). */
+double loss_flops(const Model *m, const LossHead *h, const TrainBatch *tb, const ForwardStats *st);
