@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config.h"
+#include "core/config_schema.h"
 #include "optim/adamw.h"
 #include "train/loop/metrics.h"
 #include "train/model/loss.h"
