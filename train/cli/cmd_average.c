@@ -11,7 +11,6 @@
 #include "core/common.h"
 #include "core/h5io.h"
 #include "train/cli/commands.h"
-#include "train/loop/pretrain.h"
 #include "train/model/average.h"
 #include "train/model/checkpoint.h"
 
