@@ -25,11 +25,15 @@ A sweep file (see configs/sweeps/*.ini):
     finetune = configs/finetune-sst2.ini     ; optional: fine-tune from each point's checkpoint
     finetune_metric = accuracy               ; its dev metric (task_eval record of metrics.jsonl)
     finetune_set = train.max_steps=100       ; optional overrides of the fine-tuning run
+    average_last = 3                         ; optional: also average the last 3 checkpoints
 
 Each point runs `realpos pretrain BASE --set ...` in OUT/NAME, NAME being its grid settings
 (`relative_position=method4,relative_k=16,seed=1`), then the extra evaluations and fine-tuning.
-A point whose OUT/NAME/sweep-point.json says done is skipped; a killed point resumes from
-OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
+With average_last = N, `realpos average --last N` writes OUT/NAME/average-last-N.h5 from the
+point's N newest checkpoints (train.keep_last must be at least N) and the held-out evaluations
+(at data.max_seq_len and every eval_seq_lens length) run on it too, so the report can set the
+averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.json says done
+(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
@@ -183,10 +187,14 @@ def parse_sweep(path):
             overrides[key] = value
         spec["derive"].append((no, parse_settings(path, no, cond, spec["grid"], "derive"), overrides))
     run = dict(key_value(path, no, t) for no, t in s.get("run", []))
-    unknown = sorted(set(run) - {"eval_seq_lens", "finetune", "finetune_metric", "finetune_set"})
+    unknown = sorted(set(run) - {"eval_seq_lens", "finetune", "finetune_metric", "finetune_set", "average_last"})
     if unknown:
         raise SweepError(f"{path}: [run] has unknown key '{unknown[0]}'; expected eval_seq_lens, finetune, "
-                         "finetune_metric, finetune_set")
+                         "finetune_metric, finetune_set, average_last")
+    text = run.get("average_last", "0")
+    if not text.isdigit():
+        raise SweepError(f"{path}: [run] average_last: expected a number of checkpoints >= 1, got '{text}'")
+    spec["average_last"] = int(text)
     try:
         spec["eval_seq_lens"] = [int(v) for v in run.get("eval_seq_lens", "").split()]
     except ValueError:
@@ -274,6 +282,11 @@ def expand(spec, realpos):
         raise SweepError(f"{spec['path']}:{unused[0]}: this exclusion matches no point of the grid")
     if not points:
         raise SweepError(f"{spec['path']}: the grid and exclusions leave zero points to run")
+    n = spec["average_last"]
+    for p in points:
+        if n > int(p["cfg"]["train.keep_last"]):
+            raise SweepError(f"{spec['path']}: [run] average_last = {n} needs train.keep_last >= {n} checkpoints, "
+                             f"point {p['full_name']} keeps {p['cfg']['train.keep_last']}")
     return points
 
 
@@ -303,9 +316,27 @@ def final_checkpoint(point):
     return os.path.join(point["dir"], "ckpt-%07d.h5" % int(point["cfg"]["train.max_steps"]))
 
 
-def point_status(point):
+def average_checkpoint(spec, point):
+    return os.path.join(point["dir"], f"average-last-{spec['average_last']}.h5")
+
+
+def stages_wanted(spec):
+    """The stage names a finished point holds (besides pretrain)."""
+    wanted = [f"eval_len_{n}" for n in spec["eval_seq_lens"]]
+    if spec["finetune"]:
+        wanted.append("finetune")
+    if spec["average_last"]:
+        wanted += ["average", "average_eval"] + [f"average_eval_len_{n}" for n in spec["eval_seq_lens"]]
+    return wanted
+
+
+def is_done(spec, state):
+    return bool(state and state.get("done") and all(s in state["stages"] for s in stages_wanted(spec)))
+
+
+def point_status(spec, point):
     state = load_state(point["dir"])
-    if state and state.get("done"):
+    if is_done(spec, state):
         return "done"
     if state or os.path.exists(os.path.join(point["dir"], "latest")):
         return "partial"
@@ -398,7 +429,7 @@ class Runner:
         if state["overrides"] != point["overrides"]:
             return (f"{tag}: its settings changed since it started ({run_dir}/{STATE_FILE}); delete "
                     f"{run_dir} to run it again")
-        if state["done"]:
+        if is_done(self.spec, state):
             return None
         stages, base = state["stages"], self.spec["base"]
         final = final_checkpoint(point)
@@ -425,18 +456,32 @@ class Runner:
                 return None
             if status != 0 or not os.path.exists(final):
                 return f"{tag}: pretrain failed with status {status}; see {run_dir}/pretrain.log"
-        for length in self.spec["eval_seq_lens"]:
-            stage = f"eval_len_{length}"
+        evals = [(f"eval_len_{n}", final, n) for n in self.spec["eval_seq_lens"]]
+        if self.spec["average_last"]:
+            averaged = average_checkpoint(self.spec, point)
+            if "average" not in stages:
+                cmd = [self.realpos, "average", "--last", str(self.spec["average_last"]), run_dir, "--out", averaged]
+                status, _, seconds = self.run_command(cmd, os.path.join(run_dir, "average.log"))
+                if status is None or self.stopping:
+                    return None
+                if status != 0:
+                    return f"{tag}: average failed (status {status}); see {run_dir}/average.log"
+                stages["average"] = {"checkpoint": averaged, "wall_s": seconds}
+                save_state(run_dir, state)
+            evals.append(("average_eval", averaged, None))
+            evals += [(f"average_eval_len_{n}", averaged, n) for n in self.spec["eval_seq_lens"]]
+        for stage, checkpoint, length in evals:
             if stage in stages:
                 continue
-            cmd = [self.realpos, "eval", base] + self.point_sets(point) + ["--checkpoint", final,
-                                                                          "--max-seq-len", str(length)]
+            cmd = [self.realpos, "eval", base] + self.point_sets(point) + ["--checkpoint", checkpoint]
+            cmd += ["--max-seq-len", str(length)] if length else []
             status, output, seconds = self.run_command(cmd, os.path.join(run_dir, "eval.log"))
             if status is None or self.stopping:
                 return None
             result = parse_eval_line(output) if status == 0 else None
             if result is None:
-                return f"{tag}: eval at length {length} failed (status {status}); see {run_dir}/eval.log"
+                return (f"{tag}: eval of {os.path.basename(checkpoint)} at length {length or 'max_seq_len'} failed "
+                        f"(status {status}); see {run_dir}/eval.log")
             stages[stage] = dict(result, wall_s=seconds)
             save_state(run_dir, state)
         if self.spec["finetune"] and "finetune" not in stages:
@@ -461,7 +506,7 @@ class Runner:
         return None
 
     def run(self, points):
-        todo = [(i, p) for i, p in enumerate(points, 1) if point_status(p) != "done"]
+        todo = [(i, p) for i, p in enumerate(points, 1) if point_status(self.spec, p) != "done"]
         print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
               f"{self.jobs} at a time, threads {self.threads} each", flush=True)
         errors = []
@@ -501,7 +546,7 @@ def main():
         sys.exit(f"sweep.py: error: {e}")
     if args.list:
         for p in points:
-            print(f"{point_status(p):8s} {p['name']}  " +
+            print(f"{point_status(spec, p):8s} {p['name']}  " +
                   " ".join(f"{k}={v}" for k, v in p["overrides"].items() if k != "train.run_dir"))
         print(f"{len(points)} points")
         return 0

@@ -2,7 +2,9 @@
 
 One row per point from its run directory (metrics.jsonl and the sweep's sweep-point.json), then
 groups of points that differ only in their seed keys (grid keys named *seed) summarised as
-mean ± sample standard deviation over the n seeds."""
+mean ± sample standard deviation over the n seeds. With [run] average_last = N, the held-out
+metrics of the point's average of its last N checkpoints (avg_* columns) stand next to those of
+its final checkpoint."""
 import csv
 import json
 import math
@@ -70,6 +72,12 @@ def point_row(spec, point, relevant):
         row[f"eval_accuracy_len{length}"] = result.get("accuracy")
     if spec["finetune"]:
         row[f"finetune_{spec['finetune_metric']}"] = stages.get("finetune", {}).get(spec["finetune_metric"])
+    if spec.get("average_last"):
+        for suffix, stage in [("", "average_eval")] + [(f"_len{n}", f"average_eval_len_{n}")
+                                                       for n in spec["eval_seq_lens"]]:
+            result = stages.get(stage, {})
+            row[f"avg_eval_loss{suffix}"] = result.get("loss")
+            row[f"avg_eval_accuracy{suffix}"] = result.get("accuracy")
     speeds = [r["tokens_per_s"] for r in train if r.get("tokens_per_s")]
     row["tokens_per_s"] = statistics.median(speeds) if speeds else None
     row["wall_s"] = sum(s.get("wall_s", 0) for s in stages.values()) if stages else None
@@ -83,6 +91,13 @@ def metric_columns(spec):
                  (f"eval_accuracy_len{length}", f"held-out acc @{length}", 4)]
     if spec["finetune"]:
         cols.append((f"finetune_{spec['finetune_metric']}", spec["finetune_metric"], 4))
+    n = spec.get("average_last")
+    if n:
+        cols += [("avg_eval_loss", f"held-out loss, avg last {n}", 4),
+                 ("avg_eval_accuracy", f"held-out acc, avg last {n}", 4)]
+        for length in spec["eval_seq_lens"]:
+            cols += [(f"avg_eval_loss_len{length}", f"held-out loss @{length}, avg last {n}", 4),
+                     (f"avg_eval_accuracy_len{length}", f"held-out acc @{length}, avg last {n}", 4)]
     return cols + [("tokens_per_s", "tokens/s", 0), ("wall_s", "wall s", 0)]
 
 
