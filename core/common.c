@@ -54,6 +54,12 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 char *read_file(const char *path, size_t *len, const char *what) {
     FILE *f = fopen(path, "rb");
     RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));

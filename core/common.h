@@ -43,3 +43,6 @@ const char *enum_name(const char *const *names, int value);
 
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);
+
+/* CPU seconds used by this process so far, all threads together. */
+double cpu_seconds(void);

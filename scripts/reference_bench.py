@@ -4,8 +4,11 @@ model in float32 on random data, in PyTorch's efficient form: the MLM head only 
 positions, nn.functional ops, the shaw/method4 relative terms as q.A^T gathered to [L, L] (method3
 keeps the materialising form). Reports tokens/s and peak RSS (ru_maxrss, which includes the ~240
 MB of the torch import, also reported on its own)."""
+import ctypes
 import json
+import os
 import resource
+import statistics
 import time
 
 import torch
@@ -31,6 +34,29 @@ BENCH_NOTES = {
     "method4": "q.A^T and k.A^T [B, heads, L, 2k+1] gathered to [L, L]",
     "method3": "materialises a [L, L, d] table and a [B, heads, L, L, d] product (slow form)",
 }
+
+
+def host_info():
+    """CPU model, the OpenBLAS kernel family torch's BLAS calls run on (torch 1.13 from Debian calls
+    the system libblas.so.3, i.e. OpenBLAS), and OPENBLAS_CORETYPE as found (never set here)."""
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    core = None
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        core = lib.openblas_get_corename().decode()
+    except (OSError, AttributeError):
+        pass
+    capability = [line.split(":", 1)[1].strip() for line in torch.__config__.show().splitlines()
+                  if "CPU capability usage" in line]
+    return {"cpu_model": model, "openblas_corename": core,
+            "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+            "torch_cpu_capability": capability[0] if capability else None}
 
 
 def cmd_bench(args):
@@ -67,19 +93,23 @@ def cmd_bench(args):
 
     for _ in range(args.warmup):
         train_step()
-    start = time.perf_counter()
+    step_seconds, cpu_start = [], time.process_time()
     for _ in range(args.steps):
+        t0 = time.perf_counter()
         loss = train_step()
-    seconds = time.perf_counter() - start
+        step_seconds.append(time.perf_counter() - t0)
+    seconds, cpu_seconds = sum(step_seconds), time.process_time() - cpu_start
     result = dict(
         engine="pytorch-reference", torch=torch.__version__, threads=args.threads,
         config=args.config, overrides=args.set, batch_size=B, seq_len=L, steps=args.steps,
         warmup=args.warmup, label_frac=args.label_frac,
         relative_position=cfg.relative_position, residual_attention=cfg.residual_attention,
         seconds_per_step=seconds / args.steps, tokens_per_s=B * L * args.steps / seconds,
+        step_seconds=step_seconds, median_step_s=statistics.median(step_seconds),
+        cpu_seconds_per_step=cpu_seconds / args.steps, torch_threads=torch.get_num_threads(),
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         rss_after_import_mb=rss_before / 1024.0, last_loss=loss, note=BENCH_NOTES.get(
-            cfg.relative_position, "relative scores: scalar table gathered to [L, L]"))
+            cfg.relative_position, "relative scores: scalar table gathered to [L, L]"), **host_info())
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:

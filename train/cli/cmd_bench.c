@@ -1,6 +1,10 @@
 /* realpos bench: time full training steps (forward, backward, AdamW) on random data, and the
- * cblas_sgemm peak of this machine in the same process, for `make bench`. */
+ * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/bench.sh).
+ * The peak is probed before the first step and after every step (outside the step timings): on a
+ * shared machine the best probe is the estimate, and the spread of the probes shows the noise. */
+#include <cjson/cJSON.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -55,11 +59,13 @@ int cmd_bench(int argc, char **argv) {
     Activations acts;
     activations_create(&acts, &m, B, L, M);
 
-    double t_start = 0, t_forward = 0, t_backward = 0, t_update = 0;
+    const int max_probes = steps + 1;
+    double *probes = xmalloc(sizeof(double) * (size_t)max_probes), *step_s = xmalloc(sizeof(double) * (size_t)steps);
+    int num_probes = 0;
+    probes[num_probes++] = sgemm_peak_gflops_best(2);
+    double elapsed = 0, cpu_elapsed = 0, t_forward = 0, t_backward = 0, t_update = 0;
     for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup)
-            t_start = now_seconds(), t_forward = t_backward = t_update = 0;
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
         memset(m.grads, 0, sizeof(float) * m.table.block_floats);
         model_forward(&m, &acts, &batch, 1, (uint64_t)s, NULL);
         double t1 = now_seconds();
@@ -67,32 +73,65 @@ int cmd_bench(int argc, char **argv) {
         double t2 = now_seconds();
         GradClip clip = grad_clip(m.grads, m.table.block_floats, cfg.train.clip_grad_norm);
         adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, clip.scale);
-        double t3 = now_seconds();
+        double t3 = now_seconds(), c3 = cpu_seconds();
+        if (s < warmup)
+            continue;
+        step_s[s - warmup] = t3 - t0;
+        elapsed += t3 - t0, cpu_elapsed += c3 - c0;
         t_forward += t1 - t0, t_backward += t2 - t1, t_update += t3 - t2;
+        probes[num_probes++] = sgemm_probe_gflops();
     }
-    double elapsed = now_seconds() - t_start;
     double tokens_per_s = (double)N * steps / elapsed;
     double gflops = model_flops_per_step(&cfg.model, B, L, M) * steps / elapsed * 1e-9;
-    double peak = sgemm_peak_gflops();
+    double peak = 0;
+    for (int i = 0; i < num_probes; i++)
+        peak = probes[i] > peak ? probes[i] : peak;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f), peak RSS %.0f MB; "
-           "per step: forward %.3f s, backward %.3f s, clip+AdamW %.3f s\n",
-           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * gflops / peak, peak, rss_mb, t_forward / steps,
-           t_backward / steps, t_update / steps);
+    char cpu_model[256];
+    cpu_model_name(cpu_model, sizeof cpu_model);
+    const char *coretype = getenv("OPENBLAS_CORETYPE");
+    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f, best of %d probes), "
+           "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, clip+AdamW %.3f s, CPU %.3f s; "
+           "%s, OpenBLAS core %s%s%s\n",
+           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * peak_fraction(gflops, peak), peak, num_probes,
+           rss_mb, t_forward / steps, t_backward / steps, t_update / steps, cpu_elapsed / steps, cpu_model,
+           blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     if (json_path) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "impl", "realpos");
+        cJSON_AddNumberToObject(o, "threads", omp_get_max_threads());
+        cJSON_AddNumberToObject(o, "batch_size", B);
+        cJSON_AddNumberToObject(o, "seq_len", L);
+        cJSON_AddNumberToObject(o, "steps", steps);
+        cJSON_AddNumberToObject(o, "labelled", M);
+        cJSON_AddNumberToObject(o, "tokens_per_s", tokens_per_s);
+        cJSON_AddNumberToObject(o, "gflops", gflops);
+        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", peak);
+        cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
+        cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(step_s, steps));
+        cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
+        cJSON_AddNumberToObject(o, "seconds_per_step", elapsed / steps);
+        cJSON_AddNumberToObject(o, "cpu_seconds_per_step", cpu_elapsed / steps);
+        cJSON_AddNumberToObject(o, "forward_s", t_forward / steps);
+        cJSON_AddNumberToObject(o, "backward_s", t_backward / steps);
+        cJSON_AddNumberToObject(o, "update_s", t_update / steps);
+        cJSON_AddStringToObject(o, "cpu_model", cpu_model);
+        cJSON_AddStringToObject(o, "openblas_corename", blas_core_name());
+        if (coretype)
+            cJSON_AddStringToObject(o, "openblas_coretype_env", coretype);
+        else
+            cJSON_AddNullToObject(o, "openblas_coretype_env");
+        char *text = cJSON_Print(o);
         FILE *f = fopen(json_path, "w");
         RP_CHECK(f, "%s: cannot write", json_path);
-        fprintf(f,
-                "{\"impl\": \"realpos\", \"threads\": %d, \"batch_size\": %d, \"seq_len\": %d, \"steps\": %d, "
-                "\"labelled\": %d, \"tokens_per_s\": %.3f, \"gflops\": %.3f, \"sgemm_peak_gflops\": %.3f, "
-                "\"peak_rss_mb\": %.1f, \"seconds_per_step\": %.6f, \"forward_s\": %.6f, \"backward_s\": %.6f, "
-                "\"update_s\": %.6f}\n",
-                omp_get_max_threads(), B, L, steps, M, tokens_per_s, gflops, peak, rss_mb, elapsed / steps,
-                t_forward / steps, t_backward / steps, t_update / steps);
-        fclose(f);
+        fprintf(f, "%s\n", text);
+        RP_CHECK(fclose(f) == 0, "%s: write failed", json_path);
+        free(text);
+        cJSON_Delete(o);
     }
+    free(probes), free(step_s);
     activations_free(&acts);
     adamw_free(&opt);
     model_free(&m);

@@ -46,7 +46,7 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .loss = ts->window_loss / (double)in_window,
         .accuracy = ts->window_predictions ? (double)ts->window_correct / (double)ts->window_predictions : 0,
         .lr = lr, .grad_norm = grad_norm, .tokens_per_s = (double)ts->window_tokens / dt,
-        .mfu = ts->window_flops / dt / ts->peak_flops, .elapsed_s = now - ts->t_begin,
+        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops), .elapsed_s = now - ts->t_begin,
         .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
         metrics_write(ts->log, &rec);
