@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void rp_log(const char *fmt, ...) {
     time_t t = time(NULL);
@@ -104,4 +105,18 @@ const char *enum_name(const char *const *names, int value) {
         if (i == value)
             return names[i];
     return "?";
+}
+
+void write_file(const char *path, const void *data, size_t len) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    RP_CHECK(f, "%s: cannot create: %s", tmp, strerror(errno));
+    int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        remove(tmp);
+        RP_FATAL("%s: write failed (disk full?)", tmp);
+    }
+    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 }

@@ -35,6 +35,9 @@ float *xalloc_floats(size_t count);
  * path and `what` (e.g. "vocabulary ([data] vocab)"), if it cannot be read. */
 char *read_file(const char *path, size_t *len, const char *what);
 
+/* Write `len` bytes to PATH.tmp.PID, fsync, rename to path; fatal (naming path) on failure. */
+void write_file(const char *path, const void *data, size_t len);
+
 /* mkdir -p; fatal on failure. */
 void mkdir_p(const char *path);
 

@@ -20,6 +20,7 @@
 #include "core/h5io.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
+#include "train/cli/load.h"
 #include "train/data/tokenizer.h"
 
 typedef struct {
@@ -93,26 +94,12 @@ int cmd_attention(int argc, char **argv) {
     const char *ckpt = args.positional[0];
     int max_len = max_len_text ? (int)cli_int("--max-len", max_len_text, 3, 1 << 14) : 128;
 
-    char *ini;
-    hid_t f = checkpoint_open(ckpt, &ini);
-    Config cfg;
-    config_load_string(&cfg, ini, ckpt);
-    const ModelConfig *c = &cfg.model;
-    Model m;
-    model_create(&m, c, checkpoint_heads(f, ckpt));
-    checkpoint_load_model(f, ckpt, &m);
-    int lower = cfg.data.do_lower_case;
-    char *vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
-    h5_close(f, ckpt);
-    const char *vocab_origin = ckpt;
-    if (!vocab_text) {
-        RP_CHECK(vocab_path, "%s: the checkpoint holds no /vocab; pass --vocab VOCAB.txt", ckpt);
-        vocab_text = read_file(vocab_path, NULL, "vocabulary (--vocab)");
-        vocab_origin = vocab_path;
-    }
-    Tokenizer *tok = tokenizer_from_text(vocab_text, strlen(vocab_text), lower, vocab_origin);
-    RP_CHECK(tokenizer_vocab_size(tok) == c->vocab_size, "%s: the vocabulary has %d tokens but the checkpoint's "
-             "model.vocab_size = %d", vocab_origin, tokenizer_vocab_size(tok), c->vocab_size);
+    LoadedModel lm;
+    load_model_with_vocab(&lm, ckpt, vocab_path);
+    const ModelConfig *c = &lm.cfg.model;
+    const Model *model = &lm.model;
+    const Tokenizer *tok = lm.tok;
+    const char *ini = lm.config_ini;
     if (c->absolute_position && max_len > c->max_position)
         max_len = c->max_position;
 
@@ -126,12 +113,12 @@ int cmd_attention(int argc, char **argv) {
             mask[(size_t)b * L + l] = l < s.lengths[b];
         }
     Activations acts;
-    activations_create(&acts, &m, B, L, 0);
+    activations_create(&acts, model, B, L, 0);
     size_t map = (size_t)B * heads * L * L;
     float *carried = c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL;
     acts.carried_capture = carried;
     Batch batch = {B, L, ids, types, mask, NULL};
-    model_encode(&m, &acts, &batch, 0, 0);
+    model_encode(model, &acts, &batch, 0, 0);
 
     hid_t o = h5_create(out);
     hsize_t dims[4] = {(hsize_t)B, (hsize_t)L, (hsize_t)L, (hsize_t)L};
@@ -153,7 +140,7 @@ int cmd_attention(int argc, char **argv) {
         if (table_rows) {
             hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
             snprintf(name, sizeof name, "distance_embedding/layer_%d", l);
-            h5_write_floats(o, name, m.p.layer[l].rel_table, 2, table_dims);
+            h5_write_floats(o, name, model->p.layer[l].rel_table, 2, table_dims);
         }
     }
     h5_attr_write_string(o, "config", ini);
@@ -175,9 +162,6 @@ int cmd_attention(int argc, char **argv) {
     free(mask);
     free(s.ids);
     free(s.lengths);
-    tokenizer_free(tok);
-    free(vocab_text);
-    model_free(&m);
-    free(ini);
+    loaded_model_free(&lm);
     return 0;
 }

@@ -16,3 +16,6 @@ int cmd_eval(int argc, char **argv);     /* held-out MLM evaluation of a checkpo
 int cmd_finetune(int argc, char **argv); /* fine-tune a checkpoint on a GLUE or SQuAD task */
 int cmd_predict(int argc, char **argv);  /* predictions of a fine-tuned checkpoint */
 int cmd_attention(int argc, char **argv); /* attention maps of a checkpoint on text */
+int cmd_import_hf(int argc, char **argv); /* HuggingFace BERT folder -> checkpoint */
+int cmd_export_hf(int argc, char **argv); /* checkpoint -> HuggingFace BERT folder */
+int cmd_fill_mask(int argc, char **argv); /* top-k tokens for [MASK] in text */

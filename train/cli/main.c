@@ -25,6 +25,9 @@ static const Command commands[] = {
     {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]"},
     {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...]"},
     {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]"},
+    {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]"},
+    {"export-hf", cmd_export_hf, "export-hf CKPT.h5 --out DIR [--vocab VOCAB.txt]"},
+    {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt] (else stdin lines)"},
     {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]"},
 };
 

@@ -15,6 +15,17 @@ static void param_shape(const ParamInfo *p, int *rank, hsize_t dims[2]) {
     dims[1] = (hsize_t)p->cols;
 }
 
+void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
+    char shape[64];
+    h5_shape_text(shape, sizeof shape, rank, dims);
+    fprintf(table, "  %-12s %-64s %s\n", status, name, shape);
+}
+
+void transfer_print_summary(FILE *table, const TransferSummary *s) {
+    fprintf(table, "  %d loaded, %d grown, %d initialised, %d dropped\n", s->loaded, s->grown, s->initialised,
+            s->dropped);
+}
+
 typedef struct {
     const Model *m;
     FILE *table;
@@ -25,9 +36,7 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
     DropScan *scan = ctx;
     if (model_find_param(scan->m, name))
         return;
-    char shape[64];
-    h5_shape_text(shape, sizeof shape, rank, dims);
-    fprintf(scan->table, "  dropped      %-64s %s\n", name, shape);
+    transfer_print(scan->table, "dropped", name, rank, dims);
     scan->summary->dropped++;
 }
 
@@ -43,7 +52,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
-            fprintf(table, "  initialised  %-64s %s\n", p->name, want);
+            transfer_print(table, "initialised", p->name, rank, dims);
             s.initialised++;
             continue;
         }
@@ -53,7 +62,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         float *w = m->params + p->offset;
         if (stored_rank == rank && stored[0] == dims[0] && (rank == 1 || stored[1] == dims[1])) {
             h5_read_floats(file, path, dataset, w, rank, dims);
-            fprintf(table, "  loaded       %-64s %s\n", p->name, want);
+            transfer_print(table, "loaded", p->name, rank, dims);
             s.loaded++;
         } else if (!strcmp(p->name, POSITION_TABLE) && stored_rank == 2 && stored[1] == dims[1] &&
                    stored[0] < dims[0]) {
@@ -70,7 +79,6 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
     }
     DropScan scan = {m, table, &s};
     checkpoint_each_model_dataset(file, path, report_dropped, &scan);
-    fprintf(table, "  %d loaded, %d grown, %d initialised, %d dropped\n", s.loaded, s.grown, s.initialised,
-            s.dropped);
+    transfer_print_summary(table, &s);
     return s;
 }

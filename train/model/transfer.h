@@ -16,5 +16,9 @@ typedef struct {
     int loaded, grown, initialised, dropped;
 } TransferSummary;
 
+/* One table line: "  STATUS  NAME  [d0, d1]" (rank 1 or 2). */
+void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims);
+void transfer_print_summary(FILE *table, const TransferSummary *s);
+
 /* m: created and freshly initialised. Prints one line per tensor and a summary to `table`. */
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table);

@@ -1,0 +1,123 @@
+/* realpos fill-mask: the MLM head's top-k tokens for every [MASK] of lines of text, like
+ * HuggingFace's fill-mask pipeline: quick evidence that a (freshly imported) model is sane.
+ *
+ * Each line is split at the literal "[MASK]" (as HF's tokenizer keeps special tokens whole), the
+ * pieces tokenized, and [CLS] pieces/[MASK] ids [SEP] run through the model in eval mode
+ * (token type 0, no padding). Per mask: softmax over the vocabulary, the top-k tokens with their
+ * probabilities. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cli.h"
+#include "core/common.h"
+#include "train/cli/commands.h"
+#include "train/cli/load.h"
+
+#define MASK_TEXT "[MASK]"
+
+/* [CLS] tokens [SEP] of one line into ids (capacity >= strlen(line) + 2 + masks); returns the
+ * length, counting masks in *num_masks. */
+static int encode_line(const Tokenizer *tok, const char *line, int *ids, int *num_masks) {
+    SpecialTokens sp = tokenizer_special(tok);
+    int n = 0;
+    *num_masks = 0;
+    ids[n++] = sp.cls;
+    for (const char *at = line;;) {
+        const char *mask = strstr(at, MASK_TEXT);
+        size_t len = mask ? (size_t)(mask - at) : strlen(at);
+        n += (int)tokenizer_encode(tok, at, len, ids + n, len + 1);
+        if (!mask)
+            break;
+        ids[n++] = sp.mask;
+        (*num_masks)++;
+        at = mask + strlen(MASK_TEXT);
+    }
+    ids[n++] = sp.sep;
+    return n;
+}
+
+static void print_top_k(const Tokenizer *tok, const float *logits, int V, int top_k, float *probs) {
+    float max = logits[0];
+    for (int v = 1; v < V; v++)
+        max = logits[v] > max ? logits[v] : max;
+    double sum = 0;
+    for (int v = 0; v < V; v++)
+        sum += probs[v] = expf(logits[v] - max);
+    for (int rank = 1; rank <= top_k; rank++) {
+        int best = -1;
+        for (int v = 0; v < V; v++)
+            if (probs[v] >= 0 && (best < 0 || probs[v] > probs[best]))
+                best = v;
+        printf("    %2d  %-20s %.4f\n", rank, tokenizer_token(tok, best), probs[best] / sum);
+        probs[best] = -1; /* taken */
+    }
+}
+
+static void fill_line(const LoadedModel *lm, const char *line, int line_number, int top_k) {
+    const ModelConfig *c = &lm->cfg.model;
+    size_t cap = strlen(line) + 2;
+    int *ids = xmalloc(sizeof(int) * cap);
+    int masks, L = encode_line(lm->tok, line, ids, &masks);
+    RP_CHECK(masks > 0, "line %d: no %s in '%s'", line_number, MASK_TEXT, line);
+    RP_CHECK(!c->absolute_position || L <= c->max_position,
+             "line %d: %d tokens exceed the model's max_position = %d", line_number, L, c->max_position);
+    int *types = xcalloc((size_t)L, sizeof(int)), *attn = xmalloc(sizeof(int) * (size_t)L);
+    int *labels = xmalloc(sizeof(int) * (size_t)L);
+    int mask_id = tokenizer_special(lm->tok).mask;
+    for (int l = 0; l < L; l++) {
+        attn[l] = 1;
+        labels[l] = ids[l] == mask_id ? mask_id : -100; /* labelled = the positions whose logits we want */
+    }
+    Activations acts;
+    activations_create(&acts, &lm->model, 1, L, masks);
+    Batch batch = {1, L, ids, types, attn, labels};
+    float *logits = xalloc_floats((size_t)masks * c->vocab_size), *probs = xalloc_floats((size_t)c->vocab_size);
+    model_forward(&lm->model, &acts, &batch, 0, 0, logits);
+    printf("%s\n", line);
+    for (int k = 0; k < masks; k++) {
+        printf("  %s %d of %d\n", MASK_TEXT, k + 1, masks);
+        print_top_k(lm->tok, logits + (size_t)k * c->vocab_size, c->vocab_size, top_k, probs);
+    }
+    fflush(stdout);
+    activations_free(&acts);
+    free(logits);
+    free(probs);
+    free(ids);
+    free(types);
+    free(attn);
+    free(labels);
+}
+
+int cmd_fill_mask(int argc, char **argv) {
+    const char *usage = "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt]  (lines from stdin "
+                        "without --text)";
+    const char *top_text = "5", *text = NULL, *vocab_path = NULL;
+    CliOption options[] = {{"top-k", &top_text}, {"text", &text}, {"vocab", &vocab_path}};
+    CliArgs a = cli_parse(argc, argv, options, 3);
+    RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    LoadedModel lm;
+    load_model_with_vocab(&lm, a.positional[0], vocab_path);
+    RP_CHECK(lm.model.heads.mlm, "%s: no MLM head (cls/predictions); fill-mask needs a pretrained (not fine-tuned) "
+             "checkpoint", a.positional[0]);
+    int top_k = (int)cli_int("--top-k", top_text, 1, lm.cfg.model.vocab_size);
+    char *input = text ? xstrdup(text) : read_file("/dev/stdin", NULL, "standard input");
+    int line_number = 0, filled = 0;
+    for (char *line = input; *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        line_number++;
+        if (strspn(line, " \t\r") < strlen(line)) {
+            fill_line(&lm, line, line_number, top_k);
+            filled++;
+        }
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    RP_CHECK(filled, "no text: give --text or lines on standard input");
+    free(input);
+    loaded_model_free(&lm);
+    return 0;
+}

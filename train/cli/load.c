@@ -1,0 +1,42 @@
+/* Checkpoint + vocabulary loading for inference commands (load.h). */
+#include "train/cli/load.h"
+
+#include <string.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/loop/pretrain.h"
+#include "train/model/checkpoint.h"
+
+void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char *vocab_path) {
+    memset(out, 0, sizeof *out);
+    hid_t f = checkpoint_open(checkpoint, &out->config_ini);
+    config_load_string(&out->cfg, out->config_ini, checkpoint);
+    model_create(&out->model, &out->cfg.model, checkpoint_heads(f, checkpoint));
+    checkpoint_load_model(f, checkpoint, &out->model);
+    int lower = out->cfg.data.do_lower_case;
+    out->vocab_text = checkpoint_read_vocab(f, checkpoint, &lower);
+    h5_close(f, checkpoint);
+    out->vocab_origin = checkpoint;
+    if (!vocab_path && out->cfg.data.vocab[0])
+        vocab_path = out->cfg.data.vocab; /* e.g. `realpos init`: the config's [data] vocab */
+    if (!out->vocab_text) {
+        RP_CHECK(vocab_path, "%s: the checkpoint holds no /vocab and its config no [data] vocab; pass --vocab "
+                 "VOCAB.txt", checkpoint);
+        out->vocab_text = read_file(vocab_path, NULL, "vocabulary");
+        out->vocab_origin = vocab_path;
+    }
+    out->cfg.data.do_lower_case = lower;
+    out->tok = tokenizer_from_text(out->vocab_text, strlen(out->vocab_text), lower, out->vocab_origin);
+    RP_CHECK(tokenizer_vocab_size(out->tok) == out->cfg.model.vocab_size,
+             "%s: the vocabulary has %d tokens but the checkpoint's model.vocab_size = %d", out->vocab_origin,
+             tokenizer_vocab_size(out->tok), out->cfg.model.vocab_size);
+}
+
+void loaded_model_free(LoadedModel *lm) {
+    tokenizer_free(lm->tok);
+    free(lm->vocab_text);
+    model_free(&lm->model);
+    free(lm->config_ini);
+    memset(lm, 0, sizeof *lm);
+}

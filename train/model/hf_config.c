@@ -1,0 +1,183 @@
+/* config.json of HuggingFace BERT <-> realpos [model] (hf_config.h). */
+#include "train/model/hf_config.h"
+
+#include <cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+
+static const char *const position_kinds[] = {"absolute", "relative_key", "relative_key_query"};
+
+/* Integer key in [min, max]; `fallback` < min means required. */
+static int json_int(const cJSON *json, const char *key, long fallback, long min, long max, const char *path) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
+    if (!item) {
+        RP_CHECK(fallback >= min, "%s: missing key '%s' (an integer)", path, key);
+        return (int)fallback;
+    }
+    RP_CHECK(cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble) && item->valuedouble >= min &&
+                 item->valuedouble <= max,
+             "%s: key '%s': expected an integer in [%ld, %ld]", path, key, min, max);
+    return (int)item->valuedouble;
+}
+
+/* Float key in [min, max) (or (0, inf) when positive), HF's default when absent. */
+static float json_float(const cJSON *json, const char *key, double fallback, int positive, const char *path) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
+    if (!item)
+        return (float)fallback;
+    RP_CHECK(cJSON_IsNumber(item), "%s: key '%s': expected a number", path, key);
+    double v = item->valuedouble;
+    RP_CHECK(positive ? v > 0 && isfinite(v) : v >= 0 && v < 1, "%s: key '%s': expected %s, got %g", path, key,
+             positive ? "a positive number" : "a probability in [0, 1)", v);
+    return (float)v;
+}
+
+static const char *json_string(const cJSON *json, const char *key, const char *fallback, const char *path) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, key);
+    if (!item)
+        return fallback;
+    RP_CHECK(cJSON_IsString(item), "%s: key '%s': expected a string", path, key);
+    return item->valuestring;
+}
+
+static void read_labels(const cJSON *json, HfConfig *out, const char *path) {
+    const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(json, "id2label");
+    if (id2label) {
+        RP_CHECK(cJSON_IsObject(id2label), "%s: key 'id2label': expected an object", path);
+        int n = cJSON_GetArraySize(id2label);
+        RP_CHECK(n >= 1 && n <= HF_MAX_LABELS, "%s: key 'id2label': expected 1 to %d labels, got %d", path,
+                 HF_MAX_LABELS, n);
+        for (const cJSON *e = id2label->child; e; e = e->next) {
+            char *end;
+            long id = strtol(e->string, &end, 10);
+            RP_CHECK(*e->string && !*end && id >= 0 && id < n && cJSON_IsString(e),
+                     "%s: key 'id2label': entry '%s': expected \"0\"..\"%d\" mapped to a string", path, e->string,
+                     n - 1);
+            RP_CHECK(!out->labels[id][0], "%s: key 'id2label': id %ld appears twice", path, id);
+            snprintf(out->labels[id], HF_LABEL_MAX, "%s", e->valuestring);
+            if (!out->labels[id][0] || strpbrk(out->labels[id], " \t") || strlen(e->valuestring) >= HF_LABEL_MAX)
+                snprintf(out->labels[id], HF_LABEL_MAX, "%ld", id); /* realpos labels are words */
+        }
+        out->num_labels = n;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(json, "num_labels")) {
+        int n = json_int(json, "num_labels", 0, 1, HF_MAX_LABELS, path);
+        RP_CHECK(!out->num_labels || n == out->num_labels, "%s: key 'num_labels' = %d disagrees with 'id2label' (%d)",
+                 path, n, out->num_labels);
+        for (int id = out->num_labels; id < n; id++)
+            snprintf(out->labels[id], HF_LABEL_MAX, "%d", id);
+        out->num_labels = n;
+    }
+    const char *problem = json_string(json, "problem_type", "", path);
+    RP_CHECK(!*problem || !strcmp(problem, "regression") || !strcmp(problem, "single_label_classification"),
+             "%s: key 'problem_type': expected regression or single_label_classification, got '%s' "
+             "(realpos has no multi-label head)", path, problem);
+    out->regression = !strcmp(problem, "regression") || (!*problem && out->num_labels == 1);
+}
+
+void hf_config_read(const char *path, HfConfig *out) {
+    memset(out, 0, sizeof *out);
+    char *text = read_file(path, NULL, "HuggingFace config");
+    cJSON *json = cJSON_Parse(text);
+    RP_CHECK(json && cJSON_IsObject(json), "%s: not a JSON object", path);
+    const char *type = json_string(json, "model_type", "bert", path);
+    RP_CHECK(!strcmp(type, "bert"), "%s: key 'model_type': expected \"bert\", got \"%s\"", path, type);
+    const char *flags[] = {"is_decoder", "add_cross_attention"};
+    for (int i = 0; i < 2; i++)
+        RP_CHECK(!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(json, flags[i])),
+                 "%s: key '%s': realpos has encoders only, expected false", path, flags[i]);
+    const char *act = json_string(json, "hidden_act", "gelu", path);
+    RP_CHECK(!strcmp(act, "gelu"), "%s: key 'hidden_act': realpos's GELU is the exact erf form (\"gelu\"), got \"%s\"",
+             path, act);
+    ModelConfig *m = &out->model;
+    m->hidden_size = json_int(json, "hidden_size", -1, 1, 65536, path);
+    m->num_layers = json_int(json, "num_hidden_layers", -1, 1, MODEL_MAX_LAYERS, path);
+    m->num_heads = json_int(json, "num_attention_heads", -1, 1, 65536, path);
+    RP_CHECK(m->hidden_size % m->num_heads == 0, "%s: key 'num_attention_heads': expected a divisor of hidden_size = %d",
+             path, m->hidden_size);
+    m->intermediate_size = json_int(json, "intermediate_size", -1, 1, 1 << 20, path);
+    m->vocab_size = json_int(json, "vocab_size", -1, 1, 1 << 24, path);
+    m->max_position = json_int(json, "max_position_embeddings", -1, 8, 65536, path);
+    m->type_vocab_size = json_int(json, "type_vocab_size", -1, 1, 1024, path);
+    m->layer_norm_eps = json_float(json, "layer_norm_eps", 1e-12, 1, path);
+    m->hidden_dropout = json_float(json, "hidden_dropout_prob", 0.1, 0, path);
+    m->attention_dropout = json_float(json, "attention_probs_dropout_prob", 0.1, 0, path);
+    m->init_range = json_float(json, "initializer_range", 0.02, 1, path);
+    m->norm = NORM_POST;
+    m->seed = 42;
+    const char *kind = json_string(json, "position_embedding_type", "absolute", path);
+    out->position_kind = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(kind, position_kinds[i]))
+            out->position_kind = i;
+    RP_CHECK(out->position_kind >= 0,
+             "%s: key 'position_embedding_type': expected absolute, relative_key or relative_key_query, got \"%s\"",
+             path, kind);
+    m->absolute_position = out->position_kind == 0;
+    m->relative_position = out->position_kind == 0 ? REL_NONE : out->position_kind == 1 ? REL_SHAW : REL_METHOD4;
+    out->explicit_k = cJSON_GetObjectItemCaseSensitive(json, "realpos_relative_k") != NULL;
+    m->relative_k = json_int(json, "realpos_relative_k", m->max_position - 1, 1, m->max_position - 1, path);
+    read_labels(json, out, path);
+    cJSON_Delete(json);
+    free(text);
+}
+
+/* The shortest decimal that reads back as the same float32 (0.1f -> 0.1, not 0.100000001). */
+static double short_float(float v) {
+    char text[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)v);
+        if (strtof(text, NULL) == v)
+            break;
+    }
+    return strtod(text, NULL);
+}
+
+char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *label_names) {
+    const ModelConfig *m = &cfg->model;
+    cJSON *json = cJSON_CreateObject(), *arch = cJSON_CreateArray();
+    const char *architecture = heads.mlm ? "BertForMaskedLM"
+                               : heads.num_labels ? "BertForSequenceClassification"
+                               : heads.span ? "BertForQuestionAnswering" : "BertModel";
+    cJSON_AddItemToArray(arch, cJSON_CreateString(architecture));
+    cJSON_AddItemToObject(json, "architectures", arch);
+    cJSON_AddStringToObject(json, "model_type", "bert");
+    cJSON_AddNumberToObject(json, "attention_probs_dropout_prob", short_float(m->attention_dropout));
+    cJSON_AddStringToObject(json, "hidden_act", "gelu");
+    cJSON_AddNumberToObject(json, "hidden_dropout_prob", short_float(m->hidden_dropout));
+    cJSON_AddNumberToObject(json, "hidden_size", m->hidden_size);
+    cJSON_AddNumberToObject(json, "initializer_range", short_float(m->init_range));
+    cJSON_AddNumberToObject(json, "intermediate_size", m->intermediate_size);
+    cJSON_AddNumberToObject(json, "layer_norm_eps", short_float(m->layer_norm_eps));
+    cJSON_AddNumberToObject(json, "max_position_embeddings", m->max_position);
+    cJSON_AddNumberToObject(json, "num_attention_heads", m->num_heads);
+    cJSON_AddNumberToObject(json, "num_hidden_layers", m->num_layers);
+    int kind = m->relative_position == REL_SHAW ? 1 : m->relative_position == REL_METHOD4 ? 2 : 0;
+    cJSON_AddStringToObject(json, "position_embedding_type", position_kinds[kind]);
+    if (kind && m->relative_k < m->max_position - 1)
+        cJSON_AddNumberToObject(json, "realpos_relative_k", m->relative_k);
+    cJSON_AddNumberToObject(json, "type_vocab_size", m->type_vocab_size);
+    cJSON_AddNumberToObject(json, "vocab_size", m->vocab_size);
+    if (heads.num_labels) {
+        int regression = cfg->task.type == TASK_REGRESSION;
+        cJSON *id2label = cJSON_CreateObject(), *label2id = cJSON_CreateObject();
+        for (int i = 0; i < heads.num_labels; i++) {
+            char id[16], fallback[32];
+            snprintf(id, sizeof id, "%d", i);
+            snprintf(fallback, sizeof fallback, "LABEL_%d", i);
+            const char *name = label_names && !regression ? label_names[i] : fallback;
+            cJSON_AddStringToObject(id2label, id, name);
+            cJSON_AddNumberToObject(label2id, name, i);
+        }
+        cJSON_AddItemToObject(json, "id2label", id2label);
+        cJSON_AddItemToObject(json, "label2id", label2id);
+        cJSON_AddStringToObject(json, "problem_type", regression ? "regression" : "single_label_classification");
+    }
+    char *text = cJSON_Print(json);
+    cJSON_Delete(json);
+    RP_CHECK(text, "out of memory writing config.json");
+    return text;
+}

@@ -1,0 +1,23 @@
+/* Internal to train/model/hf*.c: config.json <-> realpos Config (mapping table in
+ * docs/huggingface.md). */
+#pragma once
+#include "core/config.h"
+#include "train/model/model.h"
+
+#define HF_MAX_LABELS 64
+#define HF_LABEL_MAX 64
+
+typedef struct {
+    ModelConfig model; /* relative_k = realpos_relative_k, or max_position - 1 */
+    int position_kind; /* 0 absolute, 1 relative_key, 2 relative_key_query */
+    int explicit_k;    /* config.json has realpos_relative_k */
+    int num_labels;    /* id2label entries (0 when absent) */
+    char labels[HF_MAX_LABELS][HF_LABEL_MAX];
+    int regression;    /* problem_type = regression */
+} HfConfig;
+
+/* Parse config.json (path names it in errors); fatal on a missing, mistyped or unsupported key. */
+void hf_config_read(const char *path, HfConfig *out);
+/* config.json text for a model with these heads (caller frees). label_names: heads.num_labels
+ * names or NULL (LABEL_i). */
+char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *label_names);
