@@ -119,15 +119,18 @@ static void check_layout(const StFile *st, uint64_t buffer) {
     for (int i = 1; i < st->count; i++)
         RP_CHECK(strcmp(order[i - 1]->name, order[i]->name), "%s: safetensors header: tensor '%s' appears twice",
                  st->path, order[i]->name);
-    qsort(order, (size_t)st->count, sizeof *order, by_offsets);
-    uint64_t at = 0;
     for (int i = 0; i < st->count; i++) {
-        const StTensor *t = order[i];
+        const StTensor *t = &st->tensors[i];
         RP_CHECK(t->end <= buffer,
                  "%s: safetensors header: tensor '%s': data_offsets [%llu, %llu] run past the data buffer "
                  "(%llu bytes; file truncated?)",
                  st->path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
                  (unsigned long long)buffer);
+    }
+    qsort(order, (size_t)st->count, sizeof *order, by_offsets);
+    uint64_t at = 0;
+    for (int i = 0; i < st->count; i++) {
+        const StTensor *t = order[i];
         RP_CHECK(t->begin >= at || t->begin == t->end,
                  "%s: safetensors header: tensor '%s': data_offsets [%llu, %llu] overlap the previous tensor "
                  "(which ends at %llu)",

@@ -3,7 +3,7 @@
 (scripts/reference.py dump, float64): one `PASS name ...` / `FAIL name ...` line per quantity.
 Tolerances and their justification: docs/checkpoint.md, "Parity test".
 
-  compare.py A.h5 B.h5 [--what dump|trajectory] [--summary LABEL]
+  compare.py A.h5 B.h5 [--what dump|logits|trajectory] [--summary LABEL]
 """
 import argparse
 import sys
@@ -54,7 +54,12 @@ def _tol_fraction(line):
     return rel / float(line.split("(tol ")[1].rstrip(")"))
 
 
-def compare_dump(fa, fb):
+def compare_logits(fa, fb):
+    """Loss and logits only (e.g. against scripts/hf_reference.py logits, which has no gradients)."""
+    return compare_dump(fa, fb, with_grads=False)
+
+
+def compare_dump(fa, fb, with_grads=True):
     checks = []
     for key in ("loss", "logits"):
         if key not in fa or key not in fb:
@@ -63,6 +68,8 @@ def compare_dump(fa, fb):
     logits_b = fb["logits"][()]
     checks.append(_tensor_check("logits", fa["logits"][()], logits_b, TENSOR_TOL,
                                 float(np.max(np.abs(logits_b))) if logits_b.size else 0.0))
+    if not with_grads:
+        return checks
     ga, gb = _datasets(fa, "grad"), _datasets(fb, "grad")
     if not gb:
         return checks + [(False, "grad group missing or empty in B")]
@@ -111,7 +118,8 @@ def compare_trajectory(fa, fb):
 
 def main_args(args):
     with h5py.File(args.a, "r") as fa, h5py.File(args.b, "r") as fb:
-        checks = (compare_dump if args.what == "dump" else compare_trajectory)(fa, fb)
+        checks = {"dump": compare_dump, "logits": compare_logits,
+                  "trajectory": compare_trajectory}[args.what](fa, fb)
     failed = [line for ok, line in checks if not ok]
     if args.summary:
         for line in failed:
@@ -131,7 +139,7 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", help="engine output (e.g. realpos dump)")
     parser.add_argument("b", help="reference output")
-    parser.add_argument("--what", choices=("dump", "trajectory"), default="dump")
+    parser.add_argument("--what", choices=("dump", "logits", "trajectory"), default="dump")
     parser.add_argument("--summary", metavar="LABEL")
     return main_args(parser.parse_args(argv))
 

@@ -9,6 +9,9 @@ and written with numpy below). float64 throughout.
                               + model.safetensors.index.json), vocab.txt, tokenizer_config.json
   make-batch FOLDER --out B   a random padded MLM batch file (realpos's batch format)
   logits FOLDER --batch B --out OUT   loss and MLM logits of the labelled positions (HF semantics)
+  jobs FILE                   run one of the above per line, in one process
+  perturb CKPT.h5             noise on every /model dataset of a realpos checkpoint (in place)
+  top-k FOLDER --ids I,J,.. --k K --out F   fill-mask's expected output for one sequence
   same-tensors A B            every tensor of folder A that realpos keeps is in B, bit-identical
                               as float32 (A may use BertModel names, gamma/beta, F16/BF16)
 """
@@ -380,6 +383,34 @@ def cmd_logits(a):
     return 0
 
 
+def cmd_perturb(a):
+    """Add scale * N(0, 1) to every /model dataset of a realpos checkpoint, in place (so that
+    biases and LayerNorms are not at their trivial initial values)."""
+    rng = np.random.default_rng(a.seed)
+    with h5py.File(a.checkpoint, "r+") as f:
+        names = []
+        f["model"].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        for name in sorted(names):
+            d = f["model/" + name]
+            d[...] = (d[()] + a.scale * rng.standard_normal(d.shape)).astype(d.dtype)
+    return 0
+
+
+def cmd_top_k(a):
+    """Top-k tokens and probabilities at every [MASK] of one sequence of ids (fill-mask)."""
+    _, model = load_mlm(a.folder)
+    with open(os.path.join(a.folder, "vocab.txt")) as f:
+        words = [w.strip() for w in f]
+    ids = torch.tensor([[int(t) for t in a.ids.split(",")]])
+    with torch.no_grad():
+        probs = torch.softmax(model(ids, torch.zeros_like(ids), torch.ones_like(ids))[0], -1)
+    with open(a.out, "w") as f:
+        for pos in (ids[0] == words.index("[MASK]")).nonzero()[:, 0].tolist():
+            top = torch.argsort(-probs[pos])[: a.k].tolist()
+            f.write("".join(f"{r + 1} {words[t]} {float(probs[pos, t]):.6f}\n" for r, t in enumerate(top)))
+    return 0
+
+
 # ---- same-tensors --------------------------------------------------------------------------
 
 def normalized(name, prefix):
@@ -417,7 +448,21 @@ def cmd_same_tensors(a):
     return 1 if bad or not checked else 0
 
 
-def main():
+def cmd_jobs(a):
+    """Run one command line per line of a file in this process (torch is imported once)."""
+    import shlex
+    status = 0
+    with open(a.file) as f:
+        for line in f:
+            if line.strip():
+                rc = main(shlex.split(line))
+                if rc:
+                    print(f"FAIL job: {line.strip()} (status {rc})")
+                status |= rc
+    return status
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -454,9 +499,21 @@ def main():
     p = sub.add_parser("same-tensors")
     p.add_argument("a")
     p.add_argument("b")
-    a = parser.parse_args()
+    p = sub.add_parser("perturb")
+    p.add_argument("checkpoint")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scale", type=float, default=0.2)
+    p = sub.add_parser("top-k")
+    p.add_argument("folder")
+    p.add_argument("--ids", required=True, help="comma-separated token ids")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("jobs")
+    p.add_argument("file")
+    a = parser.parse_args(argv)
     return {"make-folder": cmd_make_folder, "make-batch": cmd_make_batch, "logits": cmd_logits,
-            "same-tensors": cmd_same_tensors}[a.command](a)
+            "same-tensors": cmd_same_tensors, "top-k": cmd_top_k, "perturb": cmd_perturb,
+            "jobs": cmd_jobs}[a.command](a)
 
 
 if __name__ == "__main__":

@@ -249,6 +249,8 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
             strcat(strcat(task->labels, i ? " " : ""), name);
         }
     }
+    if (task->max_query_length > task->max_seq_len - 4)
+        task->max_query_length = task->max_seq_len - 4; /* a SQuAD window must hold context */
     model_create(m, &out->cfg.model, out->heads);
     const ModelConfig *c = &m->cfg;
     int P = c->max_position, d = c->hidden_size / c->num_heads;
