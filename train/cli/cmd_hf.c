@@ -10,7 +10,6 @@
 #include "core/common.h"
 #include "train/cli/commands.h"
 #include "train/cli/load.h"
-#include "train/loop/pretrain.h"
 #include "train/model/checkpoint.h"
 #include "train/model/hf.h"
 #include "train/tasks/glue.h"

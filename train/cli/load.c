@@ -5,7 +5,6 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
-#include "train/loop/pretrain.h"
 #include "train/model/checkpoint.h"
 
 void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char *vocab_path) {

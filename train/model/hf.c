@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
+#include "core/h5io.h"
 #include "core/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"
@@ -158,10 +159,10 @@ static float *read_weight(const Weights *w, int i) {
 }
 
 static void shape_text(char *out, size_t size, const StTensor *t) {
-    int at = snprintf(out, size, "[");
-    for (int d = 0; d < t->rank && at < (int)size; d++)
-        at += snprintf(out + at, size - (size_t)at, "%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
-    snprintf(out + at, size - (size_t)at, "]");
+    hsize_t dims[ST_MAX_RANK];
+    for (int d = 0; d < t->rank; d++)
+        dims[d] = (hsize_t)t->shape[d];
+    h5_shape_text(out, size, t->rank, dims);
 }
 
 /* A tied copy (the MLM decoder) must equal its realpos counterpart bit for bit. */
@@ -263,7 +264,7 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
                  "the 'bert.' prefix)", dir, info->name);
         w.used[i] = 1;
         float *dst = m->params + info->offset;
-        unsigned long long dims[2] = {(unsigned long long)info->rows, (unsigned long long)info->cols};
+        hsize_t dims[2] = {(hsize_t)info->rows, (hsize_t)info->cols};
         if (ends_with(info->name, DISTANCE_TABLE)) {
             load_distance_table(&w, i, dst, c->relative_k, P, d);
         } else {
@@ -288,7 +289,7 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
         RP_CHECK(!name[0] || (!strcmp(name, POSITION_TABLE) && !c->absolute_position),
                  "%s: tensor '%s' (%s) is not a parameter of the model config.json describes", dir,
                  w.tensors[i]->name, w.shards[w.shard_of[i]].path);
-        unsigned long long dims[ST_MAX_RANK];
+        hsize_t dims[ST_MAX_RANK];
         for (int k = 0; k < w.tensors[i]->rank; k++)
             dims[k] = w.tensors[i]->shape[k];
         transfer_print(table, "dropped", w.tensors[i]->name, w.tensors[i]->rank, dims);
