@@ -1,7 +1,7 @@
 /* Loading a checkpoint for inference commands (attention, fill-mask, export-hf): config,
  * parameters and vocabulary. */
 #pragma once
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/data/tokenizer.h"
 #include "train/model/model.h"
 

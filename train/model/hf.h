@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/model/model.h"
 
 typedef struct {

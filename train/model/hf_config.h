@@ -1,7 +1,7 @@
 /* Internal to train/model/hf*.c: config.json <-> realpos Config (mapping table in
  * docs/huggingface.md). */
 #pragma once
-#include "core/config.h"
+#include "train/config/config.h"
 #include "train/model/model.h"
 
 #define HF_MAX_LABELS 64
