@@ -3,7 +3,6 @@
 #include "core/config_schema.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -120,14 +119,18 @@ static void parse_ini(const ConfigSchema *schema, void *values, const char *text
     int bad_line = ini_parse_stream(read_line, p, on_assignment, p);
     if (bad_line > 0 && (!p->error_line || bad_line < p->error_line)) {
         /* inih rejected the line itself: no '=' or ':', or '[' without ']'. */
-        const char *s = text;
-        for (int line = 1; line < bad_line; line++)
-            s = strchr(s, '\n') + 1;
-        while (*s == ' ' || *s == '\t')
+        const char *s = text, *end = text + length;
+        for (int line = 1; line < bad_line && s < end; line++) {
+            const char *newline = memchr(s, '\n', (size_t)(end - s));
+            s = newline ? newline + 1 : end;
+        }
+        while (s < end && (*s == ' ' || *s == '\t'))
             s++;
-        int shown = (int)strcspn(s, "\r\n");
+        int shown = 0;
+        while (s + shown < end && shown < 200 && s[shown] != '\r' && s[shown] != '\n')
+            shown++;
         RP_FATAL("%s:%d: expected 'key = value', '[section]' or a comment, got '%.*s'", name,
-                 bad_line, shown < 200 ? shown : 200, s);
+                 bad_line, shown, s);
     }
     RP_CHECK(!p->error_line, "%s", p->error);
     RP_CHECK(bad_line == 0, "%s: the INI parser failed (code %d)", name, bad_line);
@@ -144,20 +147,8 @@ void config_schema_load_text(const ConfigSchema *schema, void *values, const cha
 
 void config_schema_load_file(const ConfigSchema *schema, void *values, const char *path,
                              int num_overrides, char *const *overrides, ConfigCheck check) {
-    FILE *file = fopen(path, "rb");
-    RP_CHECK(file, "config file '%s': cannot open (%s)", path, strerror(errno));
-    size_t length = 0, capacity = 4096;
-    char *text = xmalloc(capacity);
-    for (size_t got; (got = fread(text + length, 1, capacity - length, file)) > 0;) {
-        length += got;
-        if (length == capacity) {
-            capacity *= 2;
-            text = realloc(text, capacity);
-            RP_CHECK(text, "config file '%s': out of memory", path);
-        }
-    }
-    RP_CHECK(!ferror(file), "config file '%s': cannot read (%s)", path, strerror(errno));
-    fclose(file);
+    size_t length = 0;
+    char *text = read_file(path, &length, "config file");
     config_schema_defaults(schema, values);
     parse_ini(schema, values, text, length, path);
     free(text);

@@ -45,7 +45,7 @@ static float *take(float *scratch, size_t *used, size_t n) {
     return at;
 }
 
-void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch) {
+void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     RP_CHECK(s->B > 0 && s->L > 0 && s->num_heads > 0 && s->H > 0 && s->H % s->num_heads == 0,
              "attention: bad shape B=%d L=%d H=%d heads=%d (H must be a multiple of heads)", s->B,
              s->L, s->H, s->num_heads);
@@ -89,7 +89,8 @@ void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch)
     if (p->slot_floats)
         p->slot_grad = take(scratch, &used, p->slots * p->slot_floats);
     p->work_floats = work;
-    p->work = take(scratch, &used, work * (size_t)(num_threads > 0 ? num_threads : 1));
+    p->threads = s->threads > 0 ? s->threads : 1;
+    p->work = take(scratch, &used, work * (size_t)p->threads);
     p->total_floats = used;
 }
 
@@ -113,10 +114,17 @@ AttnWork attn_work(const AttnPlan *p, int thread) {
     return w;
 }
 
-size_t attention_scratch_floats(const AttnShape *s, int num_threads) {
+size_t attention_scratch_floats(const AttnShape *s) {
     AttnPlan p;
-    attn_plan(&p, s, num_threads, NULL);
+    attn_plan(&p, s, NULL);
     return p.total_floats;
+}
+
+/* Team size of the parallel regions: the current thread count, at most the threads the scratch
+ * holds work buffers for (the thread count may have been raised since it was laid out). */
+static int team_size(const AttnPlan *p) {
+    int threads = omp_get_max_threads();
+    return threads < p->threads ? threads : p->threads;
 }
 
 static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
@@ -197,12 +205,12 @@ void attention_forward(float *ctx, float *probs, float *probs_dropped, float *ra
                        float *carried, float *scratch, const float *qkv, const float *table,
                        const int *mask, const AttnShape *s, uint64_t dropout_key) {
     AttnPlan p;
-    attn_plan(&p, s, 1, scratch); /* per-thread offsets do not depend on the thread count */
+    attn_plan(&p, s, scratch);
     check_args(s, table, raw_scores, carried, probs, probs_dropped);
     if (!s->residual)
         carried = NULL;
     relpos_prepare(&p, table);
-#pragma omp parallel
+#pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
 #pragma omp for schedule(static)
@@ -276,14 +284,14 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
                         const float *probs, const float *probs_dropped, const float *raw_scores,
                         const AttnShape *s, uint64_t dropout_key) {
     AttnPlan p;
-    attn_plan(&p, s, 1, scratch);
+    attn_plan(&p, s, scratch);
     check_args(s, table, raw_scores, d_carried, probs, probs_dropped);
     RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %s needs d_table",
              rel_kind_name(s->rel));
     if (!s->residual)
         d_carried = NULL;
     relpos_prepare(&p, table);
-#pragma omp parallel
+#pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
         /* Fixed (b,h) groups, so the table-gradient sums do not depend on the thread count. */

@@ -32,6 +32,8 @@ typedef struct {
     int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
     float carried_scale; /* residual: logits = carried_scale * C */
     float dropout;       /* probability dropout; 0 in eval */
+    int threads;         /* threads the scratch is sized for; the parallel regions use at most
+                          * this many (0 = 1), whatever omp_get_max_threads() says by then */
 } AttnShape;
 
 /* Number of rows of the relative table for a mode (0 for REL_NONE), and its width
@@ -39,8 +41,8 @@ typedef struct {
 int attention_table_rows(RelKind rel, int k);
 int attention_table_cols(RelKind rel, int head_dim);
 
-/* Floats of scratch space attention_forward/backward need for this shape and thread count. */
-size_t attention_scratch_floats(const AttnShape *s, int num_threads);
+/* Floats of scratch space attention_forward/backward need for this shape and s->threads. */
+size_t attention_scratch_floats(const AttnShape *s);
 
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
  * table    relative table as above, or NULL for REL_NONE

@@ -33,6 +33,7 @@ typedef struct {
     size_t slot_floats;
     float *work;         /* per-thread buffers: thread t owns work + t*work_floats */
     size_t work_floats;
+    int threads;         /* work buffers laid out: the parallel regions' team size at most */
     size_t total_floats; /* whole scratch need */
 } AttnPlan;
 
@@ -56,8 +57,8 @@ static inline void rel_split(int i, int c, int L, int *left_end, int *right_star
     *right_start = rs;
 }
 
-/* Lay out `scratch` (NULL: only measure; total_floats for num_threads threads). */
-void attn_plan(AttnPlan *p, const AttnShape *s, int num_threads, float *scratch);
+/* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
+void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);
 AttnWork attn_work(const AttnPlan *p, int thread);
 
 /* Before the (b,h) loop: the w2 (methods 1, 2) or at (method3) copy of the table. */

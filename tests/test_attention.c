@@ -44,7 +44,7 @@ static AttnShape layer_shape(const Case *c, int l) {
     return (AttnShape){.B = c->B, .L = c->L, .H = c->H, .num_heads = c->heads, .rel = c->rel,
                        .k = c->k, .residual = c->residual, .first_layer = l == 0,
                        .carried_scale = c->mean ? 1.0f / (float)(l + 1) : 1.0f,
-                       .dropout = c->dropout};
+                       .dropout = c->dropout, .threads = omp_get_max_threads()};
 }
 
 static float *random_floats(Rng *rng, size_t n, double mean, double sd) {
@@ -90,7 +90,7 @@ static void free_inputs(Inputs *x, int layers) {
 static void run_fast(const Case *c, const Inputs *x, const float *const *qkv, float **ctx,
                      float **d_qkv, float **d_table) {
     AttnShape s = layer_shape(c, 0);
-    float *scratch = xalloc_floats(attention_scratch_floats(&s, omp_get_max_threads()));
+    float *scratch = xalloc_floats(attention_scratch_floats(&s));
     float *probs[MAX_LAYERS], *dropped[MAX_LAYERS], *raw[MAX_LAYERS];
     float *carried = xalloc_floats(x->n_sq), *d_carried = xalloc_floats(x->n_sq);
     for (int l = 0; l < c->layers; l++) {
@@ -296,7 +296,7 @@ static void check_index_convention(TestTally *t, RelKind rel) {
     const Case c = {rel, 1, 7, 4, 1, 9, 1, 0, 1, 0.0f};
     Inputs x = make_inputs(&c, 11);
     const AttnShape s = layer_shape(&c, 0);
-    float *scratch = xalloc_floats(attention_scratch_floats(&s, omp_get_max_threads()));
+    float *scratch = xalloc_floats(attention_scratch_floats(&s));
     float *ctx = xalloc_floats(x.n_ctx), *probs = xalloc_floats(x.n_sq);
     float *base = xalloc_floats(x.n_sq), *probe = xalloc_floats(x.n_sq);
     const int rows[] = {c.k + 2, c.k - 3, 0, 2 * c.k};

@@ -105,7 +105,7 @@ ini seq.ini "[model]" "absolute_position = no" "max_position = 16" "[data]" "max
 expect_ok "max_seq_len > max_position is fine without absolute positions" "max_seq_len = 512" seq.ini
 
 # ---- errors --------------------------------------------------------------------------------------
-expect_error "missing config file" "config file 'nope.ini': cannot open (No such file or directory)" nope.ini
+expect_error "missing config file" "nope.ini: cannot open config file: No such file or directory" nope.ini
 expect_error "usage" "usage: realpos config CONFIG.ini [--set section.key=value ...]"
 ini e.ini "[modle]" "hidden_size = 64"
 expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': expected a section among [model], [optim], [train], [data], [task], got [modle]" e.ini
@@ -119,6 +119,8 @@ ini e.ini "[train]" "batch_size 4"
 expect_error "line without '='" "e.ini:2: expected 'key = value', '[section]' or a comment, got 'batch_size 4'" e.ini
 ini e.ini "[train" "batch_size = 4"
 expect_error "unclosed section header" "e.ini:1: expected 'key = value', '[section]' or a comment, got '[train'" e.ini
+printf '[model]\nhidden_size = 8\nfoo' >e.ini # no final newline: the message stops at the end of the file
+expect_error "bad last line without newline" "e.ini:3: expected 'key = value', '[section]' or a comment, got 'foo'" e.ini
 ini e.ini "[train]" "batch_size 4" "max_steps = x"
 expect_error "first error wins (syntax before value)" "e.ini:2: expected 'key = value', '[section]' or a comment, got 'batch_size 4'" e.ini
 ini e.ini "[train]" "max_steps = x" "batch_size 4"

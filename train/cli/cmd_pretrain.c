@@ -64,7 +64,7 @@ int cmd_eval(int argc, char **argv) {
     trainer_open_data(&t, ckpt);
     adamw_create(&t.opt, &t.model.table);
     activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
-                       t.cfg.train.batch_size * t.cfg.data.max_predictions_per_seq);
+                       trainer_max_predictions(&t.cfg));
     EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
                                 t.unigram_token);
     printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "

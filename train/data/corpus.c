@@ -137,7 +137,8 @@ typedef struct {
 
 /* Tokenize every line. Work items of CHUNK_LINES lines each fill their own buffer, so the result
  * is the same for any thread count and schedule. Line i's ids are chunk[i / CHUNK_LINES].ids +
- * start[i], count[i] of them. */
+ * start[i], count[i] of them. A chunk that runs out of memory stops with ids = NULL; the error is
+ * reported after the parallel region (no thread exits inside it). */
 static IdBuffer *tokenize_lines(const Tokenizer *tok, const LineList *ll, int64_t *start,
                                 int64_t *count) {
     int64_t num_chunks = (ll->num_lines + CHUNK_LINES - 1) / CHUNK_LINES;
@@ -150,15 +151,20 @@ static IdBuffer *tokenize_lines(const Tokenizer *tok, const LineList *ll, int64_
         IdBuffer *b = &chunk[c];
         for (int64_t i = first; i < last; i++)
             b->cap += ll->lines[i].len / 3 + 4; /* about 4-5 bytes per WordPiece in English */
-        b->ids = xmalloc(b->cap * sizeof(int));
-        for (int64_t i = first; i < last; i++) {
+        b->ids = malloc(b->cap * sizeof(int));
+        for (int64_t i = first; i < last && b->ids; i++) {
             const Line *line = &ll->lines[i];
             size_t n =
                 tokenizer_encode(tok, line->text, line->len, b->ids + b->used, b->cap - b->used);
             if (n > b->cap - b->used) {
                 b->cap = 2 * b->cap > b->used + n ? 2 * b->cap : b->used + n;
-                b->ids = realloc(b->ids, b->cap * sizeof(int));
-                RP_CHECK(b->ids, "out of memory tokenizing the corpus");
+                int *grown = realloc(b->ids, b->cap * sizeof(int));
+                if (!grown) {
+                    free(b->ids);
+                    b->ids = NULL;
+                    break;
+                }
+                b->ids = grown;
                 n = tokenizer_encode(tok, line->text, line->len, b->ids + b->used,
                                      b->cap - b->used);
             }
@@ -167,6 +173,9 @@ static IdBuffer *tokenize_lines(const Tokenizer *tok, const LineList *ll, int64_
             b->used += n;
         }
     }
+    for (int64_t c = 0; c < num_chunks; c++)
+        RP_CHECK(chunk[c].ids, "out of memory tokenizing the corpus ([data] corpus): %zu token ids",
+                 chunk[c].cap);
     return chunk;
 }
 

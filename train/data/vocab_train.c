@@ -327,7 +327,8 @@ static size_t alphabet_of(const Trainer *t, uint32_t **alphabet) {
             i += utf8_decode((const unsigned char *)s + i, len - i, &cps[n++]);
         }
     }
-    qsort(cps, n, sizeof *cps, compare_u32);
+    if (n) /* an empty corpus has no characters (and cps is NULL) */
+        qsort(cps, n, sizeof *cps, compare_u32);
     size_t distinct = 0;
     for (size_t i = 0; i < n; i++)
         if (!distinct || cps[i] != cps[distinct - 1])
@@ -437,7 +438,8 @@ char *vocab_train(const char **corpus_paths, int corpus_count, int size, int low
         out[n] = '\n';
         out += n + 1;
     }
-    memcpy(out, t.pieces_text.bytes, t.pieces_text.bytes_len);
+    if (t.pieces_text.bytes_len) /* NULL when the corpus has no words */
+        memcpy(out, t.pieces_text.bytes, t.pieces_text.bytes_len);
     for (size_t i = 0; i < t.pieces_text.bytes_len; i++)
         if (out[i] == '\0')
             out[i] = '\n';

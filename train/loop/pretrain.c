@@ -7,6 +7,7 @@
  * thread count). */
 #include "train/loop/pretrain.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -83,6 +84,14 @@ static void require_same_model(const Config *stored, const Config *cfg, const ch
     }
     free(text_a);
     free(text_b);
+}
+
+int trainer_max_predictions(const Config *cfg) {
+    int64_t n = (int64_t)cfg->train.batch_size * cfg->data.max_predictions_per_seq;
+    RP_CHECK(n <= INT_MAX, "key 'train.batch_size' (%d) x key 'data.max_predictions_per_seq' (%d): expected "
+             "a product of at most %d masked positions per batch, got %lld", cfg->train.batch_size,
+             cfg->data.max_predictions_per_seq, INT_MAX, (long long)n);
+    return (int)n;
 }
 
 void trainer_open_data(Trainer *t, const char *vocab_origin) {
@@ -211,8 +220,8 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
         t->vocab_text = read_file(t->cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
         trainer_open_data(t, vocab_origin);
     }
-    int max_predictions = t->cfg.train.batch_size * t->cfg.data.max_predictions_per_seq;
-    activations_create(&t->acts, &t->model, t->cfg.train.batch_size, t->cfg.data.max_seq_len, max_predictions);
+    activations_create(&t->acts, &t->model, t->cfg.train.batch_size, t->cfg.data.max_seq_len,
+                       trainer_max_predictions(&t->cfg));
 }
 
 int pretrain_run(Trainer *t, int resumed) {

@@ -49,6 +49,9 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
 /* Tokenizer, train/eval shards and streams, batch and unigram token for t->vocab_text;
  * vocab_origin names the vocabulary in errors. */
 void trainer_open_data(Trainer *t, const char *vocab_origin);
+/* Labelled positions per batch, train.batch_size * data.max_predictions_per_seq; fatal (naming
+ * both keys) if the product does not fit the int of the activation layout. */
+int trainer_max_predictions(const Config *cfg);
 /* Train until train.max_steps or SIGINT/SIGTERM (then save and stop) in train.run_dir; metrics
  * files are appended to when `resumed`. Returns the exit status. */
 int pretrain_run(Trainer *t, int resumed);

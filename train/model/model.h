@@ -52,6 +52,7 @@ typedef struct {
 
 typedef struct {
     int B, L, max_predictions; /* shape the block was laid out for */
+    int threads;               /* OpenMP threads the attention scratch was laid out for */
     Arena arena;
     int *rows;   /* [max_predictions] flat (b*L + l) indices of labelled positions */
     int *labels; /* [max_predictions] their labels */

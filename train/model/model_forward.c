@@ -1,4 +1,5 @@
 /* Activation layout and the whole-model forward and backward passes. */
+#include <limits.h>
 #include <omp.h>
 #include <string.h>
 
@@ -20,22 +21,23 @@ static LayerKeys layer_keys(uint64_t step_key, int l) {
 
 static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == REL_METHOD2; }
 
-static AttnShape attn_shape(const ModelConfig *c, int B, int L, int l, int training) {
+static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int l, int training) {
     return (AttnShape){
-        .B = B, .L = L, .H = c->hidden_size, .num_heads = c->num_heads,
+        .B = a->B, .L = a->L, .H = c->hidden_size, .num_heads = c->num_heads,
         .rel = c->relative_position, .k = c->relative_k,
         .residual = c->residual_attention, .first_layer = l == 0,
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
         .dropout = training ? c->attention_dropout : 0.0f,
+        .threads = a->threads,
     };
 }
 
-static LayerShape layer_shape(const ModelConfig *c, int B, int L, int l, int training) {
+static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int l, int training) {
     return (LayerShape){
-        .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
+        .N = a->B * a->L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
         .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
-        .attn = attn_shape(c, B, L, l, training),
+        .attn = attn_shape(c, a, l, training),
     };
 }
 
@@ -87,8 +89,8 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
     s->d_ffn = arena_take(ar, N * I);
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
-    AttnShape shape = attn_shape(c, a->B, a->L, 0, 1);
-    s->attn = arena_take(ar, attention_scratch_floats(&shape, omp_get_max_threads()));
+    AttnShape shape = attn_shape(c, a, 0, 1);
+    s->attn = arena_take(ar, attention_scratch_floats(&shape));
     s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     s->d_carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     a->d_hidden_a = arena_take(ar, N * H);
@@ -99,12 +101,18 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
 void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions) {
     const ModelConfig *c = &m->cfg;
     RP_CHECK(B >= 1 && L >= 1, "batch shape must be positive, got [%d, %d]", B, L);
+    /* Row counts are ints in the layer and BLAS interfaces: tokens B*L, score matrices
+     * B*heads, and their elements' row-major offsets are size_t. */
+    RP_CHECK((int64_t)B * L <= INT_MAX && (int64_t)B * c->num_heads <= INT_MAX,
+             "batch of %d sequences of %d tokens with %d heads: expected at most %d tokens and score "
+             "matrices per batch (lower the batch size or sequence length)", B, L, c->num_heads, INT_MAX);
     RP_CHECK(!c->absolute_position || L <= c->max_position,
              "sequence length %d exceeds model.max_position = %d (absolute positions)", L, c->max_position);
     memset(a, 0, sizeof *a);
     a->B = B;
     a->L = L;
     a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
+    a->threads = omp_get_max_threads();
     a->arena = arena_measuring();
     layout_activations(a, c);
     arena_allocate(&a->arena, a->arena.used);
@@ -142,7 +150,7 @@ const float *model_encode(const Model *m, Activations *a, const Batch *batch, in
 
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
-        LayerShape shape = layer_shape(c, B, L, l, training);
+        LayerShape shape = layer_shape(c, a, l, training);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
         if (a->carried_capture)
@@ -196,7 +204,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, B, L, l, a->training);
+        LayerShape shape = layer_shape(c, a, l, a->training);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));
