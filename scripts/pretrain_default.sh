@@ -7,8 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=configs/pretrain.ini
-run_dir=$(./realpos config "$config" "$@" | awk -F' = ' '/^run_dir = /{print $2}')
-max_steps=$(./realpos config "$config" "$@" | awk -F' = ' '/^max_steps = /{print $2}')
+# train_key KEY: the effective [train] KEY (other sections have keys of the same name).
+effective=$(./realpos config "$config" "$@")
+train_key() {
+  awk -F' = ' -v key="$1" '/^\[/ { section = $0 } section == "[train]" && $1 == key { print $2 }' <<<"$effective"
+}
+run_dir=$(train_key run_dir)
+max_steps=$(train_key max_steps)
+[[ "$max_steps" =~ ^[0-9]+$ && -n "$run_dir" ]] ||
+  { echo "pretrain: could not read [train] max_steps/run_dir from 'realpos config $config'" >&2; exit 1; }
 
 bash scripts/fetch_corpus.sh data/corpus
 [ -s data/vocab/bert-base-uncased.txt ] || bash scripts/get_vocab.sh data/vocab/bert-base-uncased.txt

@@ -20,3 +20,20 @@ expect_error() {
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$pattern" <<<"$out"; then pass "$name"
   else fail "$name" "status $rc: $(head -c 400 <<<"$out")"; fi
 }
+
+# kill9_when FILE PID [TIMEOUT]: run PID in short slices (SIGCONT, 20 ms, SIGSTOP) until FILE
+# exists, then SIGKILL it. The process is stopped whenever FILE is checked, and one slice gives
+# it at most 20 ms of CPU however loaded the machine is, so the kill lands within a slice of
+# FILE appearing instead of whenever a poll loop happens to run. Returns 1 (and kills PID) if
+# PID exits first or FILE has not appeared after TIMEOUT seconds (default 180).
+kill9_when() {
+  local file=$1 pid=$2 deadline=$((SECONDS + ${3:-180}))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+    kill -STOP "$pid" 2>/dev/null
+    if [ -e "$file" ]; then kill -9 "$pid"; kill -CONT "$pid" 2>/dev/null; return 0; fi
+    kill -CONT "$pid" 2>/dev/null
+    sleep 0.02
+  done
+  kill -9 "$pid" 2>/dev/null
+  return 1
+}

