@@ -141,25 +141,41 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
 }
 
 /* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
- * then the softmax in place. */
+ * then the softmax in place. The carried update, the logits and their max are one pass over the
+ * row; softmax_row_normalize makes the other two (exp and sum, scale). */
 static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                const int *restrict key_mask, int L, float scale,
                                const AttnShape *s) {
+    float max = -INFINITY;
     if (!carried_row) {
-        for (int j = 0; j < L; j++)
-            row[j] = scale * row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+#pragma omp simd reduction(max : max)
+        for (int j = 0; j < L; j++) {
+            const float logit = scale * row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+            row[j] = logit;
+            max = logit > max ? logit : max;
+        }
     } else {
         const float cs = s->carried_scale;
-        if (s->first_layer)
-            for (int j = 0; j < L; j++)
-                carried_row[j] = scale * row[j];
-        else
-            for (int j = 0; j < L; j++)
-                carried_row[j] += scale * row[j];
-        for (int j = 0; j < L; j++)
-            row[j] = cs * carried_row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+        if (s->first_layer) {
+#pragma omp simd reduction(max : max)
+            for (int j = 0; j < L; j++) {
+                const float c = scale * row[j], logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                carried_row[j] = c;
+                row[j] = logit;
+                max = logit > max ? logit : max;
+            }
+        } else {
+#pragma omp simd reduction(max : max)
+            for (int j = 0; j < L; j++) {
+                const float c = carried_row[j] + scale * row[j];
+                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                carried_row[j] = c;
+                row[j] = logit;
+                max = logit > max ? logit : max;
+            }
+        }
     }
-    softmax_row_forward(row, row, L);
+    softmax_row_normalize(row, row, L, max);
 }
 
 /* out[e] = keep ? in[e] / (1-p) : 0 with keep = hash_uniform(key, first + e) >= p; out may
@@ -181,10 +197,14 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     float *P = probs + off;
     float *raw = (p->rel == REL_METHOD1 || p->rel == REL_METHOD2) ? raw_scores + off : NULL;
 
+    /* shaw, method4: the relative terms first, then S += Q.K^T (beta 1: no zeroing pass) */
+    const int terms_first = p->rel == REL_SHAW || p->rel == REL_METHOD4;
+    if (terms_first)
+        relpos_scores(p, w, P, raw, qkv, table, b, h);
     if (p->rel != REL_METHOD3)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, q, ld, k, ld, 0.0f,
-                    raw ? raw : P, L);
-    if (p->rel != REL_NONE)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, q, ld, k, ld,
+                    terms_first ? 1.0f : 0.0f, raw ? raw : P, L);
+    if (p->rel != REL_NONE && !terms_first)
         relpos_scores(p, w, P, raw, qkv, table, b, h);
     for (int i = 0; i < L; i++)
         logits_softmax_row(P + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,

@@ -48,8 +48,9 @@ static void reach_block(const AttnPlan *p, int first, int keys, int *nb, int *lo
     }
 }
 
-/* S_ij += QA[i][r'] + (method4) KA[j][r'],  r' = clip(i-j, -m, m) + m, where QA = Q.A^T and
- * KA = K.A^T are computed block by block into w->blk ([nb, W], column c is r' = lo + c). */
+/* S_ij = QA[i][r'] + (method4) KA[j][r'],  r' = clip(i-j, -m, m) + m (overwrites S; the caller
+ * adds q.k after, as a GEMM with beta = 1, which saves the pass that zeroes S), where QA = Q.A^T
+ * and KA = K.A^T are computed block by block into w->blk ([nb, W], column c is r' = lo + c). */
 static void gather_scores(const AttnPlan *p, const AttnWork *w, float *restrict S, const float *q,
                           const float *kk, const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
@@ -68,11 +69,11 @@ static void gather_scores(const AttnPlan *p, const AttnWork *w, float *restrict 
             const int band0 = i + m - lo; /* qa[band0 - j] = QA[i][i-j+m] */
             const float left = le > 0 ? qa[2 * m - lo] : 0.0f, right = rs < L ? qa[0] : 0.0f;
             for (int j = 0; j < le; j++)
-                row[j] += left;
+                row[j] = left;
             for (int j = le; j < rs; j++)
-                row[j] += qa[band0 - j];
+                row[j] = qa[band0 - j];
             for (int j = rs; j < L; j++)
-                row[j] += right;
+                row[j] = right;
         }
     }
     if (!kk)

@@ -65,7 +65,7 @@ AttnWork attn_work(const AttnPlan *p, int thread);
 void relpos_prepare(const AttnPlan *p, const float *table);
 
 /* Scores of one (b,h), without the 1/sqrt(d) scale, into scores [L, L]:
- *   none, shaw, method4: on entry q.k; adds the relative terms;
+ *   shaw, method4: writes only the relative terms (the caller adds q.k after);
  *   methods 1, 2: scores = raw (.) w;   method3: computes everything. */
 void relpos_scores(const AttnPlan *p, const AttnWork *w, float *scores, const float *raw,
                    const float *qkv, const float *table, int b, int h);
