@@ -45,6 +45,19 @@ static float *take(float *scratch, size_t *used, size_t n) {
     return at;
 }
 
+/* Sum over blocks of T query rows of rows x reachable table rows: the multiply-adds / d of the
+ * blocked QA (and, by symmetry, KA) GEMMs (see reach_block in relpos.c). */
+static size_t reach_work(int L, int m, int T) {
+    size_t work = 0;
+    for (int i0 = 0; i0 < L; i0 += T) {
+        int nb = T < L - i0 ? T : L - i0;
+        int lo = i0 - (L - 1) + m, hi = i0 + nb - 1 + m;
+        lo = lo > 0 ? lo : 0, hi = hi < 2 * m ? hi : 2 * m;
+        work += (size_t)nb * (size_t)(hi - lo + 1);
+    }
+    return work;
+}
+
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     RP_CHECK(s->B > 0 && s->L > 0 && s->num_heads > 0 && s->H > 0 && s->H % s->num_heads == 0,
              "attention: bad shape B=%d L=%d H=%d heads=%d (H must be a multiple of heads)", s->B,
@@ -61,9 +74,11 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     p->scale = 1.0f / sqrtf((float)p->d);
     p->slots = p->BH < ATTN_SLOTS ? p->BH : ATTN_SLOTS;
     p->block = s->L / 4 < 16 ? 16 : (s->L / 4 > 64 ? 64 : s->L / 4);
-    /* shaw/method4: a block of T rows reaches min(R, L+T-1) table rows; when that is R anyway,
-     * blocking saves nothing and one GEMM over all L rows is faster than L/T small ones. */
-    if ((p->rel == REL_SHAW || p->rel == REL_METHOD4) && p->R <= p->L + p->block - 1)
+    /* shaw/method4: a block of T rows reaches at most min(R, L+T-1) table rows, the first and
+     * last blocks fewer. One GEMM over all L rows (fewer, larger calls) unless the blocks cut the
+     * QA / KA work by at least a tenth (k = 64 at L = 128: 13%). */
+    if ((p->rel == REL_SHAW || p->rel == REL_METHOD4) &&
+        10 * reach_work(s->L, p->m, p->block) > 9 * (size_t)s->L * p->R)
         p->block = p->L;
 
     size_t used = 0, L = (size_t)p->L, d = (size_t)p->d, R = (size_t)p->R;
