@@ -275,6 +275,11 @@ def random_state(c, arch, rng, scale):
 
 def cmd_make_folder(a):
     rng = np.random.default_rng(a.seed)
+    words = SPECIAL + [f"w{i}" for i in range(a.vocab - len(SPECIAL))]
+    if a.vocab_file:
+        with open(a.vocab_file) as f:
+            words = [w.strip() for w in f]
+        a.vocab = len(words)
     c = {"architectures": [ARCHS[a.arch]], "model_type": "bert", "hidden_size": a.hidden,
          "num_hidden_layers": a.layers, "num_attention_heads": a.heads,
          "intermediate_size": a.intermediate, "vocab_size": a.vocab,
@@ -319,7 +324,6 @@ def cmd_make_folder(a):
             json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
     else:
         write_safetensors(os.path.join(a.out, "model.safetensors"), tensors, a.dtype)
-    words = SPECIAL + [f"w{i}" for i in range(a.vocab - len(SPECIAL))]
     with open(os.path.join(a.out, "vocab.txt"), "w") as f:
         f.write("".join(w + "\n" for w in words))
     with open(os.path.join(a.out, "tokenizer_config.json"), "w") as f:
@@ -482,6 +486,7 @@ def main(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=64)
     p.add_argument("--vocab", type=int, default=60)
+    p.add_argument("--vocab-file", help="use this vocab.txt (vocab_size = its lines)")
     p.add_argument("--max-position", type=int, default=16)
     p.add_argument("--eps", type=float, default=1e-12)
     p.add_argument("--scale", type=float, default=0.2)

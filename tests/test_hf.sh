@@ -32,6 +32,9 @@ for v in "${variants[@]}" "${others[@]}"; do
   set -- $v; name=$1; shift
   echo "make-folder $tmp/$name $*" >>"$jobs"
 done
+for kind in absolute relative_key_query; do # the docs' walk-through, on the fine-tuning fixtures' vocabulary
+  echo "make-folder $tmp/docs-$kind --arch mlm --position $kind --vocab-file tests/fixtures/finetune/vocab.txt --max-position 32 --seed 12" >>"$jobs"
+done
 echo "make-batch $tmp/mlm-absolute --out $tmp/batch.h5 --batch-size 3 --seq-len 12 --seed 11" >>"$jobs"
 for v in "${variants[@]}"; do
   set -- $v; echo "logits $tmp/$1 --batch $tmp/batch.h5 --out $tmp/$1.ref.h5" >>"$jobs"
@@ -163,6 +166,37 @@ if paste <(grep '^    ' "$tmp/fill.out") "$tmp/fill.expected" |
 else fail "fill-mask" "$(paste <(grep '^    ' "$tmp/fill.out") "$tmp/fill.expected" | head -6)"; fi
 expect_error "fill-mask: a line without [MASK]" "line 1: no [MASK]" "$RP" fill-mask "$tmp/mlm-absolute.h5" --text "w1 w2"
 expect_error "fill-mask: a checkpoint without MLM head" "no MLM head" "$RP" fill-mask "$tmp/qa.h5" --text "[MASK]"
+
+# ---- docs/huggingface.md walk-through: import, fill-mask, fine-tune SQuAD (+ Method 4), export --
+FX=tests/fixtures/finetune
+squad=(--set task.type=squad --set task.train_file=$FX/squad_train.json --set task.dev_file=$FX/squad_dev.json
+       --set task.max_seq_len=32 --set task.doc_stride=8 --set task.max_query_length=10 --set task.max_answer_length=5
+       --set task.epochs=2 --set task.batch_size=8 --set train.threads=1 --set train.log_interval=1000)
+walk() { # LABEL COMMAND...: runs, output in $tmp/walk.log
+  local label=$1; shift
+  "$@" >>"$tmp/walk.log" 2>&1 && pass "docs walk-through: $label" || fail "docs walk-through: $label" "$(tail -3 "$tmp/walk.log")"
+}
+walk import-hf "$RP" import-hf "$tmp/docs-absolute" --out "$tmp/docs.h5" --config-out "$tmp/docs.ini"
+walk fill-mask "$RP" fill-mask "$tmp/docs.h5" --text "the [MASK] sat on the mat"
+walk "finetune SQuAD + method4" "$RP" finetune /dev/null "${squad[@]}" --set task.init_checkpoint="$tmp/docs.h5" \
+  --set model.relative_position=method4 --set model.relative_k=8 --set train.run_dir="$tmp/squad-m4"
+expect_error "docs walk-through: the drop-in model (absolute + method4) is not exportable" \
+  "only when position_embedding_type = absolute" "$RP" export-hf "$tmp/squad-m4/model.h5" --out "$tmp/squad-m4-hf"
+walk "finetune SQuAD (absolute)" "$RP" finetune /dev/null "${squad[@]}" --set task.init_checkpoint="$tmp/docs.h5" \
+  --set train.run_dir="$tmp/squad"
+walk "export-hf the SQuAD model" "$RP" export-hf "$tmp/squad/model.h5" --out "$tmp/squad-hf"
+walk "import-hf relative_key_query" "$RP" import-hf "$tmp/docs-relative_key_query" --out "$tmp/docs-rkq.h5"
+walk "finetune SQuAD (relative_key_query = method4, k = 31)" "$RP" finetune /dev/null "${squad[@]}" \
+  --set task.init_checkpoint="$tmp/docs-rkq.h5" --set train.run_dir="$tmp/squad-rkq"
+walk "export-hf the relative_key_query SQuAD model" "$RP" export-hf "$tmp/squad-rkq/model.h5" --out "$tmp/squad-rkq-hf"
+for m in squad squad-rkq; do
+  "$RP" import-hf "$tmp/$m-hf" --out "$tmp/$m-again.h5" >/dev/null 2>&1 || fail "import-hf $m-hf"
+  queue same "docs walk-through: $m -> BertForQuestionAnswering -> realpos: /model bit-identical" \
+    "$tmp/$m/model.h5" "$tmp/$m-again.h5"
+done
+grep -qE '"position_embedding_type":[[:space:]]*"relative_key_query"' "$tmp/squad-rkq-hf/config.json" &&
+  grep -q '"BertForQuestionAnswering"' "$tmp/squad-rkq-hf/config.json" &&
+  pass "docs walk-through: exported as BertForQuestionAnswering, relative_key_query" || fail "squad-rkq-hf config.json"
 
 # ---- export refusals: nothing written ----------------------------------------------------------
 refuse() { # LABEL PATTERN --set ...

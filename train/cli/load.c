@@ -11,7 +11,7 @@ void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char 
     memset(out, 0, sizeof *out);
     hid_t f = checkpoint_open(checkpoint, &out->config_ini);
     config_load_string(&out->cfg, out->config_ini, checkpoint);
-    model_create(&out->model, &out->cfg.model, checkpoint_heads(f, checkpoint));
+    model_create_inference(&out->model, &out->cfg.model, checkpoint_heads(f, checkpoint));
     checkpoint_load_model(f, checkpoint, &out->model);
     int lower = out->cfg.data.do_lower_case;
     out->vocab_text = checkpoint_read_vocab(f, checkpoint, &lower);

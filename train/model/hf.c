@@ -252,7 +252,7 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
     }
     if (task->max_query_length > task->max_seq_len - 4)
         task->max_query_length = task->max_seq_len - 4; /* a SQuAD window must hold context */
-    model_create(m, &out->cfg.model, out->heads);
+    model_create_inference(m, &out->cfg.model, out->heads);
     const ModelConfig *c = &m->cfg;
     int P = c->max_position, d = c->hidden_size / c->num_heads;
     TransferSummary summary = {0, 0, 0, 0};

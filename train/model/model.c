@@ -121,7 +121,7 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
     }
 }
 
-void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) {
+static void create(Model *m, const ModelConfig *cfg, ModelHeads heads, int with_grads) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->heads = heads;
@@ -133,10 +133,16 @@ void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) {
     layout_model(cfg, heads, &lo, &unused);
     m->table.block_floats = lo.used;
     m->params = xalloc_floats(lo.used);
-    m->grads = xalloc_floats(lo.used);
     model_bind(m, m->params, &m->p);
-    model_bind(m, m->grads, &m->g);
+    if (with_grads) {
+        m->grads = xalloc_floats(lo.used);
+        model_bind(m, m->grads, &m->g);
+    }
 }
+
+void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m, cfg, heads, 1); }
+
+void model_create_inference(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m, cfg, heads, 0); }
 
 void model_free(Model *m) {
     free(m->params);

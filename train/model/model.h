@@ -78,6 +78,8 @@ typedef struct {
 
 /* Build the parameter table and allocate zeroed params and grads. */
 void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads);
+/* Parameters only (grads NULL): forward passes, conversion; half the memory of model_create. */
+void model_create_inference(Model *m, const ModelConfig *cfg, ModelHeads heads);
 void model_free(Model *m);
 /* Bind the pointers of a parameter-shaped block laid out by m->table. */
 void model_bind(const Model *m, float *block, ModelParams *out);
