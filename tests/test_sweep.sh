@@ -126,14 +126,15 @@ sys.exit(0 if ok else 1)
 PY
 
 # ---- a killed point resumes ----------------------------------------------------------------------
-# The sweep runs in the foreground of a subshell-free job so that $! is its Python process; its
-# first realpos child (the seed=1 point) is SIGKILLed once that point's step-20 checkpoint exists.
+# The sweep is started directly (not through the shell function) so that $! is its Python
+# process; its `realpos pretrain` child for the seed=1 point (not a short `realpos config` check)
+# is SIGKILLed once that point's step-20 checkpoint exists.
 "$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" resume.ini --jobs 1 >resume1.log 2>&1 &
 sweep_pid=$!
 point=runs/resume/seed=1
 child=""
 for _ in $(seq 1 600); do
-  child=$(pgrep -P $sweep_pid -x realpos) && break
+  child=$(pgrep -P $sweep_pid -f -- "realpos pretrain .*model.seed=1") && break
   kill -0 $sweep_pid 2>/dev/null || break; sleep 0.1
 done
 check "kill: the sweep started realpos for the first point" test -n "$child"
