@@ -184,7 +184,7 @@ expect_error "docs walk-through: the drop-in model (absolute + method4) is not e
   "only when position_embedding_type = absolute" "$RP" export-hf "$tmp/squad-m4/model.h5" --out "$tmp/squad-m4-hf"
 walk "finetune SQuAD (absolute)" "$RP" finetune /dev/null "${squad[@]}" --set task.init_checkpoint="$tmp/docs.h5" \
   --set train.run_dir="$tmp/squad"
-walk "export-hf the SQuAD model" "$RP" export-hf "$tmp/squad/model.h5" --out "$tmp/squad-hf"
+walk "export-hf the SQuAD model (--out with a trailing slash)" "$RP" export-hf "$tmp/squad/model.h5" --out "$tmp/squad-hf/"
 walk "import-hf relative_key_query" "$RP" import-hf "$tmp/docs-relative_key_query" --out "$tmp/docs-rkq.h5"
 walk "finetune SQuAD (relative_key_query = method4, k = 31)" "$RP" finetune /dev/null "${squad[@]}" \
   --set task.init_checkpoint="$tmp/docs-rkq.h5" --set train.run_dir="$tmp/squad-rkq"

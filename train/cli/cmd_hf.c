@@ -84,6 +84,14 @@ int cmd_export_hf(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 2);
     RP_CHECK(a.num_positional == 1 && out && !a.num_sets, "usage: realpos %s", usage);
     const char *ckpt = a.positional[0];
+    char out_dir[4000];
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/') /* "DIR/" names DIR: the temp directory goes beside it */
+        n--;
+    RP_CHECK(n < sizeof out_dir, "--out: path too long");
+    memcpy(out_dir, out, n);
+    out_dir[n] = '\0';
+    out = out_dir;
     LoadedModel lm;
     load_model_with_vocab(&lm, ckpt, vocab_path);
     char why[512];
