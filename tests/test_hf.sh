@@ -293,6 +293,12 @@ folder("heads", config=dict(config, num_attention_heads=5))
 folder("vocab", vocab="".join(f"t{i}\n" for i in range(59)).replace("t0\n", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", 1))
 folder("index", files={"model.safetensors.index.json": json.dumps({"weight_map": {first: "model-2.safetensors"}})})
 folder("traversal", files={"model.safetensors.index.json": json.dumps({"weight_map": {first: "../x.safetensors"}})})
+shutil.copytree(tmp + "/mlm-rk-sharded", tmp + "/bad-shardmap")  # one tensor mapped to the wrong shard
+index = json.load(open(tmp + "/bad-shardmap/model.safetensors.index.json"))
+name = sorted(index["weight_map"])[0]
+index["weight_map"][name] = "model-00002-of-00003.safetensors" if index["weight_map"][name].startswith("model-00001") \
+    else "model-00001-of-00003.safetensors"
+json.dump(index, open(tmp + "/bad-shardmap/model.safetensors.index.json", "w"))
 os.makedirs(tmp + "/bad-nofile"); shutil.copy(src + "/config.json", tmp + "/bad-nofile/")
 EOF
 bad() { expect_error "bad input: $1" "$2" "$RP" import-hf "$tmp/bad-$1" --out "$tmp/bad.h5"; }
@@ -320,6 +326,7 @@ bad vocab "vocab.txt: the vocabulary has 63 tokens but config.json says vocab_si
 bad index "model-2.safetensors"
 bad traversal "expected a .safetensors file name in the same folder"
 bad nofile "no model.safetensors"
+bad shardmap "is not in the weight_map of"
 [ ! -e "$tmp/bad.h5" ] && pass "no checkpoint written by any bad import" || fail "a bad import wrote $tmp/bad.h5"
 
 run_checks

@@ -75,14 +75,12 @@ static void open_weights(const char *dir, Weights *w) {
             RP_CHECK(cJSON_IsString(e) && *e->valuestring && !strchr(e->valuestring, '/') &&
                          strcmp(e->valuestring, "..") && ends_with(e->valuestring, ".safetensors"),
                      "%s: weight_map['%s']: expected a .safetensors file name in the same folder", index, e->string);
+            snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
             int known = 0;
             for (int s = 0; s < w->num_shards; s++)
-                known |= ends_with(w->shards[s].path, e->valuestring) &&
-                         w->shards[s].path[strlen(w->shards[s].path) - strlen(e->valuestring) - 1] == '/';
-            if (!known) {
-                snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
+                known |= !strcmp(w->shards[s].path, path);
+            if (!known)
                 st_open(&w->shards[w->num_shards++], path);
-            }
         }
     } else {
         RP_CHECK(stat(path, &st) == 0, "%s: no model.safetensors or model.safetensors.index.json (realpos reads "
@@ -102,7 +100,9 @@ static void open_weights(const char *dir, Weights *w) {
             const StTensor *t = &w->shards[s].tensors[i];
             if (map) {
                 const cJSON *where = cJSON_GetObjectItemCaseSensitive(map, t->name);
-                RP_CHECK(where && ends_with(w->shards[s].path, where->valuestring),
+                if (where)
+                    snprintf(path, sizeof path, "%s/%s", dir, where->valuestring);
+                RP_CHECK(where && !strcmp(w->shards[s].path, path),
                          "%s: tensor '%s' of %s is not in the weight_map of %s (or mapped to another file)", dir,
                          t->name, w->shards[s].path, index);
             }
