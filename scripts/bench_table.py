@@ -85,8 +85,19 @@ def summarise(out):
     return host, results
 
 
+def cpu_vector_isa():
+    """The widest x86 vector extension /proc/cpuinfo lists (None if not x86 / unreadable)."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                      if line.startswith("flags")), [])
+    except OSError:
+        return None
+    return next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
+
+
 def main(out):
     host, results = summarise(out)
+    host["cpu_vector_isa"] = cpu_vector_isa()
     print(f"{host['cpu_model']}, {host['threads']} threads; OpenBLAS kernels: realpos "
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
           f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
@@ -94,6 +105,12 @@ def main(out):
           f"medians [min-max]")
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")
+    if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:
+        print(f"note: this CPU has {host['cpu_vector_isa']}, but OpenBLAS runs its Prescott (SSE3) kernels: "
+              "its runtime detection does not know this CPU model (OpenBLAS < 0.3.25 falls back to Prescott, "
+              "OpenMathLib/OpenBLAS#4267), so every GEMM of both engines runs several times below the "
+              "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
+              "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s", "% peak",
             "overhead", "RSS MB realpos/PyTorch"]
     table = [head]
