@@ -32,6 +32,20 @@ static inline uint64_t hash_key(uint64_t seed, uint64_t step, uint64_t site) {
     return hash64(hash64(hash64(seed) ^ step) ^ site);
 }
 
+/* The 24 random bits of element `index`: hash_uniform = hash_bits24 * 2^-24. */
+static inline uint32_t hash_bits24(uint64_t key, uint64_t index) {
+    return (uint32_t)(hash64(key ^ (index * 0xd1b54a32d192ed03ULL)) >> 40);
+}
+
 static inline float hash_uniform(uint64_t key, uint64_t index) {
-    return (float)(hash64(key ^ (index * 0xd1b54a32d192ed03ULL)) >> 40) * (1.0f / 16777216.0f);
+    return (float)hash_bits24(key, index) * (1.0f / 16777216.0f);
+}
+
+/* hash_uniform(key, i) >= p  <=>  hash_bits24(key, i) >= hash_threshold(p), exactly, for p in
+ * [0, 1]: b * 2^-24 >= p <=> b >= p * 2^24 (exact in float) <=> b >= ceil(p * 2^24) for an
+ * integer b. The integer form vectorises without AVX-512 (no 64-bit int -> float conversion). */
+static inline uint32_t hash_threshold(float p) {
+    const float scaled = p * 16777216.0f;
+    const uint32_t whole = (uint32_t)scaled;
+    return whole + ((float)whole < scaled);
 }

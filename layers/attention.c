@@ -193,16 +193,6 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
     softmax_row_normalize(row, row, L, max);
 }
 
-/* out[e] = keep ? in[e] / (1-p) : 0 with keep = hash_uniform(key, first + e) >= p; out may
- * alias in. (dropout_forward indexes from 0; here the index is the global element of probs.) */
-static void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key,
-                         size_t first) {
-    const float inv = 1.0f / (1.0f - p);
-#pragma omp simd
-    for (size_t e = 0; e < n; e++)
-        out[e] = hash_uniform(key, first + e) >= p ? in[e] * inv : 0.0f;
-}
-
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
                        float *probs_dropped, float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s, uint64_t key) {

@@ -6,6 +6,21 @@
 #include "core/common.h"
 #include "core/rng.h"
 
+void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first) {
+    const float scale = 1.0f / (1.0f - p);
+    const uint32_t threshold = hash_threshold(p);
+#pragma omp simd
+    for (size_t e = 0; e < n; e++) {
+        /* keep ? in * scale : +0, as a bit mask so that the loop has no branch to vectorise */
+        union {
+            float f;
+            uint32_t u;
+        } v = {in[e] * scale};
+        v.u &= 0u - (uint32_t)(hash_bits24(key, first + e) >= threshold);
+        out[e] = v.f;
+    }
+}
+
 /* dst [n] = keep(e) ? src / (1-p) : 0. Exact arithmetic per element, so any thread count
  * gives the same bits; dst may alias src. */
 static void dropout_apply(float *dst, const float *src, size_t n, float p, uint64_t key) {
@@ -15,10 +30,10 @@ static void dropout_apply(float *dst, const float *src, size_t n, float p, uint6
             memmove(dst, src, n * sizeof *dst);
         return;
     }
-    const float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for simd schedule(static)
-    for (size_t e = 0; e < n; e++)
-        dst[e] = hash_uniform(key, e) >= p ? src[e] * scale : 0.0f;
+    const size_t chunk = 4096;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < n; c += chunk)
+        dropout_span(dst + c, src + c, n - c < chunk ? n - c : chunk, p, key, c);
 }
 
 /* out [n] = keep(e) ? in / (1-p) : 0 */

@@ -52,6 +52,9 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 void dropout_forward(float *out, const float *in, size_t n, float p, uint64_t key);
 /* d_in[e] = keep(e) ? d_out[e] / (1-p) : 0.  d_in may alias d_out. */
 void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64_t key);
+/* The serial kernel of both, for callers inside their own parallel region: elements
+ * first .. first+n-1 of a masked tensor, out[e] = keep(first+e) ? in[e] / (1-p) : 0. */
+void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first);
 
 /* ---- softmax.c --------------------------------------------------------------------------
  * Row-wise numerically stable softmax (single row helpers, used by attention and the loss).

@@ -68,6 +68,34 @@ static double dropout_loss(const void *ctx) {
     return loss;
 }
 
+/* The integer mask test of the dropout kernels equals hash_uniform >= p for every element, also
+ * for p exactly on the 2^-24 grid and next to it, and NaN inputs are dropped to +0 as before. */
+static void test_dropout_threshold(TestTally *t) {
+    const float grid = 1.0f / 16777216.0f;
+    const float ps[] = {0.0f, 0.1f, 0.3f, 0.5f, 0.9f, 1.0f - grid, 12345.0f * grid,
+                        nextafterf(12345.0f * grid, 1.0f), nextafterf(12345.0f * grid, 0.0f), grid, 1.0f};
+    size_t mismatches = 0, checked = 0;
+    for (size_t c = 0; c < sizeof ps / sizeof ps[0]; c++) {
+        const uint32_t threshold = hash_threshold(ps[c]);
+        for (uint64_t e = 0; e < 100000; e++, checked++)
+            mismatches += (hash_bits24(99, e) >= threshold) != (hash_uniform(99, e) >= ps[c]);
+        for (uint32_t b = 12340; b < 12350; b++, checked++) /* the bits right at the threshold */
+            mismatches += (b >= threshold) != ((float)b * grid >= ps[c]);
+    }
+    CHECK(t, mismatches == 0, "hash_bits24 >= hash_threshold(p) <=> hash_uniform >= p (%zu of %zu differ)",
+          mismatches, checked);
+    float in[64], out[64];
+    size_t dropped_nan_ok = 0, dropped = 0;
+    for (int e = 0; e < 64; e++)
+        in[e] = NAN;
+    dropout_span(out, in, 64, 0.5f, 7, 1000);
+    for (int e = 0; e < 64; e++)
+        if (hash_uniform(7, 1000 + (uint64_t)e) < 0.5f)
+            dropped++, dropped_nan_ok += out[e] == 0.0f && !signbit(out[e]);
+    CHECK(t, dropped > 0 && dropped_nan_ok == dropped, "dropout_span drops NaN inputs to +0 (%zu of %zu)",
+          dropped_nan_ok, dropped);
+}
+
 static void test_dropout(TestTally *t, Rng *rng) {
     Pool pool = {0};
     const size_t n = 200000;
@@ -306,6 +334,7 @@ int main(void) {
     rng_seed(&rng, 20240608);
     omp_set_num_threads(2);
     test_gelu(&t, &rng);
+    test_dropout_threshold(&t);
     test_dropout(&t, &rng);
     test_softmax(&t, &rng);
     test_crossentropy(&t, &rng);
