@@ -157,3 +157,69 @@ check "malformed JSON is fatal with file and line" has "$work/e6" "broken.json:1
   --checkpoint "$work/sst/model.h5" --input $FX/sst_dev.tsv --out "$work/x.tsv" >/dev/null 2>"$work/e7"
 check "a layout reading a column the file lacks is fatal, naming file, line and column" has "$work/e7" \
   "sst_dev.tsv: line 1 has 2 columns, but the task reads column 4"
+
+# ---- resume, signals, dev evaluation every eval_every steps, best checkpoint --------------------------
+# Run A uninterrupted (144 steps, a checkpoint every 20, dev scored every 25); run B killed with
+# SIGKILL right after its first checkpoint and resumed from RUN_DIR/latest; run C stopped by SIGTERM
+# and resumed; run D without intermediate evaluations. All must end with the same weights.
+same_model() { $PY - "$1" "$2" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r")["model"], h5py.File(sys.argv[2], "r")["model"]
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+sys.exit(not (names and all(n in b and np.array_equal(a[n][()], b[n][()]) for n in names)))
+PY
+}
+long=("${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" --set task.max_seq_len=16
+      --set task.epochs=12 --set task.eval_every=25 --set train.checkpoint_interval=20 --set train.log_interval=10)
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftA" >"$work/ftA.out" 2>"$work/ftA.err"
+check "eval_every run finishes" test -s "$work/ftA/model.h5"
+check "dev scored every 25 steps and at the end, with the step, in metrics.jsonl" bash -c \
+  "[ \"\$(grep -o '\"kind\":\"task_eval\",\"step\":[0-9]*' '$work/ftA/metrics.jsonl' | cut -d: -f3 | xargs)\" = '25 50 75 100 125 144' ]"
+check "best.h5 is kept and the best score logged" bash -c \
+  "test -s '$work/ftA/best.h5' && grep -q '\"kind\":\"best\",\"step\":[0-9]*,\"metric\":\"accuracy\"' '$work/ftA/metrics.jsonl'"
+best=$($PY -c "
+import json
+r = [json.loads(l) for l in open('$work/ftA/metrics.jsonl') if '\"best\"' in l]
+print('%.4f' % r[-1]['value'])")
+"$RP" predict /dev/null "${sst[@]}" "${common[@]}" --set task.max_seq_len=16 --checkpoint "$work/ftA/best.h5" \
+  --input $FX/sst_dev.tsv --out "$work/best_pred.tsv" >"$work/best.out" 2>/dev/null
+check "predict with best.h5 reproduces the best dev accuracy ($best)" has "$work/best.out" "accuracy $best "
+
+"$RP" finetune /dev/null "${long[@]}" --set task.eval_every=0 --set train.run_dir="$work/ftD" >/dev/null 2>&1
+check "dev evaluations between steps do not change training (same weights as eval_every = 0)" \
+  same_model "$work/ftA/model.h5" "$work/ftD/model.h5"
+check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
+  "! test -e '$work/ftD/best.h5' && [ \$(grep -c task_eval '$work/ftD/metrics.jsonl') -eq 1 ]"
+
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" >"$work/ftB1.out" 2>"$work/ftB1.err" &
+pid=$!
+for _ in $(seq 1 4000); do [ -e "$work/ftB/latest" ] && break; sleep 0.005; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$(cat "$work/ftB/latest")" \
+  >"$work/ftB2.out" 2>"$work/ftB2.err"
+check "resumed run says where it resumed" has "$work/ftB2.err" "resumed from .*ckpt-0000020.h5 at step 20"
+check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftB/model.h5"
+check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
+check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
+
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
+  >"$work/ftC1.out" 2>"$work/ftC1.err" &
+pid=$!
+for _ in $(seq 1 4000); do grep -q '"step":30,' "$work/ftC/metrics.jsonl" 2>/dev/null && break; sleep 0.005; done
+kill -TERM $pid; wait $pid; rc=$?
+check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
+  bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
+check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
+  --resume "$work/ftC/$(cat "$work/ftC/latest")" >/dev/null 2>&1
+check "SIGTERM + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftC/model.h5"
+check "a resumed run appends to metrics.jsonl (both halves' records)" bash -c \
+  "grep -q '\"step\":10,' '$work/ftC/metrics.jsonl' && grep -q '\"step\":144,' '$work/ftC/metrics.jsonl'"
+
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/abs.h5" >/dev/null 2>"$work/e8"
+check "--resume from a pretraining checkpoint is a clear error" has "$work/e8" "abs.h5: not a fine-tuning checkpoint with optimizer state"
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/missing.h5" >/dev/null 2>"$work/e9"
+rc=$?
+check "--resume from a missing checkpoint names it" bash -c "[ $rc -ne 0 ] && grep -q 'missing.h5' '$work/e9'"

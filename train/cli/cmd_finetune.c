@@ -9,8 +9,10 @@
 #include "train/model/checkpoint.h"
 
 int cmd_finetune(int argc, char **argv) {
-    const char *usage = "finetune CONFIG.ini [--set section.key=value ...]";
-    CliArgs args = cli_parse(argc, argv, NULL, 0);
+    const char *usage = "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT]";
+    const char *resume = NULL;
+    CliOption options[] = {{"resume", &resume}};
+    CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
@@ -28,7 +30,8 @@ int cmd_finetune(int argc, char **argv) {
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
     task_runner_buffers(&r);
 
-    finetune_run(&r, &train_data, task->dev_file[0] ? &dev_data : NULL, config_ini);
+    FinetuneOptions opt = {config_ini, resume, {NULL, NULL}};
+    finetune_run(&r, &train_data, task->dev_file[0] ? &dev_data : NULL, &opt);
     if (task->dev_file[0])
         task_data_free(&dev_data);
     task_data_free(&train_data);
@@ -67,7 +70,7 @@ int cmd_predict(int argc, char **argv) {
     TaskData data;
     task_data_load(&data, &r.cfg.task, &r.layout, r.tok, r.L, input, 0);
     task_runner_buffers(&r);
-    task_predict(&r, &data, out, NULL);
+    task_predict(&r, &data, out, NULL, -1);
     task_data_free(&data);
     task_runner_free(&r);
     return 0;

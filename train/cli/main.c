@@ -23,7 +23,7 @@ static const Command commands[] = {
     {"pretrain", cmd_pretrain, "pretrain CONFIG.ini [--set ...] [--resume CKPT | --init CKPT]"},
     {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set ...]"},
     {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]"},
-    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...]"},
+    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT]"},
     {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]"},
     {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]"},
     {"export-hf", cmd_export_hf, "export-hf CKPT.h5 --out DIR [--vocab VOCAB.txt]"},

@@ -72,6 +72,7 @@ typedef struct {
     int max_seq_len, batch_size;
     float epochs, lr, warmup_proportion;
     int max_steps;                   /* 0: ceil(epochs x sequences / batch_size) */
+    int eval_every;                  /* steps between dev evaluations, 0 = only at the end */
     int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
     int64_t seed;                    /* new-parameter init, data order, dropout */
 } TaskConfig;

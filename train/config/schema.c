@@ -106,6 +106,8 @@ static const KeySpec keys[] = {
     INT_KEY(task, batch_size, "32", 1, 1 << 20, "sequences per step (and per evaluation batch)"),
     FLOAT_KEY(task, epochs, "3", '(', 0, 1000, ']', "passes over the training data (may be fractional)"),
     INT_KEY(task, max_steps, "0", 0, INT_MAX, "stop after this many steps (0 = as epochs give)"),
+    INT_KEY(task, eval_every, "0", 0, INT_MAX,
+            "steps between dev evaluations (0 = only at the end); the best by the task metric is kept"),
     FLOAT_KEY(task, lr, "5e-5", '(', 0, INFINITY, ')', "peak learning rate (AdamW as [optim])"),
     FLOAT_KEY(task, warmup_proportion, "0.1", '[', 0, 1, ']',
               "fraction of the steps with linear warmup, then linear decay to 0"),

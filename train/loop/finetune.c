@@ -1,13 +1,20 @@
 /* The fine-tuning loop (finetune.h).
  *
- * finetune: the model config is the init checkpoint's with the changes the [model] section may make
- * (config_adopt_model); the absolute position table grows to task.max_seq_len if needed; the
- * vocabulary and casing come from the checkpoint. Parameters transfer by name and shape
- * (transfer.h). A step is one batch of B sequences drawn from a fresh permutation of the training
- * sequences each epoch; AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear
- * warmup over warmup_proportion of the steps then linear decay to 0, clipping at
- * train.clip_grad_norm. At the end: dev predictions and metrics, and RUN_DIR/model.h5 (same
- * schema, task head included, /vocab) from which `predict` reproduces the dev predictions. */
+ * A step is one batch of B sequences drawn from a fresh permutation of the training sequences each
+ * epoch (Fisher-Yates from an Rng seeded by task.seed), run by the shared train_step (step.h):
+ * AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear warmup over
+ * warmup_proportion of the steps then linear decay to 0, clipping at train.clip_grad_norm, dropout
+ * keyed by (task.seed, step). Every train.checkpoint_interval steps and on SIGINT/SIGTERM a
+ * checkpoint RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
+ *   /train/step            int64 [1]      updates done
+ *   /train/sampler_order   int32 [count]  the epoch's permutation of the training sequences
+ *   /train/sampler_state   uint64 [5]     position in it, then the Rng's 4 state words
+ *   /train/best_metric     float64        best dev metric so far (NaN: none)
+ *   /train/best_step       int64 [1]      its step (-1: none)
+ * so `--resume` continues bit-identically to an uninterrupted run (same thread count). Every
+ * task.eval_every steps (0: only at the end) the dev set is scored; the best model by the task's
+ * metric (TaskScore) is RUN_DIR/best.h5. At the end: RUN_DIR/model.h5 (same schema, task head
+ * included, /vocab) from which `predict` reproduces the dev predictions, which are written too. */
 #include "train/loop/finetune.h"
 
 #include <math.h>
@@ -15,16 +22,12 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/h5io.h"
 #include "core/rng.h"
 #include "train/loop/metrics.h"
 #include "train/loop/run_dir.h"
 #include "train/loop/step.h"
 #include "train/model/checkpoint.h"
-
-static void write_vocab(hid_t file, const void *ctx) {
-    const TaskRunner *r = ctx;
-    checkpoint_write_vocab(file, r->vocab_text, r->cfg.data.do_lower_case);
-}
 
 typedef struct {
     int *order; /* permutation of the training sequences */
@@ -45,19 +48,27 @@ static void sampler_next(Sampler *s, int *rows, int B) {
     }
 }
 
-/* BatchSource of fine-tuning: the next B sequences of the epoch's permutation. */
+/* A fine-tuning run: the task runner, its data, optimizer, sampler, step and best dev score. */
 typedef struct {
-    TaskRunner *runner;
+    TaskRunner *r;
     const TaskFeatures *train_set;
+    TaskData *dev;
+    const char *config_ini;
+    AdamW opt;
     Sampler sampler;
-} TaskSource;
+    long step, total;
+    MetricsLog log;
+    double best; /* best dev metric so far, NaN: none */
+    long best_step;
+} FineTuner;
 
+/* BatchSource of fine-tuning: the next B sequences of the epoch's permutation. */
 static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
-    TaskSource *src = ctx;
-    TaskRunner *r = src->runner;
-    sampler_next(&src->sampler, r->rows, r->B);
-    task_fill_batch(r, src->train_set, r->rows);
+    FineTuner *ft = ctx;
+    TaskRunner *r = ft->r;
+    sampler_next(&ft->sampler, r->rows, r->B);
+    task_fill_batch(r, ft->train_set, r->rows);
     long tokens = 0;
     for (int n = 0; n < r->B * r->L; n++)
         tokens += r->attention_mask[n];
@@ -65,48 +76,146 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
                         {r->labels, r->values, r->start, r->end}, tokens};
 }
 
-static void train(TaskRunner *r, const TaskFeatures *train_set, MetricsLog *log) {
-    const TaskConfig *task = &r->cfg.task;
-    int B = r->B, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
-    long total = (long)ceil((double)task->epochs * train_set->count / B);
-    if (task->max_steps > 0 && task->max_steps < total)
-        total = task->max_steps;
-    int warmup = (int)(task->warmup_proportion * (double)total);
-    AdamW opt;
-    adamw_create(&opt, &r->model.table);
-    TaskSource src = {r, train_set, {xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}}};
-    for (int i = 0; i < train_set->count; i++)
-        src.sampler.order[i] = i;
-    rng_seed(&src.sampler.rng, (uint64_t)task->seed);
-    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, total, 1, r->cfg.train.clip_grad_norm, (uint64_t)task->seed,
-                     r->cfg.train.log_interval, NULL};
-    TrainStep ts;
-    train_step_init(&ts, &sc, &r->model, &opt, &r->cfg.optim, loss_head_task(&r->model, &r->acts, &r->heads, regression),
-                    (BatchSource){next_task_batch, &src}, log, 0);
-    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d (warmup %d), %d threads", train_set->count,
-           (double)task->epochs, total, B, warmup, omp_get_max_threads());
-    for (long step = 0; step < total; step++)
-        train_step(&ts, step);
-    free(src.sampler.order);
-    adamw_free(&opt);
+static void write_vocab(hid_t file, const void *ctx) {
+    const TaskRunner *r = ctx;
+    checkpoint_write_vocab(file, r->vocab_text, r->cfg.data.do_lower_case);
 }
 
-void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data, const char *config_ini) {
-    const char *run_dir = r->cfg.train.run_dir;
-    run_dir_open(run_dir, config_ini);
-    MetricsLog log;
-    metrics_open(&log, run_dir, 0);
-    train(r, &train_data->features, &log);
+static void write_training_state(hid_t file, const void *ctx) {
+    const FineTuner *ft = ctx;
+    write_vocab(file, ft->r);
+    int64_t step = ft->step;
+    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
+    h5_write_int64s(file, "train/step", &step, 1, &one);
+    h5_write_ints(file, "train/sampler_order", ft->sampler.order, 1, &count);
+    uint64_t state[5] = {(uint64_t)ft->sampler.next, ft->sampler.rng.s[0], ft->sampler.rng.s[1],
+                         ft->sampler.rng.s[2], ft->sampler.rng.s[3]};
+    h5_write_uint64s(file, "train/sampler_state", state, 5);
+    int64_t best_step = ft->best_step;
+    h5_write_double(file, "train/best_metric", ft->best);
+    h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
+}
 
-    char path[CONFIG_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/model.h5", run_dir);
-    CheckpointExtras extras = {config_ini, NULL, write_vocab, r};
+static void save_checkpoint(FineTuner *ft) {
+    const TrainConfig *tc = &ft->r->cfg.train;
+    CheckpointExtras extras = {ft->config_ini, &ft->opt, write_training_state, ft};
+    run_dir_save_checkpoint(tc->run_dir, ft->step, tc->keep_last, &ft->r->model, &extras);
+}
+
+/* Model, optimizer, step, sampler and best score of a fine-tuning checkpoint. */
+static void resume_from(FineTuner *ft, const char *ckpt) {
+    char *stored_ini;
+    hid_t f = checkpoint_open(ckpt, &stored_ini);
+    RP_CHECK(h5_exists(f, "train/sampler_order") && h5_exists(f, "optimizer"),
+             "%s: not a fine-tuning checkpoint with optimizer state; --resume needs RUN_DIR/ckpt-NNNNNNN.h5 of a "
+             "`realpos finetune` run", ckpt);
+    checkpoint_load_model(f, ckpt, &ft->r->model);
+    RP_CHECK(checkpoint_load_optimizer(f, ckpt, &ft->r->model, &ft->opt), "%s: no optimizer state to resume from",
+             ckpt);
+    int64_t step;
+    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
+    h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
+    RP_CHECK(step >= 0 && step <= ft->total, "%s: dataset /train/step: expected 0..%ld (the run's steps), got %lld",
+             ckpt, ft->total, (long long)step);
+    h5_read_ints(f, ckpt, "train/sampler_order", ft->sampler.order, 1, &count);
+    for (int i = 0; i < ft->sampler.count; i++)
+        RP_CHECK(ft->sampler.order[i] >= 0 && ft->sampler.order[i] < ft->sampler.count,
+                 "%s: dataset /train/sampler_order: entry %d is %d, expected 0..%d", ckpt, i, ft->sampler.order[i],
+                 ft->sampler.count - 1);
+    uint64_t state[5];
+    h5_read_uint64s(f, ckpt, "train/sampler_state", state, 5);
+    RP_CHECK(state[0] < (uint64_t)ft->sampler.count, "%s: dataset /train/sampler_state: position %llu, expected "
+             "below %d", ckpt, (unsigned long long)state[0], ft->sampler.count);
+    ft->sampler.next = (int)state[0];
+    memcpy(ft->sampler.rng.s, state + 1, sizeof ft->sampler.rng.s);
+    int64_t best_step;
+    ft->best = h5_read_double(f, ckpt, "train/best_metric");
+    h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
+    ft->best_step = (long)best_step;
+    ft->step = (long)step;
+    h5_close(f, ckpt);
+    free(stored_ini);
+    rp_log("resumed from %s at step %ld", ckpt, ft->step);
+}
+
+/* Score the dev set at `step`; keep RUN_DIR/best.h5 when the task's metric improves (and
+ * eval_every > 0: with only the final evaluation best.h5 would be model.h5). */
+static void evaluate_dev(FineTuner *ft, const char *predictions_path) {
+    TaskRunner *r = ft->r;
+    TaskScore score = task_predict(r, ft->dev, predictions_path, ft->log.jsonl, ft->step);
+    if (!score.name || isnan(score.value) || (!isnan(ft->best) && score.value <= ft->best))
+        return;
+    ft->best = score.value;
+    ft->best_step = ft->step;
+    fprintf(ft->log.jsonl, "{\"kind\":\"best\",\"step\":%ld,\"metric\":\"%s\",\"value\":%.6f}\n", ft->step,
+            score.name, score.value);
+    fflush(ft->log.jsonl);
+    if (r->cfg.task.eval_every == 0)
+        return;
+    char path[CONFIG_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/best.h5", r->cfg.train.run_dir);
+    CheckpointExtras extras = {ft->config_ini, NULL, write_vocab, r};
     checkpoint_save(path, &r->model, &extras);
-    rp_log("fine-tuned checkpoint %s", path);
-    if (dev_data) {
-        snprintf(path, sizeof path, "%s/%s", run_dir, r->cfg.task.type == TASK_SQUAD ? "predictions.json"
-                                                                                      : "dev_predictions.tsv");
-        task_predict(r, dev_data, path, log.jsonl);
+    rp_log("dev %s %.4f at step %ld: the best so far, saved %s", score.name, score.value, ft->step, path);
+}
+
+void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data, const FinetuneOptions *opt) {
+    const char *config_ini = opt->config_ini, *resume = opt->resume;
+    const TaskConfig *task = &r->cfg.task;
+    const TrainConfig *tc = &r->cfg.train;
+    const TaskFeatures *train_set = &train_data->features;
+    int B = r->B, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
+    FineTuner ft = {r, train_set, dev_data, config_ini, .best = NAN, .best_step = -1};
+    ft.total = (long)ceil((double)task->epochs * train_set->count / B);
+    if (task->max_steps > 0 && task->max_steps < ft.total)
+        ft.total = task->max_steps;
+    int warmup = (int)(task->warmup_proportion * (double)ft.total);
+    adamw_create(&ft.opt, &r->model.table);
+    ft.sampler = (Sampler){xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
+    for (int i = 0; i < train_set->count; i++)
+        ft.sampler.order[i] = i;
+    rng_seed(&ft.sampler.rng, (uint64_t)task->seed);
+    if (resume)
+        resume_from(&ft, resume);
+
+    run_dir_open(tc->run_dir, config_ini);
+    metrics_open(&ft.log, tc->run_dir, resume != NULL);
+    stop_signals_install();
+    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, ft.total, 1, tc->clip_grad_norm, (uint64_t)task->seed,
+                     tc->log_interval, tc->run_dir};
+    TrainStep ts;
+    train_step_init(&ts, &sc, &r->model, &ft.opt, &r->cfg.optim,
+                    loss_head_task(&r->model, &r->acts, &r->heads, regression), (BatchSource){next_task_batch, &ft},
+                    &ft.log, ft.step);
+    ts.reduce = opt->reduce;
+    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d (warmup %d), %d threads", train_set->count,
+           (double)task->epochs, ft.total, B, warmup, omp_get_max_threads());
+    while (ft.step < ft.total && !stop_signal_received()) {
+        train_step(&ts, ft.step);
+        ft.step++;
+        if (dev_data && task->eval_every > 0 && ft.step % task->eval_every == 0 && ft.step < ft.total)
+            evaluate_dev(&ft, NULL);
+        if (ft.step % tc->checkpoint_interval == 0 && ft.step < ft.total)
+            save_checkpoint(&ft);
     }
-    metrics_close(&log);
+    if (stop_signal_received()) {
+        rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), ft.step);
+        save_checkpoint(&ft);
+    } else {
+        char path[CONFIG_PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/model.h5", tc->run_dir);
+        CheckpointExtras extras = {config_ini, NULL, write_vocab, r};
+        checkpoint_save(path, &r->model, &extras);
+        rp_log("fine-tuned checkpoint %s", path);
+        if (dev_data) {
+            snprintf(path, sizeof path, "%s/%s", tc->run_dir,
+                     task->type == TASK_SQUAD ? "predictions.json" : "dev_predictions.tsv");
+            evaluate_dev(&ft, path);
+            if (task->eval_every > 0 && !isnan(ft.best))
+                rp_log("best dev score %.4f at step %ld: %s/best.h5", ft.best, ft.best_step, tc->run_dir);
+        }
+    }
+    metrics_close(&ft.log);
+    free(ft.sampler.order);
+    adamw_free(&ft.opt);
 }

@@ -28,18 +28,30 @@ static void predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float 
     }
 }
 
-static void predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results) {
+/* {"kind":"task_eval", and "step":N, when the evaluation belongs to a training step */
+static void begin_record(FILE *results, long step) {
+    fputs("{\"kind\":\"task_eval\",", results);
+    if (step >= 0)
+        fprintf(results, "\"step\":%ld,", step);
+}
+
+static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
+    TaskScore score = {NULL, NAN};
     TaskFeatures *f = &d->features;
     float *start = xalloc_floats((size_t)f->count * r->L), *end = xalloc_floats((size_t)f->count * r->L);
     predict_all(r, f, start, end);
     char **answers = squad_best_answers(&d->squad, &r->cfg.task, r->tok, f, &d->windows, start, end);
-    squad_write_predictions(out_path, &d->squad, answers);
+    if (out_path)
+        squad_write_predictions(out_path, &d->squad, answers);
     SquadScores s = squad_evaluate(&d->squad, answers);
     if (s.scored) {
         printf("%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d)\n", d->path,
                s.exact_match, s.f1, s.scored, f->count, r->L);
+        score = (TaskScore){"f1", s.f1};
         if (results)
-            fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"questions\":%d,\"exact_match\":%.4f,\"f1\":%.4f}\n",
+            begin_record(results, step);
+        if (results)
+            fprintf(results, "\"data\":\"%s\",\"questions\":%d,\"exact_match\":%.4f,\"f1\":%.4f}\n",
                     d->path, s.scored, s.exact_match, s.f1);
     }
     for (int q = 0; q < d->squad.num_questions; q++)
@@ -47,10 +59,14 @@ static void predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE
     free(answers);
     free(start);
     free(end);
+    return score;
 }
 
-static void glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred, const float *pred_values,
-                         FILE *results) {
+/* The task's primary metric: Matthews for CoLA, F1 for MRPC, Pearson for regression, else accuracy. */
+static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred, const float *pred_values,
+                              FILE *results, long step) {
+    if (results)
+        begin_record(results, step);
     const TaskFeatures *f = &d->features;
     int n = f->count;
     if (r->layout.type == TASK_REGRESSION) {
@@ -62,11 +78,11 @@ static void glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred
         double pearson = metric_pearson(x, y, n), spearman = metric_spearman(x, y, n);
         printf("%s: Pearson %.4f, Spearman %.4f over %d examples\n", d->path, pearson, spearman, n);
         if (results)
-            fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"examples\":%d,\"pearson\":%.6f,"
+            fprintf(results, "\"data\":\"%s\",\"examples\":%d,\"pearson\":%.6f,"
                     "\"spearman\":%.6f}\n", d->path, n, pearson, spearman);
         free(x);
         free(y);
-        return;
+        return (TaskScore){"pearson", pearson};
     }
     int C = r->layout.num_labels, *gold = f->labels;
     int *counts = xcalloc((size_t)C, sizeof(int)), majority = 0;
@@ -79,15 +95,20 @@ static void glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred
     printf("%s: accuracy %.4f (majority class '%s': %.4f), F1 of '%s' %.4f, Matthews %.4f over %d examples\n",
            d->path, acc, r->layout.label_names[majority], baseline, r->layout.label_names[1], f1, mcc, n);
     if (results)
-        fprintf(results, "{\"kind\":\"task_eval\",\"data\":\"%s\",\"examples\":%d,\"accuracy\":%.6f,"
+        fprintf(results, "\"data\":\"%s\",\"examples\":%d,\"accuracy\":%.6f,"
                 "\"majority_baseline\":%.6f,\"f1\":%.6f,\"matthews\":%.6f}\n", d->path, n, acc, baseline, f1, mcc);
     free(counts);
+    GlueTask task = r->cfg.task.glue_task;
+    return task == GLUE_COLA ? (TaskScore){"matthews", mcc}
+           : task == GLUE_MRPC ? (TaskScore){"f1", f1}
+                               : (TaskScore){"accuracy", acc};
 }
 
-void task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results) {
+TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
     double t0 = now_seconds();
+    TaskScore score = {NULL, NAN};
     if (r->cfg.task.type == TASK_SQUAD) {
-        predict_squad(r, d, out_path, results);
+        score = predict_squad(r, d, out_path, results, step);
     } else {
         TaskFeatures *f = &d->features;
         int C = r->heads.C;
@@ -101,14 +122,17 @@ void task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *result
             values[i] = z[0];
             labelled &= f->labels[i] >= 0 || !isnan(f->values[i]);
         }
-        glue_write_predictions(out_path, &r->layout, f, pred, values);
+        if (out_path)
+            glue_write_predictions(out_path, &r->layout, f, pred, values);
         if (labelled)
-            glue_metrics(r, d, pred, values, results);
+            score = glue_metrics(r, d, pred, values, results, step);
         free(logits);
         free(values);
         free(pred);
     }
     if (results)
         fflush(results);
-    rp_log("predictions for %s written to %s (%.1f s)", d->path, out_path, now_seconds() - t0);
+    if (out_path)
+        rp_log("predictions for %s written to %s (%.1f s)", d->path, out_path, now_seconds() - t0);
+    return score;
 }

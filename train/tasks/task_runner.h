@@ -60,7 +60,15 @@ void task_runner_free(TaskRunner *r);
 /* Copy sequences rows[0..B) (< 0: padding) into the batch buffers and their targets. */
 void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows);
 
-/* Predict every sequence of d, write the predictions file `out_path` (GLUE: index<TAB>prediction;
- * SQuAD: predictions.json), and, when the data is labelled, print the task's metrics to stdout
- * and append them as JSON to `results` (may be NULL). */
-void task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results);
+/* The task's primary metric, by which fine-tuning keeps its best checkpoint: SQuAD F1, Pearson
+ * (regression), Matthews (CoLA), F1 (MRPC), else accuracy. name NULL, value NaN: unlabelled data. */
+typedef struct {
+    const char *name;
+    double value;
+} TaskScore;
+
+/* Predict every sequence of d, write the predictions file `out_path` (may be NULL; GLUE:
+ * index<TAB>prediction; SQuAD: predictions.json), and, when the data is labelled, print the
+ * task's metrics to stdout, append them as a JSON record to `results` (may be NULL; with "step"
+ * when step >= 0) and return the primary one. */
+TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step);
