@@ -3,16 +3,11 @@
 # the transfer table for each kind of mismatch, shape conflicts and disallowed [model] changes,
 # learning a trivially learnable task, predict = finetune's dev predictions (classification,
 # regression, SQuAD), SQuAD scores against an independent Python implementation of the official
-# formula, and malformed TSV / JSON input.
-set -u
-cd "$(dirname "$0")/.."
-RP=$PWD/realpos
-PY=/usr/bin/python3
+# formula, malformed TSV / JSON input; checkpoints, kill -9 / SIGTERM and --resume, dev evaluation
+# every task.eval_every steps and the best checkpoint.
+source "$(dirname "$0")/lib.sh"
 FX=tests/fixtures/finetune
-work=$(mktemp -d /tmp/realpos-finetune.XXXXXX)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
+work=$tmp
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 has() { grep -qE -- "$2" "$1"; }
 
@@ -194,8 +189,7 @@ check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
 
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" >"$work/ftB1.out" 2>"$work/ftB1.err" &
 pid=$!
-for _ in $(seq 1 4000); do [ -e "$work/ftB/latest" ] && break; sleep 0.005; done
-kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
 check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$(cat "$work/ftB/latest")" \
   >"$work/ftB2.out" 2>"$work/ftB2.err"
@@ -207,8 +201,13 @@ check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictio
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
   >"$work/ftC1.out" 2>"$work/ftC1.err" &
 pid=$!
-for _ in $(seq 1 4000); do grep -q '"step":30,' "$work/ftC/metrics.jsonl" 2>/dev/null && break; sleep 0.005; done
-kill -TERM $pid; wait $pid; rc=$?
+# Like kill9_when (lib.sh) but on a log line: run in 20 ms slices until step 30 is logged, then SIGTERM.
+for _ in $(seq 1 9000); do
+  kill -STOP $pid 2>/dev/null || break
+  grep -q '"step":30,' "$work/ftC/metrics.jsonl" 2>/dev/null && break
+  kill -CONT $pid; sleep 0.02
+done
+kill -TERM $pid; kill -CONT $pid; wait $pid; rc=$?
 check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
   bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
 check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"
