@@ -16,7 +16,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 variants=(
   "mlm-absolute --arch mlm --position-ids"
   "pretraining-rkq --arch pretraining --position relative_key_query --decoder-stored --seed 2"
-  "mlm-rk-gammabeta --arch mlm --position relative_key --gamma-beta --seed 3"
+  "mlm-rk-gammabeta --arch mlm --position relative_key --gamma-beta --cased --seed 3"
   "mlm-rkq-f16 --arch mlm --position relative_key_query --dtype F16 --seed 4"
   "mlm-absolute-bf16 --arch mlm --dtype BF16 --seed 5"
   "mlm-rk-sharded --arch mlm --position relative_key --shards 3 --seed 6"
@@ -133,6 +133,9 @@ grep -q '"BertForQuestionAnswering"' "$tmp/qa.out/config.json" && grep -q '"Bert
   grep -qE '"1":[[:space:]]*"class_1"' "$tmp/seqcls.out/config.json" &&
   grep -qE '"do_lower_case":[[:space:]]*true' "$tmp/qa.out/tokenizer_config.json" &&
   pass "export: architectures, problem_type, tokenizer_config" || fail "export config.json"
+"$RP" inspect "$tmp/mlm-rk-gammabeta.h5" 2>&1 | grep -q "^do_lower_case = no$" &&
+  grep -qE '"do_lower_case":[[:space:]]*false' "$tmp/mlm-rk-gammabeta.out/tokenizer_config.json" &&
+  pass "casing: do_lower_case false imports as data.do_lower_case = no and exports back" || fail "cased folder"
 
 # realpos-made models (perturbed at setup): dump, export, the reference on the exported folder
 for m in absolute shaw-k3 method4-k3; do
@@ -291,6 +294,7 @@ folder("relu", config=dict(config, hidden_act="relu"))
 folder("postype", config=dict(config, position_embedding_type="rotary"))
 folder("heads", config=dict(config, num_attention_heads=5))
 folder("vocab", vocab="".join(f"t{i}\n" for i in range(59)).replace("t0\n", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", 1))
+folder("stripaccents", files={"tokenizer_config.json": json.dumps({"do_lower_case": True, "strip_accents": False})})
 folder("index", files={"model.safetensors.index.json": json.dumps({"weight_map": {first: "model-2.safetensors"}})})
 folder("traversal", files={"model.safetensors.index.json": json.dumps({"weight_map": {first: "../x.safetensors"}})})
 shutil.copytree(tmp + "/mlm-rk-sharded", tmp + "/bad-shardmap")  # one tensor mapped to the wrong shard
@@ -324,6 +328,7 @@ bad postype "key 'position_embedding_type'"
 bad heads "key 'num_attention_heads': expected a divisor of hidden_size = 32"
 bad vocab "vocab.txt: the vocabulary has 63 tokens but config.json says vocab_size = 60"
 bad index "model-2.safetensors"
+bad stripaccents "key 'strip_accents': realpos strips accents exactly when it lower-cases"
 bad traversal "expected a .safetensors file name in the same folder"
 bad nofile "no model.safetensors"
 bad shardmap "is not in the weight_map of"

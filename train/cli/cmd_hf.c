@@ -31,14 +31,15 @@ int cmd_import_hf(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 2);
     RP_CHECK(a.num_positional == 1 && out && !a.num_sets, "usage: realpos %s", usage);
     const char *dir = a.positional[0];
+    int lower = hf_read_lower_case(dir); /* before the weights: a refusal costs nothing */
     HfImport imp;
     Model m;
     hf_import(dir, &imp, &m, stdout);
+    imp.cfg.data.do_lower_case = lower;
     char vocab_path[4096];
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", dir);
     size_t len;
     char *vocab = read_file(vocab_path, &len, "vocabulary");
-    imp.cfg.data.do_lower_case = hf_read_lower_case(dir);
     Tokenizer *tok = tokenizer_from_text(vocab, len, imp.cfg.data.do_lower_case, vocab_path);
     RP_CHECK(tokenizer_vocab_size(tok) == m.cfg.vocab_size,
              "%s: the vocabulary has %d tokens but config.json says vocab_size = %d", vocab_path,

@@ -311,6 +311,14 @@ int hf_read_lower_case(const char *dir) {
     const cJSON *lower = cJSON_GetObjectItemCaseSensitive(json, "do_lower_case");
     RP_CHECK(!lower || cJSON_IsBool(lower), "%s: key 'do_lower_case': expected true or false", path);
     int result = !lower || cJSON_IsTrue(lower);
+    /* realpos's BasicTokenizer strips accents exactly when it lower-cases and always splits CJK */
+    const cJSON *strip = cJSON_GetObjectItemCaseSensitive(json, "strip_accents");
+    RP_CHECK(!strip || cJSON_IsNull(strip) || (cJSON_IsBool(strip) && cJSON_IsTrue(strip) == result),
+             "%s: key 'strip_accents': realpos strips accents exactly when it lower-cases (do_lower_case = %s), "
+             "expected null or %s", path, result ? "true" : "false", result ? "true" : "false");
+    const cJSON *cjk = cJSON_GetObjectItemCaseSensitive(json, "tokenize_chinese_chars");
+    RP_CHECK(!cjk || cJSON_IsTrue(cjk), "%s: key 'tokenize_chinese_chars': realpos always splits CJK characters, "
+             "expected true", path);
     cJSON_Delete(json);
     free(text);
     return result;

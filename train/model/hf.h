@@ -24,7 +24,8 @@ typedef struct {
  * of loaded / dropped tensors to `table`. Fatal, naming the file and key or tensor, on anything
  * realpos cannot represent exactly. Vocabulary and casing are the caller's (hf_read_lower_case). */
 void hf_import(const char *dir, HfImport *out, Model *m, FILE *table);
-/* tokenizer_config.json's do_lower_case (1 when the file or key is absent, as BertTokenizer). */
+/* tokenizer_config.json's do_lower_case (1 when the file or key is absent, as BertTokenizer);
+ * fatal if strip_accents or tokenize_chinese_chars ask for what realpos's tokenizer cannot do. */
 int hf_read_lower_case(const char *dir);
 
 /* 1 if HF BertModel / BertFor* can express the model exactly, else 0 with the reason in why. */
