@@ -143,15 +143,13 @@ static int team_size(const AttnPlan *p) {
 }
 
 static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
-                       const float *carried, const float *probs, const float *probs_dropped) {
+                       const float *carried) {
     RP_CHECK(s->rel == REL_NONE || table, "attention: relative mode %s needs a table",
              rel_kind_name(s->rel));
     RP_CHECK(!(s->rel == REL_METHOD1 || s->rel == REL_METHOD2) || raw_scores,
              "attention: relative mode %s needs raw_scores", rel_kind_name(s->rel));
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
-    RP_CHECK(s->dropout == 0.0f ||
-                 (s->dropout > 0.0f && s->dropout < 1.0f && probs != probs_dropped),
-             "attention: dropout %g needs 0 <= p < 1 and a separate probs_dropped buffer",
+    RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
 }
 
@@ -194,7 +192,7 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
 }
 
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
-                       float *probs_dropped, float *raw_scores, float *carried, const float *qkv,
+                       float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s, uint64_t key) {
     const int L = p->L, d = p->d, ld = p->ld, b = bh / p->heads, h = bh % p->heads;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
@@ -215,23 +213,23 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
         logits_softmax_row(P + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
                            mask + (size_t)b * L, L, p->scale, s);
 
+    /* dropout(P) is not kept: it goes through the thread's [L, L] buffer (free in forward) and
+     * backward recomputes it from P and the key */
     float *Pd = P;
     if (s->dropout > 0.0f) {
-        Pd = probs_dropped + off;
+        Pd = w->dscore;
         dropout_span(Pd, P, sq, s->dropout, key, off);
-    } else if (probs_dropped != probs) {
-        memcpy(probs_dropped + off, P, sq * sizeof(float));
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
 }
 
-void attention_forward(float *ctx, float *probs, float *probs_dropped, float *raw_scores,
-                       float *carried, float *scratch, const float *qkv, const float *table,
-                       const int *mask, const AttnShape *s, uint64_t dropout_key) {
+void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
+                       const float *qkv, const float *table, const int *mask, const AttnShape *s,
+                       uint64_t dropout_key) {
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(s, table, raw_scores, carried, probs, probs_dropped);
+    check_args(s, table, raw_scores, carried);
     if (!s->residual)
         carried = NULL;
     relpos_prepare(&p, table);
@@ -240,8 +238,8 @@ void attention_forward(float *ctx, float *probs, float *probs_dropped, float *ra
         const AttnWork w = attn_work(&p, omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int bh = 0; bh < p.BH; bh++)
-            forward_bh(&p, &w, bh, ctx, probs, probs_dropped, raw_scores, carried, qkv, table,
-                       mask, s, dropout_key);
+            forward_bh(&p, &w, bh, ctx, probs, raw_scores, carried, qkv, table, mask, s,
+                       dropout_key);
     }
 }
 
@@ -271,22 +269,27 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, const 
 
 static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *part, float *d_qkv,
                         float *d_carried, const float *d_ctx, const float *qkv, const float *table,
-                        const float *probs, const float *probs_dropped, const float *raw_scores,
-                        const AttnShape *s, uint64_t key) {
+                        const float *probs, const float *raw_scores, const AttnShape *s,
+                        uint64_t key) {
     const int L = p->L, d = p->d, ld = p->ld, H = p->H, b = bh / p->heads, h = bh % p->heads;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
     const float *q = qkv + qoff, *k = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dk = dq + H, *dv = dq + 2 * H;
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
-    const float *Pd = s->dropout > 0.0f ? probs_dropped + off : probs + off;
     float *D = w->dscore;
 
-    /* dPd = dctx.V^T;  dV = Pd^T.dctx */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
-                L);
+    /* dV = Pd^T.dctx, Pd = dropout(P) recomputed into D (same key, same elements as forward);
+     * then dPd = dctx.V^T overwrites D */
+    const float *Pd = probs + off;
+    if (s->dropout > 0.0f) {
+        dropout_span(D, probs + off, sq, s->dropout, key, off);
+        Pd = D;
+    }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, dctx, H, 0.0f, dv,
                 ld);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+                L);
     if (s->dropout > 0.0f)
         dropout_span(D, D, sq, s->dropout, key, off);
     score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, L, p->scale,
@@ -306,11 +309,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
 
 void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
                         const float *d_ctx, const float *qkv, const float *table,
-                        const float *probs, const float *probs_dropped, const float *raw_scores,
-                        const AttnShape *s, uint64_t dropout_key) {
+                        const float *probs, const float *raw_scores, const AttnShape *s,
+                        uint64_t dropout_key) {
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(s, table, raw_scores, d_carried, probs, probs_dropped);
+    check_args(s, table, raw_scores, d_carried);
     RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %s needs d_table",
              rel_kind_name(s->rel));
     if (!s->residual)
@@ -328,7 +331,7 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
             const int first = slot * p.BH / p.slots, last = (slot + 1) * p.BH / p.slots;
             for (int bh = first; bh < last; bh++)
                 backward_bh(&p, &w, bh, part, d_qkv, d_carried, d_ctx, qkv, table, probs,
-                            probs_dropped, raw_scores, s, dropout_key);
+                            raw_scores, s, dropout_key);
         }
     }
     if (p.rel != REL_NONE)

@@ -47,23 +47,24 @@ size_t attention_scratch_floats(const AttnShape *s);
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
  * table    relative table as above, or NULL for REL_NONE
  * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
- * probs    [B, heads, L, L]  out: softmax probabilities (saved for backward)
- * probs_dropped [B, heads, L, L] out: dropout(probs); may equal probs when s->dropout == 0
+ * probs    [B, heads, L, L]  out: softmax probabilities P (saved for backward; dropout(P) is
+ *          not stored: backward recomputes its mask from dropout_key, element e of probs keeping
+ *          or dropping exactly as in forward)
  * raw_scores    [B, heads, L, L] out: q.k (unscaled), saved for methods 1 and 2; else unused/NULL
  * carried  [B, heads, L, L]  in/out: residual scores C (NULL unless s->residual)
  * ctx      [B*L, H]    out: attention output, heads concatenated
  * scratch  attention_scratch_floats() floats */
-void attention_forward(float *ctx, float *probs, float *probs_dropped, float *raw_scores,
-                       float *carried, float *scratch, const float *qkv, const float *table,
-                       const int *mask, const AttnShape *s, uint64_t dropout_key);
+void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
+                       const float *qkv, const float *table, const int *mask, const AttnShape *s,
+                       uint64_t dropout_key);
 
 /* d_qkv    [B*L, 3H] out (overwrites)
  * d_table  table-shaped, accumulates (+=); NULL for REL_NONE
  * d_carried [B, heads, L, L] in/out (residual only): on entry dL/dC_{l+1} as carried down from
  *          the layer above (zero at the top layer); on exit dL/dC_l, which is also dL/dC_{l-1}
  *          for the layer below. NULL unless s->residual.
- * d_ctx    [B*L, H] in. Other arguments as saved by attention_forward. */
+ * d_ctx    [B*L, H] in. Other arguments as saved by attention_forward (same dropout_key). */
 void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
                         const float *d_ctx, const float *qkv, const float *table,
-                        const float *probs, const float *probs_dropped, const float *raw_scores,
-                        const AttnShape *s, uint64_t dropout_key);
+                        const float *probs, const float *raw_scores, const AttnShape *s,
+                        uint64_t dropout_key);

@@ -26,7 +26,8 @@ typedef struct {
 typedef struct {
     float *norm1, *norm1_mean, *norm1_rstd;  /* [N,H], [N], [N] */
     float *qkv;                              /* [N, 3H] */
-    float *probs, *probs_dropped, *raw_scores; /* [B, heads, L, L] (see attention.h) */
+    float *probs, *raw_scores;               /* [B, heads, L, L] (see attention.h); raw_scores
+                                              * only for methods 1, 2 */
     float *ctx;                              /* [N, H] */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */

@@ -26,7 +26,7 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
                                     uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_forward(a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
-    attention_forward(a->ctx, a->probs, a->probs_dropped, a->raw_scores, s->carried, s->attn,
+    attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
                       a->qkv, p->rel_table, mask, &sh->attn, key);
     linear_forward(s->proj, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
 }
@@ -38,7 +38,7 @@ static void attention_block_backward(float *d_in, const float *d_proj, LayerPara
     int N = sh->N, H = sh->H;
     linear_backward(s->d_ctx, g->attn_out_w, g->attn_out_b, d_proj, a->ctx, p->attn_out_w, N, H, H);
     attention_backward(s->d_qkv, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
-                       p->rel_table, a->probs, a->probs_dropped, a->raw_scores, &sh->attn, key);
+                       p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
     linear_backward(d_in, g->qkv_w, g->qkv_b, s->d_qkv, in, p->qkv_w, N, H, 3 * H);
 }
 

@@ -91,14 +91,13 @@ static void run_fast(const Case *c, const Inputs *x, const float *const *qkv, fl
                      float **d_qkv, float **d_table) {
     AttnShape s = layer_shape(c, 0);
     float *scratch = xalloc_floats(attention_scratch_floats(&s));
-    float *probs[MAX_LAYERS], *dropped[MAX_LAYERS], *raw[MAX_LAYERS];
+    float *probs[MAX_LAYERS], *raw[MAX_LAYERS];
     float *carried = xalloc_floats(x->n_sq), *d_carried = xalloc_floats(x->n_sq);
     for (int l = 0; l < c->layers; l++) {
         s = layer_shape(c, l);
         probs[l] = xalloc_floats(x->n_sq);
-        dropped[l] = c->dropout > 0.0f ? xalloc_floats(x->n_sq) : probs[l];
         raw[l] = xalloc_floats(x->n_sq);
-        attention_forward(ctx[l], probs[l], dropped[l], raw[l], c->residual ? carried : NULL,
+        attention_forward(ctx[l], probs[l], raw[l], c->residual ? carried : NULL,
                           scratch, qkv[l], x->table[l], x->mask, &s, layer_key(l));
     }
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -106,12 +105,10 @@ static void run_fast(const Case *c, const Inputs *x, const float *const *qkv, fl
         for (size_t e = 0; e < x->n_qkv; e++)
             d_qkv[l][e] = NAN;
         attention_backward(d_qkv[l], d_table ? d_table[l] : NULL, c->residual ? d_carried : NULL,
-                           scratch, x->G[l], qkv[l], x->table[l], probs[l], dropped[l], raw[l],
+                           scratch, x->G[l], qkv[l], x->table[l], probs[l], raw[l],
                            &s, layer_key(l));
     }
     for (int l = 0; l < c->layers; l++) {
-        if (dropped[l] != probs[l])
-            free(dropped[l]);
         free(probs[l]);
         free(raw[l]);
     }
@@ -302,11 +299,11 @@ static void check_index_convention(TestTally *t, RelKind rel) {
     const int rows[] = {c.k + 2, c.k - 3, 0, 2 * c.k};
     for (int n = 0; n < 4; n++) {
         memset(x.table[0], 0, x.n_table * sizeof(float));
-        attention_forward(ctx, probs, probs, NULL, base, scratch, x.qkv[0], x.table[0], x.mask, &s,
+        attention_forward(ctx, probs, NULL, base, scratch, x.qkv[0], x.table[0], x.mask, &s,
                           0);
         for (int t2 = 0; t2 < c.H; t2++)
             x.table[0][(size_t)rows[n] * c.H + t2] = 0.7f;
-        attention_forward(ctx, probs, probs, NULL, probe, scratch, x.qkv[0], x.table[0], x.mask,
+        attention_forward(ctx, probs, NULL, probe, scratch, x.qkv[0], x.table[0], x.mask,
                           &s, 0);
         int ok = 1, changed = 0;
         for (int i = 0; i < c.L; i++)

@@ -58,7 +58,6 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
         la->norm1_rstd = arena_take(ar, N);
         la->qkv = arena_take(ar, N * 3 * H);
         la->probs = arena_take(ar, scores);
-        la->probs_dropped = c->attention_dropout > 0 ? arena_take(ar, scores) : la->probs;
         la->raw_scores = is_scalar_method(c->relative_position) ? arena_take(ar, scores) : NULL;
         la->ctx = arena_take(ar, N * H);
         la->sum1 = arena_take(ar, N * H);
