@@ -72,6 +72,73 @@ pretrain: $(DEPS)
 	bash scripts/pretrain_default.sh $(PRETRAIN_ARGS)
 
 clean:
-	rm -rf $(BUILD) realpos
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) realpos
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# ---- sanitizers and fuzzing (docs/sanitize.md) --------------------------------------------------
+# `make sanitize`: the library, the C tests and realpos built with gcc's AddressSanitizer and
+# UndefinedBehaviorSanitizer into build-san/, then tests/sanitize.sh (0 reports or it fails).
+# `make fuzz`: libFuzzer harnesses (tests/fuzz/) built with clang into build-fuzz/, each run for
+# FUZZ_SECONDS. The harnesses' regression inputs are replayed by `make test` without clang.
+SAN_BUILD    := build-san
+SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_CFLAGS   := $(filter-out $(OPT),$(CFLAGS)) -O1 $(SAN_FLAGS)
+SAN_LIB_OBJ  := $(LIB_SRC:%.c=$(SAN_BUILD)/%.o)
+SAN_TEST_BIN := $(TEST_SRC:tests/%.c=$(SAN_BUILD)/tests/%)
+
+FUZZ_BUILD   := build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_CFLAGS  := $(filter-out $(OPT) -fopenmp -Werror,$(CFLAGS)) -O1 -fopenmp=libgomp \
+                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer -Wno-unknown-warning-option
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+# gcc builds of the harnesses with a main() that replays files (tests/fuzz/replay.c), for make test
+REPLAY_BIN   := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
+FUZZ_WRAP    := -Wl,--wrap=exit,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign
+
+.PHONY: sanitize fuzz fuzz-build
+all: $(REPLAY_BIN)
+
+$(SAN_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SAN_BUILD)/librealpos.a: $(SAN_LIB_OBJ)
+	ar rcs $@ $^
+
+$(SAN_BUILD)/realpos: $(SAN_BUILD)/train/cli/main.o $(SAN_BUILD)/librealpos.a
+	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(SAN_BUILD)/tests/%: tests/%.c $(SAN_BUILD)/librealpos.a tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -MMD -MP -o $@ $< $(SAN_BUILD)/librealpos.a $(LDLIBS)
+
+$(SAN_BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/support.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(SAN_BUILD)/librealpos.a
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) $(FUZZ_WRAP) -o $@ $(filter %.c,$^) $(SAN_BUILD)/librealpos.a $(LDLIBS)
+
+sanitize: $(SAN_BUILD)/realpos $(SAN_TEST_BIN) $(FUZZ_TARGETS:%=$(SAN_BUILD)/fuzz/replay_%)
+	bash tests/sanitize.sh $(SAN_BUILD)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/librealpos.a: $(FUZZ_LIB_OBJ)
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/tests/fuzz/support.o $(FUZZ_BUILD)/librealpos.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_WRAP) -o $@ $^ $(filter-out -fopenmp,$(LDLIBS)) -fopenmp=libgomp
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/support.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(BUILD)/librealpos.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FUZZ_WRAP) -o $@ $(filter %.c,$^) $(BUILD)/librealpos.a $(LDLIBS)
+
+-include $(shell find $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

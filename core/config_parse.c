@@ -113,9 +113,9 @@ static int on_assignment(void *user, const char *section, const char *name, cons
 /* Parses INI text onto values (no defaults, no cross-key checks); fatal on the first error. */
 static void parse_ini(const ConfigSchema *schema, void *values, const char *text, size_t length,
                       const char *name) {
-    IniParse *p = xcalloc(1, sizeof *p);
-    *p = (IniParse){.schema = schema, .values = values, .name = name, .text = text, .cursor = text, .end = text + length,
-                    .prev_key = -1};
+    IniParse parse = {.schema = schema, .values = values, .name = name, .text = text, .cursor = text,
+                      .end = text + length, .prev_key = -1};
+    IniParse *p = &parse; /* on the stack: nothing to free on the error exits below */
     int bad_line = ini_parse_stream(read_line, p, on_assignment, p);
     if (bad_line > 0 && (!p->error_line || bad_line < p->error_line)) {
         /* inih rejected the line itself: no '=' or ':', or '[' without ']'. */
@@ -134,7 +134,6 @@ static void parse_ini(const ConfigSchema *schema, void *values, const char *text
     }
     RP_CHECK(!p->error_line, "%s", p->error);
     RP_CHECK(bad_line == 0, "%s: the INI parser failed (code %d)", name, bad_line);
-    free(p);
 }
 
 void config_schema_load_text(const ConfigSchema *schema, void *values, const char *text,
