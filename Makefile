@@ -81,7 +81,7 @@ clean:
 # FUZZ_SECONDS. The harnesses' regression inputs are replayed by `make test` without clang.
 SAN_BUILD    := build-san
 SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_CFLAGS   := $(filter-out $(OPT),$(CFLAGS)) -O1 $(SAN_FLAGS)
+SAN_CFLAGS    = $(filter-out $(OPT),$(CFLAGS)) -O1 $(SAN_FLAGS)
 SAN_LIB_OBJ  := $(LIB_SRC:%.c=$(SAN_BUILD)/%.o)
 SAN_TEST_BIN := $(TEST_SRC:tests/%.c=$(SAN_BUILD)/tests/%)
 
@@ -89,7 +89,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_CFLAGS  := $(filter-out $(OPT) -fopenmp -Werror,$(CFLAGS)) -O1 -fopenmp=libgomp \
+FUZZ_CFLAGS   = $(filter-out $(OPT) -fopenmp -Werror,$(CFLAGS)) -O1 -fopenmp=libgomp \
                 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer -Wno-unknown-warning-option
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
@@ -98,10 +98,10 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 REPLAY_BIN   := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
 FUZZ_WRAP    := -Wl,--wrap=exit,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free,--wrap=posix_memalign
 
-.PHONY: sanitize fuzz fuzz-build
+.PHONY: sanitize fuzz fuzz-build fuzz-cc
 all: $(REPLAY_BIN)
 
-$(SAN_BUILD)/%.o: %.c
+$(SAN_BUILD)/%.o: %.c | libcheck
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -122,7 +122,7 @@ $(SAN_BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/support.c tests/fuzz/
 sanitize: $(SAN_BUILD)/realpos $(SAN_TEST_BIN) $(FUZZ_TARGETS:%=$(SAN_BUILD)/fuzz/replay_%)
 	bash tests/sanitize.sh $(SAN_BUILD)
 
-$(FUZZ_BUILD)/%.o: %.c
+$(FUZZ_BUILD)/%.o: %.c | libcheck fuzz-cc
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -131,6 +131,10 @@ $(FUZZ_BUILD)/librealpos.a: $(FUZZ_LIB_OBJ)
 
 $(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/tests/fuzz/support.o $(FUZZ_BUILD)/librealpos.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_WRAP) -o $@ $^ $(filter-out -fopenmp,$(LDLIBS)) -fopenmp=libgomp
+
+fuzz-cc:
+	@echo 'int main(void) { return 0; }' | $(FUZZ_CC) -x c -fsanitize=fuzzer-no-link,address -o /dev/null - 2>/dev/null || \
+	  { echo "make fuzz needs clang with libFuzzer ($(FUZZ_CC); Debian: clang libclang-rt-14-dev)" >&2; exit 1; }
 
 fuzz-build: $(FUZZ_BIN)
 

@@ -20,9 +20,10 @@ run_one() {
   rm -rf "$artifacts"; mkdir -p "$corpus" "$artifacts"
   local max_len=8192
   [ "$t" = checkpoint ] && max_len=65536
-  "$build/fuzz_$t" -max_total_time="$seconds" -max_len=$max_len -timeout=20 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "$build/seeds/$t" \
-    >"$build/logs/$t.log" 2>&1
+  local TIMEFORMAT='%U %S' # CPU seconds (user, system) of the fuzzer, for the summary
+  { time "$build/fuzz_$t" -max_total_time="$seconds" -max_len=$max_len -timeout=20 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$artifacts" "$corpus" "$build/seeds/$t" \
+      >"$build/logs/$t.log" 2>&1; } 2>"$build/logs/$t.cpu"
 }
 mkdir -p "$build/logs"
 for t in "${targets[@]}"; do
@@ -37,6 +38,7 @@ for t in "${targets[@]}"; do
   log=$build/logs/$t.log
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+  cpu=$(awk '{printf "%.1f", ($1 + $2) / 60}' "$build/logs/$t.cpu" 2>/dev/null)
   mkdir -p "tests/fuzz/regressions/$t"
   new=0
   for a in "$build/artifacts/$t"/*; do
@@ -45,7 +47,8 @@ for t in "${targets[@]}"; do
     new=$((new + 1))
   done
   found=$((found + new))
-  printf '%-12s %10s runs in %ss, %s, %d finding(s)%s\n' "$t" "${runs:-?}" "$seconds" "${cov:-cov: ?}" "$new" \
+  printf '%-12s %10s runs in %ss (%s CPU-minutes), %s, %d finding(s)%s\n' "$t" "${runs:-?}" "$seconds" \
+    "${cpu:-?}" "${cov:-cov: ?}" "$new" \
     "$([ "$new" -gt 0 ] && echo " -> tests/fuzz/regressions/$t/ (log: $log)")"
   [ "$new" -gt 0 ] && grep -m1 -A12 'ERROR\|==.*==\|fuzz_' "$log" | sed 's/^/    /'
 done
