@@ -291,6 +291,7 @@ wb, we = word["data_offsets"]
 folder("untied", pack(edit(untied), data + bytes(reversed(data[wb:we]))))
 folder("nohidden", config={k: v for k, v in config.items() if k != "hidden_size"})
 folder("relu", config=dict(config, hidden_act="relu"))
+folder("untiedconfig", config=dict(config, tie_word_embeddings=False))
 folder("postype", config=dict(config, position_embedding_type="rotary"))
 folder("heads", config=dict(config, num_attention_heads=5))
 folder("vocab", vocab="".join(f"t{i}\n" for i in range(59)).replace("t0\n", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", 1))
@@ -324,6 +325,7 @@ bad shape "tensor 'cls.predictions.bias': expected shape [60]"
 bad untied "an untied decoder cannot be represented"
 bad nohidden "missing key 'hidden_size'"
 bad relu "key 'hidden_act'"
+bad untiedconfig "key 'tie_word_embeddings' is false"
 bad postype "key 'position_embedding_type'"
 bad heads "key 'num_attention_heads': expected a divisor of hidden_size = 32"
 bad vocab "vocab.txt: the vocabulary has 63 tokens but config.json says vocab_size = 60"

@@ -280,6 +280,8 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
         transfer_print(table, "loaded", info->name, info->cols ? 2 : 1, dims);
         summary.loaded++;
     }
+    RP_CHECK(!hc.untied || !out->heads.mlm || find_weight(&w, "cls.predictions.decoder.weight", 1) >= 0,
+             "%s: key 'tie_word_embeddings' is false but there is no cls.predictions.decoder.weight", path);
     check_tied(&w, m, "cls.predictions.decoder.weight", "bert/embeddings/word_embeddings/weight");
     check_tied(&w, m, "cls.predictions.decoder.bias", "cls/predictions/bias");
     for (int i = 0; i < w.count; i++) {

@@ -120,6 +120,9 @@ void hf_config_read(const char *path, HfConfig *out) {
     m->relative_position = out->position_kind == 0 ? REL_NONE : out->position_kind == 1 ? REL_SHAW : REL_METHOD4;
     out->explicit_k = cJSON_GetObjectItemCaseSensitive(json, "realpos_relative_k") != NULL;
     m->relative_k = json_int(json, "realpos_relative_k", m->max_position - 1, 1, m->max_position - 1, path);
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings");
+    RP_CHECK(!tie || cJSON_IsBool(tie), "%s: key 'tie_word_embeddings': expected true or false", path);
+    out->untied = tie && cJSON_IsFalse(tie);
     read_labels(json, out, path);
     cJSON_Delete(json);
     free(text);

@@ -14,6 +14,7 @@ typedef struct {
     int num_labels;    /* id2label entries (0 when absent) */
     char labels[HF_MAX_LABELS][HF_LABEL_MAX];
     int regression;    /* problem_type = regression */
+    int untied;        /* tie_word_embeddings = false */
 } HfConfig;
 
 /* Parse config.json (path names it in errors); fatal on a missing, mistyped or unsupported key. */
