@@ -1,4 +1,4 @@
-/* Softmax cross-entropy over a vocabulary, rows labelled -100 ignored (as PyTorch). */
+/* Softmax cross-entropy over a vocabulary, rows labelled IGNORE_LABEL (-100) ignored (as PyTorch). */
 #include "layers/layers.h"
 
 #include <math.h>
@@ -6,8 +6,6 @@
 #include <string.h>
 
 #include "core/common.h"
-
-enum { IGNORE_LABEL = -100 };
 
 static int count_labelled(const int *labels, int M) {
     int labelled = 0;
@@ -23,8 +21,8 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
                            int M, int V) {
     for (int m = 0; m < M; m++)
         RP_CHECK(labels[m] == IGNORE_LABEL || (labels[m] >= 0 && labels[m] < V),
-                 "crossentropy: label %d of row %d is neither in [0, %d) nor -100", labels[m], m,
-                 V);
+                 "crossentropy: label %d of row %d is neither in [0, %d) nor %d", labels[m], m,
+                 V, IGNORE_LABEL);
     double loss_sum = 0.0;
     int correct = 0;
 #pragma omp parallel
@@ -67,7 +65,7 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
     return labelled ? (float)(loss_sum / labelled) : 0.0f;
 }
 
-/* d_logits [M,V] = (probs - onehot(label)) * d_loss / M', zero rows where label = -100;
+/* d_logits [M,V] = (probs - onehot(label)) * d_loss / M', zero rows where label = IGNORE_LABEL;
  * d_logits may alias probs. */
 void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
                            float d_loss) {

@@ -70,14 +70,18 @@ void softmax_row_backward(float *d_in, const float *d_out, const float *out, int
 void softmax_forward(float *out, const float *in, int rows, int cols);
 void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols);
 
+/* The label of a position or sequence that no loss counts (PyTorch's ignore_index): MLM
+ * positions that are not predicted, padding rows of a batch. */
+#define IGNORE_LABEL (-100)
+
 /* ---- crossentropy.c ---------------------------------------------------------------------
- * loss = -(1/M') sum_{m: labels[m] != -100} log softmax(logits[m])[labels[m]]
+ * loss = -(1/M') sum_{m: labels[m] != IGNORE_LABEL} log softmax(logits[m])[labels[m]]
  * logits [M,V]; M' = number of rows with a label (0 -> loss 0).
  * Writes the softmax into probs [M,V] (may alias logits) for backward, and the number of rows
  * whose argmax equals the label into *n_correct (may be NULL). Returns the loss. */
 float crossentropy_forward(float *probs, int *n_correct, const float *logits, const int *labels,
                            int M, int V);
-/* d_logits = (probs - onehot(label)) * d_loss / M' (rows with label -100 get 0); overwrites;
+/* d_logits = (probs - onehot(label)) * d_loss / M' (IGNORE_LABEL rows get 0); overwrites;
  * d_logits may alias probs. */
 void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
                            float d_loss);

@@ -102,7 +102,7 @@ static inline int original_row(const InstanceBatch *b, int r, int *out) {
     int n = 0;
     for (int l = 0; l < b->seq_len; l++) {
         int i = r * b->seq_len + l;
-        out[l] = b->labels[i] != LABEL_IGNORE ? b->labels[i] : b->input_ids[i];
+        out[l] = b->labels[i] != IGNORE_LABEL ? b->labels[i] : b->input_ids[i];
         n += b->attention_mask[i];
     }
     return n;

@@ -95,7 +95,7 @@ static void test_packing(TestTally *t, const Tokenizer *tok, const Vocab *v, con
                 bad_layout +=
                     b->attention_mask[r * 32 + l] != (l < n) ||
                     b->token_type_ids[r * 32 + l] != 0 ||
-                    (l >= n && (row[l] != v->sp.pad || b->labels[r * 32 + l] != LABEL_IGNORE));
+                    (l >= n && (row[l] != v->sp.pad || b->labels[r * 32 + l] != IGNORE_LABEL));
             bad += !walk_row(&w, row, n, eval ? 30 : 0);
         }
     }

@@ -235,7 +235,7 @@ static double crossentropy_loss(const void *ctx) {
     double row[64], loss = 0.0;
     int labelled = 0;
     for (int m = 0; m < r->M; m++) {
-        if (r->labels[m] == -100)
+        if (r->labels[m] == IGNORE_LABEL)
             continue;
         softmax_ref_row(row, r->logits + m * r->V, r->V);
         loss -= log(row[r->labels[m]]);
@@ -261,7 +261,7 @@ static void test_crossentropy(TestTally *t, Rng *rng) {
     const int M = 6, V = 11, n = M * V;
     const float d_loss = 1.7f;
     int *labels = ints_below(&pool, rng, M, V);
-    labels[1] = labels[4] = -100;
+    labels[1] = labels[4] = IGNORE_LABEL;
     float *logits = uniform(&pool, rng, n, -3, 3), *probs = nans(&pool, n);
     float *d_logits = nans(&pool, n);
     for (int m = 0; m < M; m += 3) /* rows 0 and 3 predict their label */
@@ -302,7 +302,9 @@ static void test_crossentropy(TestTally *t, Rng *rng) {
     CHECK(t, n_correct == 1, "crossentropy argmax ties go to the lowest index (%d correct)",
           n_correct);
 
-    const int none[2] = {-100, -100};
+    CHECK(t, IGNORE_LABEL == -100, "IGNORE_LABEL is PyTorch's ignore_index -100 (the batch files "
+          "of scripts/reference.py use it)");
+    const int none[2] = {IGNORE_LABEL, IGNORE_LABEL};
     const float none_loss = crossentropy_forward(probs, &n_correct, logits, none, 2, V);
     crossentropy_backward(d_logits, probs, none, 2, V, d_loss);
     int all_zero = 1;
@@ -313,7 +315,7 @@ static void test_crossentropy(TestTally *t, Rng *rng) {
 
     const int big_M = 8, vocab = 30522, big = big_M * vocab;
     int *big_labels = ints_below(&pool, rng, big_M, vocab), correct[2];
-    big_labels[3] = -100;
+    big_labels[3] = IGNORE_LABEL;
     float *x = uniform(&pool, rng, big, -8, 8), *p[2], *d_x[2], big_loss[2];
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run + 1);

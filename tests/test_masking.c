@@ -28,7 +28,7 @@ static MaskStats run_masking(const Tokenizer *tok, const Vocab *v, const Shard *
             for (int l = 0; l < L; l++) {
                 int special = row[l] == v->sp.cls || row[l] == v->sp.sep || row[l] == v->sp.pad;
                 candidates += l < n && !special;
-                if (lab[l] == LABEL_IGNORE)
+                if (lab[l] == IGNORE_LABEL)
                     continue;
                 count++;
                 ms.bad_position += special || l == 0 || l >= n - 1;
@@ -42,10 +42,10 @@ static MaskStats run_masking(const Tokenizer *tok, const Vocab *v, const Shard *
             }
             /* whole words: a token and the "##" pieces after it, as the stream defines them */
             for (int l = 1; l < n - 1;) {
-                int end = l + 1, masked = lab[l] != LABEL_IGNORE;
+                int end = l + 1, masked = lab[l] != IGNORE_LABEL;
                 while (end < n - 1 && row[end] != v->sp.sep &&
                        tokenizer_is_continuation(tok, row[end]) && row[l] != v->sp.sep)
-                    masked += lab[end++] != LABEL_IGNORE;
+                    masked += lab[end++] != IGNORE_LABEL;
                 ms.word_split += masked != 0 && masked != end - l;
                 ms.multi_piece_words_masked += masked == end - l && end - l > 1;
                 l = end;

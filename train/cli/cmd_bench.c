@@ -13,6 +13,7 @@
 #include "train/config/config.h"
 #include "core/peak.h"
 #include "core/rng.h"
+#include "layers/layers.h"
 #include "optim/adamw.h"
 #include "train/cli/commands.h"
 #include "train/model/model.h"
@@ -52,7 +53,7 @@ int cmd_bench(int argc, char **argv) {
         ids[n] = (int)rng_below(&rng, (uint64_t)cfg.model.vocab_size);
         mask[n] = 1;
         int labelled = rng_uniform(&rng) < label_frac;
-        labels[n] = labelled ? (int)rng_below(&rng, (uint64_t)cfg.model.vocab_size) : -100;
+        labels[n] = labelled ? (int)rng_below(&rng, (uint64_t)cfg.model.vocab_size) : IGNORE_LABEL;
         M += labelled;
     }
     Batch batch = {B, L, ids, types, mask, labels};

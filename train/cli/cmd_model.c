@@ -6,6 +6,7 @@
 #include "core/common.h"
 #include "train/config/config.h"
 #include "core/h5io.h"
+#include "layers/layers.h"
 #include "optim/adamw.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
@@ -106,9 +107,9 @@ static BatchFile read_batch_file(const char *path, const ModelConfig *c) {
                  c->type_vocab_size, bf.token_type_ids[e], e);
         RP_CHECK(bf.attention_mask[e] == 0 || bf.attention_mask[e] == 1,
                  "%s: dataset 'attention_mask': expected 0 or 1, got %d at index %zu", path, bf.attention_mask[e], e);
-        RP_CHECK(bf.labels[e] == -100 || (bf.labels[e] >= 0 && bf.labels[e] < c->vocab_size),
-                 "%s: dataset 'labels': expected -100 or an id in [0, %d), got %d at index %zu", path,
-                 c->vocab_size, bf.labels[e], e);
+        RP_CHECK(bf.labels[e] == IGNORE_LABEL || (bf.labels[e] >= 0 && bf.labels[e] < c->vocab_size),
+                 "%s: dataset 'labels': expected %d or an id in [0, %d), got %d at index %zu", path,
+                 IGNORE_LABEL, c->vocab_size, bf.labels[e], e);
     }
     RP_CHECK(!c->absolute_position || bf.L <= c->max_position,
              "%s: sequence length %d exceeds the checkpoint's model.max_position = %d", path, bf.L, c->max_position);
@@ -139,7 +140,7 @@ int cmd_dump(int argc, char **argv) {
     Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels};
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
-        M += bf.labels[e] != -100;
+        M += bf.labels[e] != IGNORE_LABEL;
     Activations acts;
     activations_create(&acts, &m, bf.B, bf.L, M);
     hid_t out = h5_create(out_path);

@@ -306,7 +306,7 @@ void instance_stream_next(InstanceStream *s, InstanceBatch *b) {
         int *types = b->token_type_ids + (size_t)r * L;
         int n = pack_row(s, ids);
         for (int l = 0; l < L; l++) {
-            labels[l] = LABEL_IGNORE;
+            labels[l] = IGNORE_LABEL;
             types[l] = 0;
             attention[l] = l < n;
             if (l >= n)

@@ -16,7 +16,7 @@
  * max(1, round(n_candidate_tokens * masked_lm_prob))) (bert counts [CLS] and [SEP] in n too).
  * Candidates are visited in random order and taken whole while the total stays <= k. Each chosen
  * token: 80% -> [MASK], 10% -> a random id, uniform over the vocabulary minus the five special
- * tokens, 10% unchanged; its label is the original id, every other label is -100.
+ * tokens, 10% unchanged; its label is the original id, every other label is IGNORE_LABEL (-100).
  *
  * Eval mode: documents in shard order, no short rows, and instance_stream_rewind before each
  * evaluation gives the same rows and masks every time.
@@ -29,10 +29,10 @@
 
 #include "train/config/config.h"
 #include "core/rng.h"
+#include "layers/layers.h"
 #include "train/data/corpus.h"
 #include "train/data/tokenizer.h"
 
-#define LABEL_IGNORE (-100)
 
 typedef struct {
     int batch_size, max_seq_len;
@@ -49,7 +49,7 @@ InstanceOptions instance_options(const DataConfig *data, int batch_size, int eva
 typedef struct {
     int batch_size, seq_len;
     int *input_ids, *token_type_ids, *attention_mask, *labels;
-    int num_predictions; /* labels != LABEL_IGNORE in the batch */
+    int num_predictions; /* labels != IGNORE_LABEL in the batch */
     int num_tokens;      /* attention_mask == 1 in the batch */
 } InstanceBatch;
 

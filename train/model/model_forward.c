@@ -172,7 +172,7 @@ ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, i
     RP_CHECK(m->heads.mlm, "internal: model_forward needs the MLM head");
     int M = 0;
     for (int n = 0; n < N; n++) {
-        if (batch->labels[n] == -100)
+        if (batch->labels[n] == IGNORE_LABEL)
             continue;
         RP_CHECK(M < a->max_predictions, "batch has more than %d labelled positions", a->max_predictions);
         a->rows[M] = n;

@@ -7,6 +7,7 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
+#include "layers/layers.h"
 #include "train/model/checkpoint.h"
 #include "train/model/transfer.h"
 
@@ -129,10 +130,10 @@ void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
     features_fill_batch(f, r->special, rows, r->B, r->input_ids, r->token_type_ids, r->attention_mask);
     for (int b = 0; b < r->B; b++) {
         int i = rows[b];
-        r->labels[b] = i >= 0 ? f->labels[i] : -100;
+        r->labels[b] = i >= 0 ? f->labels[i] : IGNORE_LABEL;
         r->values[b] = i >= 0 ? f->values[i] : 0.0f;
-        r->start[b] = i >= 0 ? f->start[i] : -100;
-        r->end[b] = i >= 0 ? f->end[i] : -100;
+        r->start[b] = i >= 0 ? f->start[i] : IGNORE_LABEL;
+        r->end[b] = i >= 0 ? f->end[i] : IGNORE_LABEL;
     }
 }
 
