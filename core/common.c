@@ -100,6 +100,14 @@ void mkdir_p(const char *path) {
     }
 }
 
+void format_float(char *out, size_t size, float v) {
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(out, size, "%.*g", digits, (double)v);
+        if (strtof(out, NULL) == v)
+            return;
+    }
+}
+
 const char *enum_name(const char *const *names, int value) {
     for (int i = 0; names[i]; i++)
         if (i == value)

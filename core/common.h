@@ -41,6 +41,10 @@ void write_file(const char *path, const void *data, size_t len);
 /* mkdir -p; fatal on failure. */
 void mkdir_p(const char *path);
 
+/* The shortest %g text that reads back as the same float (at most 9 significant digits): the
+ * one float formatter of configs and file attributes. */
+void format_float(char *out, size_t size, float v);
+
 /* names[value] of a NULL-terminated list of enum value names; "?" when value is out of range. */
 const char *enum_name(const char *const *names, int value);
 

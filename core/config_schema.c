@@ -208,15 +208,6 @@ int config_find_key(const ConfigSchema *schema, const char *section, const char 
     return -1;
 }
 
-/* Shortest %g form that reads back as the same float (at most 9 significant digits). */
-static void format_float(char *out, size_t size, float v) {
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(out, size, "%.*g", digits, (double)v);
-        if (strtof(out, NULL) == v)
-            return;
-    }
-}
-
 void config_print_value(FILE *out, const void *values, const KeySpec *key) {
     const void *field = (const char *)values + key->offset;
     char number[64];

@@ -167,6 +167,12 @@ int h5_shape(hid_t file, const char *path, const char *name, hsize_t dims[4]) {
     return rank;
 }
 
+int h5_param_dims(const ParamInfo *p, hsize_t dims[2]) {
+    dims[0] = (hsize_t)p->rows;
+    dims[1] = (hsize_t)p->cols;
+    return p->cols ? 2 : 1;
+}
+
 void h5_shape_text(char *buf, size_t size, int rank, const hsize_t *dims) {
     size_t used = (size_t)snprintf(buf, size, "[");
     for (int i = 0; i < rank && used < size; i++)

@@ -4,6 +4,8 @@
 #include <hdf5.h>
 #include <stdint.h>
 
+#include "core/param_table.h"
+
 /* Create (truncating) or open read-only / read-write. HDF5's own error printing is silenced;
  * our messages replace it. */
 hid_t h5_create(const char *path);
@@ -29,8 +31,10 @@ int h5_attr_exists(hid_t obj, const char *attr);
 
 /* Shape of a dataset: returns its rank (<= 4) and fills dims; fatal if absent. */
 int h5_shape(hid_t file, const char *path, const char *name, hsize_t dims[4]);
-/* "[2, 3]" (rank 0: "[]") for messages. */
+/* "[2, 3]" (rank 0: "[]") for messages: the one shape formatter. */
 void h5_shape_text(char *buf, size_t size, int rank, const hsize_t *dims);
+/* The shape of a parameter tensor: [rows, cols], or [rows] for a vector; returns the rank. */
+int h5_param_dims(const ParamInfo *p, hsize_t dims[2]);
 /* Read a dataset after checking presence, element type and exact shape; fatal on the first
  * mismatch, naming the file, the dataset, what was expected and what was found. */
 void h5_read_floats(hid_t file, const char *path, const char *name, float *out, int rank,

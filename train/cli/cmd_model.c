@@ -62,11 +62,9 @@ int cmd_inspect(int argc, char **argv) {
             sq += (double)w[e] * w[e];
         }
         double mean = sum / (double)p->count, var = sq / (double)p->count - mean * mean;
-        char shape[32];
-        if (p->cols)
-            snprintf(shape, sizeof shape, "[%d, %d]", p->rows, p->cols);
-        else
-            snprintf(shape, sizeof shape, "[%d]", p->rows);
+        char shape[64];
+        hsize_t dims[2];
+        h5_shape_text(shape, sizeof shape, h5_param_dims(p, dims), dims);
         printf("%-62s %-14s %12zu %12.6f %12.6f\n", p->name, shape, p->count, mean, sqrt(var > 0 ? var : 0));
         total += p->count;
     }

@@ -235,12 +235,8 @@ static SplitCounts write_split(const ShardMeta *meta, const char *split, const L
     h5_write_ints(f, "tokens", tokens, 1, &dims[0]);
     h5_write_int64s(f, "sentence_offsets", sent_off, 1, &dims[1]);
     h5_write_int64s(f, "document_offsets", doc_off, 1, &dims[2]);
-    char fraction[32]; /* shortest text that reads back as the same float */
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(fraction, sizeof fraction, "%.*g", digits, (double)meta->data->eval_fraction);
-        if (strtof(fraction, NULL) == meta->data->eval_fraction)
-            break;
-    }
+    char fraction[32];
+    format_float(fraction, sizeof fraction, meta->data->eval_fraction);
     h5_attr_write_string(f, "format", SHARD_FORMAT);
     h5_attr_write_string(f, "split", split);
     h5_attr_write_int64(f, "vocab_size", meta->vocab_size);

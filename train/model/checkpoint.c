@@ -7,19 +7,12 @@
 #include "core/common.h"
 #include "core/h5io.h"
 
-static void param_dims(const ParamInfo *p, hsize_t dims[2], int *rank) {
-    dims[0] = (hsize_t)p->rows;
-    dims[1] = (hsize_t)p->cols;
-    *rank = p->cols ? 2 : 1;
-}
-
 void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block) {
     char name[PARAM_NAME_MAX + 64];
     for (int i = 0; i < t->count; i++) {
         const ParamInfo *p = &t->items[i];
         hsize_t dims[2];
-        int rank;
-        param_dims(p, dims, &rank);
+        int rank = h5_param_dims(p, dims);
         snprintf(name, sizeof name, "%s/%s", group, p->name);
         h5_write_floats(file, name, block + p->offset, rank, dims);
     }
@@ -72,8 +65,7 @@ static void read_block(hid_t file, const char *path, const char *group, const Pa
     for (int i = 0; i < t->count; i++) {
         const ParamInfo *p = &t->items[i];
         hsize_t dims[2];
-        int rank;
-        param_dims(p, dims, &rank);
+        int rank = h5_param_dims(p, dims);
         snprintf(name, sizeof name, "%s/%s", group, p->name);
         h5_read_floats(file, path, name, block + p->offset, rank, dims);
     }

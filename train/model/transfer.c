@@ -9,12 +9,6 @@
 
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
 
-static void param_shape(const ParamInfo *p, int *rank, hsize_t dims[2]) {
-    *rank = p->cols ? 2 : 1;
-    dims[0] = (hsize_t)p->rows;
-    dims[1] = (hsize_t)p->cols;
-}
-
 void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
     char shape[64];
     h5_shape_text(shape, sizeof shape, rank, dims);
@@ -46,9 +40,8 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
     char dataset[PARAM_NAME_MAX + 8], have[64], want[64];
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.items[i];
-        int rank;
         hsize_t dims[2];
-        param_shape(p, &rank, dims);
+        int rank = h5_param_dims(p, dims);
         h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
