@@ -1,6 +1,8 @@
-/* A bump allocator for laying out one contiguous block (parameters, gradients, activations).
- * Layout code runs twice: once with a measuring arena (base == NULL) to learn the size, then
- * with a real one. Every allocation is 64-byte aligned. */
+/* The bump allocator for laying out one contiguous block (parameters, gradients, activations,
+ * attention scratch). Layout code runs twice: once with a measuring arena (base == NULL) to learn
+ * the size, then with a real one, owned (arena_allocate) or a view of a block the caller owns
+ * (arena_view). Every allocation is rounded up to 16 floats, so it is 64-byte aligned when the
+ * base is. */
 #pragma once
 #include <stddef.h>
 
@@ -11,6 +13,8 @@ typedef struct {
 } Arena;
 
 static inline Arena arena_measuring(void) { return (Arena){0, 0, 0}; }
+/* An arena over `floats` floats at base, owned by the caller (do not arena_free it). */
+static inline Arena arena_view(float *base, size_t floats) { return (Arena){base, floats, 0}; }
 /* Allocate the block for a measured arena (zeroed). */
 void arena_allocate(Arena *arena, size_t floats);
 /* Next `count` floats (NULL while measuring); fatal if the arena is full. */

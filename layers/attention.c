@@ -8,6 +8,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/arena.h"
 #include "core/common.h"
 #include "core/rng.h"
 #include "layers/layers.h"
@@ -38,11 +39,29 @@ int attention_table_cols(RelKind rel, int head_dim) {
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* Hand out the next `n` floats of the scratch (64-byte aligned when scratch is). */
-static float *take(float *scratch, size_t *used, size_t n) {
-    float *at = scratch ? scratch + *used : NULL;
-    *used += round16(n);
-    return at;
+/* One thread's buffers, taken from `arena` in a fixed order (attn_plan measures it). */
+static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
+    size_t L = (size_t)p->L, d = (size_t)p->d;
+    AttnWork w = {0};
+    w.dscore = arena_take(arena, L * L);
+    w.vec0 = arena_take(arena, L);
+    w.vec1 = arena_take(arena, L);
+    if (p->rel == REL_SHAW || p->rel == REL_METHOD4)
+        w.blk = arena_take(arena, (size_t)p->block * (p->L > p->R ? p->L : p->R));
+    if (p->rel == REL_METHOD3) {
+        w.qs0 = arena_take(arena, L * d);
+        w.qs2 = arena_take(arena, L * d);
+        w.kt = arena_take(arena, L * d);
+        w.blk = arena_take(arena, p->block * L);
+        w.blk_g = arena_take(arena, p->block * d);
+        w.arow_grad = arena_take(arena, d);
+    }
+    return w;
+}
+
+AttnWork attn_work(const AttnPlan *p, int thread) {
+    Arena arena = arena_view(p->work + (size_t)thread * p->work_floats, p->work_floats);
+    return lay_out_work(p, &arena);
 }
 
 /* Sum over blocks of T query rows of rows x reachable table rows: the multiply-adds / d of the
@@ -81,52 +100,34 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
         10 * reach_work(s->L, p->m, p->block) > 9 * (size_t)s->L * p->R)
         p->block = p->L;
 
-    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d, R = (size_t)p->R;
-    size_t work = round16(L * L) + 2 * round16(L);
+    /* NULL scratch: measure. Otherwise the caller provides attention_scratch_floats() floats,
+     * which is what this layout measures, so the view needs no bound of its own. */
+    Arena arena = scratch ? arena_view(scratch, SIZE_MAX) : arena_measuring();
+    size_t L = (size_t)p->L, d = (size_t)p->d, R = (size_t)p->R;
     switch (p->rel) {
     case REL_NONE: break;
     case REL_SHAW:
     case REL_METHOD4:
         p->slot_floats = round16(R * d);
-        work += round16((size_t)p->block * (L > R ? L : R));
         break;
     case REL_METHOD1:
     case REL_METHOD2:
-        p->w2 = take(scratch, &used, 2 * L - 1);
+        p->w2 = arena_take(&arena, 2 * L - 1);
         p->slot_floats = round16(2 * L - 1);
         break;
     case REL_METHOD3:
-        p->at = take(scratch, &used, d * p->at_ld);
+        p->at = arena_take(&arena, d * p->at_ld);
         p->slot_floats = round16(R * d);
-        work += 3 * round16(L * d) + round16(p->block * L) + round16(p->block * d) + round16(d);
         break;
     }
     if (p->slot_floats)
-        p->slot_grad = take(scratch, &used, p->slots * p->slot_floats);
-    p->work_floats = work;
+        p->slot_grad = arena_take(&arena, p->slots * p->slot_floats);
+    Arena one_thread = arena_measuring();
+    lay_out_work(p, &one_thread);
+    p->work_floats = one_thread.used;
     p->threads = s->threads > 0 ? s->threads : 1;
-    p->work = take(scratch, &used, work * (size_t)p->threads);
-    p->total_floats = used;
-}
-
-AttnWork attn_work(const AttnPlan *p, int thread) {
-    size_t used = 0, L = (size_t)p->L, d = (size_t)p->d;
-    float *base = p->work + (size_t)thread * p->work_floats;
-    AttnWork w = {0};
-    w.dscore = take(base, &used, L * L);
-    w.vec0 = take(base, &used, L);
-    w.vec1 = take(base, &used, L);
-    if (p->rel == REL_SHAW || p->rel == REL_METHOD4)
-        w.blk = take(base, &used, (size_t)p->block * (p->L > p->R ? p->L : p->R));
-    if (p->rel == REL_METHOD3) {
-        w.qs0 = take(base, &used, L * d);
-        w.qs2 = take(base, &used, L * d);
-        w.kt = take(base, &used, L * d);
-        w.blk = take(base, &used, p->block * L);
-        w.blk_g = take(base, &used, p->block * d);
-        w.arow_grad = take(base, &used, d);
-    }
-    return w;
+    p->work = arena_take(&arena, p->work_floats * (size_t)p->threads);
+    p->total_floats = arena.used;
 }
 
 size_t attention_scratch_floats(const AttnShape *s) {

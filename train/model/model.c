@@ -1,4 +1,6 @@
-/* BERT encoder + MLM head: layout, init, forward, backward. */
+/* The BERT model's parameters: the layout of every tensor (encoder, MLM head, pooler and
+ * classifier, span head) in one block, binding a block's pointers, and initialisation. The
+ * activation layout and the forward and backward passes are in model_forward.c. */
 #include "train/model/model.h"
 
 #include <math.h>
@@ -10,11 +12,11 @@
 
 /* ---- parameter layout ---------------------------------------------------------------------
  * One walk over the model's tensors, in a fixed order, serves both to build the ParamTable
- * (block == NULL) and to bind pointers into a block laid out by that table (table == NULL). */
+ * (with a measuring arena) and to bind pointers into a block laid out by that table (with a view
+ * of the block, table == NULL). */
 typedef struct {
     ParamTable *table;
-    float *block;
-    size_t used;
+    Arena arena;
 } Layout;
 
 static void record(Layout *lo, const char *name, int rows, int cols, size_t offset, int decay) {
@@ -35,11 +37,10 @@ static void record(Layout *lo, const char *name, int rows, int cols, size_t offs
 
 /* `n` tensors of the same shape placed back to back (so e.g. Q|K|V weights form one matrix). */
 static float *place_group(Layout *lo, const char *const *names, int n, int rows, int cols, int decay) {
-    size_t start = lo->used, each = (size_t)rows * (size_t)(cols ? cols : 1);
+    size_t start = lo->arena.used, each = (size_t)rows * (size_t)(cols ? cols : 1);
     for (int i = 0; i < n; i++)
         record(lo, names[i], rows, cols, start + (size_t)i * each, decay);
-    lo->used += (each * (size_t)n + 15) / 16 * 16; /* keep every tensor group 64-byte aligned */
-    return lo->block ? lo->block + start : NULL;
+    return arena_take(&lo->arena, each * (size_t)n); /* every tensor group 64-byte aligned */
 }
 
 static float *place(Layout *lo, const char *name, int rows, int cols, int decay) {
@@ -128,14 +129,14 @@ static void create(Model *m, const ModelConfig *cfg, ModelHeads heads, int with_
     RP_CHECK(!heads.num_labels || heads.pooler, "internal: a classifier needs the pooler");
     RP_CHECK(cfg->num_layers <= MODEL_MAX_LAYERS, "model.num_layers: at most %d supported, got %d",
              MODEL_MAX_LAYERS, cfg->num_layers);
-    Layout lo = {&m->table, NULL, 0};
+    Layout lo = {&m->table, arena_measuring()};
     ModelParams unused;
     layout_model(cfg, heads, &lo, &unused);
-    m->table.block_floats = lo.used;
-    m->params = xalloc_floats(lo.used);
+    m->table.block_floats = lo.arena.used;
+    m->params = xalloc_floats(lo.arena.used);
     model_bind(m, m->params, &m->p);
     if (with_grads) {
-        m->grads = xalloc_floats(lo.used);
+        m->grads = xalloc_floats(lo.arena.used);
         model_bind(m, m->grads, &m->g);
     }
 }
@@ -152,7 +153,7 @@ void model_free(Model *m) {
 }
 
 void model_bind(const Model *m, float *block, ModelParams *out) {
-    Layout lo = {NULL, block, 0};
+    Layout lo = {NULL, arena_view(block, m->table.block_floats)};
     layout_model(&m->cfg, m->heads, &lo, out);
 }
 
