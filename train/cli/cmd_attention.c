@@ -85,6 +85,20 @@ static char *token_text(const Sentences *s, const Tokenizer *tok) {
     return text;
 }
 
+/* The residual scores C_l of every layer: [layers, B, heads, L, L], or NULL without residual
+ * attention. */
+typedef struct {
+    float *maps;
+    size_t map_floats; /* B * heads * L * L */
+} CarriedMaps;
+
+static void keep_carried(void *user, int layer, const LayerActs *acts, const float *carried) {
+    (void)acts;
+    CarriedMaps *keep = user;
+    if (keep->maps && carried)
+        memcpy(keep->maps + (size_t)layer * keep->map_floats, carried, sizeof(float) * keep->map_floats);
+}
+
 int cmd_attention(int argc, char **argv) {
     const char *usage = "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]";
     const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL;
@@ -115,10 +129,9 @@ int cmd_attention(int argc, char **argv) {
     Activations acts;
     activations_create(&acts, model, B, L, 0);
     size_t map = (size_t)B * heads * L * L;
-    float *carried = c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL;
-    acts.carried_capture = carried;
+    CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
     Batch batch = {B, L, ids, types, mask, NULL};
-    model_encode(model, &acts, &batch, 0, 0);
+    model_encode_observed(model, &acts, &batch, 0, 0, keep_carried, &carried);
 
     hid_t o = h5_create(out);
     hsize_t dims[4] = {(hsize_t)B, (hsize_t)L, (hsize_t)L, (hsize_t)L};
@@ -133,9 +146,9 @@ int cmd_attention(int argc, char **argv) {
         char name[64];
         snprintf(name, sizeof name, "layer_%d/probs", l);
         h5_write_floats(o, name, acts.layer[l].probs, 4, map_dims);
-        if (carried) {
+        if (carried.maps) {
             snprintf(name, sizeof name, "layer_%d/carried", l);
-            h5_write_floats(o, name, carried + (size_t)l * map, 4, map_dims);
+            h5_write_floats(o, name, carried.maps + (size_t)l * map, 4, map_dims);
         }
         if (table_rows) {
             hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
@@ -155,7 +168,7 @@ int cmd_attention(int argc, char **argv) {
     rp_log("wrote %s: %d sentences of at most %d tokens, %d layers x %d heads", out, B, L, c->num_layers, heads);
 
     free(tokens);
-    free(carried);
+    free(carried.maps);
     activations_free(&acts);
     free(ids);
     free(types);

@@ -64,7 +64,6 @@ typedef struct {
     LayerScratch scratch;
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
-    float *carried_capture; /* optional [layers, B, heads, L, L]: residual scores C_l of each layer */
     /* set by model_encode for the backward pass */
     int training;
     uint64_t step_key;
@@ -95,6 +94,14 @@ void activations_free(Activations *a);
  * states [B*L, H] (also a->encoder_out). Fatal if the batch does not fit the layout. */
 const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
                           uint64_t step_key);
+/* Called by model_encode_observed after layer l's forward: its saved activations (probs
+ * [B, heads, L, L], ...) and, with residual attention, the carried scores C_l [B, heads, L, L]
+ * (NULL otherwise), which the next layer overwrites: copy what is kept. */
+typedef void (*LayerObserver)(void *user, int layer, const LayerActs *acts, const float *carried);
+/* model_encode that hands every layer to `observe` (e.g. `realpos attention` keeping the
+ * carried scores); model_encode is this with no observer. */
+const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, int training,
+                                   uint64_t step_key, LayerObserver observe, void *user);
 /* Backward through the encoder from d_hidden = a->d_hidden_a [B*L, H] (filled by the caller's
  * head; clobbered), accumulating into m->grads. */
 void model_encode_backward(Model *m, Activations *a, const Batch *batch);

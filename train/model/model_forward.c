@@ -133,6 +133,11 @@ static const float *layer_output(const ModelConfig *c, const Activations *a, int
 
 const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
                           uint64_t step_key) {
+    return model_encode_observed(m, a, batch, training, step_key, NULL, NULL);
+}
+
+const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, int training,
+                                   uint64_t step_key, LayerObserver observe, void *user) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
     int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
@@ -152,9 +157,8 @@ const float *model_encode(const Model *m, Activations *a, const Batch *batch, in
         LayerShape shape = layer_shape(c, a, l, training);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
-        if (a->carried_capture)
-            memcpy(a->carried_capture + (size_t)l * B * c->num_heads * L * L, a->scratch.carried,
-                   sizeof(float) * (size_t)B * c->num_heads * L * L);
+        if (observe)
+            observe(user, l, &a->layer[l], c->residual_attention ? a->scratch.carried : NULL);
     }
     if (c->norm == NORM_PRE) {
         layernorm_forward(a->final_out, a->final_mean, a->final_rstd, x, p->final_norm_g,
