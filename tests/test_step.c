@@ -11,6 +11,7 @@
 
 #include "core/common.h"
 #include "core/rng.h"
+#include "layers/layers.h"
 #include "train/loop/step.h"
 #include "check.h"
 
@@ -36,7 +37,7 @@ static TrainBatch make_batch(void) {
         ids[n] = 5 + (int)rng_below(&rng, V - 5);
         types[n] = n % L >= 3;
         mask[n] = n % L < L - (n / L);
-        mlm_labels[n] = n % 3 == 1 ? (int)rng_below(&rng, V) : -100;
+        mlm_labels[n] = n % 3 == 1 ? (int)rng_below(&rng, V) : IGNORE_LABEL;
     }
     return (TrainBatch){{B, L, ids, types, mask, mlm_labels}, {labels, values, start, end}, 0};
 }
