@@ -1,5 +1,5 @@
-/* Corpus preparation and shards (train/corpus.h): MD5 vectors, the round trip prepare -> load on
- * the fixtures, the held-out fraction, determinism for a seed, dropped empty sentences and
+/* Corpus preparation and shards (train/data/corpus.h): MD5 vectors, the round trip prepare ->
+ * load on the fixtures, the held-out fraction, determinism for a seed, dropped empty sentences and
  * documents, and the refusal of foreign vocabularies and malformed shards. Failures of
  * `realpos prepare` on bad input are in tests/test_corpus.sh. */
 #include <dirent.h>

@@ -1,6 +1,6 @@
-/* Instance stream (train/instances.h) on synthetic shards: packing rules (followed token by token
- * through the shard), short rows, eval determinism, exact resume and the rejection of a foreign
- * state. Masking statistics are in tests/test_masking.c. */
+/* Instance stream (train/data/instances.h) on synthetic shards: packing rules (followed token by
+ * token through the shard), short rows, eval determinism, exact resume and the rejection of a
+ * foreign state. Masking statistics are in tests/test_masking.c. */
 #include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>

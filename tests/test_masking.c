@@ -1,4 +1,4 @@
-/* Dynamic masking (train/instances.h) on a synthetic shard: exact per-row counts, the fraction
+/* Dynamic masking (train/data/instances.h) on a synthetic shard: exact per-row counts, the fraction
  * masked, 80/10/10, no special token, the cap and whole-word masking. */
 #include <math.h>
 

@@ -1,4 +1,4 @@
-/* GLUE metrics against hand-computed values (train/task_metrics.c). */
+/* GLUE metrics against hand-computed values (train/tasks/task_metrics.c). */
 #include <math.h>
 
 #include "train/tasks/task_metrics.h"

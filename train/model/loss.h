@@ -20,8 +20,9 @@ typedef struct {
     HeadBuffers *heads; /* task head buffers; NULL for LOSS_MLM */
 } LossHead;
 
-/* One batch with the targets of whichever head: MLM labels in batch.labels ([B, L], IGNORE_LABEL = not
- * predicted), task targets in targets ([B] each). num_tokens: attention_mask == 1 positions. */
+/* One batch with the targets of whichever head: MLM labels in batch.labels ([B, L],
+ * IGNORE_LABEL = not predicted), task targets in targets ([B] each). num_tokens:
+ * attention_mask == 1 positions. */
 typedef struct {
     Batch batch;
     HeadTargets targets;
