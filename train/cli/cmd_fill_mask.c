@@ -11,6 +11,7 @@
 
 #include "core/cli.h"
 #include "core/common.h"
+#include "layers/layers.h"
 #include "train/cli/commands.h"
 #include "train/cli/load.h"
 
@@ -67,7 +68,7 @@ static void fill_line(const LoadedModel *lm, const char *line, int line_number, 
     int mask_id = tokenizer_special(lm->tok).mask;
     for (int l = 0; l < L; l++) {
         attn[l] = 1;
-        labels[l] = ids[l] == mask_id ? mask_id : -100; /* labelled = the positions whose logits we want */
+        labels[l] = ids[l] == mask_id ? mask_id : IGNORE_LABEL; /* labelled = the positions whose logits we want */
     }
     Activations acts;
     activations_create(&acts, &lm->model, 1, L, masks);
