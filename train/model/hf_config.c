@@ -131,11 +131,7 @@ void hf_config_read(const char *path, HfConfig *out) {
 /* The shortest decimal that reads back as the same float32 (0.1f -> 0.1, not 0.100000001). */
 static double short_float(float v) {
     char text[32];
-    for (int digits = 6; digits <= 9; digits++) {
-        snprintf(text, sizeof text, "%.*g", digits, (double)v);
-        if (strtof(text, NULL) == v)
-            break;
-    }
+    format_float(text, sizeof text, v);
     return strtod(text, NULL);
 }
 
