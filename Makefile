@@ -38,8 +38,10 @@ $(BUILD)/%.o: %.c | libcheck
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# Rebuilt from scratch: `ar r` keeps members whose source was moved or deleted, and a stale
+# member can win the link.
 $(BUILD)/librealpos.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 realpos: $(BUILD)/train/cli/main.o $(BUILD)/librealpos.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

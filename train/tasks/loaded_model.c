@@ -1,5 +1,5 @@
 /* Checkpoint + vocabulary loading for inference commands (load.h). */
-#include "train/cli/load.h"
+#include "train/tasks/loaded_model.h"
 
 #include <string.h>
 
