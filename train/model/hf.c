@@ -264,20 +264,21 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
                  "the 'bert.' prefix)", dir, info->name);
         w.used[i] = 1;
         float *dst = m->params + info->offset;
-        hsize_t dims[2] = {(hsize_t)info->rows, (hsize_t)info->cols};
+        hsize_t dims[2];
+        int rank = h5_param_dims(info, dims);
         if (ends_with(info->name, DISTANCE_TABLE)) {
             load_distance_table(&w, i, dst, c->relative_k, P, d);
         } else {
             const StTensor *t = w.tensors[i];
-            int rank = info->cols ? 2 : 1;
-            char have[64];
+            char have[64], want[64];
             shape_text(have, sizeof have, t);
+            h5_shape_text(want, sizeof want, rank, dims);
             RP_CHECK(t->rank == rank && t->shape[0] == dims[0] && (rank == 1 || t->shape[1] == dims[1]),
-                     "%s: tensor '%s': expected shape [%d%s%.0d] from config.json, got %s", w.shards[w.shard_of[i]].path,
-                     t->name, info->rows, rank == 2 ? ", " : "", info->cols, have);
+                     "%s: tensor '%s': expected shape %s from config.json, got %s", w.shards[w.shard_of[i]].path,
+                     t->name, want, have);
             st_read_floats(&w.shards[w.shard_of[i]], t, dst);
         }
-        transfer_print(table, "loaded", info->name, info->cols ? 2 : 1, dims);
+        transfer_print(table, "loaded", info->name, rank, dims);
         summary.loaded++;
     }
     RP_CHECK(!hc.untied || !out->heads.mlm || find_weight(&w, "cls.predictions.decoder.weight", 1) >= 0,
