@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # realpos average: the mean of two checkpoints is their element-wise mean (float64 mean rounded to
 # float32), one checkpoint averages to itself, --last N picks a run's newest checkpoints, the
-# output is weights-only and names its inputs, eval / finetune / predict accept it, and inputs with
+# output is weights-only and names its inputs, eval / finetune / predict / export-hf accept it, and inputs with
 # another model config or parameter table (or --out naming an input) are refused clearly.
 source "$(dirname "$0")/lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
@@ -124,6 +124,9 @@ check "finetune starts from an averaged checkpoint" test -s "$tmp/ft1/model.h5" 
   >"$tmp/pred.out" 2>&1
 check "fine-tuned checkpoints average (heads included) and predict accepts the result" \
   test $? -eq 0 -a "$(wc -l <"$tmp/pred.tsv")" -ge 16
+
+"$RP" export-hf "$tmp/mean2.h5" --out "$tmp/hf" >"$tmp/hf.log" 2>&1
+check "export-hf accepts an averaged checkpoint" test $? -eq 0 -a -s "$tmp/hf/model.safetensors"
 
 # ---- refusals -----------------------------------------------------------------------------------------------
 "$RP" pretrain "$tmp/run.ini" --set model.relative_k=8 --set train.max_steps=10 --set train.run_dir="$tmp/k8" \
