@@ -192,8 +192,8 @@ pid=$!
 kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
 check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$(cat "$work/ftB/latest")" \
-  >"$work/ftB2.out" 2>"$work/ftB2.err"
-check "resumed run says where it resumed" has "$work/ftB2.err" "resumed from .*ckpt-0000020.h5 at step 20"
+  --set task.init_checkpoint="$work/gone.h5" >"$work/ftB2.out" 2>"$work/ftB2.err"
+check "resumed run says where it resumed (its model built from that checkpoint, not task.init_checkpoint)" has "$work/ftB2.err" "resumed from .*ckpt-0000020.h5 at step 20"
 check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftB/model.h5"
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"

@@ -17,11 +17,12 @@ int cmd_finetune(int argc, char **argv) {
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
     const TaskConfig *task = &r.cfg.task;
-    RP_CHECK(task->init_checkpoint[0], "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
+    RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
              "nothing", args.positional[0]);
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing",
              args.positional[0]);
-    task_runner_build_model(&r, task->init_checkpoint);
+    /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
+    task_runner_build_model(&r, resume ? resume : task->init_checkpoint);
     char *config_ini = config_to_ini(&r.cfg);
     fprintf(stderr, "# effective configuration\n%s\n", config_ini);
     TaskData train_data, dev_data;

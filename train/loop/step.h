@@ -1,4 +1,9 @@
-/* One training step, shared by pretraining and fine-tuning:
+/* train/loop/: training runs. step.h: the one training step both loops run; pretrain.h: the MLM
+ * pretraining loop and held-out evaluation; finetune.h: the fine-tuning loop; run_dir.h:
+ * config.ini, rotating checkpoints, `latest` and the SIGINT/SIGTERM flag; metrics.h: the
+ * metrics files and progress line.
+ *
+ * One training step, shared by pretraining and fine-tuning:
  *   grads = 0
  *   for micro in 0..accum:  batch = source.next(step, micro)
  *                           loss = loss_forward(batch)        (dropout key: seed, step, micro)
