@@ -5,7 +5,8 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
   - tokens/s of realpos and of PyTorch, and their ratio taken round by round (paired: both ran
     back to back), plus the same ratio from CPU seconds per step (less sensitive to steal time);
   - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench (never > 100%);
-  - overhead against the row named in rows.tsv (1 - tokens/s of the row / of that one, paired);
+  - overhead against the row named in rows.tsv (1 - tokens/s of the row / of that one, paired),
+    and the same from CPU seconds per step (row / that one - 1);
   - peak RSS.
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
@@ -70,6 +71,8 @@ def summarise(out):
             "gflops": gflops, "peak_fraction": frac,
             "overhead_vs": against or None,
             "overhead": spread(paired(rp, ref, lambda a, b: 1 - a["tokens_per_s"] / b["tokens_per_s"])),
+            "cpu_overhead": spread(paired(rp, ref, lambda a, b: a["cpu_seconds_per_step"] /
+                                          b["cpu_seconds_per_step"] - 1)),
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
             "torch_rss_mb": spread([r["peak_rss_mb"] for r in pt.values()]),
         })
@@ -112,7 +115,7 @@ def main(out):
               "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s", "% peak",
-            "overhead", "RSS MB realpos/PyTorch"]
+            "overhead", "CPU-time overhead", "RSS MB realpos/PyTorch"]
     table = [head]
     for r in results:
         rss_t = r["torch_rss_mb"]
@@ -121,6 +124,7 @@ def main(out):
             fmt(r["speed_ratio"], "%.2f"), fmt(r["cpu_time_ratio"], "%.2f"), fmt(r["gflops"], "%.1f"),
             fmt(r["peak_fraction"], "%.0f%%", 100.0),
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
+            fmt(r["cpu_overhead"], "%+.1f%%", 100.0),
             f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]

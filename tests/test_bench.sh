@@ -60,6 +60,7 @@ check("bench table: peak is the best probe of the bench", res["host"]["sgemm_pea
 check("bench table: fraction of peak never above 100%", m["peak_fraction"]["max"] == 1.0 and m["peak_fraction"]["median"] <= 1.0,
       str(m["peak_fraction"]))
 ov = rel["overhead"]
+check("bench table: CPU-time overhead", rel["cpu_overhead"]["median"] == 0, str(rel["cpu_overhead"]))
 check("bench table: overhead paired by round", abs(ov["median"] - 0.1) < 1e-9 and abs(ov["max"] - 0.2) < 1e-9, str(ov))
 PY
 if grep -q '%' "$tmp/table" && ! grep -Eq '(^|[^0-9.])(10[1-9]|1[1-9][0-9]|[2-9][0-9][0-9]|[0-9]{4,})(\.[0-9]*)?%' "$tmp/table"; then pass "bench table: printed fractions <= 100%"
