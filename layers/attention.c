@@ -237,7 +237,9 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
-#pragma omp for schedule(static)
+        /* dynamic: on a shared machine a descheduled thread's share is taken over by the other
+         * threads instead of being waited for at the barrier (results do not depend on it) */
+#pragma omp for schedule(dynamic, 1)
         for (int bh = 0; bh < p.BH; bh++)
             forward_bh(&p, &w, bh, ctx, probs, raw_scores, carried, qkv, table, mask, s,
                        dropout_key);
@@ -323,8 +325,9 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
-        /* Fixed (b,h) groups, so the table-gradient sums do not depend on the thread count. */
-#pragma omp for schedule(static)
+        /* Fixed (b,h) groups, so the table-gradient sums depend neither on the thread count nor on
+         * which thread runs a slot (dynamic, as in the forward). */
+#pragma omp for schedule(dynamic, 1)
         for (int slot = 0; slot < p.slots; slot++) {
             float *part = p.slot_grad ? p.slot_grad + (size_t)slot * p.slot_floats : NULL;
             if (part)
