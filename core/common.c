@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 void rp_log(const char *fmt, ...) {
+    if (dist_quiet())
+        return;
     time_t t = time(NULL);
     struct tm tm;
     localtime_r(&t, &tm);

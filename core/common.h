@@ -5,15 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/dist.h"
+
 /* Print "realpos: error: ..." and exit(1). Every bad input ends here with a message that names
- * the file, key or dataset and what was expected. */
+ * the file, key or dataset and what was expected. In a job of several MPI ranks the exit is
+ * MPI_Abort (core/dist.h), so one rank's error stops every rank with its message. */
 #define RP_FATAL(...)                                                                              \
     do {                                                                                           \
         fflush(stdout);                                                                            \
         fprintf(stderr, "realpos: error: ");                                                       \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \
-        exit(1);                                                                                   \
+        dist_fatal_exit();                                                                         \
     } while (0)
 
 #define RP_CHECK(cond, ...)                                                                        \
@@ -22,7 +25,7 @@
             RP_FATAL(__VA_ARGS__);                                                                 \
     } while (0)
 
-/* Informational log line on stderr, prefixed with the wall-clock time. */
+/* Informational log line on stderr, prefixed with the wall-clock time (rank 0 only in an MPI job). */
 void rp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void *xmalloc(size_t bytes);

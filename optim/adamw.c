@@ -7,11 +7,13 @@
 
 const char *const schedule_kind_names[] = {"linear", "cosine", "constant", NULL};
 
-void adamw_create(AdamW *opt, const ParamTable *table) {
-    opt->exp_avg = xalloc_floats(table->block_floats);
-    opt->exp_avg_sq = xalloc_floats(table->block_floats);
+void adamw_create_floats(AdamW *opt, size_t count) {
+    opt->exp_avg = xalloc_floats(count);
+    opt->exp_avg_sq = xalloc_floats(count);
     opt->step = 0;
 }
+
+void adamw_create(AdamW *opt, const ParamTable *table) { adamw_create_floats(opt, table->block_floats); }
 
 void adamw_free(AdamW *opt) {
     free(opt->exp_avg);
@@ -21,6 +23,11 @@ void adamw_free(AdamW *opt) {
 
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
                 const OptimConfig *cfg, float lr, float grad_scale) {
+    adamw_step_range(opt, table, params, grads, cfg, lr, grad_scale, 0, table->block_floats);
+}
+
+void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, const float *grads,
+                      const OptimConfig *cfg, float lr, float grad_scale, size_t lo, size_t hi) {
     opt->step++;
     float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
     float c1 = 1.0f, c2_sqrt = 1.0f;
@@ -34,12 +41,16 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float 
 #pragma omp parallel
     for (int t = 0; t < table->count; t++) {
         const ParamInfo *info = &table->items[t];
+        size_t first = info->offset > lo ? info->offset : lo;
+        size_t end = info->offset + info->count < hi ? info->offset + info->count : hi;
+        if (first >= end)
+            continue; /* the tensor lies outside [lo, hi) */
         float decay = info->decay ? (float)(1.0 - (double)lr * cfg->weight_decay) : 1.0f;
-        float *restrict p = params + info->offset;
-        float *restrict m = opt->exp_avg + info->offset;
-        float *restrict v = opt->exp_avg_sq + info->offset;
-        const float *restrict g = grads + info->offset;
-        long n = (long)info->count;
+        float *restrict p = params + first;
+        float *restrict m = opt->exp_avg + (first - lo);
+        float *restrict v = opt->exp_avg_sq + (first - lo);
+        const float *restrict g = grads + first;
+        long n = (long)(end - first);
 #pragma omp for schedule(static) nowait
         for (long e = 0; e < n; e++) {
             const float grad = g[e] * grad_scale;
@@ -54,7 +65,9 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float 
 /* Sum of squares over a fixed number of chunks, added in chunk order: the result does not
  * depend on the thread count or on thread timing (an OpenMP reduction would). */
 #define NORM_CHUNKS 64
-double grad_global_norm(const float *grads, size_t n) {
+double grad_global_norm(const float *grads, size_t n) { return sqrt(grad_sum_squares(grads, n)); }
+
+double grad_sum_squares(const float *grads, size_t n) {
     double partial[NORM_CHUNKS];
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < NORM_CHUNKS; c++) {
@@ -68,11 +81,15 @@ double grad_global_norm(const float *grads, size_t n) {
     double total = 0.0;
     for (int c = 0; c < NORM_CHUNKS; c++)
         total += partial[c];
-    return sqrt(total);
+    return total;
 }
 
 GradClip grad_clip(const float *grads, size_t n, double max_norm) {
-    GradClip clip = {grad_global_norm(grads, n), 1.0f};
+    return grad_clip_from_norm(grad_global_norm(grads, n), max_norm);
+}
+
+GradClip grad_clip_from_norm(double norm, double max_norm) {
+    GradClip clip = {norm, 1.0f};
     if (max_norm > 0 && clip.norm > max_norm)
         clip.scale = (float)(max_norm / (clip.norm + 1e-6));
     return clip;

@@ -29,21 +29,31 @@ typedef struct {
 } AdamW;
 
 void adamw_create(AdamW *opt, const ParamTable *table);
+/* Moments for `count` floats only: a ZeRO-1 shard of the block (optim/dp_adamw.h). */
+void adamw_create_floats(AdamW *opt, size_t count);
 void adamw_free(AdamW *opt);
 /* One update of every tensor in the table with learning rate lr, using grads * grad_scale as
  * the gradient (grad_scale carries the clipping factor, so clipping costs no extra pass). */
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
                 const OptimConfig *cfg, float lr, float grad_scale);
+/* The same update for the elements [lo, hi) of the block only, opt's moments holding those
+ * elements (exp_avg[e - lo]); element by element the arithmetic of adamw_step, so updating every
+ * shard gives the bits of one whole-block update. */
+void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, const float *grads,
+                      const OptimConfig *cfg, float lr, float grad_scale, size_t lo, size_t hi);
 
 /* L2 norm of a whole block: double accumulation over fixed chunks added in order, so the result
  * does not depend on the thread count. */
 double grad_global_norm(const float *grads, size_t n);
+/* Its square (the same fixed chunks), for norms whose block is spread over several ranks. */
+double grad_sum_squares(const float *grads, size_t n);
 
 typedef struct {
     double norm; /* before clipping */
     float scale; /* max_norm / norm when the norm exceeds max_norm > 0, else 1 */
 } GradClip;
 GradClip grad_clip(const float *grads, size_t n, double max_norm);
+GradClip grad_clip_from_norm(double norm, double max_norm);
 
 /* Learning rate at `step` (0-based): linear warmup to peak over warmup_steps, then linear decay
  * to 0, cosine decay to 0, or constant until total_steps. */

@@ -1,0 +1,198 @@
+#include "core/dist.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/common.h"
+
+static int env_int(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : 0;
+}
+
+/* OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI-1/2 launchers (srun --mpi=pmi2, MPICH's hydra)
+ * set PMI_SIZE; PMIx launchers (srun --mpi=pmix) set PMIX_RANK, the size being Slurm's. */
+static int launcher_size(void) {
+    int n = env_int("OMPI_COMM_WORLD_SIZE");
+    if (!n)
+        n = env_int("PMI_SIZE");
+    if (!n && getenv("PMIX_RANK")) {
+        n = env_int("SLURM_STEP_NUM_TASKS");
+        n = n ? n : 1;
+    }
+    return n;
+}
+
+int dist_launched_size(void) {
+    int n = launcher_size();
+    return n ? n : 1;
+}
+
+void dist_init(Dist *d, int *argc, char ***argv) {
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+    if (!launcher_size()) {
+        int tasks = env_int("SLURM_STEP_NUM_TASKS");
+        RP_CHECK(tasks <= 1, "srun started %d tasks (SLURM_STEP_NUM_TASKS) without an MPI plugin (no PMIX_RANK or "
+                 "PMI_SIZE in the environment): each would train alone; launch with `srun --mpi=pmix` (see "
+                 "docs/distributed.md)", tasks);
+        return;
+    }
+    int provided = 0;
+    RP_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS, "MPI_Init_thread failed");
+    d->initialized = 1;
+    RP_CHECK(provided >= MPI_THREAD_FUNNELED, "the MPI library provides thread level %d, below MPI_THREAD_FUNNELED",
+             provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    if (d->size > 1) {
+        d->gathered = xmalloc(sizeof(double) * (size_t)d->size * DIST_MAX_VALUES);
+        d->piece = xalloc_floats(DIST_PIECE);
+    }
+}
+
+void dist_finalize(Dist *d) {
+    free(d->gathered);
+    free(d->piece);
+    if (d->initialized)
+        MPI_Finalize();
+    memset(d, 0, sizeof *d);
+}
+
+void dist_shards_create(DistShards *s, size_t n, int size) {
+    s->size = size;
+    s->n = n;
+    s->lo = xmalloc(sizeof(size_t) * (size_t)(size + 1));
+    s->counts = xmalloc(sizeof(int) * (size_t)size);
+    s->displs = xmalloc(sizeof(int) * (size_t)size);
+    for (int r = 0; r <= size; r++)
+        s->lo[r] = r == size ? n : n / DIST_ALIGN * (size_t)r / (size_t)size * DIST_ALIGN;
+    RP_CHECK(n <= (size_t)INT_MAX, "a block of %zu floats is too large for MPI's int counts", n);
+    for (int r = 0; r < size; r++) {
+        s->counts[r] = (int)(s->lo[r + 1] - s->lo[r]);
+        s->displs[r] = (int)s->lo[r];
+    }
+}
+
+void dist_shards_free(DistShards *s) {
+    free(s->lo);
+    free(s->counts);
+    free(s->displs);
+    memset(s, 0, sizeof *s);
+}
+
+/* Ring step k (0..N-2): rank r sends its partial sum of slice (r-k-1) mod N to r+1 and adds the
+ * partial of slice (r-k-2) mod N received from r-1 to its own; after N-1 steps slice r is
+ * complete on rank r. Messages go in pieces of at most DIST_PIECE floats. */
+void dist_reduce_scatter_sum(Dist *d, const DistShards *s, float *block) {
+    int N = d->size, r = d->rank;
+    if (N == 1)
+        return;
+    double t0 = MPI_Wtime();
+    int next = (r + 1) % N, prev = (r + N - 1) % N;
+    for (int k = 0; k < N - 1; k++) {
+        int send = ((r - k - 1) % N + 2 * N) % N, recv = ((r - k - 2) % N + 2 * N) % N;
+        size_t send_n = s->lo[send + 1] - s->lo[send], recv_n = s->lo[recv + 1] - s->lo[recv];
+        for (size_t off = 0; off < send_n || off < recv_n; off += DIST_PIECE) {
+            int sn = off < send_n ? (int)(send_n - off < DIST_PIECE ? send_n - off : DIST_PIECE) : 0;
+            int rn = off < recv_n ? (int)(recv_n - off < DIST_PIECE ? recv_n - off : DIST_PIECE) : 0;
+            MPI_Sendrecv(block + s->lo[send] + off, sn, MPI_FLOAT, next, k, d->piece, rn, MPI_FLOAT, prev, k,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            float *restrict dst = block + s->lo[recv] + off;
+            const float *restrict got = d->piece;
+#pragma omp parallel for simd schedule(static) if (rn > 65536)
+            for (int e = 0; e < rn; e++)
+                dst[e] = got[e] + dst[e];
+        }
+    }
+    d->comm_seconds += MPI_Wtime() - t0;
+}
+
+void dist_allgather(Dist *d, const DistShards *s, float *block) {
+    if (d->size == 1)
+        return;
+    double t0 = MPI_Wtime();
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, block, s->counts, s->displs, MPI_FLOAT, MPI_COMM_WORLD);
+    d->comm_seconds += MPI_Wtime() - t0;
+}
+
+void dist_gather_to_root(Dist *d, const DistShards *s, float *block) {
+    if (d->size == 1)
+        return;
+    double t0 = MPI_Wtime();
+    int r = d->rank;
+    MPI_Gatherv(r == 0 ? MPI_IN_PLACE : block + s->lo[r], s->counts[r], MPI_FLOAT, block, s->counts, s->displs,
+                MPI_FLOAT, 0, MPI_COMM_WORLD);
+    d->comm_seconds += MPI_Wtime() - t0;
+}
+
+void dist_broadcast(Dist *d, float *block, size_t n) {
+    if (d->size == 1)
+        return;
+    double t0 = MPI_Wtime();
+    for (size_t off = 0; off < n; off += (size_t)1 << 28) {
+        size_t m = n - off < ((size_t)1 << 28) ? n - off : (size_t)1 << 28;
+        MPI_Bcast(block + off, (int)m, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    }
+    d->comm_seconds += MPI_Wtime() - t0;
+}
+
+void dist_sum_doubles(Dist *d, double *values, int n) {
+    RP_CHECK(n >= 0 && n <= DIST_MAX_VALUES, "dist_sum_doubles: %d values, at most %d", n, DIST_MAX_VALUES);
+    if (d->size == 1)
+        return;
+    double t0 = MPI_Wtime();
+    MPI_Allgather(values, n, MPI_DOUBLE, d->gathered, n, MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int i = 0; i < n; i++) {
+        double sum = 0.0;
+        for (int r = 0; r < d->size; r++)
+            sum += d->gathered[(size_t)r * (size_t)n + (size_t)i];
+        values[i] = sum;
+    }
+    d->comm_seconds += MPI_Wtime() - t0;
+}
+
+void dist_require_same_text(Dist *d, const char *text, const char *what) {
+    if (d->size == 1)
+        return;
+    uint64_t hash = 14695981039346656037ull; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+        hash = (hash ^ *c) * 1099511628211ull;
+    uint64_t *all = xmalloc(sizeof(uint64_t) * (size_t)d->size);
+    MPI_Allgather(&hash, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    int differs = -1;
+    for (int r = 1; r < d->size && differs < 0; r++)
+        if (all[r] != all[0])
+            differs = r;
+    free(all);
+    RP_CHECK(differs < 0, "rank %d's %s differs from rank 0's: every rank must run the same one (same files and "
+             "--set overrides on every rank)", differs, what);
+}
+
+int dist_quiet(void) {
+    int init = 0, fin = 0, rank = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (!init || fin)
+        return 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank != 0;
+}
+
+_Noreturn void dist_fatal_exit(void) {
+    int init = 0, fin = 0, rank = 0, size = 1;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+    }
+    if (size > 1) {
+        fprintf(stderr, "realpos: rank %d of %d failed (message above); stopping every rank\n", rank, size);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    exit(1);
+}
