@@ -19,15 +19,19 @@ int cmd_pretrain(int argc, char **argv) {
     RP_CHECK(!(resume && init), "--resume and --init are exclusive; usage: realpos %s", usage);
     Trainer t;
     memset(&t, 0, sizeof t);
+    dist_init(&t.dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
     if (t.cfg.train.threads > 0)
         omp_set_num_threads(t.cfg.train.threads);
     t.config_ini = config_to_ini(&t.cfg);
-    fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
+    dist_require_same_text(&t.dist, t.config_ini, "effective configuration");
+    if (dist_is_root(&t.dist))
+        fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
 
     pretrain_setup(&t, args.positional[0], resume, init);
     int rc = pretrain_run(&t, resume != NULL);
     trainer_free(&t);
+    dist_finalize(&t.dist);
     return rc;
 }
 
@@ -62,11 +66,10 @@ int cmd_eval(int argc, char **argv) {
         t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
     t.cfg.data.do_lower_case = lower;
     trainer_open_data(&t, ckpt);
-    adamw_create(&t.opt, &t.model.table);
     activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
                        trainer_max_predictions(&t.cfg));
     EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
-                                t.unigram_token);
+                                t.unigram_token, NULL);
     printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
            "(unigram baseline accuracy %.4f: always '%s')\n",
            ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/dist.h"
 #include "train/cli/commands.h"
 
 typedef struct {
@@ -48,6 +49,13 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) {
+            /* Only training is data-parallel; N copies of another command would race on its outputs. */
+            int parallel = !strcmp(argv[1], "pretrain") || !strcmp(argv[1], "finetune");
+            if (!parallel && dist_launched_size() > 1) {
+                fprintf(stderr, "realpos: error: '%s' runs in one process; launch it without mpirun/srun (only "
+                        "pretrain and finetune run on several ranks)\n", argv[1]);
+                return 2;
+            }
             int status = commands[i].run(argc - 1, argv + 1);
             if (__lsan_do_leak_check)
                 __lsan_do_leak_check();

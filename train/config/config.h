@@ -42,6 +42,7 @@ typedef struct {
     int eval_batches; /* held-out batches per evaluation */
     char run_dir[CONFIG_PATH_MAX];
     int threads; /* 0 = all cores */
+    int shard_optimizer; /* bool: ZeRO-1 across MPI ranks */
 } TrainConfig;
 
 typedef struct {

@@ -59,7 +59,9 @@ static const KeySpec keys[] = {
     BOOL_KEY(optim, bias_correction, "yes", "Adam bias correction of both moments"),
 
     INT_KEY(train, batch_size, "32", 1, 1 << 20, "sequences per micro-batch"),
-    INT_KEY(train, grad_accum_steps, "1", 1, 1 << 20, "micro-batches summed per optimizer step"),
+    INT_KEY(train, grad_accum_steps, "1", 1, 1 << 20,
+            "micro-batches per optimizer step: the global batch is batch_size x grad_accum_steps at any "
+            "number of MPI ranks, which share the micro-batches"),
     INT_KEY(train, max_steps, "1000", 1, INT_MAX, "optimizer steps of the whole run"),
     INT_KEY(train, warmup_steps, "100", 0, INT_MAX, "steps of linear warmup from 0 to lr"),
     ENUM_KEY(train, schedule, ScheduleKind, schedule_kind_names, "linear",
@@ -73,6 +75,8 @@ static const KeySpec keys[] = {
     INT_KEY(train, eval_batches, "20", 1, INT_MAX, "held-out batches per evaluation"),
     STRING_KEY(train, run_dir, "runs/default", true, "directory of logs and checkpoints"),
     INT_KEY(train, threads, "0", 0, 4096, "worker threads (0 = all cores)"),
+    BOOL_KEY(train, shard_optimizer, "no",
+             "under MPI, ZeRO-1: each rank keeps the AdamW moments of 1/N of the parameters"),
 
     PATHS_KEY(data, corpus, num_corpus, "",
               "text files, one sentence per line, blank lines between documents"),

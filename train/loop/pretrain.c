@@ -33,18 +33,27 @@ static void write_training_state(hid_t file, const void *ctx) {
     h5_write_int64s(file, "train/step", &step, 1, &one);
 }
 
+/* Every rank calls (ZeRO-1 moments are gathered on rank 0 through the gradient block, free
+ * between steps); rank 0 writes. */
 static void save_checkpoint(Trainer *t) {
-    CheckpointExtras extras = {t->config_ini, &t->opt, write_training_state, t};
-    run_dir_save_checkpoint(t->cfg.train.run_dir, t->step, t->cfg.train.keep_last, &t->model, &extras);
+    AdamW full = dp_adamw_full(&t->opt, t->model.grads);
+    dp_adamw_gather(&t->opt, &full);
+    if (dist_is_root(&t->dist)) {
+        CheckpointExtras extras = {t->config_ini, &full, write_training_state, t};
+        run_dir_save_checkpoint(t->cfg.train.run_dir, t->step, t->cfg.train.keep_last, &t->model, &extras);
+    }
+    dp_adamw_release(&t->opt);
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
-                        InstanceBatch *batch, int num_batches, int unigram_token) {
+                        InstanceBatch *batch, int num_batches, int unigram_token, Dist *dist) {
     instance_stream_rewind(eval_stream);
     double loss_sum = 0;
     long correct = 0, predictions = 0, unigram_correct = 0;
     for (int i = 0; i < num_batches; i++) {
-        instance_stream_next(eval_stream, batch);
+        instance_stream_next(eval_stream, batch); /* every rank reads every batch of the one stream */
+        if (dist && i % dist->size != dist->rank)
+            continue; /* batch i is rank i mod N's */
         Batch b = {batch->batch_size, batch->seq_len, batch->input_ids, batch->token_type_ids,
                    batch->attention_mask, batch->labels};
         ForwardStats st = model_forward(m, acts, &b, 0, 0, NULL);
@@ -53,6 +62,14 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_
         loss_sum += (double)st.loss * st.num_predicted;
         correct += st.num_correct;
         predictions += st.num_predicted;
+    }
+    if (dist) {
+        double sums[4] = {loss_sum, (double)correct, (double)predictions, (double)unigram_correct};
+        dist_sum_doubles(dist, sums, 4);
+        loss_sum = sums[0];
+        correct = (long)sums[1];
+        predictions = (long)sums[2];
+        unigram_correct = (long)sums[3];
     }
     EvalResult r = {0, 0, 0, 0, predictions};
     if (predictions) {
@@ -118,7 +135,7 @@ void trainer_open_data(Trainer *t, const char *vocab_origin) {
 
 void trainer_free(Trainer *t) {
     activations_free(&t->acts);
-    adamw_free(&t->opt);
+    dp_adamw_free(&t->opt);
     model_free(&t->model);
     instance_batch_free(t->batch);
     instance_stream_free(t->train_stream);
@@ -132,13 +149,14 @@ void trainer_free(Trainer *t) {
 
 static void log_eval(Trainer *t) {
     EvalResult r = evaluate_mlm(&t->model, &t->acts, t->eval_stream, t->batch, t->cfg.train.eval_batches,
-                                t->unigram_token);
+                                t->unigram_token, &t->dist);
+    if (!dist_is_root(&t->dist))
+        return;
     MetricsRecord rec = {.kind = "eval", .step = t->step, .total_steps = t->cfg.train.max_steps,
                          .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
     metrics_write(&t->log, &rec);
 }
 
-/* Run steps until max_steps or a stop signal; returns 0 on a clean finish or stop. */
 /* BatchSource of pretraining: the next rows of the training stream (step and micro-batch follow
  * from the stream's own state, which each checkpoint saves). */
 static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
@@ -156,21 +174,26 @@ static int train_loop(Trainer *t) {
     StepConfig sc = {tc->schedule, t->cfg.optim.lr, tc->warmup_steps, tc->max_steps, tc->grad_accum_steps,
                      tc->clip_grad_norm, (uint64_t)t->cfg.model.seed, tc->log_interval, tc->run_dir};
     TrainStep ts;
-    train_step_init(&ts, &sc, &t->model, &t->opt, &t->cfg.optim, loss_head_mlm(&t->acts),
-                    (BatchSource){next_mlm_batch, t}, &t->log, t->step);
-    ts.reduce = t->reduce;
-    rp_log("training steps %ld..%d, %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
-           omp_get_max_threads(), ts.peak_flops * 1e-9);
-    while (t->step < tc->max_steps && !stop_signal_received()) {
+    train_step_init(&ts, &sc, &t->model, NULL, &t->cfg.optim, loss_head_mlm(&t->acts),
+                    (BatchSource){next_mlm_batch, t}, dist_is_root(&t->dist) ? &t->log : NULL, t->step);
+    ts.dp = &t->opt;
+    rp_log("training steps %ld..%d, %d rank%s x %d threads, sgemm peak %.0f GFLOP/s", t->step, tc->max_steps,
+           t->dist.size, t->dist.size > 1 ? "s" : "", omp_get_max_threads(), ts.peak_flops * 1e-9);
+    if (tc->grad_accum_steps % t->dist.size)
+        rp_log("note: train.grad_accum_steps = %d is not a multiple of the %d ranks: some ranks idle each step",
+               tc->grad_accum_steps, t->dist.size);
+    long first_step = t->step;
+    while (t->step < tc->max_steps && !ts.stop) {
         train_step(&ts, t->step);
         t->step++;
         if (t->step % tc->eval_interval == 0 && t->step < tc->max_steps)
             log_eval(t);
-        if (t->step % tc->checkpoint_interval == 0 && t->step < tc->max_steps)
+        if (t->step % tc->checkpoint_interval == 0 && t->step < tc->max_steps && !ts.stop)
             save_checkpoint(t);
     }
-    if (stop_signal_received()) {
-        rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), t->step);
+    train_step_log_communication(&ts, t->step - first_step);
+    if (ts.stop) { /* a signal reached some rank: every rank leaves after the same step */
+        rp_log("stop signal: saving a checkpoint at step %ld and stopping", t->step);
         save_checkpoint(t);
         return 0;
     }
@@ -181,7 +204,7 @@ static int train_loop(Trainer *t) {
 
 void pretrain_setup(Trainer *t, const char *config_path, const char *resume, const char *init) {
     model_create(&t->model, &t->cfg.model, heads_mlm());
-    adamw_create(&t->opt, &t->model.table);
+    dp_adamw_create(&t->opt, &t->dist, &t->model.table, t->cfg.train.shard_optimizer);
     const char *vocab_origin = t->cfg.data.vocab;
     const char *from = resume ? resume : init;
     if (from) {
@@ -192,8 +215,11 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
         require_same_model(&stored, &t->cfg, from);
         checkpoint_load_model(f, from, &t->model);
         if (resume) {
-            RP_CHECK(checkpoint_load_optimizer(f, from, &t->model, &t->opt), "%s: no optimizer state to resume from",
+            AdamW full = dp_adamw_full(&t->opt, t->model.grads); /* every rank reads, keeps its shard */
+            RP_CHECK(checkpoint_load_optimizer(f, from, &t->model, &full), "%s: no optimizer state to resume from",
                      from);
+            dp_adamw_scatter(&t->opt, &full);
+            dp_adamw_release(&t->opt);
             int lower;
             t->vocab_text = checkpoint_read_vocab(f, from, &lower);
             RP_CHECK(t->vocab_text, "%s: no /vocab to resume with", from);
@@ -214,6 +240,7 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
     } else {
         model_init_weights(&t->model, (uint64_t)t->cfg.model.seed);
     }
+    dist_broadcast(&t->dist, t->model.params, t->model.table.block_floats); /* rank 0's bits everywhere */
     if (!t->vocab_text) {
         RP_CHECK(t->cfg.data.vocab[0], "%s: key 'vocab' in [data]: expected a vocabulary file, got nothing",
                  config_path);
@@ -225,10 +252,14 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
 }
 
 int pretrain_run(Trainer *t, int resumed) {
-    run_dir_open(t->cfg.train.run_dir, t->config_ini);
-    metrics_open(&t->log, t->cfg.train.run_dir, resumed);
+    int root = dist_is_root(&t->dist);
+    if (root) {
+        run_dir_open(t->cfg.train.run_dir, t->config_ini);
+        metrics_open(&t->log, t->cfg.train.run_dir, resumed);
+    }
     stop_signals_install();
     int rc = train_loop(t);
-    metrics_close(&t->log);
+    if (root)
+        metrics_close(&t->log);
     return rc;
 }

@@ -4,7 +4,8 @@
 #include <hdf5.h>
 
 #include "train/config/config.h"
-#include "optim/adamw.h"
+#include "core/dist.h"
+#include "optim/dp_adamw.h"
 #include "train/data/corpus.h"
 #include "train/data/instances.h"
 #include "train/data/tokenizer.h"
@@ -23,11 +24,11 @@ typedef struct {
     InstanceBatch *batch;
     int unigram_token; /* most frequent training token: the baseline prediction */
     Model model;
-    AdamW opt;
+    Dist dist;   /* the MPI job (size 1 without a launcher); set before pretrain_setup */
+    DpAdamW opt; /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
     Activations acts;
     long step; /* updates completed */
-    MetricsLog log;
-    GradientReduce reduce; /* data-parallel hook of the step (step.h); zero: one process */
+    MetricsLog log; /* rank 0 only */
 } Trainer;
 
 typedef struct {
@@ -37,14 +38,17 @@ typedef struct {
 } EvalResult;
 
 /* Held-out MLM loss/accuracy/perplexity over `num_batches` batches of a rewound eval stream;
- * unigram_token is the baseline's prediction (see shard_most_frequent_token). */
+ * unigram_token is the baseline's prediction (see shard_most_frequent_token). With dist (may be
+ * NULL), batch i is evaluated by rank i mod N and the sums are added over ranks. */
 EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_stream,
-                        InstanceBatch *batch, int num_batches, int unigram_token);
+                        InstanceBatch *batch, int num_batches, int unigram_token, Dist *dist);
 
 
 /* From t->cfg (and t->config_ini): the model and optimizer, weights from `resume` (model, optimizer,
  * step, data-stream state), `init` (weights only) or a fresh init, the vocabulary, the data
- * streams and the activations. config_path names the config in errors. */
+ * streams and the activations. config_path names the config in errors. Under MPI every rank
+ * reads the checkpoint (keeping its ZeRO-1 shard of the moments) and rank 0's weights are
+ * broadcast, so every rank starts from the same bits. */
 void pretrain_setup(Trainer *t, const char *config_path, const char *resume, const char *init);
 /* Tokenizer, train/eval shards and streams, batch and unigram token for t->vocab_text;
  * vocab_origin names the vocabulary in errors. */
@@ -52,7 +56,8 @@ void trainer_open_data(Trainer *t, const char *vocab_origin);
 /* Labelled positions per batch, train.batch_size * data.max_predictions_per_seq; fatal (naming
  * both keys) if the product does not fit the int of the activation layout. */
 int trainer_max_predictions(const Config *cfg);
-/* Train until train.max_steps or SIGINT/SIGTERM (then save and stop) in train.run_dir; metrics
- * files are appended to when `resumed`. Returns the exit status. */
+/* Train until train.max_steps or SIGINT/SIGTERM/SIGUSR1 on any rank (then one save and every rank
+ * stops) in train.run_dir, which rank 0 alone writes; metrics files are appended to when
+ * `resumed`. Returns the exit status. */
 int pretrain_run(Trainer *t, int resumed);
 void trainer_free(Trainer *t);

@@ -22,6 +22,7 @@ void stop_signals_install(void) {
     sa.sa_handler = on_stop_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL); /* what mpirun forwards to every rank (SIGTERM it turns into a kill) */
 }
 
 int stop_signal_received(void) { return (int)stop_signal; }

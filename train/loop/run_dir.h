@@ -16,7 +16,7 @@ void run_dir_checkpoint_name(char *out, size_t size, const char *run_dir, long s
 void run_dir_save_checkpoint(const char *run_dir, long step, int keep_last, const Model *m,
                              const CheckpointExtras *extras);
 
-/* Install the SIGINT/SIGTERM handler; stop_signal_received() then returns the signal number once
+/* Install the SIGINT/SIGTERM/SIGUSR1 handler; stop_signal_received() then returns the signal number once
  * one arrived (0 before). Loops poll it between steps. */
 void stop_signals_install(void);
 int stop_signal_received(void);

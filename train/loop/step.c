@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/peak.h"
 #include "core/rng.h"
+#include "train/loop/run_dir.h"
 
 void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, AdamW *opt, const OptimConfig *optim,
                      LossHead head, BatchSource source, MetricsLog *log, long first_step) {
@@ -46,14 +47,15 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .loss = ts->window_loss / (double)in_window,
         .accuracy = ts->window_predictions ? (double)ts->window_correct / (double)ts->window_predictions : 0,
         .lr = lr, .grad_norm = grad_norm, .tokens_per_s = (double)ts->window_tokens / dt,
-        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops), .elapsed_s = now - ts->t_begin,
-        .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
+        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops * (ts->dp ? ts->dp->dist->size : 1)),
+        .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
-        metrics_write(ts->log, &rec);
+        if (ts->log)
+            metrics_write(ts->log, &rec);
         ts->window_seconds = ts->window_loss = ts->window_flops = 0;
         ts->window_tokens = ts->window_correct = ts->window_predictions = 0;
         ts->window_start = done;
-    } else {
+    } else if (ts->log) {
         metrics_progress(ts->log, &rec);
     }
 }
@@ -63,11 +65,17 @@ void train_step(TrainStep *ts, long step) {
     Model *m = ts->model;
     int accum = c->grad_accum_steps;
     double t_step = now_seconds();
+    Dist *dist = ts->dp ? ts->dp->dist : NULL;
+    double comm_before = dist ? dist->comm_seconds : 0;
+    int rank = dist ? dist->rank : 0, size = dist ? dist->size : 1;
+    int first = (int)((long)accum * rank / size), end = (int)((long)accum * (rank + 1) / size);
     StepTotals totals = {0, 0, 0, 0, 0};
     memset(m->grads, 0, sizeof(float) * m->table.block_floats);
     for (int micro = 0; micro < accum; micro++) {
         TrainBatch tb;
         ts->source.next(ts->source.ctx, step, micro, &tb);
+        if (micro < first || micro >= end)
+            continue; /* another rank's micro-batch */
         uint64_t key = hash_key(c->dropout_seed, (uint64_t)step, (uint64_t)micro);
         ForwardStats st = loss_forward(m, &ts->head, &tb, 1, key);
         if (!isfinite(st.loss))
@@ -82,17 +90,42 @@ void train_step(TrainStep *ts, long step) {
     /* Data-parallel hook: the whole gradient block is complete here and not yet used. */
     if (ts->reduce.fn)
         ts->reduce.fn(ts->reduce.ctx, m->grads, m->table.block_floats, &totals);
-    GradClip clip = grad_clip(m->grads, m->table.block_floats, c->clip_grad_norm);
+    ts->stop = stop_signal_received() != 0;
+    GradClip clip;
+    if (dist) { /* the job's totals and stop flag, then the gradient summed over ranks */
+        double sums[6] = {totals.loss, (double)totals.correct, (double)totals.predictions, (double)totals.tokens,
+                          totals.flops, ts->stop};
+        dist_sum_doubles(dist, sums, 6);
+        totals = (StepTotals){sums[0], (long)sums[1], (long)sums[2], (long)sums[3], sums[4]};
+        ts->stop = sums[5] > 0;
+        clip = dp_adamw_reduce(ts->dp, m->grads, c->clip_grad_norm);
+    } else {
+        clip = grad_clip(m->grads, m->table.block_floats, c->clip_grad_norm);
+    }
     if (!isfinite(clip.norm))
         stop_non_finite(ts, step, "gradient norm", clip.norm);
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
-    adamw_step(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    if (dist)
+        dp_adamw_update(ts->dp, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    else
+        adamw_step(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
 
     ts->window_loss += totals.loss;
     ts->window_correct += totals.correct;
     ts->window_predictions += totals.predictions;
     ts->window_tokens += totals.tokens;
     ts->window_flops += totals.flops;
-    ts->window_seconds += now_seconds() - t_step;
+    double seconds = now_seconds() - t_step;
+    ts->window_seconds += seconds;
+    ts->step_seconds += seconds;
+    ts->comm_seconds += dist ? dist->comm_seconds - comm_before : 0;
     log_window(ts, step + 1, lr, clip.norm);
+}
+
+void train_step_log_communication(const TrainStep *ts, long steps) {
+    if (!ts->dp || ts->dp->dist->size == 1 || steps <= 0)
+        return;
+    rp_log("data parallel: %d ranks%s, communication %.1f ms per step on rank 0 (%.1f%% of step time)",
+           ts->dp->dist->size, ts->dp->sharded ? " (ZeRO-1)" : "", 1e3 * ts->comm_seconds / (double)steps,
+           100.0 * ts->comm_seconds / ts->step_seconds);
 }
