@@ -37,3 +37,18 @@ kill9_when() {
   kill -9 "$pid" 2>/dev/null
   return 1
 }
+
+# synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (the five special tokens, then w0 ..
+# w{WORDS-1}) and DIR/corpus.txt (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent
+# words first, a blank line after each document).
+synthetic_corpus() {
+  local dir=$1 words=$2 docs=$3 seed=$4
+  { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 $((words - 1))); do echo "w$i"; done; } \
+    >"$dir/vocab.txt"
+  awk -v W="$words" -v D="$docs" -v S="$seed" 'BEGIN { srand(S); for (d = 0; d < D; d++) {
+         ns = 3 + int(rand() * 6);
+         for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";
+           for (w = 0; w < n; w++) line = line (w ? " " : "") "w" int(rand() * rand() * W)
+           print line "." }
+         print "" } }' >"$dir/corpus.txt"
+}

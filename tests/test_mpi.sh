@@ -23,12 +23,7 @@ wait_exit() {
 for n in 2 3; do mpi $n build/tests/test_dist | grep -E '^(PASS|FAIL)' | sed "s/^\(PASS\|FAIL\) /\1 np $n: /"; done
 
 # ---- a tiny pretraining setup (the corpus of tests/test_pretrain.sh, smaller) ----------------------
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 59); do echo "w$i"; done; } >"$tmp/vocab.txt"
-awk 'BEGIN { srand(11); for (d = 0; d < 40; d++) { ns = 3 + int(rand() * 6);
-       for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";
-         for (w = 0; w < n; w++) { z = int(rand() * rand() * 60); line = line (w ? " " : "") "w" z }
-         print line "." }
-       print "" } }' >"$tmp/corpus.txt"
+synthetic_corpus "$tmp" 60 40 11
 cat >"$tmp/run.ini" <<INI
 [model]
 hidden_size = 32
