@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -32,7 +33,7 @@ int dist_launched_size(void) {
 
 void dist_init(Dist *d, int *argc, char ***argv) {
     memset(d, 0, sizeof *d);
-    d->size = 1;
+    d->size = d->local_size = 1;
     if (!launcher_size()) {
         int tasks = env_int("SLURM_STEP_NUM_TASKS");
         RP_CHECK(tasks <= 1, "srun started %d tasks (SLURM_STEP_NUM_TASKS) without an MPI plugin (no PMIX_RANK or "
@@ -47,9 +48,22 @@ void dist_init(Dist *d, int *argc, char ***argv) {
              provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &d->local_size);
+    MPI_Comm_free(&local);
     if (d->size > 1) {
         d->gathered = xmalloc(sizeof(double) * (size_t)d->size * DIST_MAX_VALUES);
         d->piece = xalloc_floats(DIST_PIECE);
+    }
+}
+
+void dist_set_threads(const Dist *d, int configured) {
+    if (configured > 0)
+        omp_set_num_threads(configured);
+    else if (!getenv("OMP_NUM_THREADS") && d->local_size > 1) {
+        int share = omp_get_num_procs() / d->local_size;
+        omp_set_num_threads(share > 0 ? share : 1);
     }
 }
 

@@ -24,6 +24,7 @@
 
 typedef struct {
     int rank, size;
+    int local_size;    /* ranks on this machine (MPI_COMM_TYPE_SHARED) */
     int initialized;   /* this process called MPI_Init (and calls MPI_Finalize) */
     double *gathered;  /* [size * DIST_MAX_VALUES] scratch of dist_sum_doubles */
     float *piece;      /* [DIST_PIECE] receive buffer of the ring */
@@ -42,6 +43,9 @@ typedef struct {
 void dist_init(Dist *d, int *argc, char ***argv);
 void dist_finalize(Dist *d);
 static inline int dist_is_root(const Dist *d) { return d->rank == 0; }
+/* OpenMP threads of this rank: `configured` if > 0 (train.threads), else OMP_NUM_THREADS if set,
+ * else the machine's cores divided among its ranks (so N ranks per machine do not oversubscribe). */
+void dist_set_threads(const Dist *d, int configured);
 /* Number of ranks a launcher started this process among (1 without a launcher), before
  * dist_init; lets single-process commands refuse to run N copies of themselves. */
 int dist_launched_size(void);

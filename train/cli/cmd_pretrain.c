@@ -21,8 +21,7 @@ int cmd_pretrain(int argc, char **argv) {
     memset(&t, 0, sizeof t);
     dist_init(&t.dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
-    if (t.cfg.train.threads > 0)
-        omp_set_num_threads(t.cfg.train.threads);
+    dist_set_threads(&t.dist, t.cfg.train.threads);
     t.config_ini = config_to_ini(&t.cfg);
     dist_require_same_text(&t.dist, t.config_ini, "effective configuration");
     if (dist_is_root(&t.dist))
