@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core/common.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <string.h>
@@ -129,4 +131,35 @@ void write_file(const char *path, const void *data, size_t len) {
         RP_FATAL("%s: write failed (disk full?)", tmp);
     }
     RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+}
+
+void remove_stale_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *tail = strstr(e->d_name, ".tmp.");
+        char *end;
+        if (!tail)
+            continue;
+        long pid = strtol(tail + 5, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* not ours to judge: a malformed name, or a writer that is still alive */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0)
+            rp_log("removed %s, left by a save that was killed (process %ld is gone)", path, pid);
+    }
+    closedir(d);
+}
+
+void path_directory(char *out, size_t size, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, size, ".");
+    else if (slash == path)
+        snprintf(out, size, "/");
+    else
+        snprintf(out, size, "%.*s", (int)(slash - path), path);
 }

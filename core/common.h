@@ -50,6 +50,11 @@ void format_float(char *out, size_t size, float v);
 
 /* names[value] of a NULL-terminated list of enum value names; "?" when value is out of range. */
 const char *enum_name(const char *const *names, int value);
+/* Temporary files are NAME.tmp.PID; remove those in dir whose writing process no longer exists
+ * (a killed save), logging each. */
+void remove_stale_temp_files(const char *dir);
+/* The directory part of path ("." if none). */
+void path_directory(char *out, size_t size, const char *path);
 
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);

@@ -1,13 +1,64 @@
+#define _POSIX_C_SOURCE 200809L
 #include "core/h5io.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/common.h"
 
+typedef struct {
+    char *out;
+    size_t size;
+} ErrorReason;
+
+/* Error-stack walker: keep the operating system's reason ("error message = 'No space left on
+ * device'") when a record has one, else the innermost description. */
+static herr_t take_reason(unsigned n, const H5E_error2_t *e, void *data) {
+    ErrorReason *r = data;
+    const char *os = e->desc ? strstr(e->desc, "error message = '") : NULL;
+    if (os) {
+        os += strlen("error message = '");
+        snprintf(r->out, r->size, "%.*s", (int)strcspn(os, "'"), os);
+        return 1; /* stop: the best reason there is */
+    }
+    if (n == 0 && e->desc)
+        snprintf(r->out, r->size, "%s", e->desc);
+    return 0;
+}
+
+void h5_error_reason(char *out, size_t size) {
+    snprintf(out, size, "unknown HDF5 error");
+    ErrorReason r = {out, size};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, take_reason, &r);
+}
+
+void h5_write_failed(hid_t obj, const char *what, const char *name) {
+    char reason[256], path[4096] = "?";
+    h5_error_reason(reason, sizeof reason);
+    hid_t file = H5Iget_file_id(obj);
+    if (file >= 0)
+        H5Fget_name(file, path, sizeof path);
+    /* Remove the incomplete file and exit without running HDF5's exit handler, which would try
+     * to flush it again (and crashed doing so on a full disk); the kernel closes the descriptor. */
+    int removed = unlink(path) == 0;
+    fflush(NULL);
+    fprintf(stderr, "realpos: error: %s: cannot write %s '%s': %s%s\n", path, what, name, reason,
+            removed ? "; removed the incomplete file" : "");
+    _exit(1);
+}
+
 hid_t h5_create(const char *path) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    RP_CHECK(f >= 0, "%s: cannot create HDF5 file", path);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_userblock(fcpl, H5_USER_BLOCK);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+    char reason[256];
+    h5_error_reason(reason, sizeof reason); /* before the next call clears the error stack */
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    RP_CHECK(f >= 0, "%s: cannot create HDF5 file: %s", path, reason);
     return f;
 }
 
@@ -16,6 +67,13 @@ hid_t h5_open(const char *path, int writable) {
     FILE *probe = fopen(path, "rb");
     RP_CHECK(probe, "%s: no such file", path);
     fclose(probe);
+    char why[256];
+    H5SealStatus seal = h5_check_seal(path, why, sizeof why);
+    RP_CHECK(seal != H5_SEAL_ABSENT,
+             "%s: %s, so it cannot be verified before HDF5 reads it (written by an older realpos or "
+             "another tool); if you trust it, add the checksum with `/usr/bin/python3 scripts/h5seal.py %s`",
+             path, why, path);
+    RP_CHECK(seal == H5_SEAL_OK, "%s: %s", path, why);
     RP_CHECK(H5Fis_hdf5(path) > 0, "%s: not a readable HDF5 file (truncated or wrong format)",
              path);
     hid_t f = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -23,7 +81,24 @@ hid_t h5_open(const char *path, int writable) {
     return f;
 }
 
-void h5_close(hid_t file, const char *path) { RP_CHECK(H5Fclose(file) >= 0, "%s: error closing HDF5 file", path); }
+void h5_close(hid_t file, const char *path) {
+    unsigned intent = 0;
+    int written = H5Fget_intent(file, &intent) >= 0 && (intent & H5F_ACC_RDWR);
+    if (written && H5Fflush(file, H5F_SCOPE_GLOBAL) < 0)
+        h5_write_failed(file, "file", path);
+    if (H5Fclose(file) < 0) {
+        RP_CHECK(written, "%s: error closing HDF5 file", path);
+        char reason[256];
+        h5_error_reason(reason, sizeof reason);
+        unlink(path);
+        fflush(NULL);
+        fprintf(stderr, "realpos: error: %s: cannot close HDF5 file: %s; removed the incomplete file\n", path,
+                reason);
+        _exit(1);
+    }
+    if (written)
+        h5_seal(path);
+}
 
 int h5_exists(hid_t file, const char *name) {
     /* H5Lexists must be asked for each path component in turn. */
@@ -49,9 +124,8 @@ static void write_dataset(hid_t file, const char *name, hid_t type, const void *
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t ds = H5Dcreate2(file, name, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    RP_CHECK(ds >= 0, "cannot create HDF5 dataset '%s'", name);
-    RP_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0,
-             "cannot write HDF5 dataset '%s' (disk full?)", name);
+    if (ds < 0 || H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        h5_write_failed(file, "dataset", name);
     H5Dclose(ds);
     H5Pclose(lcpl);
     H5Sclose(space);
@@ -92,7 +166,8 @@ void h5_write_string(hid_t f, const char *name, const char *text) {
 void h5_attr_write_string(hid_t obj, const char *attr, const char *value) {
     hid_t t = string_type(), space = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, attr, t, space, H5P_DEFAULT, H5P_DEFAULT);
-    RP_CHECK(a >= 0 && H5Awrite(a, t, &value) >= 0, "cannot write HDF5 attribute '%s'", attr);
+    if (a < 0 || H5Awrite(a, t, &value) < 0)
+        h5_write_failed(obj, "attribute", attr);
     H5Aclose(a);
     H5Sclose(space);
     H5Tclose(t);
@@ -101,7 +176,8 @@ void h5_attr_write_string(hid_t obj, const char *attr, const char *value) {
 void h5_attr_write_int64(hid_t obj, const char *attr, int64_t value) {
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, attr, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
-    RP_CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &value) >= 0, "cannot write HDF5 attribute '%s'", attr);
+    if (a < 0 || H5Awrite(a, H5T_NATIVE_INT64, &value) < 0)
+        h5_write_failed(obj, "attribute", attr);
     H5Aclose(a);
     H5Sclose(space);
 }

@@ -2,15 +2,33 @@
  * Dataset names are paths ("model/bert/..."); writing creates intermediate groups. */
 #pragma once
 #include <hdf5.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/param_table.h"
 
+/* Every file realpos writes has a 512-byte user block holding a CRC-32 of the rest of the file
+ * (core/h5seal.c, docs/checkpoint.md), written by h5_close and verified by h5_open before libhdf5
+ * reads a byte: libhdf5 cannot be trusted with a corrupt file (it crashes or loops). */
+#define H5_USER_BLOCK 512
+
 /* Create (truncating) or open read-only / read-write. HDF5's own error printing is silenced;
- * our messages replace it. */
+ * our messages replace it. h5_open refuses a file whose checksum is absent or wrong. */
 hid_t h5_create(const char *path);
 hid_t h5_open(const char *path, int writable);
+/* Close; a file opened for writing is then sealed (checksum written, fsynced). A failure while
+ * writing removes the incomplete file and exits non-zero with the reason (e.g. disk full). */
 void h5_close(hid_t file, const char *path);
+
+typedef enum { H5_SEAL_OK, H5_SEAL_ABSENT, H5_SEAL_BAD } H5SealStatus;
+/* Verify path's checksum; why receives the verdict ("CRC-32 ... verified", "corrupt: ..."). */
+H5SealStatus h5_check_seal(const char *path, char *why, size_t why_size);
+/* Write the checksum of a closed file created by h5_create (fatal, removing it, on failure). */
+void h5_seal(const char *path);
+/* The operating system's or HDF5's reason for the last HDF5 failure. */
+void h5_error_reason(char *out, size_t size);
+/* Fatal write failure on the file holding obj: removes the file, names it, what and the reason. */
+_Noreturn void h5_write_failed(hid_t obj, const char *what, const char *name);
 
 int h5_exists(hid_t file, const char *name);
 

@@ -19,12 +19,16 @@ float softmax_row_max(const float *in, int cols) {
 }
 
 /* out [cols] = exp(in - max) / sum, out may alias in; returns max + log(sum). A row that is
- * entirely -inf (nothing to attend to) gives zeros and -inf. */
+ * entirely -inf (nothing to attend to) gives zeros and -inf. The max skips NaN, so a row of NaN
+ * (or NaN and -inf) also arrives here: it gives NaN, never the zeros of masking. */
 float softmax_row_normalize(float *out, const float *in, int cols, float max) {
     if (max == -INFINITY) {
+        int nan = 0;
         for (int c = 0; c < cols; c++)
-            out[c] = 0.0f;
-        return -INFINITY;
+            nan |= isnan(in[c]);
+        for (int c = 0; c < cols; c++)
+            out[c] = nan ? NAN : 0.0f;
+        return nan ? NAN : -INFINITY;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import compare  # scripts/compare.py (this script's directory is on sys.path)
+import h5seal  # scripts/h5seal.py: the checksum realpos verifies
 
 REL_MODES = ("none", "shaw", "method1", "method2", "method3", "method4")
 IGNORE_LABEL = -100
@@ -483,9 +484,10 @@ def cmd_make_batch(args):
     if not chosen.any():
         chosen[0, int(rng.integers(0, L))] = True
     labels = np.where(chosen, rng.integers(0, cfg.vocab_size, (B, L)), IGNORE_LABEL)
-    with h5py.File(args.out, "w") as f:
+    with h5seal.create(args.out) as f:
         for key, value in zip(BATCH_KEYS, (ids, types, mask, labels)):
             f[key] = value.astype(np.int32)
+    h5seal.seal(args.out)  # realpos reads only checksummed files
     return 0
 
 
@@ -500,6 +502,7 @@ def cmd_perturb(args):
             data = f["model/" + name]
             noise = args.scale * rng.standard_normal(data.shape)
             data[...] = (data[()].astype(np.float64) + noise).astype(data.dtype)
+    h5seal.seal(args.out)  # refresh the checksum realpos verifies
     return 0
 
 

@@ -15,6 +15,7 @@ else fail "stored config differs from realpos config"; fi
 edit() { # out.h5 python-statements (f = the copied file)
   cp "$tmp/ok.h5" "$1"
   "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"
+  "$PY" scripts/h5seal.py "$1" # a trusted edit: refresh the checksum so the content checks run
 }
 name=model/bert/encoder/layer/0/attention/self/query/weight
 edit "$tmp/shape.h5" "del f['$name']; f['$name'] = np.zeros((32, 31), np.float32)"
@@ -33,14 +34,19 @@ expect_error "unknown checkpoint version" "attribute 'version': expected 1, got 
 edit "$tmp/config.h5" "f.attrs['config'] = '[model]\nhidden_size = 33\n'"
 expect_error "stored config that does not validate" "config.h5" "$RP" inspect "$tmp/config.h5"
 head -c 3000 "$tmp/ok.h5" >"$tmp/truncated.h5"
+head -c 300 "$tmp/ok.h5" >"$tmp/truncated_header.h5"
+expect_error "checkpoint truncated inside its checksum header" "truncated_header.h5: truncated" \
+  "$RP" inspect "$tmp/truncated_header.h5"
 expect_error "truncated checkpoint" "truncated.h5" "$RP" inspect "$tmp/truncated.h5"
 expect_error "missing checkpoint" "no-such.h5: no such file" "$RP" inspect "$tmp/no-such.h5"
 echo "not hdf5" >"$tmp/text.h5"
 expect_error "non-HDF5 checkpoint" "text.h5: not a readable HDF5 file" "$RP" inspect "$tmp/text.h5"
-expect_error "unwritable output path" "cannot create" "$RP" init "$cfg" --out "$tmp/no/such/dir/x.h5"
+expect_error "output into a missing directory names the reason" "No such file or directory" \
+  "$RP" init "$cfg" --out "$tmp/no/such/dir/x.h5"
 
 # Batch files
-bedit() { cp "$tmp/batch.h5" "$1"; "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"; }
+bedit() { cp "$tmp/batch.h5" "$1"; "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"
+  "$PY" scripts/h5seal.py "$1"; }
 bedit "$tmp/ids.h5" "d = f['input_ids']; a = d[()]; a[1, 3] = 100; d[...] = a"
 expect_error "out-of-range token id" "dataset 'input_ids': expected ids in [0, 100), got 100" \
   "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/ids.h5" --out "$tmp/o.h5"

@@ -206,6 +206,17 @@ static void test_softmax(TestTally *t, Rng *rng) {
     for (int c = 0; c < cols; c++)
         all_zero &= in_place[c] == 0.0f;
     CHECK(t, all_zero, "softmax of an all -inf row is all zeros");
+    /* NaN is never masking: the max skips NaN, so these rows reach the all -inf branch too. */
+    for (int kind = 0; kind < 2; kind++) {
+        for (int c = 0; c < cols; c++)
+            in_place[c] = kind == 0 || c == 3 ? NAN : -INFINITY;
+        float lse = softmax_row_normalize(in_place, in_place, cols, softmax_row_max(in_place, cols));
+        int all_nan = isnan(lse);
+        for (int c = 0; c < cols; c++)
+            all_nan &= isnan(in_place[c]);
+        CHECK(t, all_nan, "softmax of a row of %s is NaN, not the zeros of a masked row",
+              kind == 0 ? "NaN" : "-inf and one NaN");
+    }
 
     const int big_rows = 64, big_cols = 300, big = big_rows * big_cols;
     float *x = uniform(&pool, rng, big, -5, 5), *d_out = uniform(&pool, rng, big, -1, 1);

@@ -42,10 +42,44 @@ int cmd_init(int argc, char **argv) {
     return 0;
 }
 
+/* inspect --verify: checksum, then every stored tensor (parameters, optimizer moments) read and
+ * checked finite; prints the verdict, fatal on the first problem. */
+static int verify_checkpoint(const char *path) {
+    char why[256];
+    H5SealStatus seal = h5_check_seal(path, why, sizeof why);
+    RP_CHECK(seal == H5_SEAL_OK, "%s: %s", path, why);
+    printf("%s: %s\n", path, why);
+    Config cfg;
+    char *ini;
+    hid_t f = checkpoint_open(path, &ini);
+    config_load_string(&cfg, ini, path);
+    Model m;
+    model_create(&m, &cfg.model, checkpoint_heads(f, path));
+    checkpoint_load_model(f, path, &m);
+    AdamW opt;
+    adamw_create(&opt, &m.table);
+    int has_optimizer = checkpoint_load_optimizer(f, path, &m, &opt);
+    h5_close(f, path);
+    printf("%s: %d parameter tensors%s: present, right shapes, finite\n", path, m.table.count,
+           has_optimizer ? " and their optimizer moments" : "");
+    adamw_free(&opt);
+    model_free(&m);
+    free(ini);
+    return 0;
+}
+
 int cmd_inspect(int argc, char **argv) {
-    const char *usage = "inspect CKPT.h5";
+    const char *usage = "inspect [--verify] CKPT.h5";
+    int verify = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--verify")) {
+            verify = 1;
+            argv[i--] = argv[--argc];
+        }
     CliArgs a = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    if (verify)
+        return verify_checkpoint(a.positional[0]);
     Config cfg;
     char *ini;
     Model m;

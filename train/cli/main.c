@@ -15,7 +15,7 @@ typedef struct {
 static const Command commands[] = {
     {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]"},
     {"init", cmd_init, "init CONFIG.ini [--set ...] --out CKPT.h5"},
-    {"inspect", cmd_inspect, "inspect CKPT.h5"},
+    {"inspect", cmd_inspect, "inspect [--verify] CKPT.h5"},
     {"average", cmd_average, "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5"},
     {"bench", cmd_bench, "bench CONFIG.ini [--set ...] --batch-size B --seq-len L [--steps N] [--json OUT]"},
     {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]"},

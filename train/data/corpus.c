@@ -230,6 +230,7 @@ static SplitCounts write_split(const ShardMeta *meta, const char *split, const L
     char final_path[CONFIG_PATH_MAX], tmp_path[CONFIG_PATH_MAX + 32];
     shard_path(final_path, sizeof final_path, meta->data->shard_dir, split);
     snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%ld", final_path, (long)getpid());
+    remove_stale_temp_files(meta->data->shard_dir);
     hid_t f = h5_create(tmp_path);
     hsize_t dims[3] = {(hsize_t)n.tokens, (hsize_t)n.sentences + 1, (hsize_t)n.documents + 1};
     h5_write_ints(f, "tokens", tokens, 1, &dims[0]);

@@ -1,5 +1,7 @@
 #include "train/model/checkpoint.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -19,7 +21,9 @@ void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, 
 }
 
 void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras) {
-    char tmp[4096];
+    char tmp[4096], dir[4096];
+    path_directory(dir, sizeof dir, path);
+    remove_stale_temp_files(dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     hid_t f = h5_create(tmp);
     h5_attr_write_string(f, "format", CHECKPOINT_FORMAT);
@@ -35,15 +39,12 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
     }
     if (extras->write_extra)
         extras->write_extra(f, extras->extra_ctx);
-    RP_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0, "%s: cannot flush checkpoint (disk full?)", tmp);
-    h5_close(f, tmp);
-    /* fsync the data before the rename makes it visible */
-    FILE *fh = fopen(tmp, "rb");
-    if (fh) {
-        fsync(fileno(fh));
-        fclose(fh);
+    h5_close(f, tmp); /* checksummed and fsynced before the rename makes it visible */
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        RP_FATAL("cannot rename %s to %s: %s", tmp, path, strerror(err));
     }
-    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s", tmp, path);
 }
 
 hid_t checkpoint_open(const char *path, char **config_ini) {
@@ -68,6 +69,10 @@ static void read_block(hid_t file, const char *path, const char *group, const Pa
         int rank = h5_param_dims(p, dims);
         snprintf(name, sizeof name, "%s/%s", group, p->name);
         h5_read_floats(file, path, name, block + p->offset, rank, dims);
+        const float *v = block + p->offset;
+        for (size_t e = 0; e < p->count; e++)
+            RP_CHECK(isfinite(v[e]), "%s: dataset '%s': element %zu is %g; a checkpoint must hold finite "
+                     "values", path, name, e, (double)v[e]);
     }
 }
 
@@ -120,8 +125,11 @@ int checkpoint_load_optimizer(hid_t file, const char *path, const Model *m, Adam
     read_block(file, path, "optimizer/exp_avg", &m->table, opt->exp_avg);
     read_block(file, path, "optimizer/exp_avg_sq", &m->table, opt->exp_avg_sq);
     hid_t g = H5Gopen2(file, "optimizer", H5P_DEFAULT);
-    opt->step = h5_attr_read_int64(g, "step", path);
+    int64_t step = h5_attr_read_int64(g, "step", path);
     H5Gclose(g);
+    RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP, "%s: attribute '/optimizer/step': expected an integer in "
+             "[0, %lld], got %lld", path, (long long)CHECKPOINT_MAX_STEP, (long long)step);
+    opt->step = step;
     return 1;
 }
 

@@ -12,6 +12,8 @@
 
 #define CHECKPOINT_FORMAT "realpos"
 #define CHECKPOINT_VERSION 1
+/* Largest step count a checkpoint may record (/train/step, /optimizer step). */
+#define CHECKPOINT_MAX_STEP 2147483647LL
 
 typedef struct {
     const char *config_ini;       /* required */
