@@ -163,3 +163,12 @@ void path_directory(char *out, size_t size, const char *path) {
     else
         snprintf(out, size, "%.*s", (int)(slash - path), path);
 }
+
+void require_distinct_files(const char *input, const char *input_what, const char *output, const char *output_what) {
+    struct stat in, out;
+    if (!input || !output || stat(input, &in) != 0 || stat(output, &out) != 0)
+        return; /* an output that does not exist yet cannot be the input */
+    RP_CHECK(in.st_dev != out.st_dev || in.st_ino != out.st_ino,
+             "%s '%s' and %s '%s' are the same file; writing it would destroy the input: choose another %s",
+             input_what, input, output_what, output, output_what);
+}

@@ -56,6 +56,10 @@ void remove_stale_temp_files(const char *dir);
 /* The directory part of path ("." if none). */
 void path_directory(char *out, size_t size, const char *path);
 
+/* Fatal if output exists and is the same file as input (same device and inode: also through a
+ * link or another spelling of the path), naming both. */
+void require_distinct_files(const char *input, const char *input_what, const char *output, const char *output_what);
+
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);
 

@@ -154,6 +154,24 @@ static void check_offsets(TestTally *t, const Tokenizer *tok) {
           "improved span: '1895' inside '(1895)' is token 8 alone, not 7-9 (got %d-%d)",
           set.questions[1].start_token, set.questions[1].end_token);
     squad_free(&set);
+
+    /* Evaluation input: the wrong answer_start is answered and scored by its text; the dropped
+     * malformed ones with answers count as unanswered. */
+    read_json(&set, json, tok, 0);
+    CHECK(t, set.num_questions == 3 && set.num_unlocated == 1 && set.num_unscored == 2 &&
+                 !strcmp(set.questions[2].id, "bad-start") && !strcmp(set.questions[2].answers[0], "big"),
+          "evaluation keeps a question whose answer_start misses its text (%d questions, %d unlocated, %d unscored)",
+          set.num_questions, set.num_unlocated, set.num_unscored);
+    squad_free(&set);
+    const char *dup = "{\"data\": [{\"paragraphs\": [{\"context\": \"a b\", \"qas\": ["
+                      "{\"id\": \"x\", \"question\": \"q\", \"answers\": [{\"text\": \"a\", \"answer_start\": 0}]},"
+                      "{\"id\": \"x\", \"question\": \"q2\", \"answers\": [{\"text\": \"b\", \"answer_start\": 2}]},"
+                      "{\"id\": \"e\", \"question\": \" \", \"answers\": [{\"text\": \"b\", \"answer_start\": 2}]}]}]}]}";
+    read_json(&set, dup, tok, 0);
+    CHECK(t, set.num_questions == 1 && !strcmp(set.questions[0].question, "q") && set.num_unscored == 2,
+          "a repeated question id and an empty question are dropped (%d left, %d unscored)", set.num_questions,
+          set.num_unscored);
+    squad_free(&set);
 }
 
 static void check_final_text(TestTally *t) {
@@ -204,12 +222,16 @@ static void check_scores(TestTally *t) {
     /* a set of two questions: max over gold answers, mean x 100 */
     char *gold0[] = {"Denver Broncos", "Broncos"}, *gold1[] = {"blue house"};
     SquadQuestion qs[2] = {{"a", "q", 0, 2, gold0, 0, 0}, {"b", "q", 0, 1, gold1, 0, 0}};
-    SquadSet set = {0, 2, NULL, qs};
+    SquadSet set = {0, 2, NULL, qs, 0, 0};
     char *pred[2] = {"the Broncos", "house of blue"};
     SquadScores s = squad_evaluate(&set, pred);
     double want_f1 = (1.0 + 2 * (2.0 / 3) * 1.0 / (2.0 / 3 + 1.0)) / 2 * 100;
     CHECK(t, fabs(s.exact_match - 50) < 1e-9 && fabs(s.f1 - want_f1) < 1e-9,
           "EM 50, F1 %.4f over two questions (got %.4f, %.4f)", want_f1, s.exact_match, s.f1);
+    set.num_unscored = 2; /* two dropped malformed questions: 0 each, in the denominator */
+    s = squad_evaluate(&set, pred);
+    CHECK(t, fabs(s.exact_match - 25) < 1e-9 && fabs(s.f1 - want_f1 / 2) < 1e-9 && s.unscored == 2,
+          "dropped questions score 0 as the official evaluator's unanswered ones (EM %.4f)", s.exact_match);
 }
 
 int main(void) {

@@ -105,6 +105,10 @@ int cmd_attention(int argc, char **argv) {
     CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
     CliArgs args = cli_parse(argc, argv, options, 4);
     RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
+    require_distinct_files(args.positional[0], "attention: checkpoint", out, "--out");
+    require_distinct_files(input, "attention: --input", out, "--out");
+    if (vocab_path)
+        require_distinct_files(vocab_path, "attention: --vocab", out, "--out");
     const char *ckpt = args.positional[0];
     int max_len = max_len_text ? (int)cli_int("--max-len", max_len_text, 3, 1 << 14) : 128;
 

@@ -163,6 +163,8 @@ int cmd_dump(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 4);
     RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
     int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
+    require_distinct_files(checkpoint, "dump: --checkpoint", out_path, "--out");
+    require_distinct_files(batch_path, "dump: --batch", out_path, "--out");
     Config cfg;
     char *ini;
     Model m;

@@ -118,6 +118,8 @@ int cmd_vocab(int argc, char **argv) {
     RP_CHECK(corpus_count > 0, "vocab: --corpus needs at least one file\n%s", vocab_usage);
     RP_CHECK(size > 0, "vocab: --size is required\n%s", vocab_usage);
     RP_CHECK(out_path, "vocab: --out is required\n%s", vocab_usage);
+    for (int i = 0; i < corpus_count; i++)
+        require_distinct_files(corpus[i], "vocab: --corpus", out_path, "--out");
 
     double start = now_seconds();
     VocabTrainStats stats;

@@ -1,5 +1,7 @@
 #include "train/loop/metrics.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,21 +12,29 @@ static const char *CSV_HEADER = "kind,step,loss,accuracy,lr,grad_norm,tokens_per
                                 "eval_loss,eval_accuracy,eval_perplexity\n";
 
 void metrics_open(MetricsLog *log, const char *run_dir, int append) {
-    char path[4096];
     memset(log, 0, sizeof *log);
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    log->jsonl = fopen(path, append ? "a" : "w");
-    RP_CHECK(log->jsonl, "%s: cannot open for writing", path);
-    snprintf(path, sizeof path, "%s/metrics.csv", run_dir);
+    snprintf(log->jsonl_path, sizeof log->jsonl_path, "%s/metrics.jsonl", run_dir);
+    log->jsonl = fopen(log->jsonl_path, append ? "a" : "w");
+    RP_CHECK(log->jsonl, "%s: cannot open for writing: %s", log->jsonl_path, strerror(errno));
+    snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.csv", run_dir);
+    const char *path = log->csv_path;
     FILE *existing = append ? fopen(path, "r") : NULL;
     int has_header = existing && fgetc(existing) != EOF;
     if (existing)
         fclose(existing);
     log->csv = fopen(path, append ? "a" : "w");
-    RP_CHECK(log->csv, "%s: cannot open for writing", path);
+    RP_CHECK(log->csv, "%s: cannot open for writing: %s", path, strerror(errno));
     if (!has_header)
         fputs(CSV_HEADER, log->csv);
+    metrics_flush(log);
     log->tty = isatty(fileno(stderr));
+}
+
+void metrics_flush(MetricsLog *log) {
+    RP_CHECK(fflush(log->jsonl) == 0 && !ferror(log->jsonl), "%s: cannot write metrics: %s", log->jsonl_path,
+             strerror(errno));
+    RP_CHECK(fflush(log->csv) == 0 && !ferror(log->csv), "%s: cannot write metrics: %s", log->csv_path,
+             strerror(errno));
 }
 
 static void format_hms(char *buf, size_t size, double seconds) {
@@ -41,22 +51,32 @@ static void end_progress_line(MetricsLog *log) {
 
 void metrics_write(MetricsLog *log, const MetricsRecord *r) {
     int eval = !strcmp(r->kind, "eval");
-    if (eval) {
-        fprintf(log->jsonl, "{\"kind\":\"eval\",\"step\":%ld,\"eval_loss\":%.6f,\"eval_accuracy\":%.6f,"
-                            "\"eval_perplexity\":%.4f}\n",
-                r->step, r->eval_loss, r->eval_accuracy, r->eval_perplexity);
-        fprintf(log->csv, "eval,%ld,,,,,,,,,%.6f,%.6f,%.4f\n", r->step, r->eval_loss, r->eval_accuracy,
-                r->eval_perplexity);
-    } else {
-        fprintf(log->jsonl,
-                "{\"kind\":\"train\",\"step\":%ld,\"loss\":%.6f,\"accuracy\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                "\"tokens_per_s\":%.1f,\"mfu\":%.4f,\"elapsed_s\":%.2f,\"eta_s\":%.2f}\n",
-                r->step, r->loss, r->accuracy, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->elapsed_s, r->eta_s);
-        fprintf(log->csv, "train,%ld,%.6f,%.6f,%.6e,%.6f,%.1f,%.4f,%.2f,%.2f,,,\n", r->step, r->loss, r->accuracy,
-                r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->elapsed_s, r->eta_s);
+    /* Full precision: cJSON prints the shortest text that reads back as the same double; the CSV
+     * uses %.17g for the same reason. */
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "kind", r->kind);
+    cJSON_AddNumberToObject(rec, "step", (double)r->step);
+    const char *names[] = {"loss", "accuracy", "lr", "grad_norm", "tokens_per_s", "mfu", "elapsed_s", "eta_s",
+                           "eval_loss", "eval_accuracy", "eval_perplexity"};
+    const double values[] = {r->loss, r->accuracy, r->lr, r->grad_norm, r->tokens_per_s, r->mfu, r->elapsed_s,
+                             r->eta_s, r->eval_loss, r->eval_accuracy, r->eval_perplexity};
+    fprintf(log->csv, "%s,%ld", r->kind, r->step);
+    for (int i = 0; i < 11; i++) {
+        int applies = eval ? i >= 8 : i < 8;
+        if (applies)
+            cJSON_AddNumberToObject(rec, names[i], values[i]); /* a non-finite value prints null */
+        if (applies)
+            fprintf(log->csv, ",%.17g", values[i]);
+        else
+            fputc(',', log->csv);
     }
-    fflush(log->jsonl);
-    fflush(log->csv);
+    fputc('\n', log->csv);
+    char *text = cJSON_PrintUnformatted(rec);
+    RP_CHECK(text, "out of memory formatting a metrics record");
+    fprintf(log->jsonl, "%s\n", text);
+    cJSON_free(text);
+    cJSON_Delete(rec);
+    metrics_flush(log);
 
     char elapsed[32], eta[32];
     format_hms(elapsed, sizeof elapsed, r->elapsed_s);
@@ -92,9 +112,8 @@ void metrics_progress(MetricsLog *log, const MetricsRecord *r) {
 
 void metrics_close(MetricsLog *log) {
     end_progress_line(log);
-    if (log->jsonl)
-        fclose(log->jsonl);
-    if (log->csv)
-        fclose(log->csv);
+    RP_CHECK(!log->jsonl || fclose(log->jsonl) == 0, "%s: cannot write metrics: %s", log->jsonl_path,
+             strerror(errno));
+    RP_CHECK(!log->csv || fclose(log->csv) == 0, "%s: cannot write metrics: %s", log->csv_path, strerror(errno));
     memset(log, 0, sizeof *log);
 }

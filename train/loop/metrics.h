@@ -14,6 +14,7 @@ typedef struct {
 
 typedef struct {
     FILE *jsonl, *csv;
+    char jsonl_path[4096], csv_path[4096]; /* for messages: a failed write is an error */
     int tty;          /* stderr is a terminal: redraw a progress line */
     int line_pending; /* a progress line without newline is on screen */
 } MetricsLog;
@@ -21,6 +22,8 @@ typedef struct {
 /* Open (append when resuming, so a resumed run continues the same files). */
 void metrics_open(MetricsLog *log, const char *run_dir, int append);
 void metrics_write(MetricsLog *log, const MetricsRecord *r);
+/* Flush both files; fatal (naming the file and the reason, e.g. disk full) if a write failed. */
+void metrics_flush(MetricsLog *log);
 /* Progress bar on a terminal (no-op otherwise). */
 void metrics_progress(MetricsLog *log, const MetricsRecord *r);
 void metrics_close(MetricsLog *log);

@@ -37,9 +37,13 @@ GlueLayout glue_layout(const TaskConfig *task) {
         RP_CHECK(g.num_labels < GLUE_MAX_LABELS, "task.labels: expected at most %d labels", GLUE_MAX_LABELS);
         RP_CHECK(n < GLUE_LABEL_MAX, "task.labels: expected labels of at most %d bytes, got '%.*s'",
                  GLUE_LABEL_MAX - 1, (int)n, s);
+        for (int i = 0; i < g.num_labels; i++)
+            RP_CHECK(strlen(g.label_names[i]) != n || memcmp(g.label_names[i], s, n),
+                     "task.labels: expected distinct labels, got '%.*s' twice in \"%s\"", (int)n, s, labels);
         memcpy(g.label_names[g.num_labels++], s, n);
         s += n;
     }
+    RP_CHECK(g.num_labels >= 2, "task.labels: expected at least 2 labels for classification, got \"%s\"", labels);
     return g;
 }
 
@@ -125,6 +129,14 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
                             cols[g->label], g->label);
                 continue;
             }
+            /* STS-B scores are similarities in [0, 5]; any other target is bounded so that the
+             * squared error stays finite in float. */
+            double lo = g->task == GLUE_STSB ? 0 : -GLUE_MAX_TARGET, hi = g->task == GLUE_STSB ? 5 : GLUE_MAX_TARGET;
+            if (v < lo || v > hi) {
+                bad_example(&bad, "line %d: score '%.64s' in column %d is outside [%g, %g]", line_no,
+                            cols[g->label], g->label, lo, hi);
+                continue;
+            }
             value = (float)v;
         }
         int len_a = tokenize(tok, cols[g->text_a], a, L), len_b = 0;
@@ -149,13 +161,15 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
 void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const int *pred_labels,
                             const float *pred_values) {
     FILE *out = fopen(path, "w");
-    RP_CHECK(out, "%s: cannot open for writing", path);
+    RP_CHECK(out, "%s: cannot open for writing: %s", path, strerror(errno));
     fprintf(out, "index\tprediction\n");
     for (int i = 0; i < f->count; i++) {
         if (g->type == TASK_CLASSIFICATION)
             fprintf(out, "%d\t%s\n", f->example[i], g->label_names[pred_labels[i]]);
         else
-            fprintf(out, "%d\t%.6f\n", f->example[i], (double)pred_values[i]);
+            fprintf(out, "%d\t%.9g\n", f->example[i], (double)pred_values[i]); /* round-trips a float */
     }
-    RP_CHECK(fclose(out) == 0, "%s: cannot write", path);
+    int failed = ferror(out);
+    failed |= fclose(out) != 0;
+    RP_CHECK(!failed, "%s: cannot write: %s", path, strerror(errno));
 }

@@ -16,6 +16,7 @@
 
 #define GLUE_MAX_LABELS 32
 #define GLUE_LABEL_MAX 64
+#define GLUE_MAX_TARGET 1e6 /* regression targets beyond +-this are bad examples (STS-B: [0, 5]) */
 
 typedef struct {
     GlueTask task;

@@ -84,16 +84,19 @@ static const char *json_string(const cJSON *obj, const char *key) {
 static int add_question(SquadSet *set, const cJSON *qa, int context, int need_answers, const Tokenizer *tok,
                         BadExamples *bad, int article, int paragraph) {
     const char *id = json_string(qa, "id"), *question = json_string(qa, "question");
-    if (!id) {
-        bad_example(bad, "article %d, paragraph %d: a question without a string \"id\"", article, paragraph);
-        return 0;
-    }
-    if (!question) {
-        bad_example(bad, "question %s: no string \"question\"", id);
-        return 0;
-    }
     const cJSON *answers = cJSON_GetObjectItemCaseSensitive(qa, "answers");
     int num_answers = cJSON_IsArray(answers) ? cJSON_GetArraySize(answers) : 0;
+    int unscored = !need_answers && num_answers > 0; /* if dropped: scored 0 in evaluation */
+    if (!id) {
+        bad_example(bad, "article %d, paragraph %d: a question without a string \"id\"", article, paragraph);
+        set->num_unscored += unscored;
+        return 0;
+    }
+    if (!question || !question[strspn(question, " \t\r\n")]) {
+        bad_example(bad, "question %s: %s \"question\" text", id, question ? "an empty" : "no string");
+        set->num_unscored += unscored;
+        return 0;
+    }
     if (need_answers && !num_answers) {
         bad_example(bad, "question %s: no \"answers\" (training needs one)", id);
         return 0;
@@ -104,7 +107,7 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
     size_t num_cp = code_points(c->text, len, byte);
     SquadQuestion q = {xstrdup(id), xstrdup(question), context, num_answers,
                        xcalloc((size_t)num_answers + 1, sizeof(char *)), -1, -1};
-    int ok = 1;
+    int ok = 1, unlocated = 0;
     for (int a = 0; a < num_answers && ok; a++) {
         const cJSON *ans = cJSON_GetArrayItem(answers, a);
         const char *text = json_string(ans, "text");
@@ -116,16 +119,19 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
         }
         size_t alen = code_points(text, strlen(text), NULL);
         double s = start->valuedouble;
-        if (!(s >= 0 && s <= (double)num_cp) || s != (double)(size_t)s || (size_t)s + alen > num_cp || !alen ||
-            byte[(size_t)s + alen] - byte[(size_t)s] != strlen(text) ||
-            memcmp(c->text + byte[(size_t)s], text, strlen(text))) {
+        int located = s >= 0 && s <= (double)num_cp && s == (double)(size_t)s && (size_t)s + alen <= num_cp &&
+                      alen && byte[(size_t)s + alen] - byte[(size_t)s] == strlen(text) &&
+                      !memcmp(c->text + byte[(size_t)s], text, strlen(text));
+        if (!located && need_answers) { /* training needs the span */
             bad_example(bad, "question %s: answer %d: answer_start %g does not point at its text \"%.60s\"", id, a, s,
                         text);
             ok = 0;
             break;
         }
+        /* Evaluation scores by answer text only (as the official evaluator): keep the question. */
+        unlocated |= !located;
         q.answers[a] = xstrdup(text);
-        if (a == 0) {
+        if (a == 0 && located) {
             /* words of the first and last character, then their sub-tokens */
             size_t first = byte[(size_t)s], last = byte[(size_t)s + alen - 1];
             int w0 = -1, w1 = -1;
@@ -154,6 +160,7 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
         ok = 0;
     }
     if (!ok) {
+        set->num_unscored += unscored;
         for (int a = 0; a < num_answers; a++)
             free(q.answers[a]);
         free(q.answers);
@@ -161,22 +168,66 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
         free(q.question);
         return 0;
     }
+    set->num_unlocated += ok && unlocated;
     set->questions[set->num_questions++] = q;
     return 1;
+}
+
+static int by_id(const void *a, const void *b) {
+    const SquadQuestion *const *x = a, *const *y = b;
+    int c = strcmp((*x)->id, (*y)->id);
+    return c ? c : (*x < *y ? -1 : *x > *y);
+}
+
+/* A question id given twice would make predictions.json hold a key twice: each later one is a
+ * bad example (dropped; scored 0 in evaluation). */
+static void drop_duplicate_ids(SquadSet *set, BadExamples *bad, int need_answers) {
+    int n = set->num_questions;
+    SquadQuestion **sorted = xmalloc(sizeof *sorted * ((size_t)n + 1));
+    unsigned char *drop = xcalloc((size_t)n + 1, 1);
+    for (int q = 0; q < n; q++)
+        sorted[q] = &set->questions[q];
+    qsort(sorted, (size_t)n, sizeof *sorted, by_id);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(sorted[i]->id, sorted[i - 1]->id)) {
+            bad_example(bad, "question id %s appears more than once (questions %d and %d of the file)", sorted[i]->id,
+                        (int)(sorted[i - 1] - set->questions), (int)(sorted[i] - set->questions));
+            drop[sorted[i] - set->questions] = 1;
+        }
+    int kept = 0;
+    for (int q = 0; q < n; q++) {
+        SquadQuestion *question = &set->questions[q];
+        if (!drop[q]) {
+            set->questions[kept++] = *question;
+            continue;
+        }
+        set->num_unscored += !need_answers && question->num_answers > 0;
+        for (int a = 0; a < question->num_answers; a++)
+            free(question->answers[a]);
+        free(question->answers);
+        free(question->id);
+        free(question->question);
+    }
+    set->num_questions = kept;
+    free(drop);
+    free(sorted);
 }
 
 void squad_read(SquadSet *set, const char *path, const Tokenizer *tok, int need_answers, BadExamplePolicy policy) {
     memset(set, 0, sizeof *set);
     size_t size;
     char *text = read_file(path, &size, "SQuAD JSON (task.train_file / dev_file / --input)");
-    cJSON *root = cJSON_ParseWithLength(text, size);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, 0);
+    const char *rest = root && end ? end + strspn(end, " \t\r\n") : NULL;
+    if (!root || rest != text + size) {
+        const char *at = root ? rest : cJSON_GetErrorPtr();
         size_t offset = at && at >= text && at <= text + size ? (size_t)(at - text) : 0;
         int line = 1;
         for (size_t i = 0; i < offset; i++)
             line += text[i] == '\n';
-        RP_FATAL("%s:%d: expected SQuAD JSON, got malformed JSON near byte %zu", path, line, offset);
+        RP_FATAL("%s:%d: expected SQuAD JSON, got %s near byte %zu", path, line,
+                 root ? "data after the end of the JSON document" : "malformed JSON", offset);
     }
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     RP_CHECK(cJSON_IsArray(data), "%s: expected a top-level \"data\" array (SQuAD v1.1 format)", path);
@@ -218,7 +269,14 @@ void squad_read(SquadSet *set, const char *path, const Tokenizer *tok, int need_
         }
         a++;
     }
+    drop_duplicate_ids(set, &bad, need_answers);
     bad_examples_summary(&bad);
+    if (set->num_unlocated)
+        rp_log("%s: %d questions whose answer_start does not point at the answer text: answered and scored by the "
+               "text, as the official evaluator does", path, set->num_unlocated);
+    if (set->num_unscored)
+        rp_log("%s: %d malformed questions with answers are skipped and scored 0, as the official evaluator scores "
+               "an unanswered question", path, set->num_unscored);
     RP_CHECK(set->num_questions > 0, "%s: no valid questions", path);
     cJSON_Delete(root);
     free(text);

@@ -40,6 +40,8 @@ typedef struct {
     int num_contexts, num_questions;
     SquadContext *contexts;
     SquadQuestion *questions;
+    int num_unlocated; /* evaluation questions whose answer_start misses the text: kept, scored by text */
+    int num_unscored;  /* evaluation questions skipped as malformed (or a repeated id): scored 0 */
 } SquadSet;
 
 /* Per window: for each position the context word it shows (-1 for question, specials, padding),
@@ -49,10 +51,11 @@ typedef struct {
     unsigned char *max_context;   /* [count, L] */
 } SquadWindows;
 
-/* Read a SQuAD v1.1 JSON file. A question without id or question text, with an answer lacking text
- * or answer_start, or whose answer_start does not point at its text, is reported (file and
- * question id) and skipped or fatal per `policy`; with `need_answers` a question without answers
- * is too. Malformed JSON or a missing "data" array is fatal. */
+/* Read a SQuAD v1.1 JSON file. A question without id, with an empty question text, a repeated id,
+ * or an answer lacking text or answer_start is reported (file and question id) and skipped or
+ * fatal per `policy`; with `need_answers` (training) so is a question without answers or whose
+ * answer_start does not point at its text (without: kept and scored by its text, counted in
+ * num_unlocated). Malformed JSON, data after the document, or a missing "data" array is fatal. */
 void squad_read(SquadSet *set, const char *path, const Tokenizer *tok, int need_answers, BadExamplePolicy policy);
 void squad_free(SquadSet *set);
 /* Windows of every question into f (example = question index; start/end targets when labelled). */

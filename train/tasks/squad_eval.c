@@ -145,7 +145,7 @@ double squad_f1(const char *prediction, const char *gold) {
 }
 
 SquadScores squad_evaluate(const SquadSet *set, char *const *predictions) {
-    SquadScores s = {0, 0, 0};
+    SquadScores s = {0, 0, 0, 0};
     for (int q = 0; q < set->num_questions; q++) {
         const SquadQuestion *question = &set->questions[q];
         if (!question->num_answers)
@@ -161,9 +161,11 @@ SquadScores squad_evaluate(const SquadSet *set, char *const *predictions) {
         s.f1 += f1;
         s.scored++;
     }
-    if (s.scored) {
-        s.exact_match *= 100.0 / s.scored;
-        s.f1 *= 100.0 / s.scored;
+    /* Questions dropped as malformed count as unanswered: 0, in the denominator. */
+    s.unscored = set->num_unscored;
+    if (s.scored + s.unscored) {
+        s.exact_match *= 100.0 / (s.scored + s.unscored);
+        s.f1 *= 100.0 / (s.scored + s.unscored);
     }
     return s;
 }

@@ -20,6 +20,7 @@ double squad_f1(const char *prediction, const char *gold);
 typedef struct {
     double exact_match, f1; /* x 100 */
     int scored;             /* questions with gold answers */
+    int unscored;           /* malformed questions with answers, dropped: scored 0 */
 } SquadScores;
 
 /* Scores of predictions[q] for every question of the set that has answers. */

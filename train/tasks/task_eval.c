@@ -1,4 +1,5 @@
 /* Prediction with the task's metrics, shared by finetune and predict (task_runner.h). */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
 
@@ -28,11 +29,26 @@ static void predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float 
     }
 }
 
-/* {"kind":"task_eval", and "step":N, when the evaluation belongs to a training step */
-static void begin_record(FILE *results, long step) {
-    fputs("{\"kind\":\"task_eval\",", results);
+/* {"kind":"task_eval", "step":N when the evaluation belongs to a training step, "data":PATH, ...} */
+static cJSON *task_record(const char *data_path, long step) {
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "kind", "task_eval");
     if (step >= 0)
-        fprintf(results, "\"step\":%ld,", step);
+        cJSON_AddNumberToObject(rec, "step", (double)step);
+    cJSON_AddStringToObject(rec, "data", data_path);
+    return rec;
+}
+
+/* One line of metrics.jsonl at full double precision (cJSON prints the shortest text that reads
+ * back as the same double); takes rec. */
+static void write_record(FILE *results, cJSON *rec) {
+    if (results) {
+        char *text = cJSON_PrintUnformatted(rec);
+        RP_CHECK(text, "out of memory formatting a metrics record");
+        fprintf(results, "%s\n", text);
+        cJSON_free(text);
+    }
+    cJSON_Delete(rec);
 }
 
 static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
@@ -45,14 +61,21 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
         squad_write_predictions(out_path, &d->squad, answers);
     SquadScores s = squad_evaluate(&d->squad, answers);
     if (s.scored) {
-        printf("%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d)\n", d->path,
-               s.exact_match, s.f1, s.scored, f->count, r->L);
+        printf("%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d", d->path, s.exact_match,
+               s.f1, s.scored + s.unscored, f->count, r->L);
+        if (d->squad.num_unlocated)
+            printf("; %d whose answer_start misses the text, scored by the text", d->squad.num_unlocated);
+        if (s.unscored)
+            printf("; %d malformed, scored 0", s.unscored);
+        printf(")\n");
         score = (TaskScore){"f1", s.f1};
-        if (results)
-            begin_record(results, step);
-        if (results)
-            fprintf(results, "\"data\":\"%s\",\"questions\":%d,\"exact_match\":%.4f,\"f1\":%.4f}\n",
-                    d->path, s.scored, s.exact_match, s.f1);
+        cJSON *rec = task_record(d->path, step);
+        cJSON_AddNumberToObject(rec, "questions", s.scored + s.unscored);
+        cJSON_AddNumberToObject(rec, "unscored_questions", s.unscored);
+        cJSON_AddNumberToObject(rec, "answer_start_mismatches", d->squad.num_unlocated);
+        cJSON_AddNumberToObject(rec, "exact_match", s.exact_match);
+        cJSON_AddNumberToObject(rec, "f1", s.f1);
+        write_record(results, rec);
     }
     for (int q = 0; q < d->squad.num_questions; q++)
         free(answers[q]);
@@ -65,8 +88,7 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
 /* The task's primary metric: Matthews for CoLA, F1 for MRPC, Pearson for regression, else accuracy. */
 static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred, const float *pred_values,
                               FILE *results, long step) {
-    if (results)
-        begin_record(results, step);
+    cJSON *rec = task_record(d->path, step);
     const TaskFeatures *f = &d->features;
     int n = f->count;
     if (r->layout.type == TASK_REGRESSION) {
@@ -77,9 +99,10 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
         }
         double pearson = metric_pearson(x, y, n), spearman = metric_spearman(x, y, n);
         printf("%s: Pearson %.4f, Spearman %.4f over %d examples\n", d->path, pearson, spearman, n);
-        if (results)
-            fprintf(results, "\"data\":\"%s\",\"examples\":%d,\"pearson\":%.6f,"
-                    "\"spearman\":%.6f}\n", d->path, n, pearson, spearman);
+        cJSON_AddNumberToObject(rec, "examples", n);
+        cJSON_AddNumberToObject(rec, "pearson", pearson);
+        cJSON_AddNumberToObject(rec, "spearman", spearman);
+        write_record(results, rec);
         free(x);
         free(y);
         return (TaskScore){"pearson", pearson};
@@ -94,9 +117,12 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
     double mcc = metric_matthews(pred, gold, n, C), baseline = (double)counts[majority] / n;
     printf("%s: accuracy %.4f (majority class '%s': %.4f), F1 of '%s' %.4f, Matthews %.4f over %d examples\n",
            d->path, acc, r->layout.label_names[majority], baseline, r->layout.label_names[1], f1, mcc, n);
-    if (results)
-        fprintf(results, "\"data\":\"%s\",\"examples\":%d,\"accuracy\":%.6f,"
-                "\"majority_baseline\":%.6f,\"f1\":%.6f,\"matthews\":%.6f}\n", d->path, n, acc, baseline, f1, mcc);
+    cJSON_AddNumberToObject(rec, "examples", n);
+    cJSON_AddNumberToObject(rec, "accuracy", acc);
+    cJSON_AddNumberToObject(rec, "majority_baseline", baseline);
+    cJSON_AddNumberToObject(rec, "f1", f1);
+    cJSON_AddNumberToObject(rec, "matthews", mcc);
+    write_record(results, rec);
     free(counts);
     GlueTask task = r->cfg.task.glue_task;
     return task == GLUE_COLA ? (TaskScore){"matthews", mcc}
