@@ -292,6 +292,13 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     int64_t *count = xmalloc((size_t)ll.num_lines * sizeof *count);
     IdBuffer *chunk = tokenize_lines(tok, &ll, start, count);
     double t2 = now_seconds();
+    int64_t unknown = 0, total = 0;
+    for (int64_t c = 0; c < (ll.num_lines + CHUNK_LINES - 1) / CHUNK_LINES; c++)
+        for (size_t i = 0; i < chunk[c].used; i++)
+            unknown += chunk[c].ids[i] == tokenizer_special(tok).unk;
+    for (int64_t i = 0; i < ll.num_lines; i++)
+        total += count[i];
+    tokenizer_report_unknown(unknown, total, data->corpus[0], data->vocab);
 
     /* Documents that kept at least one sentence, then the held-out ones among them. */
     unsigned char *kept = xcalloc((size_t)ll.num_docs, 1);

@@ -55,7 +55,7 @@ static int lookup_hashed(const Tokenizer *tok, uint64_t h, int hashes_prefix,
     }
 }
 
-static void insert(Tokenizer *tok, int id) {
+static void insert(Tokenizer *tok, int id, const char *origin) {
     const unsigned char *token = (const unsigned char *)tok->strings + tok->offset[id];
     uint64_t h = hash_extend(FNV_OFFSET, token, tok->length[id]);
     uint32_t tag = (uint32_t)(h >> 32);
@@ -64,7 +64,8 @@ static void insert(Tokenizer *tok, int id) {
         int other = tok->slots[slot].id;
         if (tok->slots[slot].tag == tag && tok->length[other] == tok->length[id] &&
             !memcmp(tok->strings + tok->offset[other], token, tok->length[id]))
-            break; /* repeated token: the later id wins, as in tokenization.py's dict */
+            RP_FATAL("vocabulary %s line %d: token '%s' repeats line %d; every token must appear once (ids are "
+                     "line numbers)", origin, id + 1, tok->strings + tok->offset[id], other + 1);
     }
     tok->slots[slot] = (Slot){id, tag};
 }
@@ -120,6 +121,8 @@ Tokenizer *tokenizer_from_text(const char *text, size_t len, int do_lower_case,
         RP_CHECK(valid_utf8(text + a, b - a), "vocabulary %s line %d: invalid UTF-8", origin,
                  id + 1);
         RP_CHECK(!memchr(text + a, '\0', b - a), "vocabulary %s line %d: NUL byte", origin, id + 1);
+        RP_CHECK(b > a, "vocabulary %s line %d: empty line; expected one token per line (ids are line numbers)",
+                 origin, id + 1);
         memcpy(tok->strings + used, text + a, b - a);
         tok->offset[id] = used;
         tok->length[id] = (uint32_t)(b - a);
@@ -137,7 +140,7 @@ Tokenizer *tokenizer_from_text(const char *text, size_t len, int do_lower_case,
     for (size_t i = 0; i < slots; i++)
         tok->slots[i] = (Slot){-1, 0};
     for (int id = 0; id < tok->size; id++)
-        insert(tok, id);
+        insert(tok, id, origin);
     tok->hash_hashes = hash_extend(FNV_OFFSET, (const unsigned char *)"##", 2);
     tok->special = (SpecialTokens){
         .pad = special_id(tok, "[PAD]", origin),
@@ -271,4 +274,11 @@ size_t tokenizer_basic_words(const Tokenizer *tok, const char *text, size_t len,
 size_t tokenizer_wordpiece(const Tokenizer *tok, const char *word, size_t len, int *ids,
                            size_t capacity) {
     return tokenizer_encode(tok, word, len, ids, capacity);
+}
+
+void tokenizer_report_unknown(int64_t unknown, int64_t total, const char *text_origin, const char *vocab_origin) {
+    if (total > 0 && (double)unknown > TOKENIZER_UNKNOWN_WARN * (double)total)
+        rp_log("warning: %s: %.1f%% of its %lld tokens are [UNK] with vocabulary %s: the vocabulary does not fit "
+               "this text (another language or casing, or not text at all)",
+               text_origin, 100.0 * (double)unknown / (double)total, (long long)total, vocab_origin);
 }

@@ -11,6 +11,7 @@
  * A loaded Tokenizer is read-only: every function below may be called from several threads. */
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 /* Words longer than this become [UNK]. The project spec fixes 100, HuggingFace's
  * max_input_chars_per_word; google-research/bert's tokenization.py uses 200, so the two differ
@@ -42,6 +43,11 @@ void tokenizer_free(Tokenizer *tok);
 int tokenizer_vocab_size(const Tokenizer *tok);
 int tokenizer_lower_case(const Tokenizer *tok);
 SpecialTokens tokenizer_special(const Tokenizer *tok);
+/* Warn (naming the text and the vocabulary) when more than TOKENIZER_UNKNOWN_WARN of a text's
+ * `total` tokens are [UNK]: the vocabulary does not fit the text (wrong language or casing, or
+ * binary data). */
+#define TOKENIZER_UNKNOWN_WARN 0.10
+void tokenizer_report_unknown(int64_t unknown, int64_t total, const char *text_origin, const char *vocab_origin);
 /* id of a token string (exact, e.g. "##ing"), or -1 */
 int tokenizer_lookup(const Tokenizer *tok, const char *token);
 /* token string of an id in [0, vocab size) */

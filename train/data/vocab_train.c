@@ -371,6 +371,8 @@ char *vocab_train(const char **corpus_paths, int corpus_count, int size, int low
     Trainer t = {0};
     stats->words = count_words(&t, corpus_paths, corpus_count, lower_case);
     stats->distinct_words = (int64_t)t.word_text.count;
+    RP_CHECK(t.word_text.count > 0, "vocab: --corpus %s%s: no words to learn a vocabulary from (empty or only "
+             "whitespace and control characters)", corpus_paths[0], corpus_count > 1 ? " ..." : "");
     uint32_t *alphabet;
     size_t alphabet_size = alphabet_of(&t, &alphabet);
     RP_CHECK(SPECIAL_COUNT + 2 * alphabet_size <= (size_t)size,

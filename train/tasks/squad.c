@@ -93,7 +93,7 @@ static int add_question(SquadSet *set, const cJSON *qa, int context, int need_an
         return 0;
     }
     if (!question || !question[strspn(question, " \t\r\n")]) {
-        bad_example(bad, "question %s: %s \"question\" text", id, question ? "an empty" : "no string");
+        bad_example(bad, "question %s: %s", id, question ? "an empty \"question\" text" : "no string \"question\"");
         set->num_unscored += unscored;
         return 0;
     }

@@ -89,6 +89,16 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
             RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),
                      "%s: training data needs labels (task.label_column = -1)", path);
     }
+    /* [UNK] among the text tokens of the sequences ([CLS], [SEP] and padding excluded) */
+    int64_t unknown = 0, total = 0;
+    SpecialTokens sp = tokenizer_special(r->tok);
+    for (int i = 0; i < d->features.count; i++)
+        for (int j = 0; j < d->features.lengths[i]; j++) {
+            int id = d->features.input_ids[(size_t)i * r->L + j];
+            unknown += id == sp.unk;
+            total += id != sp.cls && id != sp.sep;
+        }
+    tokenizer_report_unknown(unknown, total, path, "of the checkpoint");
 }
 
 void task_data_free(TaskData *d) {
