@@ -91,10 +91,10 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
     }
     /* [UNK] among the text tokens of the sequences ([CLS], [SEP] and padding excluded) */
     int64_t unknown = 0, total = 0;
-    SpecialTokens sp = tokenizer_special(r->tok);
+    SpecialTokens sp = tokenizer_special(tok);
     for (int i = 0; i < d->features.count; i++)
         for (int j = 0; j < d->features.lengths[i]; j++) {
-            int id = d->features.input_ids[(size_t)i * r->L + j];
+            int id = d->features.input_ids[(size_t)i * L + j];
             unknown += id == sp.unk;
             total += id != sp.cls && id != sp.sep;
         }
