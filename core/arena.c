@@ -2,8 +2,8 @@
 
 #include "core/common.h"
 
-void arena_allocate(Arena *arena, size_t floats) {
-    arena->base = xalloc_floats(floats);
+void arena_allocate(Arena *arena, size_t floats, const char *what) {
+    arena->base = xalloc_floats_for(floats, what);
     arena->capacity = floats;
     arena->used = 0;
 }

@@ -15,8 +15,8 @@ typedef struct {
 static inline Arena arena_measuring(void) { return (Arena){0, 0, 0}; }
 /* An arena over `floats` floats at base, owned by the caller (do not arena_free it). */
 static inline Arena arena_view(float *base, size_t floats) { return (Arena){base, floats, 0}; }
-/* Allocate the block for a measured arena (zeroed). */
-void arena_allocate(Arena *arena, size_t floats);
+/* Allocate the block for a measured arena (zeroed); out of memory names `what`. */
+void arena_allocate(Arena *arena, size_t floats, const char *what);
 /* Next `count` floats (NULL while measuring); fatal if the arena is full. */
 float *arena_take(Arena *arena, size_t count);
 void arena_free(Arena *arena);

@@ -45,10 +45,13 @@ char *xstrdup(const char *s) {
     return d;
 }
 
-float *xalloc_floats(size_t count) {
+float *xalloc_floats(size_t count) { return xalloc_floats_for(count, "a float block"); }
+
+float *xalloc_floats_for(size_t count, const char *what) {
     size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
     void *p = NULL;
-    RP_CHECK(posix_memalign(&p, 64, bytes ? bytes : 64) == 0, "out of memory allocating %zu floats", count);
+    RP_CHECK(posix_memalign(&p, 64, bytes ? bytes : 64) == 0,
+             "out of memory allocating %.2f GB (%zu floats) for %s", (double)bytes / 1e9, count, what);
     memset(p, 0, bytes);
     return p;
 }

@@ -33,6 +33,8 @@ void *xcalloc(size_t count, size_t size);
 char *xstrdup(const char *s);
 /* 64-byte aligned allocation (free with free()); contents zeroed. */
 float *xalloc_floats(size_t count);
+/* The same; out of memory names `what` (the config keys that set the size) and the size. */
+float *xalloc_floats_for(size_t count, const char *what);
 
 /* Whole file into a NUL-terminated buffer (caller frees); *len gets its size. Fatal, naming the
  * path and `what` (e.g. "vocabulary ([data] vocab)"), if it cannot be read. */

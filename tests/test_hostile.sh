@@ -83,14 +83,137 @@ expect_ok "temp files of a killed save are removed at the next save" "removed $t
   $T "$RP" init $cfg --out "$tmp/stale/x.h5"
 check "... all of them, and the new file is complete" test ! -e "$tmp/stale/latest.tmp.2147483646" -a -s "$tmp/stale/x.h5"
 mnt="$tmp/mnt"; mkdir -p "$mnt/full" "$mnt/ro"
-if mount -t tmpfs -o size=96k tmpfs "$mnt/full" 2>/dev/null && mount -t tmpfs -o ro,size=16k tmpfs "$mnt/ro"; then
+fill_disk() { # leave about $1 bytes free on $mnt/full
+  rm -f "$mnt/full/filler"
+  local free=$(( $(stat -f -c '%a * %S' "$mnt/full") - $1 ))
+  [ $free -le 0 ] || head -c $free /dev/zero >"$mnt/full/filler" 2>/dev/null
+}
+if mount -t tmpfs -o size=2m tmpfs "$mnt/full" 2>/dev/null && mount -t tmpfs -o ro,size=16k tmpfs "$mnt/ro"; then
   trap 'umount "$mnt/full" "$mnt/ro" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+  fill_disk 65536
   expect_error "disk full during a save: message with the reason" "No space left on device" \
     $T "$RP" init $cfg --out "$mnt/full/x.h5"
-  check "disk full: the incomplete temp file is removed" test -z "$(ls -A "$mnt/full")"
+  check "disk full: the incomplete temp file is removed" test "$(ls -A "$mnt/full")" = filler
   expect_error "init --out into a read-only directory names the reason" "Read-only file system" \
     $T "$RP" init $cfg --out "$mnt/ro/x.h5"
 else
   echo "SKIP disk-full and read-only saves: cannot mount a tmpfs (not root?)"
 fi
 ln -s /dev/full "$tmp/full.tsv" 2>/dev/null
+
+# ---- configuration: real ranges, no allocation before the inputs are known, only used sections -------
+expect_error "num_layers beyond what the model supports is a config error naming the key and range" \
+  "key 'model.num_layers': expected an integer in [1, 64], got '1024'" $T "$RP" config $cfg --set model.num_layers=1024
+expect_error "an absurd learning rate" "key 'optim.lr': expected a number in [0, 1], got '1e30'" \
+  $T "$RP" config $cfg --set optim.lr=1e30
+expect_error "an absurd fine-tuning learning rate" "key 'task.lr'" $T "$RP" config $cfg --set task.lr=1e30
+: >"$tmp/empty.ini"
+expect_error "pretrain with an empty INI names the missing key (before allocating the default model)" \
+  "empty.ini: key 'data.vocab': expected a vocabulary file" $T "$RP" pretrain "$tmp/empty.ini" --set train.run_dir="$tmp/e"
+printf '[model]\nhidden_size = 16\nnum_layers = 1\nnum_heads = 2\nintermediate_size = 32\nvocab_size = 50\nmax_position = 32\n' \
+  >"$tmp/model_only.ini"
+expect_ok "control: init with a model-only config (data.max_seq_len's default is not init's business)" "wrote" \
+  $T "$RP" init "$tmp/model_only.ini" --out "$tmp/model_only.h5"
+expect_ok "control: and the checkpoint reads back" "total parameters:" $T "$RP" inspect "$tmp/model_only.h5"
+expect_error "out of memory names the keys that size the allocation" "out of memory allocating" \
+  $T "$RP" init "$tmp/model_only.ini" --set model.hidden_size=65536 --set model.intermediate_size=1048576 \
+  --set model.vocab_size=16777216 --out "$tmp/huge.h5"
+expect_error "... naming [model] keys" "[model] hidden_size, num_layers, intermediate_size, vocab_size" \
+  $T "$RP" init "$tmp/model_only.ini" --set model.hidden_size=65536 --set model.intermediate_size=1048576 \
+  --set model.vocab_size=16777216 --out "$tmp/huge.h5"
+
+# ---- same file as input and output ---------------------------------------------------------------
+cp $FX/vocab.txt "$tmp/corpus.txt"
+expect_error "vocab --corpus C --out C" "are the same file" $T "$RP" vocab --corpus "$tmp/corpus.txt" --size 100 --out "$tmp/corpus.txt"
+check "... and the input is intact" cmp -s $FX/vocab.txt "$tmp/corpus.txt"
+ln -sf "$tmp/ok.h5" "$tmp/link.h5"
+expect_error "dump --checkpoint CK --out CK (through a symlink)" "are the same file" \
+  $T "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/ok.h5" --out "$tmp/link.h5"
+expect_error "attention CK --out CK" "are the same file" $T "$RP" attention "$tmp/ok.h5" --input "$tmp/corpus.txt" --out "$tmp/./ok.h5"
+expect_ok "control: the checkpoint is intact" "present, right shapes, finite" $T "$RP" inspect --verify "$tmp/ok.h5"
+
+# ---- vocabularies ---------------------------------------------------------------------------------
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw1\nw2\nw1\n'; } >"$tmp/dup_vocab.txt"
+printf 'w1 w2\n' >"$tmp/text.txt"
+expect_error "a vocabulary with a repeated token names both lines" "dup_vocab.txt line 8: token 'w1' repeats line 6" \
+  $T "$RP" tokenize --vocab "$tmp/dup_vocab.txt" <"$tmp/text.txt"
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n\n[MASK]\nw1\n'; } >"$tmp/blank_vocab.txt"
+expect_error "a vocabulary with a blank line names it" "blank_vocab.txt line 5: empty line" \
+  $T "$RP" tokenize --vocab "$tmp/blank_vocab.txt" <"$tmp/text.txt"
+printf '\n \n\t\n' >"$tmp/empty_corpus.txt"
+expect_error "vocab on an empty corpus" "empty_corpus.txt: no words" \
+  $T "$RP" vocab --corpus "$tmp/empty_corpus.txt" --size 100 --out "$tmp/v.txt"
+check "... writes no vocabulary" test ! -e "$tmp/v.txt"
+
+# ---- pretraining data, eval, resume ------------------------------------------------------------------
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 39); do echo "w$i"; done; } >"$tmp/pvocab.txt"
+awk 'BEGIN { srand(3); for (d = 0; d < 30; d++) { for (s = 0; s < 5; s++) { line = "";
+       for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * 40); print line } print "" } }' >"$tmp/pcorpus.txt"
+cat >"$tmp/p.ini" <<INI
+[model]
+hidden_size = 16
+num_layers = 1
+num_heads = 2
+intermediate_size = 32
+vocab_size = 45
+max_position = 32
+[train]
+batch_size = 4
+max_steps = 4
+warmup_steps = 1
+log_interval = 1
+eval_interval = 2
+checkpoint_interval = 2
+eval_batches = 2
+threads = 1
+run_dir = $tmp/prun
+[data]
+corpus = $tmp/pcorpus.txt
+vocab = $tmp/pvocab.txt
+shard_dir = $tmp/pshards
+max_seq_len = 16
+max_predictions_per_seq = 3
+eval_fraction = 0.2
+INI
+$T "$RP" prepare "$tmp/p.ini" >/dev/null 2>&1 && $T "$RP" pretrain "$tmp/p.ini" >"$tmp/p.log" 2>&1
+check "control: a tiny pretraining run" test -s "$tmp/prun/ckpt-0000004.h5"
+check "metrics at full precision (cJSON shortest round trip, not %.6f)" \
+  grep -qE '"eval_loss":[0-9]+\.[0-9]{9,}' "$tmp/prun/metrics.jsonl"
+head -c 20000 /dev/urandom | tr '\000-\012' '\n' >"$tmp/binary.bin" # lines and blank-line documents
+expect_ok "prepare on binary data warns with the [UNK] fraction" "% of its" \
+  $T "$RP" prepare "$tmp/p.ini" --set data.corpus="$tmp/binary.bin" --set data.shard_dir="$tmp/bshards"
+ck="$tmp/prun/ckpt-0000004.h5"
+expect_ok "eval says which [model] keys of the config it ignores" "key 'model.relative_k' = 99 differs from the checkpoint's" \
+  $T "$RP" eval "$tmp/p.ini" --checkpoint "$ck" --set model.relative_k=99
+cp "$ck" "$tmp/big.h5"
+h5edit "$tmp/big.h5" "d = f['$q']; d[...] = np.full(d.shape, 3e38, np.float32)"
+expect_error "eval with a non-finite loss exits non-zero, naming the checkpoint" "big.h5: the held-out loss is" \
+  $T "$RP" eval "$tmp/p.ini" --checkpoint "$tmp/big.h5"
+for bad in -5 4611686018427387904; do
+  cp "$ck" "$tmp/step.h5"; h5edit "$tmp/step.h5" "f['train/step'][0] = $bad"
+  expect_error "resume from /train/step = $bad is an error" "dataset 'train/step': expected the optimizer's step count 4" \
+    $T "$RP" pretrain "$tmp/p.ini" --resume "$tmp/step.h5" --set train.run_dir="$tmp/srun"
+done
+check "... and writes no checkpoint" test ! -e "$tmp/srun/ckpt-4611686018427387904.h5"
+ln -s /dev/full "$tmp/fullrun" 2>/dev/null; mkdir -p "$tmp/mrun"; ln -sf /dev/full "$tmp/mrun/metrics.jsonl"
+expect_error "metrics that cannot be written are an error" "metrics.jsonl: cannot write metrics: No space left on device" \
+  $T "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mrun"
+if mountpoint -q "$mnt/full"; then
+  rm -f "$mnt/full/filler"
+  mkdir -p "$mnt/full/run" && cp "$tmp/prun/ckpt-0000002.h5" "$mnt/full/run/" && echo ckpt-0000002.h5 >"$mnt/full/run/latest"
+  fill_disk 24576
+  expect_error "pretraining onto a full disk: a clear error" "No space left on device" \
+    $T "$RP" pretrain "$tmp/p.ini" --resume "$mnt/full/run/ckpt-0000002.h5" --set train.run_dir="$mnt/full/run"
+  check "... latest still names the previous checkpoint, which verifies; no temp file" bash -c \
+    "[ \"\$(cat '$mnt/full/run/latest')\" = ckpt-0000002.h5 ] && '$RP' inspect --verify '$mnt/full/run/ckpt-0000002.h5' >/dev/null 2>&1 && ! ls '$mnt/full/run' | grep -q tmp"
+fi
+# SIGTERM during a long held-out evaluation: honoured promptly (the run saves and stops)
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/trun" --set train.eval_batches=100000000 \
+  --set train.eval_interval=1 --set train.max_steps=1000 >"$tmp/t.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do grep -q '"step":1,' "$tmp/trun/metrics.jsonl" 2>/dev/null && break; sleep 0.01; done
+kill -TERM $pid; start=$(date +%s)
+( sleep 60; kill -9 $pid 2>/dev/null ) & guard=$!
+wait $pid; rc=$?; kill $guard 2>/dev/null
+check "SIGTERM inside a huge eval loop: exits 0 and saves (status $rc, $(( $(date +%s) - start )) s)" \
+  test $rc -eq 0 -a -s "$tmp/trun/ckpt-0000001.h5"

@@ -34,7 +34,7 @@ int cmd_bench(int argc, char **argv) {
     RP_CHECK(*label_text && !*end && label_frac >= 0 && label_frac <= 1, "option '--label-frac': expected a number "
              "in [0, 1], got '%s'", label_text);
     Config cfg;
-    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    config_load_model(&cfg, args.positional[0], args.num_sets, args.sets);
 
     Model m;
     model_create(&m, &cfg.model, heads_mlm());

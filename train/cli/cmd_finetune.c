@@ -21,6 +21,10 @@ int cmd_finetune(int argc, char **argv) {
              "nothing", args.positional[0]);
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing",
              args.positional[0]);
+    char model_path[CONFIG_PATH_MAX + 16];
+    snprintf(model_path, sizeof model_path, "%s/model.h5", r.cfg.train.run_dir);
+    require_distinct_files(task->init_checkpoint, "finetune: task.init_checkpoint", model_path,
+                           "the fine-tuned checkpoint (train.run_dir/model.h5)");
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     task_runner_build_model(&r, resume ? resume : task->init_checkpoint);
     char *config_ini = config_to_ini(&r.cfg);
@@ -41,18 +45,33 @@ int cmd_finetune(int argc, char **argv) {
     return 0;
 }
 
+/* predict reads data as the model was fine-tuned: the checkpoint's [task] keys that define the
+ * inputs (type, columns, labels, lengths, SQuAD windows), except those given with --set; keys of
+ * CONFIG.ini that differ are reported and not used. */
+static void adopt_task(TaskRunner *r, const Config *stored, const char *ckpt) {
+    static const char *const input_keys[] = {"type", "glue_task", "text_a_column", "text_b_column", "label_column",
+                                             "num_columns", "header", "labels", "max_seq_len", "doc_stride",
+                                             "max_query_length", "n_best_size", "max_answer_length"};
+    config_adopt_keys(&r->cfg, stored, "task", input_keys, sizeof input_keys / sizeof *input_keys, ckpt,
+                      "predict uses the checkpoint's fine-tuning setting (override it with --set)");
+    task_runner_derive(r);
+}
+
 int cmd_predict(int argc, char **argv) {
     const char *usage = "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]";
     const char *ckpt = NULL, *input = NULL, *out = NULL;
     CliOption options[] = {{"checkpoint", &ckpt}, {"input", &input}, {"out", &out}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt && input && out, "usage: realpos %s", usage);
+    require_distinct_files(input, "predict: --input", out, "--out");
+    require_distinct_files(ckpt, "predict: --checkpoint", out, "--out");
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
     char *stored_ini;
     hid_t f = checkpoint_open(ckpt, &stored_ini);
     Config stored;
     config_load_string(&stored, stored_ini, ckpt);
+    adopt_task(&r, &stored, ckpt);
     r.cfg.model = stored.model; /* the checkpoint defines the model */
     r.cfg.data = stored.data;
     ModelHeads heads = checkpoint_heads(f, ckpt), want = task_runner_heads(&r);

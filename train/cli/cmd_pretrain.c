@@ -1,4 +1,5 @@
 /* realpos pretrain / eval: arguments and configuration; the loop is train/loop/pretrain.c. */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +50,7 @@ int cmd_eval(int argc, char **argv) {
     hid_t f = checkpoint_open(ckpt, &stored_ini);
     Config stored;
     config_load_string(&stored, stored_ini, ckpt);
+    config_report_differences(&t.cfg, &stored, "model", ckpt, "eval uses the checkpoint's model");
     t.cfg.model = stored.model; /* the checkpoint defines the model */
     if (max_len)
         t.cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
@@ -73,6 +75,7 @@ int cmd_eval(int argc, char **argv) {
            "(unigram baseline accuracy %.4f: always '%s')\n",
            ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
            tokenizer_token(t.tok, t.unigram_token));
+    RP_CHECK(isfinite(r.loss), "%s: the held-out loss is %g: the model's outputs are not finite", ckpt, r.loss);
     trainer_free(&t);
     return 0;
 }

@@ -65,10 +65,12 @@ static void validate_task(const Config *cfg) {
     }
 }
 
-static void validate_model_and_data(const Config *cfg);
+static void validate_model(const Config *cfg);
+static void validate_data(const Config *cfg);
 
 void config_validate(const Config *cfg) {
-    validate_model_and_data(cfg);
+    validate_model(cfg);
+    validate_data(cfg);
     const TrainConfig *t = &cfg->train;
     if (t->warmup_steps > t->max_steps)
         reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
@@ -76,9 +78,8 @@ void config_validate(const Config *cfg) {
     validate_task(cfg);
 }
 
-static void validate_model_and_data(const Config *cfg) {
+static void validate_model(const Config *cfg) {
     const ModelConfig *m = &cfg->model;
-    const DataConfig *d = &cfg->data;
     if (m->hidden_size % m->num_heads)
         reject(cfg, KEY(model, num_heads),
                "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
@@ -87,6 +88,11 @@ static void validate_model_and_data(const Config *cfg) {
         reject(cfg, KEY(model, residual_attention_mean),
                "expected no while model.residual_attention = no (%s), got yes",
                origin_of(cfg, KEY(model, residual_attention)));
+}
+
+static void validate_data(const Config *cfg) {
+    const ModelConfig *m = &cfg->model;
+    const DataConfig *d = &cfg->data;
     if (m->absolute_position && d->max_seq_len > m->max_position)
         reject(cfg, KEY(data, max_seq_len),
                "expected at most model.max_position = %d (%s) while model.absolute_position = yes "
@@ -141,6 +147,47 @@ void config_adopt_model(Config *cfg, const Config *stored_config, const char *or
 }
 
 
+/* ---- settings a command takes from a checkpoint instead ----------------------------------------- */
+
+/* Warn that key k of cfg, set explicitly, differs from stored's; returns 1 if it did. */
+static int report_difference(const Config *cfg, const Config *stored, int k, const char *stored_origin,
+                             const char *consequence) {
+    const KeySpec *key = &config_schema.keys[k];
+    const char *set_by = config_key_origin(&config_schema, cfg, k);
+    char *mine = config_value_text(cfg, key), *theirs = config_value_text(stored, key);
+    int differ = set_by[0] && strcmp(mine, theirs);
+    if (differ)
+        rp_log("warning: %s: key '%s.%s' =%s differs from the checkpoint's%s (%s); %s", set_by, key->section,
+               key->name, mine, theirs, stored_origin, consequence);
+    free(mine);
+    free(theirs);
+    return differ;
+}
+
+int config_report_differences(const Config *cfg, const Config *stored, const char *section, const char *stored_origin,
+                              const char *consequence) {
+    int count = 0;
+    for (int k = 0; k < config_schema.num_keys; k++)
+        if (!strcmp(config_schema.keys[k].section, section))
+            count += report_difference(cfg, stored, k, stored_origin, consequence);
+    return count;
+}
+
+void config_adopt_keys(Config *cfg, const Config *stored, const char *section, const char *const *names,
+                       int num_names, const char *stored_origin, const char *consequence) {
+    for (int i = 0; i < num_names; i++) {
+        int k = config_key_index(&config_schema, section, names[i]);
+        RP_CHECK(k >= 0, "internal: no key %s.%s", section, names[i]);
+        if (!strncmp(config_key_origin(&config_schema, cfg, k), "--set", 5))
+            continue; /* the command line wins */
+        report_difference(cfg, stored, k, stored_origin, consequence);
+        char *text = config_value_text(stored, &config_schema.keys[k]), why[512];
+        RP_CHECK(config_set_value(cfg, &config_schema.keys[k], text[0] == ' ' ? text + 1 : text, false, why,
+                                  sizeof why), "%s: %s", stored_origin, why);
+        free(text);
+    }
+}
+
 /* ---- comparing two models -------------------------------------------------------------------- */
 
 bool config_model_difference(const Config *a, const Config *b, const char *const *ignore, int num_ignore,
@@ -171,6 +218,7 @@ bool config_model_difference(const Config *a, const Config *b, const char *const
 
 static void check_all(const void *values) { config_validate(values); }
 static void check_task(const void *values) { validate_task(values); }
+static void check_model(const void *values) { validate_model(values); }
 
 void config_defaults(Config *cfg) { config_schema_defaults(&config_schema, cfg); }
 
@@ -182,8 +230,14 @@ void config_load_task(Config *cfg, const char *path, int num_overrides, char *co
     config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_task);
 }
 
+void config_load_model(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_model);
+}
+
 void config_load_string(Config *cfg, const char *text, const char *origin) {
-    config_schema_load_text(&config_schema, cfg, text, origin, check_all);
+    /* A checkpoint's config: every key range-checked; the cross-key checks of [model] only, as
+     * commands take [data] and [task] from their own config (fine-tuning validates what it adopts). */
+    config_schema_load_text(&config_schema, cfg, text, origin, check_model);
 }
 
 void config_override(Config *cfg, const char *assignment) {

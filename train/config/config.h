@@ -16,6 +16,9 @@
 #include "layers/encoder.h"
 #include "optim/adamw.h"
 
+/* Most Transformer layers a model may have (fixed-size per-layer tables in train/model/model.h). */
+#define CONFIG_MAX_LAYERS 64
+
 typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
 /* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
@@ -98,8 +101,12 @@ void config_defaults(Config *cfg);
 void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides);
 /* Apply one "section.key=value" override; fatal on error. Call config_validate afterwards. */
 void config_override(Config *cfg, const char *assignment);
-/* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. */
+/* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. Key ranges
+ * and the cross-key checks of [model] only. */
 void config_load_string(Config *cfg, const char *text, const char *origin);
+/* config_load for commands that use only [model] (init, bench): the cross-key checks of the other
+ * sections (e.g. data.max_seq_len <= model.max_position) are not theirs to fail. */
+void config_load_model(Config *cfg, const char *path, int num_overrides, char *const *overrides);
 /* Cross-key checks (hidden_size % num_heads, ...); fatal with the origin of the offending key. */
 void config_validate(const Config *cfg);
 /* The full effective configuration as INI text (every key, every section); caller frees. */
@@ -120,6 +127,15 @@ void config_load_task(Config *cfg, const char *path, int num_overrides, char *co
  * to a value different from the checkpoint's is fatal, naming the key and both values. Then the
  * whole config is validated. */
 void config_adopt_model(Config *cfg, const Config *stored, const char *origin);
+/* Warn about each key of `section` that cfg sets explicitly (in its file or by --set) to a value
+ * other than stored's (a checkpoint's config, stored_origin), ending with `consequence` (e.g.
+ * "eval uses the checkpoint's model"); returns how many. */
+int config_report_differences(const Config *cfg, const Config *stored, const char *section, const char *stored_origin,
+                              const char *consequence);
+/* Copy the named keys of `section` from stored into cfg, except those cfg got from --set (the
+ * command line wins); a key cfg's file sets to another value is reported as above. */
+void config_adopt_keys(Config *cfg, const Config *stored, const char *section, const char *const *names,
+                       int num_names, const char *stored_origin, const char *consequence);
 /* The first [model] key (in schema order, skipping the names in `ignore`) whose value differs
  * between a and b: true, with "model.KEY" and both values as the INI text prints them, in diff. */
 typedef struct {

@@ -50,7 +50,8 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, InstanceStream *eval_
     instance_stream_rewind(eval_stream);
     double loss_sum = 0;
     long correct = 0, predictions = 0, unigram_correct = 0;
-    for (int i = 0; i < num_batches; i++) {
+    /* A stop signal ends it early (each rank still joins the one reduction below). */
+    for (int i = 0; i < num_batches && !stop_signal_received(); i++) {
         instance_stream_next(eval_stream, batch); /* every rank reads every batch of the one stream */
         if (dist && i % dist->size != dist->rank)
             continue; /* batch i is rank i mod N's */
@@ -150,6 +151,8 @@ void trainer_free(Trainer *t) {
 static void log_eval(Trainer *t) {
     EvalResult r = evaluate_mlm(&t->model, &t->acts, t->eval_stream, t->batch, t->cfg.train.eval_batches,
                                 t->unigram_token, &t->dist);
+    if (stop_signal_received())
+        return; /* cut short by SIGINT/SIGTERM: no partial record; the loop saves and stops */
     if (!dist_is_root(&t->dist))
         return;
     MetricsRecord rec = {.kind = "eval", .step = t->step, .total_steps = t->cfg.train.max_steps,
@@ -203,6 +206,12 @@ static int train_loop(Trainer *t) {
 }
 
 void pretrain_setup(Trainer *t, const char *config_path, const char *resume, const char *init) {
+    /* Inputs first, before anything large is allocated: a config without [data] fails here. */
+    if (!resume) {
+        RP_CHECK(t->cfg.data.vocab[0], "%s: key 'data.vocab': expected a vocabulary file, got nothing", config_path);
+        RP_CHECK(access(t->cfg.data.vocab, R_OK) == 0, "%s: cannot read the vocabulary (key 'data.vocab' of %s)",
+                 t->cfg.data.vocab, config_path);
+    }
     model_create(&t->model, &t->cfg.model, heads_mlm());
     dp_adamw_create(&t->opt, &t->dist, &t->model.table, t->cfg.train.shard_optimizer);
     const char *vocab_origin = t->cfg.data.vocab;
@@ -229,6 +238,9 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
             int64_t step;
             hsize_t one = 1;
             h5_read_int64s(f, from, "train/step", &step, 1, &one);
+            RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == t->opt.step,
+                     "%s: dataset 'train/step': expected the optimizer's step count %lld (in [0, %lld]), got %lld",
+                     from, (long long)t->opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
             t->step = (long)step;
             trainer_open_data(t, vocab_origin);
             InstanceState st = instance_state_unpack(words);

@@ -133,10 +133,12 @@ static void create(Model *m, const ModelConfig *cfg, ModelHeads heads, int with_
     ModelParams unused;
     layout_model(cfg, heads, &lo, &unused);
     m->table.block_floats = lo.arena.used;
-    m->params = xalloc_floats(lo.arena.used);
+    const char *what = "the parameters (and again for the gradients) of [model] hidden_size, num_layers, "
+                       "intermediate_size, vocab_size: make the model smaller";
+    m->params = xalloc_floats_for(lo.arena.used, what);
     model_bind(m, m->params, &m->p);
     if (with_grads) {
-        m->grads = xalloc_floats(lo.arena.used);
+        m->grads = xalloc_floats_for(lo.arena.used, what);
         model_bind(m, m->grads, &m->g);
     }
 }

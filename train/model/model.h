@@ -13,7 +13,7 @@
 #include "core/param_table.h"
 #include "layers/encoder.h"
 
-#define MODEL_MAX_LAYERS 64
+#define MODEL_MAX_LAYERS CONFIG_MAX_LAYERS
 /* Which output heads the model carries besides the encoder. Pretraining uses the MLM head;
  * fine-tuning drops it and adds the pooler with a classifier, or the span (QA) head. */
 typedef struct {

@@ -114,7 +114,9 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->threads = omp_get_max_threads();
     a->arena = arena_measuring();
     layout_activations(a, c);
-    arena_allocate(&a->arena, a->arena.used);
+    arena_allocate(&a->arena, a->arena.used,
+                   "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
+                   "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
     layout_activations(a, c);
     a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
     a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));

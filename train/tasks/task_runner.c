@@ -63,6 +63,10 @@ void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *ar
     config_load_task(&r->cfg, config_path, args->num_sets, args->sets);
     if (r->cfg.train.threads > 0)
         omp_set_num_threads(r->cfg.train.threads);
+    task_runner_derive(r);
+}
+
+void task_runner_derive(TaskRunner *r) {
     r->layout = glue_layout(&r->cfg.task);
     if (r->cfg.task.glue_task != GLUE_NONE)
         r->cfg.task.type = r->layout.type;

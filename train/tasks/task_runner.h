@@ -46,6 +46,8 @@ void task_data_free(TaskData *d);
 /* Load a fine-tuning config (config_load_task), set the thread count, the GLUE layout and the
  * batch shape; no model yet. */
 void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args);
+/* The GLUE layout, task type, B and L from r->cfg.task (again after r->cfg.task changed). */
+void task_runner_derive(TaskRunner *r);
 /* The heads the task needs: pooler + classifier (num_labels or 1 output) or the span head. */
 ModelHeads task_runner_heads(const TaskRunner *r);
 /* Fine-tuning: the task's model from the init checkpoint (config_adopt_model, the absolute table
