@@ -24,6 +24,8 @@ import sys
 
 import h5py
 import numpy as np
+
+import h5seal  # scripts/h5seal.py: the checksum realpos verifies on every HDF5 file it reads
 import torch
 import torch.nn as nn
 
@@ -347,10 +349,11 @@ def cmd_make_batch(a):
     chosen = (rng.random((B, L)) < 0.3) & (mask == 1)
     chosen[0, 0] = True
     labels = np.where(chosen, rng.integers(0, V, (B, L)), -100)
-    with h5py.File(a.out, "w") as f:
+    with h5seal.create(a.out) as f:
         for key, value in (("input_ids", ids), ("token_type_ids", types),
                            ("attention_mask", mask), ("labels", labels)):
             f[key] = value.astype(np.int32)
+    h5seal.seal(a.out)
     return 0
 
 
@@ -397,6 +400,7 @@ def cmd_perturb(a):
         for name in sorted(names):
             d = f["model/" + name]
             d[...] = (d[()] + a.scale * rng.standard_normal(d.shape)).astype(d.dtype)
+    h5seal.seal(a.checkpoint)
     return 0
 
 

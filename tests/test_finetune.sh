@@ -148,7 +148,7 @@ printf '{"data": [' >"$work/broken.json"
 "$RP" predict /dev/null "${squad[@]}" "${common[@]}" --checkpoint "$work/squad/model.h5" --input "$work/broken.json" \
   --out "$work/x.json" >/dev/null 2>"$work/e6"
 check "malformed JSON is fatal with file and line" has "$work/e6" "broken.json:1: expected SQuAD JSON, got malformed JSON"
-"$RP" predict /dev/null "${common[@]}" --set task.text_b_column=4 --set task.max_seq_len=16 \
+"$RP" predict /dev/null "${common[@]}" --set task.glue_task=none --set task.text_b_column=4 --set task.max_seq_len=16 \
   --checkpoint "$work/sst/model.h5" --input $FX/sst_dev.tsv --out "$work/x.tsv" >/dev/null 2>"$work/e7"
 check "a layout reading a column the file lacks is fatal, naming file, line and column" has "$work/e7" \
   "sst_dev.tsv: line 1 has 2 columns, but the task reads column 4"

@@ -131,6 +131,12 @@ expect_error "dump --checkpoint CK --out CK (through a symlink)" "are the same f
   $T "$RP" dump --checkpoint "$tmp/ok.h5" --batch "$tmp/ok.h5" --out "$tmp/link.h5"
 expect_error "attention CK --out CK" "are the same file" $T "$RP" attention "$tmp/ok.h5" --input "$tmp/corpus.txt" --out "$tmp/./ok.h5"
 expect_ok "control: the checkpoint is intact" "present, right shapes, finite" $T "$RP" inspect --verify "$tmp/ok.h5"
+cp $cfg "$tmp/c.ini"
+expect_error "init CONFIG --out CONFIG" "are the same file" $T "$RP" init "$tmp/c.ini" --out "$tmp/c.ini"
+check "... and the config is intact" cmp -s $cfg "$tmp/c.ini"
+mkdir -p "$tmp/sh"; cp "$tmp/corpus.txt" "$tmp/sh/train.h5"
+expect_error "prepare whose corpus is its own output shard" "are the same file" \
+  $T "$RP" prepare $cfg --set data.corpus="$tmp/sh/train.h5" --set data.shard_dir="$tmp/sh" --set data.vocab=$FX/vocab.txt
 
 # ---- vocabularies ---------------------------------------------------------------------------------
 { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw1\nw2\nw1\n'; } >"$tmp/dup_vocab.txt"
@@ -217,3 +223,71 @@ kill -TERM $pid; start=$(date +%s)
 wait $pid; rc=$?; kill $guard 2>/dev/null
 check "SIGTERM inside a huge eval loop: exits 0 and saves (status $rc, $(( $(date +%s) - start )) s)" \
   test $rc -eq 0 -a -s "$tmp/trun/ckpt-0000001.h5"
+
+# ---- fine-tuning and prediction -----------------------------------------------------------------------
+"$RP" init $FX/tiny.ini --out "$tmp/ft_init.h5" 2>/dev/null
+common=(--set train.threads=1 --set task.batch_size=8 --set task.lr=1e-3 --set train.log_interval=1000)
+sst=(--set task.glue_task=sst2 --set task.train_file=$FX/sst_train.tsv --set task.dev_file=$FX/sst_dev.tsv)
+$T "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$tmp/ft_init.h5" \
+  --set task.max_steps=3 --set task.max_seq_len=16 --set train.run_dir="$tmp/sst" >"$tmp/sst.out" 2>&1
+check "control: a short SST-2 fine-tuning run" test -s "$tmp/sst/model.h5"
+printf '[task]\nglue_task = cola\nmax_seq_len = 32\n' >"$tmp/cola.ini"
+expect_ok "predict with another task's config: the checkpoint's [task] is used, the differing key reported" \
+  "key 'task.glue_task' = cola differs from the checkpoint's sst2" \
+  $T "$RP" predict "$tmp/cola.ini" --checkpoint "$tmp/sst/model.h5" --input $FX/sst_dev.tsv --out "$tmp/pred.tsv"
+check "... and its predictions are finetune's dev predictions (SST-2 columns, max_seq_len 16)" \
+  cmp -s "$tmp/pred.tsv" "$tmp/sst/dev_predictions.tsv"
+cp $FX/sst_dev.tsv "$tmp/dev.tsv"
+expect_error "predict --input X --out X" "are the same file" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/sst/model.h5" --input "$tmp/dev.tsv" --out "$tmp/dev.tsv"
+check "... and the input is intact" cmp -s $FX/sst_dev.tsv "$tmp/dev.tsv"
+cp "$tmp/ft_init.h5" "$tmp/sst2_init.h5"; mkdir -p "$tmp/own"; cp "$tmp/ft_init.h5" "$tmp/own/model.h5"
+expect_error "finetune whose init_checkpoint is its own output" "are the same file" \
+  $T "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$tmp/own/model.h5" \
+  --set train.run_dir="$tmp/own"
+expect_error "task.labels with a repeated label" "task.labels" \
+  $T "$RP" finetune /dev/null "${common[@]}" --set task.train_file=$FX/sst_train.tsv --set task.text_a_column=0 \
+  --set task.label_column=1 --set task.labels="0 1 0" --set task.header=yes --set task.init_checkpoint="$tmp/ft_init.h5" \
+  --set train.run_dir="$tmp/lab"
+{ head -3 $FX/scores.tsv; printf '99\tmain\tfile\t2012\t0099\tnone\tnone\tgood film\tbad film\t1e30\n'; } >"$tmp/scores.tsv"
+expect_error "an STS-B score of 1e30 names the file and line" "scores.tsv: line 4: score '1e30' in column 9 is outside [0, 5]" \
+  $T "$RP" finetune /dev/null --set task.glue_task=stsb --set task.train_file="$tmp/scores.tsv" "${common[@]}" \
+  --set task.bad_examples=fatal --set task.init_checkpoint="$tmp/ft_init.h5" --set train.run_dir="$tmp/stsb"
+"$RP" init $FX/tiny.ini --set model.vocab_size=45 --set data.vocab="$tmp/pvocab.txt" --out "$tmp/w_init.h5" 2>/dev/null
+expect_ok "fine-tuning text that the checkpoint's vocabulary turns into [UNK] warns with the fraction" \
+  "% of its" $T "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$tmp/w_init.h5" \
+  --set task.max_steps=1 --set task.max_seq_len=16 --set train.run_dir="$tmp/unk"
+
+# SQuAD: trailing data, a repeated id, an empty question; evaluation answers every readable question
+sq=$FX/squad_dev.json
+{ cat $sq; echo '{"x": 1}'; } >"$tmp/trailing.json"
+squad=(--set task.type=squad --set task.max_seq_len=32 --set task.doc_stride=8 --set task.max_query_length=8)
+$T "$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.train_file=$FX/squad_train.json \
+  --set task.init_checkpoint="$tmp/ft_init.h5" --set task.max_steps=2 --set train.run_dir="$tmp/squad" >/dev/null 2>&1
+check "control: a short SQuAD fine-tuning run" test -s "$tmp/squad/model.h5"
+expect_error "SQuAD JSON with data after the document names file and line" "trailing.json:$(( $(wc -l <$sq) + 1 )): expected SQuAD JSON, got data after the end" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/trailing.json" --out "$tmp/p.json"
+"$PY" - $sq "$tmp" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+qas = d["data"][0]["paragraphs"][0]["qas"]
+dup = json.loads(json.dumps(d)); dup["data"][0]["paragraphs"][0]["qas"].append(dict(qas[0], question="again?"))
+json.dump(dup, open(sys.argv[2] + "/dup.json", "w"))
+empty = json.loads(json.dumps(d)); empty["data"][0]["paragraphs"][0]["qas"][1]["question"] = "  "
+json.dump(empty, open(sys.argv[2] + "/empty.json", "w"))
+off = json.loads(json.dumps(d)); off["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 3
+json.dump(off, open(sys.argv[2] + "/offset.json", "w"))
+PY
+expect_error "SQuAD: a repeated question id (bad_examples = fatal) names it" "question id q1-dev appears more than once" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/dup.json" --out "$tmp/p.json" \
+  --set task.bad_examples=fatal
+expect_error "SQuAD: an empty question (bad_examples = fatal) names its id" "question q2-dev: an empty \"question\" text" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/empty.json" --out "$tmp/p.json" \
+  --set task.bad_examples=fatal
+expect_ok "SQuAD: a skipped question still counts, as 0 (6 questions in the denominator)" "over 6 questions" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/empty.json" --out "$tmp/p.json"
+expect_ok "SQuAD: a question whose answer_start misses its text is answered and counted" \
+  "1 whose answer_start misses the text" \
+  $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/offset.json" --out "$tmp/p.json"
+check "... predictions.json answers all 6 questions" \
+  "$PY" -c "import json, sys; sys.exit(len(json.load(open('$tmp/p.json'))) != 6)"

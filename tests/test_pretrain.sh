@@ -82,8 +82,13 @@ kill -TERM $pid; wait $pid; rc=$?
 check "SIGTERM exits cleanly (status $rc)" test $rc -eq 0
 check "SIGTERM writes a checkpoint" test -n "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)"
 
-# NaN: an absurd learning rate overflows the weights; the run stops naming the step, saves nothing.
-"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runD" --set optim.lr=1e30 --set train.warmup_steps=0 \
+# NaN: weights near FLT_MAX (finite, so they load) overflow the forward pass; the run stops naming
+# the step, saves nothing. (An absurd learning rate is a config error now.)
+"$RP" init "$cfg" --out "$tmp/huge.h5" 2>/dev/null
+"$PY" -c "import h5py, numpy as np; f = h5py.File('$tmp/huge.h5', 'r+')
+d = f['model/bert/encoder/layer/0/attention/self/query/weight']; d[...] = np.full(d.shape, 3e38, np.float32); f.close()"
+"$PY" scripts/h5seal.py "$tmp/huge.h5"
+"$RP" pretrain "$cfg" --init "$tmp/huge.h5" --set train.run_dir="$tmp/runD" \
   --set train.checkpoint_interval=100000 >"$tmp/d.log" 2>&1; rc=$?
 check "NaN/Inf stops the run with a non-zero exit" test $rc -ne 0
 check "NaN/Inf message names the step" grep -Eq "step [0-9]+: the (loss|gradient norm) is -?(nan|inf)" "$tmp/d.log"

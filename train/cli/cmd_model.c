@@ -28,6 +28,7 @@ int cmd_init(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 1);
     RP_CHECK(a.num_positional == 1 && out, "usage: realpos %s", usage);
     Config cfg;
+    require_distinct_files(a.positional[0], "init: the config", out, "--out");
     config_load_model(&cfg, a.positional[0], a.num_sets, a.sets);
     char *ini = config_to_ini(&cfg);
     fprintf(stderr, "%s", ini);

@@ -262,10 +262,16 @@ PrepareReport corpus_prepare(const DataConfig *data) {
     double t0 = now_seconds();
     RP_CHECK(data->num_corpus > 0, "[data] corpus: expected at least one text file, got none");
     RP_CHECK(data->vocab[0], "[data] vocab: expected a vocabulary file, got none");
-    for (int i = 0; i < data->num_corpus; i++) /* fail fast, before any work */
+    char shards[2][CONFIG_PATH_MAX + 16];
+    shard_path(shards[0], sizeof shards[0], data->shard_dir, "train");
+    shard_path(shards[1], sizeof shards[1], data->shard_dir, "eval");
+    for (int i = 0; i < data->num_corpus; i++) { /* fail fast, before any work */
         RP_CHECK(access(data->corpus[i], R_OK) == 0,
                  "%s: cannot open corpus file ([data] corpus): %s", data->corpus[i],
                  strerror(errno));
+        for (int s = 0; s < 2; s++)
+            require_distinct_files(data->corpus[i], "prepare: [data] corpus", shards[s], "shard ([data] shard_dir)");
+    }
     size_t vocab_len;
     char *vocab_text = read_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
     Tokenizer *tok = tokenizer_from_text(vocab_text, vocab_len, data->do_lower_case, data->vocab);
