@@ -147,7 +147,7 @@ static void evaluate_dev(FineTuner *ft, const char *predictions_path) {
         return;
     ft->best = score.value;
     ft->best_step = ft->step;
-    fprintf(ft->log.jsonl, "{\"kind\":\"best\",\"step\":%ld,\"metric\":\"%s\",\"value\":%.6f}\n", ft->step,
+    fprintf(ft->log.jsonl, "{\"kind\":\"best\",\"step\":%ld,\"metric\":\"%s\",\"value\":%.17g}\n", ft->step,
             score.name, score.value);
     fflush(ft->log.jsonl);
     if (r->cfg.task.eval_every == 0)
@@ -181,6 +181,7 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
     run_dir_open(tc->run_dir, config_ini);
     metrics_open(&ft.log, tc->run_dir, resume != NULL);
     stop_signals_install();
+    r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
     StepConfig sc = {SCHED_LINEAR, task->lr, warmup, ft.total, 1, tc->clip_grad_norm, (uint64_t)task->seed,
                      tc->log_interval, tc->run_dir};
     TrainStep ts;

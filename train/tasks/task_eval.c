@@ -10,9 +10,11 @@
 
 /* Forward every sequence of f in batches of B (the last padded); out: [count, C] logits or
  * [count, L] start and end logits. */
-static void predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *out_end) {
+static int predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *out_end) {
     int B = r->B, L = r->L, C = r->heads.C;
     for (int first = 0; first < f->count; first += B) {
+        if (r->should_stop && r->should_stop())
+            return 0; /* a stop signal: the caller saves and exits, promptly */
         for (int b = 0; b < B; b++)
             r->rows[b] = first + b < f->count ? first + b : -1;
         task_fill_batch(r, f, r->rows);
@@ -27,6 +29,7 @@ static void predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float 
             memcpy(out + (size_t)first * C, r->heads.logits, sizeof(float) * (size_t)n * C);
         }
     }
+    return 1;
 }
 
 /* {"kind":"task_eval", "step":N when the evaluation belongs to a training step, "data":PATH, ...} */
@@ -55,7 +58,11 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
     TaskScore score = {NULL, NAN};
     TaskFeatures *f = &d->features;
     float *start = xalloc_floats((size_t)f->count * r->L), *end = xalloc_floats((size_t)f->count * r->L);
-    predict_all(r, f, start, end);
+    if (!predict_all(r, f, start, end)) {
+        free(start);
+        free(end);
+        return score;
+    }
     char **answers = squad_best_answers(&d->squad, &r->cfg.task, r->tok, f, &d->windows, start, end);
     if (out_path)
         squad_write_predictions(out_path, &d->squad, answers);
@@ -139,8 +146,9 @@ TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *r
         TaskFeatures *f = &d->features;
         int C = r->heads.C;
         float *logits = xalloc_floats((size_t)f->count * C), *values = xalloc_floats((size_t)f->count);
-        int *pred = xcalloc((size_t)f->count, sizeof(int)), labelled = 1;
-        predict_all(r, f, logits, NULL);
+        int *pred = xcalloc((size_t)f->count, sizeof(int)), labelled = predict_all(r, f, logits, NULL);
+        if (!labelled)
+            out_path = NULL; /* interrupted: no predictions, no metrics */
         for (int i = 0; i < f->count; i++) {
             const float *z = logits + (size_t)i * C;
             for (int c = 1; c < C; c++)

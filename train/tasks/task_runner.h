@@ -27,6 +27,7 @@ typedef struct {
     int *rows, *input_ids, *token_type_ids, *attention_mask; /* one batch: [B], [B, L] x 3 */
     int *labels, *start, *end;                               /* [B] targets */
     float *values;                                           /* [B] */
+    int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
 } TaskRunner;
 
 /* Evaluation data: the sequences and, for SQuAD, the questions and windows behind them. */
