@@ -238,9 +238,9 @@ void pretrain_setup(Trainer *t, const char *config_path, const char *resume, con
             int64_t step;
             hsize_t one = 1;
             h5_read_int64s(f, from, "train/step", &step, 1, &one);
-            RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == t->opt.step,
+            RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == t->opt.opt.step,
                      "%s: dataset 'train/step': expected the optimizer's step count %lld (in [0, %lld]), got %lld",
-                     from, (long long)t->opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
+                     from, (long long)t->opt.opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
             t->step = (long)step;
             trainer_open_data(t, vocab_origin);
             InstanceState st = instance_state_unpack(words);
