@@ -1,10 +1,10 @@
 /* The MLM pretraining loop (pretrain.h).
  *
- * A step: grad_accum_steps micro-batches (forward, backward with loss scale 1/accum), global
- * gradient-norm clipping, the scheduled learning rate, one AdamW update. Dropout masks are a
- * pure function of (model seed, step, micro-batch) and the data stream's whole state is saved in
- * each checkpoint, so a resumed run continues bit-identically to an uninterrupted one (same
- * thread count). */
+ * A step (the shared train_step, step.h): grad_accum_steps micro-batches (forward, backward with
+ * loss scale 1/accum), global gradient-norm clipping, the scheduled learning rate, one AdamW
+ * update. Dropout masks are a pure function of (model seed, step, micro-batch) and the data
+ * stream's whole state is saved in each checkpoint, so a resumed run continues bit-identically to
+ * an uninterrupted one (same thread count). */
 #include "train/loop/pretrain.h"
 
 #include <limits.h>
