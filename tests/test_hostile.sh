@@ -195,6 +195,9 @@ cp "$ck" "$tmp/big.h5"
 h5edit "$tmp/big.h5" "d = f['$q']; d[...] = np.full(d.shape, 3e38, np.float32)"
 expect_error "eval with a non-finite loss exits non-zero, naming the checkpoint" "big.h5: the held-out loss is" \
   $T "$RP" eval "$tmp/p.ini" --checkpoint "$tmp/big.h5"
+out=$($T "$RP" pretrain "$tmp/p.ini" --init "$tmp/big.h5" --set train.run_dir="$tmp/nanrun" 2>&1); rc=$?
+check "a NaN stop in a run without checkpoints does not claim one is intact (status $rc)" \
+  bash -c "[ $rc -ne 0 ] && grep -q 'the loss is' <<<'$(grep -F 'realpos: error' <<<"$out")' && ! grep -q intact <<<'$(grep -F 'realpos: error' <<<"$out")'"
 for bad in -5 4611686018427387904; do
   cp "$ck" "$tmp/step.h5"; h5edit "$tmp/step.h5" "f['train/step'][0] = $bad"
   expect_error "resume from /train/step = $bad is an error" "dataset 'train/step': expected the optimizer's step count 4" \
