@@ -130,8 +130,9 @@ void write_file(const char *path, const void *data, size_t len) {
     int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok) {
+        int err = errno;
         remove(tmp);
-        RP_FATAL("%s: write failed (disk full?)", tmp);
+        RP_FATAL("%s: write failed (%s); removed the incomplete file", tmp, strerror(err));
     }
     RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 }

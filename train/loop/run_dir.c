@@ -73,13 +73,10 @@ void run_dir_save_checkpoint(const char *run_dir, long step, int keep_last, cons
     char path[CONFIG_PATH_MAX + 32];
     run_dir_checkpoint_name(path, sizeof path, run_dir, step);
     checkpoint_save(path, m, extras);
-    char latest[CONFIG_PATH_MAX + 32], latest_tmp[CONFIG_PATH_MAX + 48];
+    char latest[CONFIG_PATH_MAX + 32], name[64];
     snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    snprintf(latest_tmp, sizeof latest_tmp, "%s/latest.tmp.%ld", run_dir, (long)getpid());
-    FILE *f = fopen(latest_tmp, "w");
-    RP_CHECK(f, "%s: cannot write", latest_tmp);
-    fprintf(f, "ckpt-%07ld.h5\n", step);
-    RP_CHECK(fclose(f) == 0 && rename(latest_tmp, latest) == 0, "cannot update %s", latest);
+    int len = snprintf(name, sizeof name, "ckpt-%07ld.h5\n", step);
+    write_file(latest, name, (size_t)len); /* temp + rename; a failure removes the temp file */
     prune_checkpoints(run_dir, keep_last);
     rp_log("checkpoint %s", path);
 }
