@@ -21,22 +21,26 @@ expect_error() {
   else fail "$name" "status $rc: $(head -c 400 <<<"$out")"; fi
 }
 
-# kill9_when FILE PID [TIMEOUT]: run PID in short slices (SIGCONT, 20 ms, SIGSTOP) until FILE
-# exists, then SIGKILL it. The process is stopped whenever FILE is checked, and one slice gives
-# it at most 20 ms of CPU however loaded the machine is, so the kill lands within a slice of
-# FILE appearing instead of whenever a poll loop happens to run. Returns 1 (and kills PID) if
-# PID exits first or FILE has not appeared after TIMEOUT seconds (default 180).
-kill9_when() {
-  local file=$1 pid=$2 deadline=$((SECONDS + ${3:-180}))
+# signal_when SIGNAL PID COMMAND...: run PID in short slices (SIGCONT, 20 ms, SIGSTOP) until
+# COMMAND succeeds, then send it SIGNAL. The process is stopped whenever COMMAND is checked, and one
+# slice gives it at most 20 ms of CPU however loaded the machine is, so the signal lands within a
+# slice of the condition becoming true instead of whenever a poll loop happens to run. Returns 1
+# (and SIGKILLs PID) if PID exits first or the condition is not met within SIGNAL_TIMEOUT seconds
+# (default 180).
+signal_when() {
+  local signal=$1 pid=$2 deadline=$((SECONDS + ${SIGNAL_TIMEOUT:-180}))
+  shift 2
   while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do
     kill -STOP "$pid" 2>/dev/null
-    if [ -e "$file" ]; then kill -9 "$pid"; kill -CONT "$pid" 2>/dev/null; return 0; fi
+    if "$@"; then kill -"$signal" "$pid"; kill -CONT "$pid" 2>/dev/null; return 0; fi
     kill -CONT "$pid" 2>/dev/null
     sleep 0.02
   done
   kill -9 "$pid" 2>/dev/null
   return 1
 }
+# kill9_when FILE PID: SIGKILL PID as soon as FILE exists (see signal_when).
+kill9_when() { signal_when KILL "$2" test -e "$1"; }
 
 # synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (the five special tokens, then w0 ..
 # w{WORDS-1}) and DIR/corpus.txt (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent

@@ -191,9 +191,12 @@ check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
 pid=$!
 kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
 check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
-"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$(cat "$work/ftB/latest")" \
+killed_at=$(cat "$work/ftB/latest") # ckpt-0000020.h5, or a later one if the last 20 ms reached it
+"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$killed_at" \
   --set task.init_checkpoint="$work/gone.h5" >"$work/ftB2.out" 2>"$work/ftB2.err"
-check "resumed run says where it resumed (its model built from that checkpoint, not task.init_checkpoint)" has "$work/ftB2.err" "resumed from .*ckpt-0000020.h5 at step 20"
+killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
+check "resumed run says where it resumed (its model built from that checkpoint, not task.init_checkpoint)" \
+  has "$work/ftB2.err" "resumed from .*$killed_at at step $killed_step\b"
 check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftB/model.h5"
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
@@ -201,13 +204,7 @@ check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictio
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
   >"$work/ftC1.out" 2>"$work/ftC1.err" &
 pid=$!
-# Like kill9_when (lib.sh) but on a log line: run in 20 ms slices until step 30 is logged, then SIGTERM.
-for _ in $(seq 1 9000); do
-  kill -STOP $pid 2>/dev/null || break
-  grep -q '"step":30,' "$work/ftC/metrics.jsonl" 2>/dev/null && break
-  kill -CONT $pid; sleep 0.02
-done
-kill -TERM $pid; kill -CONT $pid; wait $pid; rc=$?
+signal_when TERM $pid grep -qs '"step":30,' "$work/ftC/metrics.jsonl"; wait $pid; rc=$?
 check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
   bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
 check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"

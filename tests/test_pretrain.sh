@@ -77,8 +77,7 @@ check "kill -9 + resume is bit-identical to an uninterrupted run ($same)" test "
 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/runC" --set train.max_steps=100000 \
   --set train.checkpoint_interval=100000 >"$tmp/c.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 2000); do grep -q '"step":20,' "$tmp/runC/metrics.jsonl" 2>/dev/null && break; sleep 0.005; done
-kill -TERM $pid; wait $pid; rc=$?
+signal_when TERM $pid grep -qs '"step":20,' "$tmp/runC/metrics.jsonl"; wait $pid; rc=$?
 check "SIGTERM exits cleanly (status $rc)" test $rc -eq 0
 check "SIGTERM writes a checkpoint" test -n "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)"
 

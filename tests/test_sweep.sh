@@ -128,7 +128,7 @@ PY
 # ---- a killed point resumes ----------------------------------------------------------------------
 # The sweep is started directly (not through the shell function) so that $! is its Python
 # process; its `realpos pretrain` child for the seed=1 point (not a short `realpos config` check)
-# is SIGKILLed once that point's step-20 checkpoint exists.
+# is SIGKILLed once that point's `latest` names a checkpoint of step 20 or later.
 "$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" resume.ini --jobs 1 >resume1.log 2>&1 &
 sweep_pid=$!
 point=runs/resume/seed=1
@@ -138,7 +138,8 @@ for _ in $(seq 1 600); do
   kill -0 $sweep_pid 2>/dev/null || break; sleep 0.1
 done
 check "kill: the sweep started realpos for the first point" test -n "$child"
-[ -n "$child" ] && kill9_when "$point/ckpt-0000020.h5" "$child"
+# `latest` is rewritten after each checkpoint is renamed into place: wait until it names step 20+.
+[ -n "$child" ] && signal_when KILL "$child" grep -qs 'ckpt-00000[2-9]0.h5' "$point/latest"
 kill -9 $sweep_pid 2>/dev/null; wait $sweep_pid 2>/dev/null
 check "kill: the point was killed part-way (latest checkpoint before step 100)" \
   test -e "$point/latest" -a ! -e "$point/ckpt-0000100.h5"
