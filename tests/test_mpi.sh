@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Data-parallel training under `mpirun -np 2` (1 thread per rank, oversubscription allowed):
+# Data-parallel training under `mpirun -np 2` (1 thread per rank, oversubscription allowed; each
+# realpos run is a tiny model for a dozen steps):
 # core/dist + ZeRO-1 unit checks at 2 and 3 ranks; N=2 vs N=1 within a stated tolerance (pretraining
 # and fine-tuning); bit-identical reruns at N=2; ZeRO-1 equals unsharded bit for bit and their
 # checkpoints resume each other; kill -9 + resume under mpirun ends bit-identical; resuming at
@@ -123,6 +124,26 @@ mpi 3 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/three" --set train.shard_o
 rel=$(compare "$tmp/run1/$final" "$tmp/three/$final" tol)
 check "N=1 checkpoint resumed at N=3 with ZeRO-1 (4 micro-batches on 3 ranks) within tolerance of N=1 ($rel)" \
   within_tolerance "$rel"
+
+# ---- fine-tuning: N=2 vs N=1, rerun, ZeRO-1 (SST-2 layout on the fixtures, dropout on) -------------
+FX=tests/fixtures/finetune
+"$RP" init $FX/tiny.ini --out "$tmp/ft-init.h5" >/dev/null 2>&1
+ft=(/dev/null --set task.glue_task=sst2 --set task.train_file=$FX/sst_train.tsv --set task.dev_file=$FX/sst_dev.tsv
+    --set task.init_checkpoint="$tmp/ft-init.h5" --set train.threads=1 --set task.batch_size=4
+    --set train.grad_accum_steps=2 --set task.max_steps=10 --set task.max_seq_len=16 --set task.lr=1e-3
+    --set model.hidden_dropout=0.1 --set train.log_interval=5)
+"$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft1" >"$tmp/ft1.log" 2>&1
+mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2" >"$tmp/ft2.log" 2>&1
+check "N=2 fine-tuning writes model.h5 and dev predictions" test -s "$tmp/ft2/model.h5" -a -s "$tmp/ft2/dev_predictions.tsv"
+rel=$(compare "$tmp/ft1/model.h5" "$tmp/ft2/model.h5" tol)
+check "N=2 fine-tuning equals N=1 within tolerance (worst ratio, max |diff|: $rel)" within_tolerance "$rel"
+check "N=2 fine-tuning: rank 0 alone prints the transfer table" \
+  test "$(grep -c 'initialised *classifier/weight' "$tmp/ft2.log")" -eq 1
+mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2b" >"$tmp/ft2b.log" 2>&1
+check "N=2 fine-tuning rerun is bit-identical" test "$(compare "$tmp/ft2/model.h5" "$tmp/ft2b/model.h5" bits)" = identical
+mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2z" --set train.shard_optimizer=yes >"$tmp/ft2z.log" 2>&1
+check "N=2 fine-tuning with ZeRO-1 equals unsharded bit for bit" \
+  test "$(compare "$tmp/ft2/model.h5" "$tmp/ft2z/model.h5" bits)" = identical
 
 # ---- kill -9 under mpirun -np 2, resume under mpirun -np 2 ----------------------------------------
 long=(--set train.max_steps=24 --set train.checkpoint_interval=3)

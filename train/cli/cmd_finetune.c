@@ -14,8 +14,11 @@ int cmd_finetune(int argc, char **argv) {
     CliOption options[] = {{"resume", &resume}};
     CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    Dist dist;
+    dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
+    dist_set_threads(&dist, r.cfg.train.threads);
     const TaskConfig *task = &r.cfg.task;
     RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
              "nothing", args.positional[0]);
@@ -28,20 +31,23 @@ int cmd_finetune(int argc, char **argv) {
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     task_runner_build_model(&r, resume ? resume : task->init_checkpoint);
     char *config_ini = config_to_ini(&r.cfg);
-    fprintf(stderr, "# effective configuration\n%s\n", config_ini);
+    dist_require_same_text(&dist, config_ini, "effective configuration");
+    if (dist_is_root(&dist))
+        fprintf(stderr, "# effective configuration\n%s\n", config_ini);
     TaskData train_data, dev_data;
     task_data_load(&train_data, task, &r.layout, r.tok, r.L, task->train_file, 1);
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
     task_runner_buffers(&r);
 
-    FinetuneOptions opt = {config_ini, resume, {NULL, NULL}};
+    FinetuneOptions opt = {config_ini, resume, &dist};
     finetune_run(&r, &train_data, task->dev_file[0] ? &dev_data : NULL, &opt);
     if (task->dev_file[0])
         task_data_free(&dev_data);
     task_data_free(&train_data);
     task_runner_free(&r);
     free(config_ini);
+    dist_finalize(&dist);
     return 0;
 }
 

@@ -54,7 +54,8 @@ typedef struct {
     const TaskFeatures *train_set;
     TaskData *dev;
     const char *config_ini;
-    AdamW opt;
+    Dist *dist;
+    DpAdamW opt; /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
     Sampler sampler;
     long step, total;
     MetricsLog log;
@@ -96,10 +97,17 @@ static void write_training_state(hid_t file, const void *ctx) {
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
 }
 
+/* Every rank calls (ZeRO-1 moments are gathered on rank 0 through the gradient block, free
+ * between steps); rank 0 writes. */
 static void save_checkpoint(FineTuner *ft) {
     const TrainConfig *tc = &ft->r->cfg.train;
-    CheckpointExtras extras = {ft->config_ini, &ft->opt, write_training_state, ft};
-    run_dir_save_checkpoint(tc->run_dir, ft->step, tc->keep_last, &ft->r->model, &extras);
+    AdamW full = dp_adamw_full(&ft->opt, ft->r->model.grads);
+    dp_adamw_gather(&ft->opt, &full);
+    if (dist_is_root(ft->dist)) {
+        CheckpointExtras extras = {ft->config_ini, &full, write_training_state, ft};
+        run_dir_save_checkpoint(tc->run_dir, ft->step, tc->keep_last, &ft->r->model, &extras);
+    }
+    dp_adamw_release(&ft->opt);
 }
 
 /* Model, optimizer, step, sampler and best score of a fine-tuning checkpoint. */
@@ -110,8 +118,11 @@ static void resume_from(FineTuner *ft, const char *ckpt) {
              "%s: not a fine-tuning checkpoint with optimizer state; --resume needs RUN_DIR/ckpt-NNNNNNN.h5 of a "
              "`realpos finetune` run", ckpt);
     checkpoint_load_model(f, ckpt, &ft->r->model);
-    RP_CHECK(checkpoint_load_optimizer(f, ckpt, &ft->r->model, &ft->opt), "%s: no optimizer state to resume from",
+    AdamW full = dp_adamw_full(&ft->opt, ft->r->model.grads); /* every rank reads, keeps its shard */
+    RP_CHECK(checkpoint_load_optimizer(f, ckpt, &ft->r->model, &full), "%s: no optimizer state to resume from",
              ckpt);
+    dp_adamw_scatter(&ft->opt, &full);
+    dp_adamw_release(&ft->opt);
     int64_t step;
     hsize_t one = 1, count = (hsize_t)ft->sampler.count;
     h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
@@ -165,44 +176,51 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
     const TrainConfig *tc = &r->cfg.train;
     const TaskFeatures *train_set = &train_data->features;
     int B = r->B, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
-    FineTuner ft = {r, train_set, dev_data, config_ini, .best = NAN, .best_step = -1};
-    ft.total = (long)ceil((double)task->epochs * train_set->count / B);
+    FineTuner ft = {r, train_set, dev_data, config_ini, opt->dist, .best = NAN, .best_step = -1};
+    int accum = tc->grad_accum_steps, root = dist_is_root(opt->dist);
+    ft.total = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum));
     if (task->max_steps > 0 && task->max_steps < ft.total)
         ft.total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)ft.total);
-    adamw_create(&ft.opt, &r->model.table);
+    dp_adamw_create(&ft.opt, opt->dist, &r->model.table, tc->shard_optimizer);
     ft.sampler = (Sampler){xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
     for (int i = 0; i < train_set->count; i++)
         ft.sampler.order[i] = i;
     rng_seed(&ft.sampler.rng, (uint64_t)task->seed);
     if (resume)
         resume_from(&ft, resume);
+    dist_broadcast(opt->dist, r->model.params, r->model.table.block_floats); /* rank 0's bits everywhere */
 
-    run_dir_open(tc->run_dir, config_ini);
-    metrics_open(&ft.log, tc->run_dir, resume != NULL);
+    if (root) { /* rank 0 alone writes the run directory and scores the dev set */
+        run_dir_open(tc->run_dir, config_ini);
+        metrics_open(&ft.log, tc->run_dir, resume != NULL);
+    }
     stop_signals_install();
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
-    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, ft.total, 1, tc->clip_grad_norm, (uint64_t)task->seed,
+    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, ft.total, accum, tc->clip_grad_norm, (uint64_t)task->seed,
                      tc->log_interval, tc->run_dir};
     TrainStep ts;
-    train_step_init(&ts, &sc, &r->model, &ft.opt, &r->cfg.optim,
+    train_step_init(&ts, &sc, &r->model, NULL, &r->cfg.optim,
                     loss_head_task(&r->model, &r->acts, &r->heads, regression), (BatchSource){next_task_batch, &ft},
-                    &ft.log, ft.step);
-    ts.reduce = opt->reduce;
-    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d (warmup %d), %d threads", train_set->count,
-           (double)task->epochs, ft.total, B, warmup, omp_get_max_threads());
-    while (ft.step < ft.total && !stop_signal_received()) {
+                    root ? &ft.log : NULL, ft.step);
+    ts.dp = &ft.opt;
+    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d), %d rank%s x %d threads",
+           train_set->count, (double)task->epochs, ft.total, accum, B, warmup, opt->dist->size,
+           opt->dist->size > 1 ? "s" : "", omp_get_max_threads());
+    long first_step = ft.step;
+    while (ft.step < ft.total && !ts.stop) {
         train_step(&ts, ft.step);
         ft.step++;
-        if (dev_data && task->eval_every > 0 && ft.step % task->eval_every == 0 && ft.step < ft.total)
+        if (root && dev_data && task->eval_every > 0 && ft.step % task->eval_every == 0 && ft.step < ft.total)
             evaluate_dev(&ft, NULL);
-        if (ft.step % tc->checkpoint_interval == 0 && ft.step < ft.total)
+        if (ft.step % tc->checkpoint_interval == 0 && ft.step < ft.total && !ts.stop)
             save_checkpoint(&ft);
     }
-    if (stop_signal_received()) {
-        rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), ft.step);
+    train_step_log_communication(&ts, ft.step - first_step);
+    if (ts.stop) { /* a signal reached some rank: every rank leaves after the same step */
+        rp_log("stop signal: saving a checkpoint at step %ld and stopping", ft.step);
         save_checkpoint(&ft);
-    } else {
+    } else if (root) {
         char path[CONFIG_PATH_MAX + 64];
         snprintf(path, sizeof path, "%s/model.h5", tc->run_dir);
         CheckpointExtras extras = {config_ini, NULL, write_vocab, r};
@@ -216,7 +234,8 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
                 rp_log("best dev score %.4f at step %ld: %s/best.h5", ft.best, ft.best_step, tc->run_dir);
         }
     }
-    metrics_close(&ft.log);
+    if (root)
+        metrics_close(&ft.log);
     free(ft.sampler.order);
-    adamw_free(&ft.opt);
+    dp_adamw_free(&ft.opt);
 }

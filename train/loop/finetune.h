@@ -7,7 +7,7 @@
 typedef struct {
     const char *config_ini; /* the effective configuration, stored in every checkpoint */
     const char *resume;     /* a checkpoint of the same run to continue from, or NULL */
-    GradientReduce reduce;  /* data-parallel hook of the training step; zero: one process */
+    Dist *dist;             /* the MPI job (size 1 alone): ranks share each step's micro-batches */
 } FinetuneOptions;
 
 /* Fine-tune r's model on train_data in train.run_dir (config.ini, metrics files, rotating

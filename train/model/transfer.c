@@ -10,12 +10,16 @@
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
 
 void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
+    if (!table)
+        return;
     char shape[64];
     h5_shape_text(shape, sizeof shape, rank, dims);
     fprintf(table, "  %-12s %-64s %s\n", status, name, shape);
 }
 
 void transfer_print_summary(FILE *table, const TransferSummary *s) {
+    if (!table)
+        return;
     fprintf(table, "  %d loaded, %d grown, %d initialised, %d dropped\n", s->loaded, s->grown, s->initialised,
             s->dropped);
 }
@@ -36,7 +40,8 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
 
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table) {
     TransferSummary s = {0, 0, 0, 0};
-    fprintf(table, "parameters from %s:\n", path);
+    if (table)
+        fprintf(table, "parameters from %s:\n", path);
     char dataset[PARAM_NAME_MAX + 8], have[64], want[64];
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.items[i];
@@ -61,9 +66,10 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
                    stored[0] < dims[0]) {
             /* rows are positions: the checkpoint's positions load, the new ones keep their init */
             h5_read_floats(file, path, dataset, w, 2, stored);
-            fprintf(table, "  grown        %-64s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n", p->name,
-                    have, want, (unsigned long long)stored[0] - 1, (unsigned long long)stored[0],
-                    (unsigned long long)dims[0] - 1);
+            if (table)
+                fprintf(table, "  grown        %-64s %s -> %s: rows 0-%llu loaded, %llu-%llu initialised\n",
+                        p->name, have, want, (unsigned long long)stored[0] - 1, (unsigned long long)stored[0],
+                        (unsigned long long)dims[0] - 1);
             s.grown++;
         } else {
             RP_FATAL("%s: parameter '%s': the checkpoint has shape %s, the fine-tuning model needs %s", path, p->name,

@@ -21,4 +21,4 @@ void transfer_print(FILE *table, const char *status, const char *name, int rank,
 void transfer_print_summary(FILE *table, const TransferSummary *s);
 
 /* m: created and freshly initialised. Prints one line per tensor and a summary to `table`. */
-TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table);
+TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table); /* table may be NULL */

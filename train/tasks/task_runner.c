@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/dist.h"
 #include "core/h5io.h"
 #include "layers/layers.h"
 #include "train/model/checkpoint.h"
@@ -53,7 +54,7 @@ void task_runner_build_model(TaskRunner *r, const char *ckpt) {
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    transfer_load(f, ckpt, &r->model, stderr);
+    transfer_load(f, ckpt, &r->model, dist_quiet() ? NULL : stderr); /* the table: rank 0 only */
     h5_close(f, ckpt);
     free(stored_ini);
 }
