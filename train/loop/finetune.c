@@ -218,7 +218,10 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
     }
     train_step_log_communication(&ts, ft.step - first_step);
     if (ts.stop) { /* a signal reached some rank: every rank leaves after the same step */
-        rp_log("stop signal: saving a checkpoint at step %ld and stopping", ft.step);
+        if (stop_signal_received())
+            rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), ft.step);
+        else
+            rp_log("a stop signal on another rank: saving a checkpoint at step %ld and stopping", ft.step);
         save_checkpoint(&ft);
     } else if (root) {
         char path[CONFIG_PATH_MAX + 64];

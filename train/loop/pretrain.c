@@ -196,7 +196,10 @@ static int train_loop(Trainer *t) {
     }
     train_step_log_communication(&ts, t->step - first_step);
     if (ts.stop) { /* a signal reached some rank: every rank leaves after the same step */
-        rp_log("stop signal: saving a checkpoint at step %ld and stopping", t->step);
+        if (stop_signal_received())
+            rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), t->step);
+        else
+            rp_log("a stop signal on another rank: saving a checkpoint at step %ld and stopping", t->step);
         save_checkpoint(t);
         return 0;
     }
