@@ -60,12 +60,12 @@ for round in $(seq 1 "$ROUNDS"); do
   rm -rf "$dir"
   OMP_NUM_THREADS=$T "$RP" pretrain "$out/bench.ini" --set train.run_dir="$dir" --set train.threads=$T \
     >"$dir.log" 2>&1
-  echo "1x$T $(last_tps "$dir/metrics.jsonl") -" >>"$out/runs.txt"
+  echo "1x$T $(last_tps "$dir/metrics.jsonl") - -" >>"$out/runs.txt"
   dir=$out/r$round-${T}x1
   rm -rf "$dir"
   "${MPI[@]}" -np "$T" -x OMP_NUM_THREADS=1 /usr/bin/time -f "rss_kb %M" "$RP" pretrain "$out/bench.ini" \
     --set train.run_dir="$dir" --set train.threads=1 >"$dir.log" 2>&1
-  comm=$(sed -n 's/.*communication \([0-9.]*\) ms per step.*/\1/p' "$dir.log")
+  comm=$(sed -n 's/.*communication \([0-9.]*\) ms per step on rank 0 (\([0-9.]*\)% of step time).*/\1 \2/p' "$dir.log")
   echo "${T}x1 $(last_tps "$dir/metrics.jsonl") $comm" >>"$out/runs.txt"
   tail -n 2 "$out/runs.txt"
 done
@@ -85,7 +85,9 @@ T = sys.argv[2]
 one = [float(r[1]) for r in rows if r[0] == "1x" + T]
 many = [float(r[1]) for r in rows if r[0] == T + "x1"]
 comm = [float(r[2]) for r in rows if r[0] == T + "x1" and r[2] != "-"]
+share = [float(r[3]) for r in rows if r[0] == T + "x1" and r[3] != "-"]
 print("1 rank x %s threads: median %.0f tok/s  (%s)" % (T, st.median(one), " ".join("%.0f" % v for v in one)))
 print("%s ranks x 1 thread: median %.0f tok/s  (%s)" % (T, st.median(many), " ".join("%.0f" % v for v in many)))
-print("ratio ranks/threads: %.2f; rank 0 communication: median %.0f ms per step" % (st.median(many) / st.median(one), st.median(comm)))
+print("ratio ranks/threads: %.2f; rank 0 communication: median %.0f ms per step, %.1f%% of step time"
+      % (st.median(many) / st.median(one), st.median(comm), st.median(share)))
 PY

@@ -12,6 +12,14 @@ if ! command -v mpirun >/dev/null 2>&1; then echo "SKIP test_mpi: mpirun not fou
 export OMP_NUM_THREADS=1
 MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS)
 mpi() { local n=$1; shift; "${MPI[@]}" -np "$n" "$@"; }
+# Background jobs (mpirun and its ranks) never outlive the test, whatever way it ends.
+background=()
+cleanup() {
+  local p
+  for p in "${background[@]}"; do kill -9 $(pgrep -P "$p") "$p" 2>/dev/null; done
+  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
 # wait_exit PID: its exit status, or 124 after killing it (and its ranks) if it runs 10 more minutes.
 wait_exit() {
   local i
@@ -149,7 +157,7 @@ check "N=2 fine-tuning with ZeRO-1 equals unsharded bit for bit" \
 long=(--set train.max_steps=24 --set train.checkpoint_interval=3)
 mpi 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longA" "${long[@]}" >"$tmp/longA.log" 2>&1
 "${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longB" "${long[@]}" >"$tmp/longB1.log" 2>&1 &
-pid=$!
+pid=$!; background+=($pid)
 for _ in $(seq 1 6000); do [ -e "$tmp/longB/ckpt-0000003.h5" ] && break; sleep 0.05; done
 ranks=$(pgrep -P $pid -x realpos)
 kill -9 $ranks 2>/dev/null; wait $pid 2>/dev/null
@@ -164,7 +172,7 @@ check "kill -9 + resume under mpirun -np 2 is bit-identical to an uninterrupted 
 # ---- a signal to one rank: every rank stops after the same step, one checkpoint, exit 0 ------------
 endless=(--set train.max_steps=100000 --set train.checkpoint_interval=100000 --set train.log_interval=1)
 "${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/sig" "${endless[@]}" >"$tmp/sig.log" 2>&1 &
-pid=$!
+pid=$!; background+=($pid)
 for _ in $(seq 1 6000); do grep -q '"step":2,' "$tmp/sig/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 rank1=$(for p in $(pgrep -P $pid); do tr '\0' '\n' <"/proc/$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done)
 [ -n "$rank1" ] || { fail "found rank 1's process"; kill -9 $(pgrep -P $pid) $pid; exit 1; }
@@ -172,7 +180,7 @@ kill -TERM $rank1; wait_exit $pid; rc=$?
 check "SIGTERM to rank 1 alone: the job exits 0 (status $rc)" test $rc -eq 0
 check "... after rank 0 saves one checkpoint" test "$(ls "$tmp/sig"/ckpt-*.h5 2>/dev/null | wc -l)" -eq 1
 "${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/usr1" "${endless[@]}" >"$tmp/usr1.log" 2>&1 &
-pid=$!
+pid=$!; background+=($pid)
 for _ in $(seq 1 6000); do grep -q '"step":2,' "$tmp/usr1/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
 kill -USR1 $pid; wait_exit $pid; rc=$?
 check "SIGUSR1 to mpirun (forwarded to every rank): exit 0 with a checkpoint (status $rc)" \
