@@ -4,10 +4,11 @@
 # build-san/ (AddressSanitizer + UndefinedBehaviorSanitizer). Every sanitizer report goes to a
 # file under a scratch directory (whatever the test's own verdict: an expected error exit must not
 # hide a report); the run fails if any test fails or any report was written.
-#   bash tests/sanitize.sh [BUILD_DIR]     (default build-san)
+#   bash tests/sanitize.sh [BUILD_DIR [TEST...]]   (default build-san, every test below)
 set -u
 cd "$(dirname "$0")/.."
 san=${1:-build-san}
+shift $(($# > 0))
 [ -x "$san/realpos" ] || { echo "FAIL $san/realpos missing (run make sanitize)"; exit 1; }
 reports=$(mktemp -d /tmp/realpos-sanitize.XXXXXX)
 trap 'rm -rf "$reports"' EXIT
@@ -27,7 +28,9 @@ log_dir=$san/test-logs; mkdir -p "$log_dir"
 # regression and seed inputs through their sanitizer builds.
 shell_tests=(tests/test_config.sh tests/test_tokenizer.sh tests/test_corpus.sh tests/test_checkpoint.sh
              tests/test_finetune.sh tests/test_pretrain.sh tests/test_fuzz_replay.sh)
-for t in $(ls "$san"/tests/test_* | grep -v '\.d$') "${shell_tests[@]}"; do
+all_tests=($(ls "$san"/tests/test_* | grep -v '\.d$') "${shell_tests[@]}")
+[ $# -gt 0 ] && all_tests=("$@")
+for t in "${all_tests[@]}"; do
   name=$(basename "$t"); log="$log_dir/$name.log"
   start=$(date +%s)
   if [[ "$t" == *.sh ]]; then LSAN_OPTIONS="$lsan_options:leak_check_at_exit=0" bash "$t" >"$log" 2>&1
