@@ -200,13 +200,32 @@ static void lower_and_strip_accents(BasicTokenizer *basic) {
             items[j - 1] = swap;
         }
     }
-    size_t kept = 0;
+    /* A dropped mark's bytes join the kept character before it in the source, which canonical
+     * ordering (within a run of non-starters) may have moved after it: search the mark's run,
+     * else the nearest kept character before the run. */
     for (size_t i = 0; i < norm->count; i++) {
         if (category(items[i].cp) != UTF8PROC_CATEGORY_MN)
-            items[kept++] = items[i];
-        else if (kept > 0 && items[i].end > items[kept - 1].end)
-            items[kept - 1].end = items[i].end;
+            continue;
+        size_t lo = i, hi = i;
+        while (lo > 0 && combining_class(items[lo].cp) != 0)
+            lo--;
+        while (hi + 1 < norm->count && combining_class(items[hi + 1].cp) != 0)
+            hi++;
+        SourcedChar *owner = NULL;
+        for (size_t j = lo; j <= hi; j++)
+            if (category(items[j].cp) != UTF8PROC_CATEGORY_MN && items[j].start <= items[i].start &&
+                (!owner || items[j].start > owner->start))
+                owner = &items[j];
+        for (size_t j = lo; !owner && j-- > 0;)
+            if (category(items[j].cp) != UTF8PROC_CATEGORY_MN)
+                owner = &items[j];
+        if (owner && items[i].end > owner->end)
+            owner->end = items[i].end;
     }
+    size_t kept = 0;
+    for (size_t i = 0; i < norm->count; i++)
+        if (category(items[i].cp) != UTF8PROC_CATEGORY_MN)
+            items[kept++] = items[i];
     norm->count = kept;
 }
 
