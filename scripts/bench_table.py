@@ -43,7 +43,7 @@ def paired(a, b, f):
 def fmt(s, pattern, scale=1.0):
     if s is None:
         return "-"
-    return (pattern % (s["median"] * scale)) + " [" + (pattern % (s["min"] * scale)).strip() + "-" + \
+    return (pattern % (s["median"] * scale)) + " [" + (pattern % (s["min"] * scale)).strip() + ".." + \
         (pattern % (s["max"] * scale)).strip() + "]"
 
 
@@ -105,7 +105,7 @@ def main(out):
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
           f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
           f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
-          f"medians [min-max]")
+          f"medians [min..max]")
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")
     if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:
