@@ -18,7 +18,6 @@ export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:exitcode=86:log_path=$report
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
 lsan_options="print_suppressions=0"
 export REALPOS="$PWD/$san/realpos" FUZZ_REPLAY_DIR="$san/fuzz"
-export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE:-Haswell}"
 export OMP_WAIT_POLICY=passive
 
 passed=0; failed=0
