@@ -21,7 +21,7 @@ LDLIBS   = $(PKG_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
 BUILD    := build
 LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SRC := $(shell find tests -path tests/fuzz -prune -o -name 'test_*.c' -print | sort)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 DEPS     := $(BUILD)/.deps-installed
 
@@ -67,7 +67,7 @@ test-long: $(DEPS)
 
 bench: $(DEPS)
 	$(MAKE) all
-	bash scripts/bench.sh
+	bash scripts/dev/bench.sh
 
 pretrain: $(DEPS)
 	$(MAKE) realpos

@@ -3,10 +3,10 @@
  *   m <- b1 m + (1 - b1) g;   v <- b2 v + (1 - b2) g^2
  *   p <- p - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps),   c_i = 1 - b_i^t  (1 without bias correction)
  * plus global gradient-norm clipping and the learning-rate schedules.
- * What is checked (not bit-for-bit equality): tests/test_parity.sh runs 20 float32 steps against
- * scripts/reference.py (loss per step within 1e-4 relative, final parameters within 1e-2 of
+ * What is checked (not bit-for-bit equality): tests/train/model/test_parity.sh runs 20 float32 steps against
+ * tests/reference/reference.py (loss per step within 1e-4 relative, final parameters within 1e-2 of
  * lr x steps; with and without bias correction), and the reference's own step equals
- * torch.optim.AdamW in float64 to 1e-14 (scripts/reference_selftest.py). */
+ * torch.optim.AdamW in float64 to 1e-14 (tests/reference/reference_selftest.py). */
 #pragma once
 #include <stdint.h>
 

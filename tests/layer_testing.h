@@ -6,7 +6,7 @@
 
 #include "core/common.h"
 #include "core/rng.h"
-#include "check.h"
+#include "tests/check.h"
 
 static const double FD_STEP = 1e-5;  /* central-difference step on the double references */
 static const double GRAD_TOL = 1e-4; /* max |analytic - numeric| / max |numeric| */

@@ -2,7 +2,7 @@
 # $PY = Debian's python3, a scratch directory $tmp removed on exit (kept with KEEP=1), and
 # PASS/FAIL lines for tests/run.sh.
 set -u
-cd "$(dirname "${BASH_SOURCE[1]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RP="${REALPOS:-$PWD/realpos}"
 PY=/usr/bin/python3
 tmp=$(mktemp -d /tmp/realpos-test.XXXXXX)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every test program (build/tests/test_*) and script (tests/test_*.sh); each prints one
+# Run every test program (build/tests/**/test_*) and script (tests/**/test_*.sh); each prints one
 # "PASS ..." or "FAIL ..." line per check, or "SKIP ..." for checks whose data is absent. A program
 # that exits non-zero without printing a FAIL line (a crash) counts as one failure; one that
 # prints nothing but SKIP lines is reported as skipped. Ends with "N passed, N failed, N skipped".
@@ -13,7 +13,7 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
   echo "note: could not fetch data/vocab/bert-base-uncased.txt; tests that need it are skipped"
 passed=0; failed=0; skipped=0
 log_dir=build/test-logs; mkdir -p "$log_dir"
-tests=( $(ls build/tests/test_* 2>/dev/null | grep -v '\.d$') $(ls tests/test_*.sh 2>/dev/null) )
+tests=( $(find build/tests -name 'test_*' -type f ! -name '*.d' 2>/dev/null | sort) $(find tests -path tests/fuzz -prune -o -name 'test_*.sh' -print | sort) )
 for t in "${tests[@]}"; do
   name=$(basename "$t"); log="$log_dir/$name.log"
   start=$(date +%s)

@@ -25,9 +25,9 @@ log_dir=$san/test-logs; mkdir -p "$log_dir"
 # The shell tests that run the binary through prepare, pretrain, eval, finetune, predict,
 # tokenize, vocab, config, init/inspect/dump and checkpoint errors; and the fuzz harnesses'
 # regression and seed inputs through their sanitizer builds.
-shell_tests=(tests/test_config.sh tests/test_tokenizer.sh tests/test_corpus.sh tests/test_checkpoint.sh
-             tests/test_finetune.sh tests/test_pretrain.sh tests/test_fuzz_replay.sh)
-all_tests=($(ls "$san"/tests/test_* | grep -v '\.d$') "${shell_tests[@]}")
+shell_tests=(tests/core/test_config.sh tests/train/data/test_tokenizer.sh tests/train/data/test_corpus.sh tests/train/model/test_checkpoint.sh
+             tests/train/tasks/test_finetune.sh tests/train/loop/test_pretrain.sh tests/train/cli/test_fuzz_replay.sh)
+all_tests=($(find "$san/tests" -name 'test_*' -type f ! -name '*.d' | sort) "${shell_tests[@]}")
 [ $# -gt 0 ] && all_tests=("$@")
 for t in "${all_tests[@]}"; do
   name=$(basename "$t"); log="$log_dir/$name.log"

@@ -1,5 +1,5 @@
-/* Synthetic shards over the fixture vocabulary, shared by tests/test_instances.c and
- * tests/test_masking.c: documents recognisable by their first token, sentences of varied length
+/* Synthetic shards over the fixture vocabulary, shared by tests/train/data/test_instances.c and
+ * tests/train/data/test_masking.c: documents recognisable by their first token, sentences of varied length
  * (some longer than a row), "##" pieces to exercise whole-word masking. */
 #pragma once
 #include <string.h>

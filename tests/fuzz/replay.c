@@ -1,7 +1,7 @@
 /* main() for the gcc builds of the fuzz harnesses (build/fuzz/replay_TARGET, no clang needed):
  * feeds each file named on the command line, or each file of each directory named, to
  * LLVMFuzzerTestOneInput, in name order. A crash or abort of the harness fails the replay. Used
- * by tests/test_fuzz_replay.sh on tests/fuzz/regressions/TARGET and the seed inputs.
+ * by tests/train/cli/test_fuzz_replay.sh on tests/fuzz/regressions/TARGET and the seed inputs.
  *   replay_TARGET FILE_OR_DIR...  */
 #include <dirent.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 # make fuzz: run each libFuzzer harness for SECONDS, as many at a time as there are cores, from
 # seed inputs built from the test fixtures, keeping the grown corpus in BUILD/corpus/TARGET.
 # Inputs that crash, leak, time out or run out of memory are copied to
-# tests/fuzz/regressions/TARGET/ (replayed by `make test` through tests/test_fuzz_replay.sh);
+# tests/fuzz/regressions/TARGET/ (replayed by `make test` through tests/train/cli/test_fuzz_replay.sh);
 # the run fails if there are any.
 #   bash tests/fuzz/run.sh BUILD SECONDS TARGET...     (make fuzz FUZZ_SECONDS=600)
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seed inputs of the fuzz harnesses, built from the test fixtures into DIR/TARGET (checkpoints
 # are made with ./realpos init from tests/fixtures/finetune/tiny.ini, shrunk). Used by
-# tests/fuzz/run.sh and, as inputs that must load, by tests/test_fuzz_replay.sh.
+# tests/fuzz/run.sh and, as inputs that must load, by tests/train/cli/test_fuzz_replay.sh.
 #   bash tests/fuzz/seeds.sh DIR
 set -u
 cd "$(dirname "$0")/../.."

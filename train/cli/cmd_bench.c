@@ -1,5 +1,5 @@
 /* realpos bench: time full training steps (forward, backward, AdamW) on random data, and the
- * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/bench.sh).
+ * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
  * The peak is probed before the first step and after every step (outside the step timings): on a
  * shared machine the best probe is the estimate, and the spread of the probes shows the noise. */
 #include <cjson/cJSON.h>

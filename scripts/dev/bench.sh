@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# make bench: full training steps (forward, backward, AdamW) of realpos and of the PyTorch
+# reference on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
+# every row once with the two engines back to back (realpos first in odd rounds, PyTorch first in
+# even ones), so a load spike or drift of a shared machine hits both sides alike. Every realpos run
+# also probes the sgemm peak (before its first step and after every step); the table uses the best
+# probe of the whole bench. scripts/dev/bench_table.py prints medians over rounds with their spread.
+# PyTorch 1.13 (/usr/bin/python3) runs with tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and
+# torch.set_num_threads(cores); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
+# set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON).
+# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME]
+# Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=$(nproc)
+rounds=3; quick=0; only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift ;;
+    --quick) quick=1; rounds=1 ;;
+    --only) only="$2"; shift ;;
+    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME]" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=build/bench; rm -rf "$out/runs"; mkdir -p "$out/runs"
+tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+[ -f "$tcmalloc" ] || { echo "bench: $tcmalloc missing (scripts/setup.sh installs libtcmalloc-minimal4)" >&2; exit 1; }
+
+m4="model.absolute_position=no model.relative_position=method4"
+# name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against
+rows=(
+  "mini|configs/bert-mini.ini|32|128|3||yes|"
+  "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini"
+  "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini"
+  "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini"
+  "mini-seq512|configs/bert-mini.ini|8|512|2||no|"
+  "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512"
+  "base|configs/bert-base.ini|8|128|2||yes|"
+  "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base"
+)
+spec="$out/rows.tsv"; : >"$spec"
+
+run_realpos() { # name round config batch seq steps sets...
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6; shift 6
+  OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "$@" --batch-size "$batch" \
+    --seq-len "$seq" --steps "$steps" --warmup 1 --json "$out/runs/$name.realpos.r$round.json" >&2
+}
+run_torch() {
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6; shift 6
+  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads /usr/bin/python3 tests/reference/reference.py \
+    bench --config "$config" "$@" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
+    --threads "$threads" --label-frac 0.15 --json "$out/runs/$name.torch.r$round.json" >/dev/null
+}
+
+for round in $(seq 1 "$rounds"); do
+  for row in "${rows[@]}"; do
+    IFS='|' read -r name config batch seq steps overrides torch against <<<"$row"
+    [ -z "$only" ] || [ "$only" = "$name" ] || continue
+    [ "$round" -gt 1 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" >>"$spec"
+    [ "$quick" = 0 ] || steps=1
+    sets=(); for o in $overrides; do sets+=(--set "$o"); done
+    echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides" >&2
+    if [ "$torch" = yes ] && [ $((round % 2)) -eq 0 ]; then
+      run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+    else
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+    fi
+  done
+done
+/usr/bin/python3 scripts/dev/bench_table.py "$out" | tee "$out/table.txt"

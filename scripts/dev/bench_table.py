@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Summarise an interleaved `make bench` run (scripts/dev/bench.sh): OUT/rows.tsv lists the rows, and
+OUT/runs/NAME.ENGINE.rROUND.json holds one run of one engine (realpos bench --json, reference.py
+bench --json). Prints, per row, medians over the rounds with their spread [min-max]:
+  - tokens/s of realpos and of PyTorch, and their ratio taken round by round (paired: both ran
+    back to back), plus the same ratio from CPU seconds per step (less sensitive to steal time);
+  - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench (never > 100%);
+  - overhead against the row named in rows.tsv (1 - tokens/s of the row / of that one, paired),
+    and the same from CPU seconds per step (row / that one - 1);
+  - peak RSS.
+Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
+OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def load_runs(out):
+    runs = {}  # (name, engine) -> {round: result}
+    for path in glob.glob(os.path.join(out, "runs", "*.json")):
+        m = re.fullmatch(r"(.+)\.(realpos|torch)\.r(\d+)\.json", os.path.basename(path))
+        if m:
+            with open(path) as f:
+                runs.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = json.load(f)
+    return runs
+
+
+def spread(values):
+    """{median, min, max, n} of a list (None when empty)."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def paired(a, b, f):
+    """f(a[r], b[r]) over the rounds both engines ran."""
+    return [f(a[r], b[r]) for r in sorted(a) if r in b]
+
+
+def fmt(s, pattern, scale=1.0):
+    if s is None:
+        return "-"
+    return (pattern % (s["median"] * scale)) + " [" + (pattern % (s["min"] * scale)).strip() + ".." + \
+        (pattern % (s["max"] * scale)).strip() + "]"
+
+
+def summarise(out):
+    rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "rows.tsv")) if line.strip()]
+    runs = load_runs(out)
+    probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
+              for p in r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]])]
+    peak = max(probes) if probes else 0.0
+    results = []
+    for name, _torch, against, batch, seq, overrides in rows:
+        rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
+        ref = runs.get((against, "realpos"), {}) if against else {}
+        gflops = spread([r["gflops"] for r in rp.values()])
+        frac = None
+        if gflops and peak > 0:
+            frac = {k: min(1.0, v / peak) if k != "n" else v for k, v in gflops.items()}
+        results.append({
+            "name": name, "batch_size": int(batch), "seq_len": int(seq), "overrides": overrides,
+            "realpos_tokens_per_s": spread([r["tokens_per_s"] for r in rp.values()]),
+            "torch_tokens_per_s": spread([r["tokens_per_s"] for r in pt.values()]),
+            "speed_ratio": spread(paired(rp, pt, lambda a, b: a["tokens_per_s"] / b["tokens_per_s"])),
+            "cpu_time_ratio": spread(paired(rp, pt, lambda a, b: b.get("cpu_seconds_per_step", 0) /
+                                            a["cpu_seconds_per_step"])),
+            "gflops": gflops, "peak_fraction": frac,
+            "overhead_vs": against or None,
+            "overhead": spread(paired(rp, ref, lambda a, b: 1 - a["tokens_per_s"] / b["tokens_per_s"])),
+            "cpu_overhead": spread(paired(rp, ref, lambda a, b: a["cpu_seconds_per_step"] /
+                                          b["cpu_seconds_per_step"] - 1)),
+            "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
+            "torch_rss_mb": spread([r["peak_rss_mb"] for r in pt.values()]),
+        })
+    some = next((r for (_, e), rs in runs.items() if e == "realpos" for r in rs.values()), {})
+    some_torch = next((r for (_, e), rs in runs.items() if e == "torch" for r in rs.values()), {})
+    host = {"cpu_model": some.get("cpu_model"), "threads": some.get("threads"),
+            "realpos_openblas_corename": some.get("openblas_corename"),
+            "torch_openblas_corename": some_torch.get("openblas_corename"),
+            "torch_cpu_capability": some_torch.get("torch_cpu_capability"),
+            "openblas_coretype_env": some.get("openblas_coretype_env"),
+            "sgemm_peak_gflops": peak, "sgemm_probes": spread(probes),
+            "rounds": max((len(rs) for rs in runs.values()), default=0)}
+    return host, results
+
+
+def cpu_vector_isa():
+    """The widest x86 vector extension /proc/cpuinfo lists (None if not x86 / unreadable)."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                      if line.startswith("flags")), [])
+    except OSError:
+        return None
+    return next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
+
+
+def main(out):
+    host, results = summarise(out)
+    host["cpu_vector_isa"] = cpu_vector_isa()
+    print(f"{host['cpu_model']}, {host['threads']} threads; OpenBLAS kernels: realpos "
+          f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
+          f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
+          f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
+          f"medians [min..max]")
+    print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
+          f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")
+    if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:
+        print(f"note: this CPU has {host['cpu_vector_isa']}, but OpenBLAS runs its Prescott (SSE3) kernels: "
+              "its runtime detection does not know this CPU model (OpenBLAS < 0.3.25 falls back to Prescott, "
+              "OpenMathLib/OpenBLAS#4267), so every GEMM of both engines runs several times below the "
+              "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
+              "or Haswell); the bench never sets it.")
+    head = ["config", "realpos tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s", "% peak",
+            "overhead", "CPU-time overhead", "RSS MB realpos/PyTorch"]
+    table = [head]
+    for r in results:
+        rss_t = r["torch_rss_mb"]
+        table.append([
+            r["name"], fmt(r["realpos_tokens_per_s"], "%.0f"), fmt(r["torch_tokens_per_s"], "%.0f"),
+            fmt(r["speed_ratio"], "%.2f"), fmt(r["cpu_time_ratio"], "%.2f"), fmt(r["gflops"], "%.1f"),
+            fmt(r["peak_fraction"], "%.0f%%", 100.0),
+            (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
+            fmt(r["cpu_overhead"], "%+.1f%%", 100.0),
+            f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
+            (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
+    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
+    for row in table:
+        print("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))))
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"host": host, "rows": results}, f, indent=1)
+    print(f"results in {os.path.join(out, 'results.json')}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Checks that the wings of realpos depend one way: no file includes a header of a higher wing.
+
+Reads every `#include "..."` line of the C sources and headers under core/, layers/, optim/ and
+train/ (root-relative paths, as the Makefile's -I. gives them). Wings and their ranks:
+
+    core  <  layers, optim  <  train/config  <  train/data, train/model  <  train/tasks
+          <  train/loop  <  train/cli
+
+A file may include headers of its own wing and of wings of a lower rank; wings of the same rank
+(layers and optim, train/data and train/model) may not include each other. tests/ may include
+anything and is not checked. A source file in a folder that is no wing fails the check, so a new
+folder gets its place in WINGS below.
+
+Prints one "PASS ..." or "FAIL ..." line per check (the format of tests/run.sh); with --graph
+it prints the graph (wing -> wings it includes, with the number of include lines) first;
+--root DIR checks another tree (default: the repository holding this script).
+Exit status 0 when every check passes.
+"""
+import os
+import re
+import sys
+
+WINGS = {  # folder -> rank
+    "core": 0,
+    "layers": 1,
+    "optim": 1,
+    "train/config": 2,
+    "train/data": 3,
+    "train/model": 3,
+    "train/tasks": 4,
+    "train/loop": 5,
+    "train/cli": 6,
+}
+CHECKED_TOPS = ("core", "layers", "optim", "train")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def wing_of(path):
+    """The wing of a root-relative path: its longest matching folder in WINGS, or None."""
+    folder = os.path.dirname(path)
+    while folder:
+        if folder in WINGS:
+            return folder
+        folder = os.path.dirname(folder)
+    return None
+
+
+def sources(root):
+    for top in CHECKED_TOPS:
+        for directory, _, files in os.walk(os.path.join(root, top)):
+            for name in sorted(files):
+                if name.endswith((".c", ".h")):
+                    yield os.path.relpath(os.path.join(directory, name), root)
+
+
+def main():
+    args = sys.argv[1:]
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if "--root" in args:
+        root = args[args.index("--root") + 1]
+    show_graph = "--graph" in args
+    failures, graph = [], {}
+    for path in sorted(sources(root)):
+        wing = wing_of(path)
+        if wing is None:
+            failures.append(f"{path}: its folder is no wing (add it to WINGS in {sys.argv[0]})")
+            continue
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                match = INCLUDE.match(line)
+                if not match:
+                    continue
+                header = match.group(1)
+                where = f"{path}:{number}: #include \"{header}\""
+                if not os.path.isfile(os.path.join(root, header)):
+                    failures.append(f"{where}: expected a root-relative path of a file in the "
+                                    "repository")
+                    continue
+                target = wing_of(header)
+                if target is None:
+                    failures.append(f"{where}: expected a header of a wing, got one outside them")
+                    continue
+                edges = graph.setdefault(wing, {})
+                edges[target] = edges.get(target, 0) + 1
+                if target != wing and WINGS[target] >= WINGS[wing]:
+                    kind = "a higher" if WINGS[target] > WINGS[wing] else "a peer"
+                    failures.append(f"{where}: {wing} (rank {WINGS[wing]}) includes {kind} wing "
+                                    f"{target} (rank {WINGS[target]})")
+    if show_graph:
+        for wing in sorted(WINGS, key=lambda w: (WINGS[w], w)):
+            targets = sorted((t for t in graph.get(wing, {}) if t != wing),
+                             key=lambda t: (-WINGS[t], t))
+            listed = ", ".join(f"{t} ({graph[wing][t]})" for t in targets) or "-"
+            print(f"  {wing:13} -> {listed}")
+    for failure in failures:
+        print(f"FAIL includes: {failure}")
+    if not failures:
+        print("PASS includes: no file includes a header of a higher or peer wing")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# End-to-end pretraining on a synthetic corpus: kill -9 and resume gives bit-identical weights,
+# SIGTERM saves and exits cleanly, a NaN stops the run without saving, bad inputs fail clearly.
+source "$(dirname "$0")/../../lib.sh"
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+
+# Vocabulary: the five specials and 80 words; corpus: 60 documents of 4-12 sentences.
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+awk 'BEGIN { srand(7); for (d = 0; d < 60; d++) { ns = 4 + int(rand() * 9);
+       for (s = 0; s < ns; s++) { n = 3 + int(rand() * 10); line = "";
+         for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }
+         print line "." }
+       print "" } }' >"$tmp/corpus.txt"
+cat >"$tmp/run.ini" <<INI
+[model]
+hidden_size = 48
+num_layers = 2
+num_heads = 4
+intermediate_size = 96
+vocab_size = 85
+max_position = 64
+[optim]
+lr = 3e-3
+[train]
+batch_size = 8
+max_steps = 240
+warmup_steps = 10
+log_interval = 20
+eval_interval = 120
+checkpoint_interval = 40
+keep_last = 2
+eval_batches = 2
+threads = 2
+run_dir = $tmp/runA
+[data]
+corpus = $tmp/corpus.txt
+vocab = $tmp/vocab.txt
+shard_dir = $tmp/shards
+max_seq_len = 48
+max_predictions_per_seq = 8
+eval_fraction = 0.1
+INI
+cfg=$tmp/run.ini
+
+"$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1
+check "prepare writes train and eval shards" test -s "$tmp/shards/train.h5" -a -s "$tmp/shards/eval.h5"
+
+"$RP" pretrain "$cfg" >"$tmp/a.log" 2>&1
+check "uninterrupted run finishes" test -s "$tmp/runA/ckpt-0000240.h5"
+check "metrics.jsonl and metrics.csv are written" test -s "$tmp/runA/metrics.jsonl" -a -s "$tmp/runA/metrics.csv"
+check "keep_last = 2 keeps two checkpoints" test "$(ls "$tmp/runA"/ckpt-*.h5 | wc -l)" -eq 2
+check "held-out evaluation is logged" grep -q '"kind":"eval"' "$tmp/runA/metrics.jsonl"
+
+# Killed run: SIGKILL right after the first checkpoint appears, then resume from the newest one.
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1 &
+pid=$!
+kill9_when "$tmp/runB/ckpt-0000040.h5" $pid; wait $pid 2>/dev/null
+last=$(ls "$tmp/runB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
+check "a checkpoint exists after SIGKILL" test -n "$last"
+check "SIGKILL landed part-way (no final checkpoint yet)" test ! -e "$tmp/runB/ckpt-0000240.h5"
+killed_at=$(grep -c '"kind":"train"' "$tmp/runB/metrics.jsonl" 2>/dev/null || echo 0)
+echo "    killed after $killed_at log records; resuming from $(basename "$last")"
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" --resume "$last" >"$tmp/b2.log" 2>&1
+check "resumed run finishes" test -s "$tmp/runB/ckpt-0000240.h5"
+same=$($PY - "$tmp/runA/ckpt-0000240.h5" "$tmp/runB/ckpt-0000240.h5" <<'PY'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+diff = [n for n in names if n.startswith(("model/", "optimizer/")) and not np.array_equal(a[n][()], b[n][()])]
+print("identical" if names and not diff else "differs: " + " ".join(diff[:5]))
+PY
+)
+check "kill -9 + resume is bit-identical to an uninterrupted run ($same)" test "$same" = identical
+
+# SIGTERM: saves a checkpoint at the current step and exits 0.
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runC" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/c.log" 2>&1 &
+pid=$!
+signal_when TERM $pid grep -qs '"step":20,' "$tmp/runC/metrics.jsonl"; wait $pid; rc=$?
+check "SIGTERM exits cleanly (status $rc)" test $rc -eq 0
+check "SIGTERM writes a checkpoint" test -n "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)"
+
+# NaN: weights near FLT_MAX (finite, so they load) overflow the forward pass; the run stops naming
+# the step, saves nothing. (An absurd learning rate is a config error now.)
+"$RP" init "$cfg" --out "$tmp/huge.h5" 2>/dev/null
+"$PY" -c "import h5py, numpy as np; f = h5py.File('$tmp/huge.h5', 'r+')
+d = f['model/bert/encoder/layer/0/attention/self/query/weight']; d[...] = np.full(d.shape, 3e38, np.float32); f.close()"
+"$PY" scripts/h5seal.py "$tmp/huge.h5"
+"$RP" pretrain "$cfg" --init "$tmp/huge.h5" --set train.run_dir="$tmp/runD" \
+  --set train.checkpoint_interval=100000 >"$tmp/d.log" 2>&1; rc=$?
+check "NaN/Inf stops the run with a non-zero exit" test $rc -ne 0
+check "NaN/Inf message names the step" grep -Eq "step [0-9]+: the (loss|gradient norm) is -?(nan|inf)" "$tmp/d.log"
+check "NaN/Inf run saves no checkpoint" test -z "$(ls "$tmp/runD"/ckpt-*.h5 2>/dev/null)"
+
+# Bad inputs: each a clear message and a non-zero exit.
+expect_error "missing corpus file" "missing.txt" "$RP" prepare "$cfg" --set data.corpus="$tmp/missing.txt"
+: >"$tmp/empty.txt"
+expect_error "empty corpus" "empty.txt" "$RP" prepare "$cfg" --set data.corpus="$tmp/empty.txt" \
+  --set data.shard_dir="$tmp/shards-empty"
+grep -v '^\[MASK\]$' "$tmp/vocab.txt" >"$tmp/vocab-nomask.txt"
+expect_error "vocabulary without [MASK]" "MASK" "$RP" prepare "$cfg" --set data.vocab="$tmp/vocab-nomask.txt" \
+  --set data.shard_dir="$tmp/shards-nomask"
+printf '[train]\nbatch_size = 4\nbogus_key = 1\n' >"$tmp/bad.ini"
+expect_error "config with an unknown key" "bad.ini:3: key 'train.bogus_key'" "$RP" pretrain "$tmp/bad.ini"
+expect_error "resume from a missing checkpoint" "no-such.h5" "$RP" pretrain "$cfg" --resume "$tmp/no-such.h5"
+head -c 2000 "$tmp/runA/ckpt-0000240.h5" >"$tmp/truncated.h5"
+expect_error "resume from a truncated checkpoint" "truncated.h5" "$RP" pretrain "$cfg" --resume "$tmp/truncated.h5"
+expect_error "resume with a different model" "checkpoint has 'num_layers = 2', the configuration 'num_layers = 3'" \
+  "$RP" pretrain "$cfg" --set model.num_layers=3 --resume "$tmp/runA/ckpt-0000240.h5"
+expect_error "training without shards" "realpos prepare" "$RP" pretrain "$cfg" --set data.shard_dir="$tmp/none"
+exit 0

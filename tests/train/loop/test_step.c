@@ -1,0 +1,192 @@
+/* The loss API (train/model/loss.h) and the shared training step (train/loop/step.h):
+ *  - for every head (MLM, classification, regression, span) loss_backward with loss_scale s
+ *    accumulates exactly s times the gradient of loss_scale 1;
+ *  - train_step with grad_accum_steps = 3 asks the batch source for micro-batches 0, 1, 2 of each
+ *    step, calls the data-parallel hook exactly once per step, after the last micro-batch and
+ *    before the update, with the gradient block equal to sum_micro d(loss / 3) computed by hand
+ *    and the step's totals; what the hook leaves in the block is what the update uses. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/rng.h"
+#include "layers/layers.h"
+#include "train/loop/step.h"
+#include "tests/check.h"
+
+enum { B = 2, L = 6, V = 30, ACCUM = 3 };
+
+static int ids[B * L], types[B * L], mask[B * L], mlm_labels[B * L];
+static int labels[B] = {1, 0}, start[B] = {1, 2}, end[B] = {3, 4};
+static float values[B] = {0.3f, -0.7f};
+
+static void make_model(Model *m, ModelHeads heads) {
+    ModelConfig c = {.hidden_size = 8, .num_layers = 1, .num_heads = 2, .intermediate_size = 16, .vocab_size = V,
+                     .max_position = 16, .type_vocab_size = 2, .absolute_position = 1, .norm = NORM_POST,
+                     .hidden_dropout = 0.1f, .attention_dropout = 0.1f, .layer_norm_eps = 1e-12f,
+                     .init_range = 0.2f, .seed = 3, .relative_position = REL_NONE};
+    model_create(m, &c, heads);
+    model_init_weights(m, 9);
+}
+
+static TrainBatch make_batch(void) {
+    Rng rng;
+    rng_seed(&rng, 4);
+    for (int n = 0; n < B * L; n++) {
+        ids[n] = 5 + (int)rng_below(&rng, V - 5);
+        types[n] = n % L >= 3;
+        mask[n] = n % L < L - (n / L);
+        mlm_labels[n] = n % 3 == 1 ? (int)rng_below(&rng, V) : IGNORE_LABEL;
+    }
+    return (TrainBatch){{B, L, ids, types, mask, mlm_labels}, {labels, values, start, end}, 0};
+}
+
+static double max_scaled_diff(const float *a, const float *b, float scale, size_t n) {
+    double worst = 0, size = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)a[i] - scale * (double)b[i]));
+        size = fmax(size, fabs((double)b[i]));
+    }
+    return worst / size;
+}
+
+static void check_scale(TestTally *t, const char *name, ModelHeads heads, int regression) {
+    Model m;
+    make_model(&m, heads);
+    Activations a;
+    activations_create(&a, &m, B, L, B * L);
+    HeadBuffers hb;
+    memset(&hb, 0, sizeof hb);
+    if (!heads.mlm)
+        head_buffers_create(&hb, &m, B, L);
+    LossHead h = heads.mlm ? loss_head_mlm(&a) : loss_head_task(&m, &a, &hb, regression);
+    TrainBatch tb = make_batch();
+    size_t n = m.table.block_floats;
+    float *g1 = xalloc_floats(n);
+    loss_forward(&m, &h, &tb, 1, 17);
+    loss_backward(&m, &h, &tb, 1.0f);
+    memcpy(g1, m.grads, sizeof(float) * n);
+    memset(m.grads, 0, sizeof(float) * n);
+    ForwardStats st = loss_forward(&m, &h, &tb, 1, 17);
+    loss_backward(&m, &h, &tb, 0.25f);
+    double d = max_scaled_diff(m.grads, g1, 0.25f, n);
+    CHECK(t, d < 1e-6 && isfinite(st.loss) && st.loss > 0,
+          "%s: loss_backward(loss_scale 0.25) = 0.25 x the gradient of loss_scale 1 (rel diff %.1e, loss %.4f)", name,
+          d, st.loss);
+    free(g1);
+    if (!heads.mlm)
+        head_buffers_free(&hb);
+    activations_free(&a);
+    model_free(&m);
+}
+
+typedef struct {
+    TrainBatch batch;
+    int calls, micro_seen[16];
+    long step_seen[16];
+} CountingSource;
+
+static void counting_next(void *ctx, long step, int micro, TrainBatch *out) {
+    CountingSource *s = ctx;
+    if (s->calls < 16) {
+        s->micro_seen[s->calls] = micro;
+        s->step_seen[s->calls] = step;
+    }
+    s->calls++;
+    *out = s->batch;
+    out->num_tokens = 7;
+}
+
+typedef struct {
+    CountingSource *source;
+    int calls, source_calls_at_hook;
+    float *grads_seen;
+    StepTotals totals;
+} Hook;
+
+static void hook_fn(void *ctx, float *grads, size_t count, StepTotals *totals) {
+    Hook *h = ctx;
+    h->calls++;
+    h->source_calls_at_hook = h->source->calls;
+    memcpy(h->grads_seen, grads, sizeof(float) * count);
+    h->totals = *totals;
+    memset(grads, 0, sizeof(float) * count); /* the update must see what the hook leaves */
+}
+
+static void check_step(TestTally *t) {
+    Model m, ref;
+    ModelHeads heads = {0, 1, 2, 0};
+    make_model(&m, heads);
+    make_model(&ref, heads);
+    Activations a;
+    activations_create(&a, &m, B, L, 0);
+    HeadBuffers hb;
+    head_buffers_create(&hb, &m, B, L);
+    AdamW opt;
+    adamw_create(&opt, &m.table);
+    char dir[] = "/tmp/realpos-step.XXXXXX";
+    RP_CHECK(mkdtemp(dir), "mkdtemp failed");
+    MetricsLog log;
+    metrics_open(&log, dir, 0);
+    CountingSource src = {make_batch(), 0, {0}, {0}};
+    size_t n = m.table.block_floats;
+    Hook hook = {&src, 0, 0, xalloc_floats(n), {0, 0, 0, 0, 0}};
+    OptimConfig oc = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
+    StepConfig sc = {SCHED_CONSTANT, 1e-3f, 0, 4, ACCUM, 1.0f, 5, 1000, NULL};
+    TrainStep ts;
+    train_step_init(&ts, &sc, &m, &opt, &oc, loss_head_task(&m, &a, &hb, 0), (BatchSource){counting_next, &src},
+                    &log, 0);
+    ts.reduce = (GradientReduce){hook_fn, &hook};
+    float *before = xalloc_floats(n);
+    memcpy(before, m.params, sizeof(float) * n);
+    train_step(&ts, 1);
+    CHECK(t, src.calls == ACCUM && src.micro_seen[0] == 0 && src.micro_seen[1] == 1 && src.micro_seen[2] == 2 &&
+                 src.step_seen[0] == 1 && src.step_seen[2] == 1,
+          "one step asks the source for micro-batches 0, 1, 2 of that step (%d calls)", src.calls);
+    CHECK(t, hook.calls == 1 && hook.source_calls_at_hook == ACCUM,
+          "the gradient hook runs once per step, after the last micro-batch (%d calls, after %d micro-batches)",
+          hook.calls, hook.source_calls_at_hook);
+    CHECK(t, hook.totals.predictions == ACCUM * B && hook.totals.tokens == ACCUM * 7 && hook.totals.loss > 0,
+          "the hook gets the step's totals (%ld sequences, %ld tokens, loss %.4f)", hook.totals.predictions,
+          hook.totals.tokens, hook.totals.loss);
+    /* the same three micro-batches by hand through the loss API */
+    Activations ra;
+    activations_create(&ra, &ref, B, L, 0);
+    HeadBuffers rhb;
+    head_buffers_create(&rhb, &ref, B, L);
+    LossHead rh = loss_head_task(&ref, &ra, &rhb, 0);
+    double loss = 0;
+    for (int micro = 0; micro < ACCUM; micro++) {
+        ForwardStats st = loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 1, (uint64_t)micro));
+        loss_backward(&ref, &rh, &src.batch, 1.0f / ACCUM);
+        loss += (double)st.loss / ACCUM;
+    }
+    CHECK(t, !memcmp(ref.grads, hook.grads_seen, sizeof(float) * n) && fabs(loss - hook.totals.loss) < 1e-12,
+          "the hook sees exactly sum over micro-batches of d(loss / %d) (dropout keyed by seed, step, micro)", ACCUM);
+    /* AdamW with a zero gradient and no weight decay leaves the parameters unchanged */
+    CHECK(t, !memcmp(before, m.params, sizeof(float) * n), "the update uses the block the hook left (zeroed here)");
+    metrics_close(&log);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(t, system(cmd) == 0, "cleanup");
+    free(before);
+    free(hook.grads_seen);
+    head_buffers_free(&rhb);
+    activations_free(&ra);
+    head_buffers_free(&hb);
+    activations_free(&a);
+    adamw_free(&opt);
+    model_free(&m);
+    model_free(&ref);
+}
+
+int main(void) {
+    TestTally t = {0, 0};
+    check_scale(&t, "MLM", heads_mlm(), 0);
+    check_scale(&t, "classification", (ModelHeads){0, 1, 3, 0}, 0);
+    check_scale(&t, "regression", (ModelHeads){0, 1, 1, 0}, 1);
+    check_scale(&t, "span", (ModelHeads){0, 0, 0, 1}, 0);
+    check_step(&t);
+    return tally_exit(&t);
+}

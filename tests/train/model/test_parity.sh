@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Parity of the C engine with the independent PyTorch reference (tests/reference/reference.py, float64).
+# Each case of the grid: `realpos init` with --set overrides, noise on every parameter
+# (reference.py perturb), a random padded batch, `realpos dump` vs `reference.py dump`, then
+# loss, logits and every gradient compared (one PASS/FAIL line per case). Then 20-step AdamW
+# trajectories, the reference's own self-checks, and a corrupted gradient that must be reported.
+# Tolerances and their justification: docs/checkpoint.md. Python runs in two batched processes
+# (`reference.py jobs`) to pay the torch import once.
+set -u
+cd "$(dirname "$0")/../../.."
+PY=/usr/bin/python3
+REF=tests/reference/reference.py
+CONFIG=tests/fixtures/parity.ini
+REALPOS=${REALPOS:-./realpos}
+B=3 L=12 SCALE=0.2 STEPS=20
+# Tiny problems: idle OpenMP threads must sleep, not spin, or a busy 2-core machine crawls.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+labels=() sets=() kinds=()
+add_case() { # KIND LABEL OVERRIDE... ; KIND is dump or trajectory
+  kinds+=("$1"); labels+=("$2"); shift 2
+  local s=""
+  for o in "$@"; do s+=" --set $o"; done
+  sets+=("$s")
+}
+
+# Basic BERT variants (2 layers, 2 heads unless stated; every batch has padded rows).
+add_case dump post-absolute model.norm=post
+add_case dump pre-absolute model.norm=pre
+add_case dump post-no-position model.absolute_position=no
+add_case dump pre-3layers-4heads model.norm=pre model.num_layers=3 model.num_heads=4
+# Relative grid: mode x residual x norm x k (k=3 < L, k=20 > L-1; none ignores k).
+for norm in post pre; do
+  for res in no yes; do
+    add_case dump "$norm-absolute-none-res_$res" model.norm=$norm model.residual_attention=$res
+    for rel in shaw method1 method2 method3 method4; do
+      for k in 3 20; do
+        add_case dump "$norm-$rel-k$k-res_$res" model.norm=$norm model.residual_attention=$res \
+          model.absolute_position=no model.relative_position=$rel model.relative_k=$k
+      done
+    done
+    for k in 3 20; do
+      add_case dump "$norm-absolute+method4-k$k-res_$res" model.norm=$norm \
+        model.residual_attention=$res model.relative_position=method4 model.relative_k=$k
+    done
+  done
+done
+add_case dump pre-method2-k3-res_mean-3layers model.norm=pre model.num_layers=3 \
+  model.absolute_position=no model.relative_position=method2 model.residual_attention=yes \
+  model.residual_attention_mean=yes
+# AdamW trajectories (weight decay 0.1, lr 1e-3; without bias correction the first steps are
+# sqrt(1-beta2)/(1-beta1) = 3.2 times larger, hence lr 3e-4 there).
+add_case trajectory trajectory-post-absolute model.norm=post
+add_case trajectory trajectory-pre-method4-k3-res_yes model.norm=pre model.absolute_position=no \
+  model.relative_position=method4 model.residual_attention=yes
+add_case trajectory trajectory-post-method1-k3-nobiascorr model.norm=post \
+  model.relative_position=method1 optim.bias_correction=no optim.lr=3e-4
+
+# Writes "$work/corrupt_<tag>.h5": a copy of dump $1 with the gradient $2 corrupted.
+corrupt() {
+  $PY - "$1" "$2" "$work" <<'EOF'
+import shutil, sys, h5py, numpy as np
+source, name, work = sys.argv[1:]
+for tag in ("element", "scaled"):
+    shutil.copyfile(source, f"{work}/corrupt_{tag}.h5")
+    with h5py.File(f"{work}/corrupt_{tag}.h5", "r+") as f:
+        g = f[name][()]
+        if tag == "element":  # one element off by 1% of the tensor's largest entry
+            g.flat[7] += np.float32(0.01) * np.abs(g).max()
+        else:  # the whole tensor 1% too large
+            g *= np.float32(1.01)
+        f[name][...] = g
+EOF
+}
+
+run_all() {
+  local n=${#labels[@]} i d what
+  local setup_jobs="$work/setup.jobs" check_jobs="$work/check.jobs"
+  : >"$setup_jobs"; : >"$check_jobs"
+  local -A failed=()
+
+  # 1. C init for every case, then perturb + batch in one python process.
+  for ((i = 0; i < n; i++)); do
+    d="$work/$i"; mkdir -p "$d"
+    # shellcheck disable=SC2086
+    if ! "$REALPOS" init "$CONFIG" ${sets[$i]} --out "$d/init.h5" >"$d/init.log" 2>&1; then
+      echo "FAIL ${labels[$i]}: realpos init failed: $(tail -n 1 "$d/init.log")"
+      failed[$i]=1; continue
+    fi
+    echo "perturb --checkpoint $d/init.h5 --out $d/ckpt.h5 --seed $((100 + i)) --scale $SCALE"
+    echo "make-batch --config $d/ckpt.h5 --batch-size $B --seq-len $L --seed $((200 + i))" \
+      "--pad --out $d/batch.h5"
+  done >>"$setup_jobs"
+  $PY $REF jobs "$setup_jobs" || echo "FAIL parity: reference.py perturb/make-batch failed"
+
+  # 2. C dumps, then reference dumps and comparisons in one python process.
+  for ((i = 0; i < n; i++)); do
+    [ -n "${failed[$i]:-}" ] && continue
+    d="$work/$i" what=dump steps=()
+    [ "${kinds[$i]}" = trajectory ] && what=trajectory steps=(--train-steps $STEPS)
+    if ! "$REALPOS" dump --checkpoint "$d/ckpt.h5" --batch "$d/batch.h5" --out "$d/c.h5" \
+        "${steps[@]}" >"$d/dump.log" 2>&1; then
+      echo "FAIL ${labels[$i]}: realpos dump failed: $(tail -n 1 "$d/dump.log")"
+      failed[$i]=1; continue
+    fi
+    echo "dump --checkpoint $d/ckpt.h5 --batch $d/batch.h5 --out $d/ref.h5 ${steps[*]}" \
+      >>"$check_jobs"
+    echo "compare $d/c.h5 $d/ref.h5 --what $what --summary ${labels[$i]}" >>"$check_jobs"
+  done
+  $PY $REF jobs "$check_jobs" 2>"$work/check.err" | tee "$work/check.out"
+  grep -v '^reference.py: job failed: compare ' "$work/check.err" | sed 's/^/  /' >&2
+  for ((i = 0; i < n; i++)); do  # a case whose reference dump or compare crashed
+    [ -n "${failed[$i]:-}" ] || grep -q "^[A-Z]* ${labels[$i]}: " "$work/check.out" ||
+      echo "FAIL ${labels[$i]}: no comparison result (reference error above)"
+  done
+
+  # 3. The reference's own checks (HF formulas, finite differences, AdamW = torch, ...).
+  $PY $REF selftest
+
+  # 4. Sensitivity: compare must flag a corrupted gradient, and only that tensor.
+  local grad=grad/bert/encoder/layer/1/attention/self/query/weight out status
+  if [ ! -f "$work/0/ref.h5" ]; then
+    echo "FAIL parity: no output of the first case to corrupt"; return
+  fi
+  corrupt "$work/0/c.h5" "$grad"
+  for tag in element scaled; do
+    out=$($PY tests/reference/compare.py "$work/corrupt_$tag.h5" "$work/0/ref.h5"); status=$?
+    if [ $status -ne 0 ] && [ "$(grep -c '^FAIL ' <<<"$out")" -eq 1 ] &&
+        grep -q "^FAIL $grad " <<<"$out"; then
+      echo "PASS parity detects a corrupted gradient ($tag:" \
+        "$(grep '^FAIL' <<<"$out" | cut -d' ' -f3-))"
+    else
+      echo "FAIL parity does not detect a corrupted gradient ($tag):"; grep '^FAIL' <<<"$out"
+    fi
+  done
+}
+
+if [ ! -x "$REALPOS" ]; then
+  echo "FAIL parity: $REALPOS is not built"
+  exit 1
+fi
+run_all | tee "$work/log"
+! grep -q '^FAIL ' "$work/log"
