@@ -53,6 +53,23 @@ CliArgs cli_parse(int argc, char **argv, const CliOption *options, int num_optio
     return args;
 }
 
+int cli_take_flag(int *argc, char **argv, const char *name) {
+    int found = 0, kept = 1, options_ended = 0;
+    size_t n = strlen(name);
+    for (int i = 1; i < *argc; i++) {
+        const char *arg = argv[i];
+        options_ended |= !strcmp(arg, "--"); /* after "--" every argument is positional */
+        int named = !options_ended && !strncmp(arg, "--", 2) && !strncmp(arg + 2, name, n);
+        RP_CHECK(!named || arg[2 + n] != '=', "%s: option '--%s' takes no value", argv[0], name);
+        if (named && arg[2 + n] == '\0')
+            found = 1;
+        else
+            argv[kept++] = argv[i];
+    }
+    *argc = kept;
+    return found;
+}
+
 long long cli_int(const char *option, const char *text, long long min, long long max) {
     char *end;
     errno = 0;

@@ -23,5 +23,9 @@ typedef struct {
  * or positional arguments. Returns the --set overrides and positional arguments. */
 CliArgs cli_parse(int argc, char **argv, const CliOption *options, int num_options);
 
+/* A flag without value (e.g. --overwrite): removes every `--name` from argv[1..*argc-1] (before
+ * cli_parse) and returns whether it was there. "--name=..." is an error. */
+int cli_take_flag(int *argc, char **argv, const char *name);
+
 /* The integer value of an option, in [min, max]; fatal otherwise, naming the option. */
 long long cli_int(const char *option, const char *text, long long min, long long max);

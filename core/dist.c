@@ -168,21 +168,52 @@ void dist_sum_doubles(Dist *d, double *values, int n) {
     d->comm_seconds += MPI_Wtime() - t0;
 }
 
+/* The 0-based number of the first line where a and b differ, -1 if they are equal; *at_a and
+ * *at_b point to that line in each. */
+static int first_differing_line(const char *a, const char *b, const char **at_a, const char **at_b) {
+    int line = 0;
+    for (*at_a = a, *at_b = b; *a || *b; a++, b++) {
+        if (*a != *b)
+            return line;
+        if (*a == '\n') {
+            line++;
+            *at_a = a + 1, *at_b = b + 1;
+        }
+    }
+    return -1;
+}
+
 void dist_require_same_text(Dist *d, const char *text, const char *what) {
     if (d->size == 1)
         return;
-    uint64_t hash = 14695981039346656037ull; /* FNV-1a */
-    for (const unsigned char *c = (const unsigned char *)text; *c; c++)
-        hash = (hash ^ *c) * 1099511628211ull;
-    uint64_t *all = xmalloc(sizeof(uint64_t) * (size_t)d->size);
-    MPI_Allgather(&hash, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    long long len = d->rank == 0 ? (long long)strlen(text) : 0;
+    MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    char *root_text = xmalloc((size_t)len + 1);
+    if (d->rank == 0)
+        memcpy(root_text, text, (size_t)len);
+    MPI_Bcast(root_text, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    root_text[len] = '\0';
+    const char *root_line, *own_line;
+    int line = first_differing_line(root_text, text, &root_line, &own_line);
+    int *all = xmalloc(sizeof(int) * (size_t)d->size);
+    MPI_Allgather(&line, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
     int differs = -1;
     for (int r = 1; r < d->size && differs < 0; r++)
-        if (all[r] != all[0])
+        if (all[r] >= 0)
             differs = r;
     free(all);
-    RP_CHECK(differs < 0, "rank %d's %s differs from rank 0's: every rank must run the same one (same files and "
-             "--set overrides on every rank)", differs, what);
+    if (differs < 0) {
+        free(root_text);
+        return;
+    }
+    /* The first rank that differs names both lines and aborts the job; the others wait for it. */
+    if (d->rank == differs)
+        RP_FATAL("rank %d's %s differs from rank 0's at line %d: rank 0 has '%.*s', rank %d has '%.*s'; every rank "
+                 "must run the same one (same files, --set overrides and --resume on every rank)", differs, what,
+                 line + 1, (int)strcspn(root_line, "\n"), root_line, differs, (int)strcspn(own_line, "\n"),
+                 own_line);
+    MPI_Barrier(MPI_COMM_WORLD);
+    RP_FATAL("rank %d's %s differs from rank 0's at line %d", differs, what, line + 1);
 }
 
 int dist_quiet(void) {

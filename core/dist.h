@@ -64,7 +64,8 @@ void dist_gather_to_root(Dist *d, const DistShards *s, float *block);
 void dist_broadcast(Dist *d, float *block, size_t n);
 /* values[0..n) <- their sum over ranks, added in rank order (same bits on every rank). */
 void dist_sum_doubles(Dist *d, double *values, int n);
-/* Fatal, naming both, unless every rank passes the same text (e.g. the effective config). */
+/* Fatal unless every rank passes the same text (e.g. the effective config): the first rank that
+ * differs names the first line that differs (a config key) with both values. */
 void dist_require_same_text(Dist *d, const char *text, const char *what);
 
 /* For core/common.h: nonzero on ranks other than 0 of a running job (their log lines are

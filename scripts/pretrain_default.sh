@@ -24,8 +24,8 @@ bash scripts/fetch_corpus.sh data/corpus
 final=$(printf '%s/ckpt-%07d.h5' "$run_dir" "$max_steps")
 if [ -s "$final" ]; then
   echo "pretrain: $final exists; delete $run_dir to train again"
-elif [ -s "$run_dir/latest" ] && [ -s "$run_dir/$(cat "$run_dir/latest")" ]; then
-  ./realpos pretrain "$config" "$@" --resume "$run_dir/$(cat "$run_dir/latest")"
+elif [ -s "$run_dir/latest" ] && [ -s "$run_dir/$(head -n 1 "$run_dir/latest")" ]; then
+  ./realpos pretrain "$config" "$@" --resume "$run_dir/latest"
 else
   ./realpos pretrain "$config" "$@"
 fi

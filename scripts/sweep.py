@@ -438,8 +438,8 @@ class Runner:
             latest = os.path.join(run_dir, "latest")
             resume = None
             if os.path.exists(latest):
-                with open(latest) as f:
-                    resume = os.path.join(run_dir, f.read().strip())
+                with open(latest) as f:  # "ckpt-NNNNNNN.h5\nrun RUN_ID\n"
+                    resume = os.path.join(run_dir, f.readline().strip())
                 resume = resume if os.path.exists(resume) else None
             if resume:
                 cmd += ["--resume", resume]

@@ -1,4 +1,5 @@
-/* realpos finetune / predict: arguments, the task's model and data; the loop is train/loop/finetune.c. */
+/* realpos finetune / predict: arguments, the task's model and data; the task is train/loop/finetune.c,
+ * the run train/loop/run.c. */
 #include <string.h>
 
 #include "core/cli.h"
@@ -9,29 +10,33 @@
 #include "train/model/checkpoint.h"
 
 int cmd_finetune(int argc, char **argv) {
-    const char *usage = "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT]";
+    const char *usage = "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT|RUN_DIR/latest] [--overwrite]";
     const char *resume = NULL;
+    int overwrite = cli_take_flag(&argc, argv, "overwrite");
     CliOption options[] = {{"resume", &resume}};
     CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    RP_CHECK(!(resume && overwrite), "--resume continues the run in train.run_dir and --overwrite moves it aside: "
+             "give one; usage: realpos %s", usage);
+    const char *config_path = args.positional[0];
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     TaskRunner r;
-    task_runner_setup(&r, args.positional[0], &args);
+    task_runner_setup(&r, config_path, &args);
     dist_set_threads(&dist, r.cfg.train.threads);
     const TaskConfig *task = &r.cfg.task;
     RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
-             "nothing", args.positional[0]);
-    RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing",
-             args.positional[0]);
-    char model_path[CONFIG_PATH_MAX + 16];
-    snprintf(model_path, sizeof model_path, "%s/model.h5", r.cfg.train.run_dir);
-    require_distinct_files(task->init_checkpoint, "finetune: task.init_checkpoint", model_path,
-                           "the fine-tuned checkpoint (train.run_dir/model.h5)");
+             "nothing", config_path);
+    RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing", config_path);
+    RunStart start = {"fine-tuning", resume, overwrite,
+                      {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
+                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4};
+    Run run;
+    run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
-    task_runner_build_model(&r, resume ? resume : task->init_checkpoint);
+    task_runner_build_model(&r, run.resume >= 0 ? run.resume_path : task->init_checkpoint);
+    run_check_resume(&run);
     char *config_ini = config_to_ini(&r.cfg);
-    dist_require_same_text(&dist, config_ini, "effective configuration");
     if (dist_is_root(&dist))
         fprintf(stderr, "# effective configuration\n%s\n", config_ini);
     TaskData train_data, dev_data;
@@ -39,16 +44,15 @@ int cmd_finetune(int argc, char **argv) {
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
     task_runner_buffers(&r);
-
-    FinetuneOptions opt = {config_ini, resume, &dist};
-    finetune_run(&r, &train_data, task->dev_file[0] ? &dev_data : NULL, &opt);
+    int rc = finetune(&run, config_ini, &r, &train_data, task->dev_file[0] ? &dev_data : NULL);
+    run_end(&run);
     if (task->dev_file[0])
         task_data_free(&dev_data);
     task_data_free(&train_data);
     task_runner_free(&r);
     free(config_ini);
     dist_finalize(&dist);
-    return 0;
+    return rc;
 }
 
 /* predict reads data as the model was fine-tuned: the checkpoint's [task] keys that define the

@@ -48,7 +48,7 @@ int cmd_import_hf(int argc, char **argv) {
     config_validate(&imp.cfg);
     char *ini = config_to_ini(&imp.cfg);
     VocabExtra extra = {vocab, imp.cfg.data.do_lower_case};
-    CheckpointExtras extras = {ini, NULL, write_vocab, &extra};
+    CheckpointExtras extras = {ini, NULL, write_vocab, &extra, NULL};
     checkpoint_save(out, &m, &extras);
     if (config_out)
         write_file(config_out, ini, strlen(ini));

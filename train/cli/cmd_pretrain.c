@@ -1,4 +1,5 @@
-/* realpos pretrain / eval: arguments and configuration; the loop is train/loop/pretrain.c. */
+/* realpos pretrain / eval: arguments and configuration; the task is train/loop/pretrain.c, the run
+ * train/loop/run.c. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -12,26 +13,31 @@
 #include "train/model/checkpoint.h"
 
 int cmd_pretrain(int argc, char **argv) {
-    const char *usage = "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT | --init CKPT]";
+    const char *usage = "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT|RUN_DIR/latest | --init CKPT] "
+                        "[--overwrite]";
     const char *resume = NULL, *init = NULL;
+    int overwrite = cli_take_flag(&argc, argv, "overwrite");
     CliOption options[] = {{"resume", &resume}, {"init", &init}};
     CliArgs args = cli_parse(argc, argv, options, 2);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
     RP_CHECK(!(resume && init), "--resume and --init are exclusive; usage: realpos %s", usage);
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    dist_init(&t.dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
-    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
-    dist_set_threads(&t.dist, t.cfg.train.threads);
-    t.config_ini = config_to_ini(&t.cfg);
-    dist_require_same_text(&t.dist, t.config_ini, "effective configuration");
-    if (dist_is_root(&t.dist))
-        fprintf(stderr, "# effective configuration\n%s\n", t.config_ini);
-
-    pretrain_setup(&t, args.positional[0], resume, init);
-    int rc = pretrain_run(&t, resume != NULL);
-    trainer_free(&t);
-    dist_finalize(&t.dist);
+    RP_CHECK(!(resume && overwrite), "--resume continues the run in train.run_dir and --overwrite moves it aside: "
+             "give one; usage: realpos %s", usage);
+    const char *config_path = args.positional[0];
+    Dist dist;
+    dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    Config cfg;
+    config_load(&cfg, config_path, args.num_sets, args.sets);
+    dist_set_threads(&dist, cfg.train.threads);
+    char *config_ini = config_to_ini(&cfg);
+    if (dist_is_root(&dist))
+        fprintf(stderr, "# effective configuration\n%s\n", config_ini);
+    RunStart start = {"pretraining", resume, overwrite,
+                      {{config_path, "the config"}, {cfg.data.vocab, "key 'data.vocab'"},
+                       {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4};
+    int rc = pretrain(&cfg, config_ini, config_path, &dist, &start, init);
+    free(config_ini);
+    dist_finalize(&dist);
     return rc;
 }
 
@@ -41,41 +47,43 @@ int cmd_eval(int argc, char **argv) {
     CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
     CliArgs args = cli_parse(argc, argv, options, 2);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    config_load(&t.cfg, args.positional[0], args.num_sets, args.sets);
-    if (t.cfg.train.threads > 0)
-        omp_set_num_threads(t.cfg.train.threads);
+    Config cfg;
+    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    if (cfg.train.threads > 0)
+        omp_set_num_threads(cfg.train.threads);
     char *stored_ini;
     hid_t f = checkpoint_open(ckpt, &stored_ini);
     Config stored;
     config_load_string(&stored, stored_ini, ckpt);
-    config_report_differences(&t.cfg, &stored, "model", ckpt, "eval uses the checkpoint's model");
-    t.cfg.model = stored.model; /* the checkpoint defines the model */
+    config_report_differences(&cfg, &stored, "model", ckpt, "eval uses the checkpoint's model");
+    cfg.model = stored.model; /* the checkpoint defines the model */
     if (max_len)
-        t.cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
-    RP_CHECK(!t.cfg.model.absolute_position || t.cfg.data.max_seq_len <= t.cfg.model.max_position,
+        cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
+    RP_CHECK(!cfg.model.absolute_position || cfg.data.max_seq_len <= cfg.model.max_position,
              "--max-seq-len %d exceeds the checkpoint's model.max_position = %d (absolute positions)",
-             t.cfg.data.max_seq_len, t.cfg.model.max_position);
-    model_create(&t.model, &t.cfg.model, heads_mlm());
-    checkpoint_load_model(f, ckpt, &t.model);
-    int lower = t.cfg.data.do_lower_case;
-    t.vocab_text = checkpoint_read_vocab(f, ckpt, &lower);
+             cfg.data.max_seq_len, cfg.model.max_position);
+    Model model;
+    model_create(&model, &cfg.model, heads_mlm());
+    checkpoint_load_model(f, ckpt, &model);
+    int lower = cfg.data.do_lower_case;
+    char *vocab = checkpoint_read_vocab(f, ckpt, &lower);
     h5_close(f, ckpt);
     free(stored_ini);
-    if (!t.vocab_text)
-        t.vocab_text = read_file(t.cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
-    t.cfg.data.do_lower_case = lower;
-    trainer_open_data(&t, ckpt);
-    activations_create(&t.acts, &t.model, t.cfg.train.batch_size, t.cfg.data.max_seq_len,
-                       trainer_max_predictions(&t.cfg));
-    EvalResult r = evaluate_mlm(&t.model, &t.acts, t.eval_stream, t.batch, t.cfg.train.eval_batches,
-                                t.unigram_token, NULL);
+    if (!vocab)
+        vocab = read_file(cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
+    cfg.data.do_lower_case = lower;
+    MlmData data;
+    mlm_data_open(&data, &cfg, vocab, ckpt);
+    Activations acts;
+    activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg));
+    EvalResult r = evaluate_mlm(&model, &acts, &data, cfg.train.eval_batches, NULL);
     printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
            "(unigram baseline accuracy %.4f: always '%s')\n",
-           ckpt, t.cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
-           tokenizer_token(t.tok, t.unigram_token));
+           ckpt, cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
+           tokenizer_token(data.tok, data.unigram_token));
     RP_CHECK(isfinite(r.loss), "%s: the held-out loss is %g: the model's outputs are not finite", ckpt, r.loss);
-    trainer_free(&t);
+    activations_free(&acts);
+    mlm_data_free(&data);
+    model_free(&model);
     return 0;
 }

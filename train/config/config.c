@@ -173,6 +173,23 @@ int config_report_differences(const Config *cfg, const Config *stored, const cha
     return count;
 }
 
+int config_each_difference(const Config *a, const Config *b,
+                           void (*visit)(const KeySpec *key, const char *a_text, const char *b_text, void *ctx),
+                           void *ctx) {
+    int count = 0;
+    for (int k = 0; k < config_schema.num_keys; k++) {
+        const KeySpec *key = &config_schema.keys[k];
+        char *text_a = config_value_text(a, key), *text_b = config_value_text(b, key);
+        if (strcmp(text_a, text_b)) {
+            visit(key, text_a + (text_a[0] == ' '), text_b + (text_b[0] == ' '), ctx);
+            count++;
+        }
+        free(text_a);
+        free(text_b);
+    }
+    return count;
+}
+
 void config_adopt_keys(Config *cfg, const Config *stored, const char *section, const char *const *names,
                        int num_names, const char *stored_origin, const char *consequence) {
     for (int i = 0; i < num_names; i++) {

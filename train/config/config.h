@@ -132,6 +132,11 @@ void config_adopt_model(Config *cfg, const Config *stored, const char *origin);
  * "eval uses the checkpoint's model"); returns how many. */
 int config_report_differences(const Config *cfg, const Config *stored, const char *section, const char *stored_origin,
                               const char *consequence);
+/* Call visit(key, value in a, value in b, ctx) for every key whose values differ, in schema order;
+ * returns their number. */
+int config_each_difference(const Config *a, const Config *b,
+                           void (*visit)(const KeySpec *key, const char *a_text, const char *b_text, void *ctx),
+                           void *ctx);
 /* Copy the named keys of `section` from stored into cfg, except those cfg got from --set (the
  * command line wins); a key cfg's file sets to another value is reported as above. */
 void config_adopt_keys(Config *cfg, const Config *stored, const char *section, const char *const *names,

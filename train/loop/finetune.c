@@ -1,10 +1,10 @@
 /* The fine-tuning loop (finetune.h).
  *
  * A step is one batch of B sequences drawn from a fresh permutation of the training sequences each
- * epoch (Fisher-Yates from an Rng seeded by task.seed), run by the shared train_step (step.h):
+ * epoch (Fisher-Yates from an Rng seeded by task.seed), run by the run's train_step (run.h):
  * AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear warmup over
  * warmup_proportion of the steps then linear decay to 0, clipping at train.clip_grad_norm, dropout
- * keyed by (task.seed, step). Every train.checkpoint_interval steps and on SIGINT/SIGTERM a
+ * keyed by (task.seed, step). Every train.checkpoint_interval steps and on a stop signal a
  * checkpoint RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
  *   /train/step            int64 [1]      updates done
  *   /train/sampler_order   int32 [count]  the epoch's permutation of the training sequences
@@ -18,15 +18,11 @@
 #include "train/loop/finetune.h"
 
 #include <math.h>
-#include <omp.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "core/h5io.h"
 #include "core/rng.h"
-#include "train/loop/metrics.h"
-#include "train/loop/run_dir.h"
-#include "train/loop/step.h"
 #include "train/model/checkpoint.h"
 
 typedef struct {
@@ -48,25 +44,20 @@ static void sampler_next(Sampler *s, int *rows, int B) {
     }
 }
 
-/* A fine-tuning run: the task runner, its data, optimizer, sampler, step and best dev score. */
+/* The fine-tuning task: the task runner, its data, sampler and best dev score. */
 typedef struct {
     TaskRunner *r;
     const TaskFeatures *train_set;
     TaskData *dev;
-    const char *config_ini;
-    Dist *dist;
-    DpAdamW opt; /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
     Sampler sampler;
-    long step, total;
-    MetricsLog log;
     double best; /* best dev metric so far, NaN: none */
     long best_step;
-} FineTuner;
+} FineTuning;
 
-/* BatchSource of fine-tuning: the next B sequences of the epoch's permutation. */
+/* BatchSource: the next B sequences of the epoch's permutation. */
 static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
-    FineTuner *ft = ctx;
+    FineTuning *ft = ctx;
     TaskRunner *r = ft->r;
     sampler_next(&ft->sampler, r->rows, r->B);
     task_fill_batch(r, ft->train_set, r->rows);
@@ -77,17 +68,22 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
                         {r->labels, r->values, r->start, r->end}, tokens};
 }
 
+/* Another rank's micro-batch: the sampler moves on, nothing is built. */
+static void skip_task_batch(void *ctx, long step, int micro) {
+    (void)step, (void)micro;
+    FineTuning *ft = ctx;
+    sampler_next(&ft->sampler, ft->r->rows, ft->r->B);
+}
+
 static void write_vocab(hid_t file, const void *ctx) {
     const TaskRunner *r = ctx;
     checkpoint_write_vocab(file, r->vocab_text, r->cfg.data.do_lower_case);
 }
 
-static void write_training_state(hid_t file, const void *ctx) {
-    const FineTuner *ft = ctx;
+static void write_state(hid_t file, const void *ctx) {
+    const FineTuning *ft = ctx;
     write_vocab(file, ft->r);
-    int64_t step = ft->step;
     hsize_t one = 1, count = (hsize_t)ft->sampler.count;
-    h5_write_int64s(file, "train/step", &step, 1, &one);
     h5_write_ints(file, "train/sampler_order", ft->sampler.order, 1, &count);
     uint64_t state[5] = {(uint64_t)ft->sampler.next, ft->sampler.rng.s[0], ft->sampler.rng.s[1],
                          ft->sampler.rng.s[2], ft->sampler.rng.s[3]};
@@ -97,37 +93,16 @@ static void write_training_state(hid_t file, const void *ctx) {
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
 }
 
-/* Every rank calls (ZeRO-1 moments are gathered on rank 0 through the gradient block, free
- * between steps); rank 0 writes. */
-static void save_checkpoint(FineTuner *ft) {
-    const TrainConfig *tc = &ft->r->cfg.train;
-    AdamW full = dp_adamw_full(&ft->opt, ft->r->model.grads);
-    dp_adamw_gather(&ft->opt, &full);
-    if (dist_is_root(ft->dist)) {
-        CheckpointExtras extras = {ft->config_ini, &full, write_training_state, ft};
-        run_dir_save_checkpoint(tc->run_dir, ft->step, tc->keep_last, &ft->r->model, &extras);
-    }
-    dp_adamw_release(&ft->opt);
-}
-
-/* Model, optimizer, step, sampler and best score of a fine-tuning checkpoint. */
-static void resume_from(FineTuner *ft, const char *ckpt) {
-    char *stored_ini;
-    hid_t f = checkpoint_open(ckpt, &stored_ini);
-    RP_CHECK(h5_exists(f, "train/sampler_order") && h5_exists(f, "optimizer"),
-             "%s: not a fine-tuning checkpoint with optimizer state; --resume needs RUN_DIR/ckpt-NNNNNNN.h5 of a "
-             "`realpos finetune` run", ckpt);
-    checkpoint_load_model(f, ckpt, &ft->r->model);
-    AdamW full = dp_adamw_full(&ft->opt, ft->r->model.grads); /* every rank reads, keeps its shard */
-    RP_CHECK(checkpoint_load_optimizer(f, ckpt, &ft->r->model, &full), "%s: no optimizer state to resume from",
-             ckpt);
-    dp_adamw_scatter(&ft->opt, &full);
-    dp_adamw_release(&ft->opt);
-    int64_t step;
+/* Sampler and best score of a fine-tuning checkpoint. */
+static void read_state(void *ctx, hid_t f, const char *ckpt) {
+    FineTuning *ft = ctx;
     hsize_t one = 1, count = (hsize_t)ft->sampler.count;
-    h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
-    RP_CHECK(step >= 0 && step <= ft->total, "%s: dataset /train/step: expected 0..%ld (the run's steps), got %lld",
-             ckpt, ft->total, (long long)step);
+    hsize_t dims[4];
+    int rank = h5_shape(f, ckpt, "train/sampler_order", dims);
+    RP_CHECK(rank == 1 && dims[0] == count, "%s: the checkpoint's sampler covers %llu training sequences, %s has "
+             "%d: key 'task.train_file' (or its content, or the keys that shape sequences) changed; a resumed run "
+             "continues the same data", ckpt, rank == 1 ? (unsigned long long)dims[0] : 0ull, ft->r->cfg.task.train_file,
+             ft->sampler.count);
     h5_read_ints(f, ckpt, "train/sampler_order", ft->sampler.order, 1, &count);
     for (int i = 0; i < ft->sampler.count; i++)
         RP_CHECK(ft->sampler.order[i] >= 0 && ft->sampler.order[i] < ft->sampler.count,
@@ -143,102 +118,78 @@ static void resume_from(FineTuner *ft, const char *ckpt) {
     ft->best = h5_read_double(f, ckpt, "train/best_metric");
     h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
     ft->best_step = (long)best_step;
-    ft->step = (long)step;
-    h5_close(f, ckpt);
-    free(stored_ini);
-    rp_log("resumed from %s at step %ld", ckpt, ft->step);
 }
 
-/* Score the dev set at `step`; keep RUN_DIR/best.h5 when the task's metric improves (and
- * eval_every > 0: with only the final evaluation best.h5 would be model.h5). */
-static void evaluate_dev(FineTuner *ft, const char *predictions_path) {
+/* Score the dev set (rank 0); keep RUN_DIR/best.h5 when the task's metric improves (and
+ * eval_every > 0: with only the final evaluation best.h5 would be model.h5). The final scoring
+ * also writes the dev predictions. */
+static void evaluate(void *ctx, Run *run, int final) {
+    FineTuning *ft = ctx;
     TaskRunner *r = ft->r;
-    TaskScore score = task_predict(r, ft->dev, predictions_path, ft->log.jsonl, ft->step);
-    if (!score.name || isnan(score.value) || (!isnan(ft->best) && score.value <= ft->best))
+    if (!ft->dev || !dist_is_root(run->dist))
         return;
-    ft->best = score.value;
-    ft->best_step = ft->step;
-    fprintf(ft->log.jsonl, "{\"kind\":\"best\",\"step\":%ld,\"metric\":\"%s\",\"value\":%.17g}\n", ft->step,
-            score.name, score.value);
-    fflush(ft->log.jsonl);
-    if (r->cfg.task.eval_every == 0)
-        return;
-    char path[CONFIG_PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/best.h5", r->cfg.train.run_dir);
-    CheckpointExtras extras = {ft->config_ini, NULL, write_vocab, r};
-    checkpoint_save(path, &r->model, &extras);
-    rp_log("dev %s %.4f at step %ld: the best so far, saved %s", score.name, score.value, ft->step, path);
+    char predictions[CONFIG_PATH_MAX + 64];
+    snprintf(predictions, sizeof predictions, "%s/%s", run->dir.path,
+             r->cfg.task.type == TASK_SQUAD ? "predictions.json" : "dev_predictions.tsv");
+    TaskScore score = task_predict(r, ft->dev, final ? predictions : NULL, run->log.jsonl, run->step);
+    if (score.name && !isnan(score.value) && (isnan(ft->best) || score.value > ft->best)) {
+        ft->best = score.value;
+        ft->best_step = run->step;
+        fprintf(run->log.jsonl, "{\"kind\":\"best\",\"step\":%ld,\"metric\":\"%s\",\"value\":%.17g}\n",
+                run->step, score.name, score.value);
+        fflush(run->log.jsonl);
+        if (r->cfg.task.eval_every > 0) {
+            run_save_weights(run, "best.h5", write_vocab, r);
+            rp_log("dev %s %.4f at step %ld: the best so far, saved %s/best.h5", score.name, score.value, run->step,
+                   run->dir.path);
+        }
+    }
+    if (final && r->cfg.task.eval_every > 0 && !isnan(ft->best))
+        rp_log("best dev score %.4f at step %ld: %s/best.h5", ft->best, ft->best_step, run->dir.path);
 }
 
-void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data, const FinetuneOptions *opt) {
-    const char *config_ini = opt->config_ini, *resume = opt->resume;
+/* RUN_DIR/model.h5: the fine-tuned weights with /vocab, from which `predict` reproduces the dev
+ * predictions (rank 0). */
+static void finish(void *ctx, Run *run) {
+    FineTuning *ft = ctx;
+    if (!dist_is_root(run->dist))
+        return;
+    run_save_weights(run, "model.h5", write_vocab, ft->r);
+    rp_log("fine-tuned checkpoint %s/model.h5", run->dir.path);
+}
+
+int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data) {
     const TaskConfig *task = &r->cfg.task;
     const TrainConfig *tc = &r->cfg.train;
     const TaskFeatures *train_set = &train_data->features;
-    int B = r->B, regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
-    FineTuner ft = {r, train_set, dev_data, config_ini, opt->dist, .best = NAN, .best_step = -1};
-    int accum = tc->grad_accum_steps, root = dist_is_root(opt->dist);
-    ft.total = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum));
-    if (task->max_steps > 0 && task->max_steps < ft.total)
-        ft.total = task->max_steps;
-    int warmup = (int)(task->warmup_proportion * (double)ft.total);
-    dp_adamw_create(&ft.opt, opt->dist, &r->model.table, tc->shard_optimizer);
+    int B = r->B, accum = tc->grad_accum_steps;
+    int regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
+    FineTuning ft = {r, train_set, dev_data, .best = NAN, .best_step = -1};
+    long total = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum));
+    if (task->max_steps > 0 && task->max_steps < total)
+        total = task->max_steps;
+    int warmup = (int)(task->warmup_proportion * (double)total);
     ft.sampler = (Sampler){xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
     for (int i = 0; i < train_set->count; i++)
         ft.sampler.order[i] = i;
     rng_seed(&ft.sampler.rng, (uint64_t)task->seed);
-    if (resume)
-        resume_from(&ft, resume);
-    dist_broadcast(opt->dist, r->model.params, r->model.table.block_floats); /* rank 0's bits everywhere */
-
-    if (root) { /* rank 0 alone writes the run directory and scores the dev set */
-        run_dir_open(tc->run_dir, config_ini);
-        metrics_open(&ft.log, tc->run_dir, resume != NULL);
-    }
-    stop_signals_install();
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
-    StepConfig sc = {SCHED_LINEAR, task->lr, warmup, ft.total, accum, tc->clip_grad_norm, (uint64_t)task->seed,
-                     tc->log_interval, tc->run_dir};
-    TrainStep ts;
-    train_step_init(&ts, &sc, &r->model, NULL, &r->cfg.optim,
-                    loss_head_task(&r->model, &r->acts, &r->heads, regression), (BatchSource){next_task_batch, &ft},
-                    root ? &ft.log : NULL, ft.step);
-    ts.dp = &ft.opt;
-    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d), %d rank%s x %d threads",
-           train_set->count, (double)task->epochs, ft.total, accum, B, warmup, opt->dist->size,
-           opt->dist->size > 1 ? "s" : "", omp_get_max_threads());
-    long first_step = ft.step;
-    while (ft.step < ft.total && !ts.stop) {
-        train_step(&ts, ft.step);
-        ft.step++;
-        if (root && dev_data && task->eval_every > 0 && ft.step % task->eval_every == 0 && ft.step < ft.total)
-            evaluate_dev(&ft, NULL);
-        if (ft.step % tc->checkpoint_interval == 0 && ft.step < ft.total && !ts.stop)
-            save_checkpoint(&ft);
-    }
-    train_step_log_communication(&ts, ft.step - first_step);
-    if (ts.stop) { /* a signal reached some rank: every rank leaves after the same step */
-        if (stop_signal_received())
-            rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), ft.step);
-        else
-            rp_log("a stop signal on another rank: saving a checkpoint at step %ld and stopping", ft.step);
-        save_checkpoint(&ft);
-    } else if (root) {
-        char path[CONFIG_PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/model.h5", tc->run_dir);
-        CheckpointExtras extras = {config_ini, NULL, write_vocab, r};
-        checkpoint_save(path, &r->model, &extras);
-        rp_log("fine-tuned checkpoint %s", path);
-        if (dev_data) {
-            snprintf(path, sizeof path, "%s/%s", tc->run_dir,
-                     task->type == TASK_SQUAD ? "predictions.json" : "dev_predictions.tsv");
-            evaluate_dev(&ft, path);
-            if (task->eval_every > 0 && !isnan(ft.best))
-                rp_log("best dev score %.4f at step %ld: %s/best.h5", ft.best, ft.best_step, tc->run_dir);
-        }
-    }
-    if (root)
-        metrics_close(&ft.log);
+    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
+           (double)task->epochs, total, accum, B, warmup);
+    RunTask rt = {
+        .name = "fine-tuning",
+        .source = {next_task_batch, skip_task_batch, &ft},
+        .head = loss_head_task(&r->model, &r->acts, &r->heads, regression),
+        .schedule = {SCHED_LINEAR, task->lr, warmup, total, accum, tc->clip_grad_norm, (uint64_t)task->seed,
+                     tc->log_interval, NULL},
+        .eval_interval = dev_data ? task->eval_every : 0,
+        .ctx = &ft,
+        .evaluate = evaluate,
+        .write_state = write_state,
+        .read_state = read_state,
+        .finish = finish,
+    };
+    int rc = run_train(run, config_ini, &r->model, &rt);
     free(ft.sampler.order);
-    dp_adamw_free(&ft.opt);
+    return rc;
 }

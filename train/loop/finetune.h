@@ -1,16 +1,11 @@
-/* The fine-tuning loop behind `realpos finetune` (the command is train/cli/cmd_finetune.c; the
- * task's model and data are train/tasks/task_runner.h). */
+/* Fine-tuning (GLUE classification/regression, SQuAD spans) as a task of the run (run.h). The
+ * command is train/cli/cmd_finetune.c; the task's model and data are train/tasks/task_runner.h. */
 #pragma once
-#include "train/loop/step.h"
+#include "train/loop/run.h"
 #include "train/tasks/task_runner.h"
 
-typedef struct {
-    const char *config_ini; /* the effective configuration, stored in every checkpoint */
-    const char *resume;     /* a checkpoint of the same run to continue from, or NULL */
-    Dist *dist;             /* the MPI job (size 1 alone): ranks share each step's micro-batches */
-} FinetuneOptions;
-
-/* Fine-tune r's model on train_data in train.run_dir (config.ini, metrics files, rotating
- * checkpoints, best.h5, model.h5), scoring dev_data (may be NULL) every task.eval_every steps and
- * at the end. SIGINT/SIGTERM save a checkpoint and return. */
-void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data, const FinetuneOptions *opt);
+/* Fine-tune r's model (built from task.init_checkpoint, or from run->resume) on train_data in
+ * the run's directory (config.ini, metrics files, rotating checkpoints, best.h5, model.h5),
+ * scoring dev_data (may be NULL) every task.eval_every steps and at the end. Returns the exit
+ * status. */
+int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data);

@@ -1,16 +1,23 @@
-/* Run directory: config, rotating checkpoints, `latest`, stop signals (run_dir.h). */
+/* Run directory: ownership, lineage, config, rotating checkpoints, `latest`, stop signals
+ * (run_dir.h). */
 #include "train/loop/run_dir.h"
 
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/common.h"
 #include "train/config/config.h"
 
-/* Set by the SIGINT/SIGTERM handler, polled between steps: the only state a signal handler may
+/* Set by the stop-signal handler, polled between steps: the only state a signal handler may
  * touch, hence file scope. */
 static volatile sig_atomic_t stop_signal = 0;
 
@@ -22,61 +29,209 @@ void stop_signals_install(void) {
     sa.sa_handler = on_stop_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);  /* the terminal or ssh session went away */
     sigaction(SIGUSR1, &sa, NULL); /* what mpirun forwards to every rank (SIGTERM it turns into a kill) */
 }
 
 int stop_signal_received(void) { return (int)stop_signal; }
 
-void run_dir_open(const char *run_dir, const char *config_ini) {
-    mkdir_p(run_dir);
+/* The files a run leaves; a directory holding any of them holds a run. */
+static const char *const RUN_FILES[] = {"latest", "lineage.tsv", "metrics.jsonl", "metrics.csv", "config.ini", "model.h5", "best.h5"};
+
+static int is_checkpoint_name(const char *name, long *step) {
+    char tail[8];
+    return sscanf(name, "ckpt-%ld.%3s", step, tail) == 2 && !strcmp(tail, "h5") && strlen(name) == 15;
+}
+
+const char *run_dir_find_run(const char *path) {
+    static const char checkpoint[] = "ckpt-NNNNNNN.h5 checkpoints";
+    char file[CONFIG_PATH_MAX + 32];
+    for (size_t i = 0; i < sizeof RUN_FILES / sizeof *RUN_FILES; i++) {
+        snprintf(file, sizeof file, "%s/%s", path, RUN_FILES[i]);
+        if (access(file, F_OK) == 0)
+            return RUN_FILES[i];
+    }
+    DIR *dir = opendir(path);
+    if (!dir)
+        return NULL;
+    const char *found = NULL;
+    struct dirent *e;
+    long step;
+    while (!found && (e = readdir(dir)))
+        if (is_checkpoint_name(e->d_name, &step))
+            found = checkpoint;
+    closedir(dir);
+    return found;
+}
+
+/* Rename path to PATH.replaced-YYYYMMDD-HHMMSS (-N if taken); the lock moves with it. */
+static void move_run_aside(const char *path, char *moved, size_t size) {
+    char stamp[32];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    for (int n = 0;; n++) {
+        int len = n ? snprintf(moved, size, "%s.replaced-%s-%d", path, stamp, n)
+                    : snprintf(moved, size, "%s.replaced-%s", path, stamp);
+        RP_CHECK(len > 0 && (size_t)len < size, "%s: path too long to move aside", path);
+        if (access(moved, F_OK) != 0)
+            break;
+    }
+    RP_CHECK(rename(path, moved) == 0, "--overwrite: cannot move the old run %s aside to %s: %s", path, moved,
+             strerror(errno));
+}
+
+void run_dir_claim(RunDir *d, const char *path, int resume, int overwrite) {
+    memset(d, 0, sizeof *d);
+    d->lock.fd = -1;
+    RP_CHECK(strlen(path) < sizeof d->path, "key 'train.run_dir': path too long");
+    snprintf(d->path, sizeof d->path, "%s", path);
+    dir_lock_acquire(&d->lock, path, "key 'train.run_dir'");
+    const char *used = resume ? NULL : run_dir_find_run(path);
+    if (used && overwrite) {
+        char moved[CONFIG_PATH_MAX + 64];
+        DirLock old = d->lock;
+        move_run_aside(path, moved, sizeof moved);
+        dir_lock_acquire(&d->lock, path, "key 'train.run_dir'"); /* the new, empty directory */
+        dir_lock_release(&old);
+        rp_log("--overwrite: moved the previous run in %s to %s", path, moved);
+    } else if (used) {
+        RP_FATAL("%s (key 'train.run_dir') already holds a run (%s): a fresh run would mix its files with it. "
+                 "Continue it with --resume %s/latest, choose another train.run_dir, or pass --overwrite to move "
+                 "the old run aside (to %s.replaced-DATE-TIME) and start afresh", path, used, path, path);
+    }
+    remove_stale_temp_files(path);
+}
+
+void run_dir_require_outside(const char *run_dir, const char *path, const char *what) {
+    char dir_real[PATH_MAX], path_real[PATH_MAX];
+    if (!path || !path[0] || !realpath(run_dir, dir_real) || !realpath(path, path_real))
+        return;
+    size_t n = strlen(dir_real);
+    RP_CHECK(strncmp(path_real, dir_real, n) || (path_real[n] != '/' && path_real[n] != '\0'),
+             "%s %s lies inside train.run_dir %s, which a fresh run owns: its files would be mixed with the run's "
+             "(or moved aside by --overwrite). Copy it elsewhere, choose another train.run_dir, or resume the run "
+             "in %s with --resume %s/latest", what, path, run_dir, run_dir, run_dir);
+}
+
+void run_dir_set_id(RunDir *d, const char *id) {
+    if (id && id[0]) {
+        snprintf(d->run_id, sizeof d->run_id, "%s", id);
+        return;
+    }
+    unsigned char bytes[RUN_ID_HEX / 2];
+    RP_CHECK(getrandom(bytes, sizeof bytes, 0) == (ssize_t)sizeof bytes, "cannot draw a run id: %s",
+             strerror(errno));
+    for (size_t i = 0; i < sizeof bytes; i++)
+        snprintf(d->run_id + 2 * i, 3, "%02x", bytes[i]);
+}
+
+void run_dir_release(RunDir *d) { dir_lock_release(&d->lock); }
+
+void run_dir_write_config(const RunDir *d, const char *config_ini) {
     char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/config.ini", run_dir);
-    FILE *f = fopen(path, "w");
-    RP_CHECK(f, "%s: cannot write", path);
-    fputs(config_ini, f);
-    fclose(f);
+    snprintf(path, sizeof path, "%s/config.ini", d->path);
+    write_file(path, config_ini, strlen(config_ini));
 }
 
 void run_dir_checkpoint_name(char *out, size_t size, const char *run_dir, long step) {
     snprintf(out, size, "%s/ckpt-%07ld.h5", run_dir, step);
 }
 
-/* Delete all but the newest keep_last checkpoints of the run directory. */
-static void prune_checkpoints(const char *run_dir, int keep_last) {
-    DIR *dir = opendir(run_dir);
-    if (!dir)
-        return;
-    long steps[4096];
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(dir)) && n < 4096) {
+/* RUN_DIR/lineage.tsv: "RUN_ID<TAB>ckpt-NNNNNNN.h5" per checkpoint the run's lineage wrote, so that
+ * pruning knows what is its own without opening any HDF5 file. */
+static void lineage_path(char *out, size_t size, const RunDir *d) { snprintf(out, size, "%s/lineage.tsv", d->path); }
+
+/* Record step's checkpoint in the lineage, then delete all but the newest keep_last of the
+ * lineage's checkpoints and drop them from the record; other runs' lines are kept as they are. */
+static void record_and_prune(const RunDir *d, long step, int keep_last) {
+    char path[CONFIG_PATH_MAX + 32], ckpt[CONFIG_PATH_MAX + 32];
+    lineage_path(path, sizeof path, d);
+    size_t old_len = 0;
+    char *old = access(path, F_OK) == 0 ? read_file(path, &old_len, "the run's checkpoint lineage") : xstrdup("");
+    int max_own = 1;
+    for (size_t i = 0; i < old_len; i++)
+        max_own += old[i] == '\n';
+    long *own = xmalloc(sizeof(long) * (size_t)max_own);
+    int n_own = 0;
+    own[n_own++] = step;
+    size_t cap = old_len + (size_t)(max_own + 1) * (RUN_ID_HEX + 24), len = 0;
+    char *text = xmalloc(cap);
+    for (char *line = old, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        char id[64], name[64];
         long s;
-        char tail[8];
-        if (sscanf(e->d_name, "ckpt-%ld.%3s", &s, tail) == 2 && !strcmp(tail, "h5") && strlen(e->d_name) == 15)
-            steps[n++] = s;
-    }
-    closedir(dir);
-    for (int i = 0; i < n; i++) {
-        int newer = 0;
-        for (int j = 0; j < n; j++)
-            newer += steps[j] > steps[i];
-        if (newer >= keep_last) {
-            char path[CONFIG_PATH_MAX + 32];
-            run_dir_checkpoint_name(path, sizeof path, run_dir, steps[i]);
-            unlink(path);
+        int parsed = sscanf(line, "%63s %63s", id, name) == 2 && is_checkpoint_name(name, &s);
+        if (parsed && !strcmp(id, d->run_id)) {
+            if (s != step)
+                own[n_own++] = s;
+        } else if (line[0]) {
+            len += (size_t)snprintf(text + len, cap - len, "%s\n", line); /* another run's record */
         }
     }
+    for (int i = 0; i < n_own; i++) {
+        int newer = 0;
+        for (int j = 0; j < n_own; j++)
+            newer += own[j] > own[i];
+        run_dir_checkpoint_name(ckpt, sizeof ckpt, d->path, own[i]);
+        if (newer >= keep_last)
+            unlink(ckpt);
+        else
+            len += (size_t)snprintf(text + len, cap - len, "%s\tckpt-%07ld.h5\n", d->run_id, own[i]);
+    }
+    write_file(path, text, len);
+    free(text);
+    free(own);
+    free(old);
 }
 
-void run_dir_save_checkpoint(const char *run_dir, long step, int keep_last, const Model *m,
-                             const CheckpointExtras *extras) {
+void run_dir_save_checkpoint(const RunDir *d, long step, int keep_last, const Model *m, CheckpointExtras extras) {
     char path[CONFIG_PATH_MAX + 32];
-    run_dir_checkpoint_name(path, sizeof path, run_dir, step);
-    checkpoint_save(path, m, extras);
-    char latest[CONFIG_PATH_MAX + 32], name[64];
-    snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    int len = snprintf(name, sizeof name, "ckpt-%07ld.h5\n", step);
-    write_file(latest, name, (size_t)len); /* temp + rename; a failure removes the temp file */
-    prune_checkpoints(run_dir, keep_last);
+    run_dir_checkpoint_name(path, sizeof path, d->path, step);
+    extras.run_id = d->run_id;
+    checkpoint_save(path, m, &extras);
+    char latest[CONFIG_PATH_MAX + 32], text[128];
+    snprintf(latest, sizeof latest, "%s/latest", d->path);
+    int len = snprintf(text, sizeof text, "ckpt-%07ld.h5\nrun %s\n", step, d->run_id);
+    write_file(latest, text, (size_t)len); /* temp + rename; a failure removes the temp file */
+    record_and_prune(d, step, keep_last);
     rp_log("checkpoint %s", path);
+}
+
+int run_dir_latest(const char *run_dir, char *out, size_t size) {
+    char latest[CONFIG_PATH_MAX + 32];
+    snprintf(latest, sizeof latest, "%s/latest", run_dir);
+    FILE *f = fopen(latest, "r");
+    if (!f)
+        return 0;
+    char name[256] = "";
+    int got = fgets(name, sizeof name, f) != NULL;
+    fclose(f);
+    name[strcspn(name, "\n")] = '\0';
+    long step;
+    if (!got || !is_checkpoint_name(name, &step))
+        return 0;
+    int len = snprintf(out, size, "%s/%s", run_dir, name);
+    return len > 0 && (size_t)len < size && access(out, F_OK) == 0;
+}
+
+void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size) {
+    struct stat st;
+    RP_CHECK(stat(arg, &st) == 0, "--resume %s: %s", arg, strerror(errno));
+    char dir[CONFIG_PATH_MAX];
+    const char *base = strrchr(arg, '/');
+    base = base ? base + 1 : arg;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", arg);
+    } else if (!strcmp(base, "latest")) {
+        path_directory(dir, sizeof dir, arg);
+    } else {
+        RP_CHECK(S_ISREG(st.st_mode), "--resume %s: not a regular file", arg);
+        RP_CHECK(strlen(arg) < size, "--resume %s: path too long", arg);
+        snprintf(out, size, "%s", arg);
+        return;
+    }
+    RP_CHECK(run_dir_latest(dir, out, size), "--resume %s: %s/latest names no checkpoint that exists (is %s a run "
+             "directory?)", arg, dir, dir);
 }

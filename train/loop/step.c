@@ -11,7 +11,14 @@
 #include "core/rng.h"
 #include "train/loop/run_dir.h"
 
-void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, AdamW *opt, const OptimConfig *optim,
+/* Sums over one step's micro-batches, as the window accumulates them. */
+typedef struct {
+    double loss; /* sum of micro-batch losses / accum: the step's mean loss */
+    long correct, predictions, tokens;
+    double flops;
+} StepTotals;
+
+void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW *opt, const OptimConfig *optim,
                      LossHead head, BatchSource source, MetricsLog *log, long first_step) {
     memset(ts, 0, sizeof *ts);
     ts->cfg = *cfg;
@@ -29,12 +36,10 @@ void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, AdamW *
 /* Fatal: a non-finite loss or gradient norm. Nothing is saved; the run directory's checkpoints
  * (if any) stay as they are. */
 static void stop_non_finite(const TrainStep *ts, long step, const char *what, double value) {
-    char latest[CONFIG_PATH_MAX + 16] = "";
-    if (ts->cfg.run_dir)
-        snprintf(latest, sizeof latest, "%s/latest", ts->cfg.run_dir);
-    if (latest[0] && access(latest, R_OK) == 0)
-        RP_FATAL("step %ld: the %s is %f; stopping without saving (the last checkpoint in %s is intact)", step + 1,
-                 what, value, ts->cfg.run_dir);
+    char latest[CONFIG_PATH_MAX + 32];
+    if (ts->cfg.run_dir && run_dir_latest(ts->cfg.run_dir, latest, sizeof latest))
+        RP_FATAL("step %ld: the %s is %f; stopping without saving (the last checkpoint, %s, is intact)", step + 1,
+                 what, value, latest);
     RP_FATAL("step %ld: the %s is %f; stopping without saving", step + 1, what, value);
 }
 
@@ -47,7 +52,7 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .loss = ts->window_loss / (double)in_window,
         .accuracy = ts->window_predictions ? (double)ts->window_correct / (double)ts->window_predictions : 0,
         .lr = lr, .grad_norm = grad_norm, .tokens_per_s = (double)ts->window_tokens / dt,
-        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops * (ts->dp ? ts->dp->dist->size : 1)),
+        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops * ts->opt->dist->size),
         .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
         if (ts->log)
@@ -63,19 +68,24 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
 void train_step(TrainStep *ts, long step) {
     const StepConfig *c = &ts->cfg;
     Model *m = ts->model;
+    Dist *dist = ts->opt->dist;
     int accum = c->grad_accum_steps;
-    double t_step = now_seconds();
-    Dist *dist = ts->dp ? ts->dp->dist : NULL;
-    double comm_before = dist ? dist->comm_seconds : 0;
-    int rank = dist ? dist->rank : 0, size = dist ? dist->size : 1;
-    int first = (int)((long)accum * rank / size), end = (int)((long)accum * (rank + 1) / size);
+    double t_step = now_seconds(), comm_before = dist->comm_seconds;
+    int first = (int)((long)accum * dist->rank / dist->size), end = (int)((long)accum * (dist->rank + 1) / dist->size);
     StepTotals totals = {0, 0, 0, 0, 0};
     memset(m->grads, 0, sizeof(float) * m->table.block_floats);
     for (int micro = 0; micro < accum; micro++) {
+        if (micro < first || micro >= end) { /* another rank's micro-batch */
+            if (ts->source.skip) {
+                ts->source.skip(ts->source.ctx, step, micro);
+            } else {
+                TrainBatch ignored;
+                ts->source.next(ts->source.ctx, step, micro, &ignored);
+            }
+            continue;
+        }
         TrainBatch tb;
         ts->source.next(ts->source.ctx, step, micro, &tb);
-        if (micro < first || micro >= end)
-            continue; /* another rank's micro-batch */
         uint64_t key = hash_key(c->dropout_seed, (uint64_t)step, (uint64_t)micro);
         ForwardStats st = loss_forward(m, &ts->head, &tb, 1, key);
         if (!isfinite(st.loss))
@@ -87,28 +97,17 @@ void train_step(TrainStep *ts, long step) {
         totals.tokens += tb.num_tokens;
         totals.flops += loss_flops(m, &ts->head, &tb, &st);
     }
-    /* Data-parallel hook: the whole gradient block is complete here and not yet used. */
-    if (ts->reduce.fn)
-        ts->reduce.fn(ts->reduce.ctx, m->grads, m->table.block_floats, &totals);
-    ts->stop = stop_signal_received() != 0;
-    GradClip clip;
-    if (dist) { /* the job's totals and stop flag, then the gradient summed over ranks */
-        double sums[6] = {totals.loss, (double)totals.correct, (double)totals.predictions, (double)totals.tokens,
-                          totals.flops, ts->stop};
-        dist_sum_doubles(dist, sums, 6);
-        totals = (StepTotals){sums[0], (long)sums[1], (long)sums[2], (long)sums[3], sums[4]};
-        ts->stop = sums[5] > 0;
-        clip = dp_adamw_reduce(ts->dp, m->grads, c->clip_grad_norm);
-    } else {
-        clip = grad_clip(m->grads, m->table.block_floats, c->clip_grad_norm);
-    }
+    /* the job's totals and stop flag, then the gradient summed over ranks and clipped */
+    double sums[6] = {totals.loss, (double)totals.correct, (double)totals.predictions, (double)totals.tokens,
+                      totals.flops, stop_signal_received() != 0};
+    dist_sum_doubles(dist, sums, 6);
+    totals = (StepTotals){sums[0], (long)sums[1], (long)sums[2], (long)sums[3], sums[4]};
+    ts->stop = sums[5] > 0;
+    GradClip clip = dp_adamw_reduce(ts->opt, m->grads, c->clip_grad_norm);
     if (!isfinite(clip.norm))
         stop_non_finite(ts, step, "gradient norm", clip.norm);
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
-    if (dist)
-        dp_adamw_update(ts->dp, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
-    else
-        adamw_step(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
 
     ts->window_loss += totals.loss;
     ts->window_correct += totals.correct;
@@ -118,14 +117,14 @@ void train_step(TrainStep *ts, long step) {
     double seconds = now_seconds() - t_step;
     ts->window_seconds += seconds;
     ts->step_seconds += seconds;
-    ts->comm_seconds += dist ? dist->comm_seconds - comm_before : 0;
+    ts->comm_seconds += dist->comm_seconds - comm_before;
     log_window(ts, step + 1, lr, clip.norm);
 }
 
 void train_step_log_communication(const TrainStep *ts, long steps) {
-    if (!ts->dp || ts->dp->dist->size == 1 || steps <= 0)
+    if (ts->opt->dist->size == 1 || steps <= 0)
         return;
     rp_log("data parallel: %d ranks%s, communication %.1f ms per step on rank 0 (%.1f%% of step time)",
-           ts->dp->dist->size, ts->dp->sharded ? " (ZeRO-1)" : "", 1e3 * ts->comm_seconds / (double)steps,
+           ts->opt->dist->size, ts->opt->sharded ? " (ZeRO-1)" : "", 1e3 * ts->comm_seconds / (double)steps,
            100.0 * ts->comm_seconds / ts->step_seconds);
 }

@@ -29,6 +29,8 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
     h5_attr_write_string(f, "format", CHECKPOINT_FORMAT);
     h5_attr_write_int64(f, "version", CHECKPOINT_VERSION);
     h5_attr_write_string(f, "config", extras->config_ini);
+    if (extras->run_id)
+        h5_attr_write_string(f, "run_id", extras->run_id);
     checkpoint_write_block(f, "model", &m->table, m->params);
     if (extras->optimizer) {
         checkpoint_write_block(f, "optimizer/exp_avg", &m->table, extras->optimizer->exp_avg);

@@ -21,6 +21,7 @@ typedef struct {
     /* Optional hook to add datasets (e.g. /vocab, /train) before the file is closed. */
     void (*write_extra)(hid_t file, const void *ctx);
     const void *extra_ctx;
+    const char *run_id; /* the run's lineage (train/loop/run_dir.h): root attribute run_id; NULL: none */
 } CheckpointExtras;
 
 void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras);

@@ -206,7 +206,7 @@ done
 check "... and writes no checkpoint" test ! -e "$tmp/srun/ckpt-4611686018427387904.h5"
 ln -s /dev/full "$tmp/fullrun" 2>/dev/null; mkdir -p "$tmp/mrun"; ln -sf /dev/full "$tmp/mrun/metrics.jsonl"
 expect_error "metrics that cannot be written are an error" "metrics.jsonl: cannot write metrics: No space left on device" \
-  $T "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mrun"
+  $T "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mrun" --resume "$ck" --set train.max_steps=8
 if mountpoint -q "$mnt/full"; then
   rm -f "$mnt/full/filler"
   mkdir -p "$mnt/full/run" && cp "$tmp/prun/ckpt-0000002.h5" "$mnt/full/run/" && echo ckpt-0000002.h5 >"$mnt/full/run/latest"
@@ -245,7 +245,7 @@ expect_error "predict --input X --out X" "are the same file" \
   $T "$RP" predict /dev/null --checkpoint "$tmp/sst/model.h5" --input "$tmp/dev.tsv" --out "$tmp/dev.tsv"
 check "... and the input is intact" cmp -s $FX/sst_dev.tsv "$tmp/dev.tsv"
 cp "$tmp/ft_init.h5" "$tmp/sst2_init.h5"; mkdir -p "$tmp/own"; cp "$tmp/ft_init.h5" "$tmp/own/model.h5"
-expect_error "finetune whose init_checkpoint is its own output" "are the same file" \
+expect_error "finetune whose init_checkpoint is its own output" "lies inside train.run_dir" \
   $T "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$tmp/own/model.h5" \
   --set train.run_dir="$tmp/own"
 expect_error "task.labels with a repeated label" "task.labels" \

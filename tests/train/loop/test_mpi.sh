@@ -99,7 +99,7 @@ final=ckpt-0000012.h5
 check "N=1 pretraining finishes" test -s "$tmp/run1/$final"
 mpi 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run2" >"$tmp/two.log" 2>&1
 check "N=2 pretraining finishes under mpirun -np 2" test -s "$tmp/run2/$final"
-check "N=2: rank 0 alone logs (one 'training steps' line)" test "$(grep -c 'training steps' "$tmp/two.log")" -eq 1
+check "N=2: rank 0 alone logs (one 'pretraining: steps' line)" test "$(grep -c 'pretraining: steps' "$tmp/two.log")" -eq 1
 check "N=2 logs its communication time" grep -q 'data parallel: 2 ranks, communication' "$tmp/two.log"
 rel=$(compare "$tmp/run1/$final" "$tmp/run2/$final" tol)
 check "N=2 equals N=1 after 12 steps: every weight within 1e-6 + 1e-4 |w| (worst ratio, max |diff|: $rel)" \

@@ -106,7 +106,8 @@ expect_error "config with an unknown key" "bad.ini:3: key 'train.bogus_key'" "$R
 expect_error "resume from a missing checkpoint" "no-such.h5" "$RP" pretrain "$cfg" --resume "$tmp/no-such.h5"
 head -c 2000 "$tmp/runA/ckpt-0000240.h5" >"$tmp/truncated.h5"
 expect_error "resume from a truncated checkpoint" "truncated.h5" "$RP" pretrain "$cfg" --resume "$tmp/truncated.h5"
-expect_error "resume with a different model" "checkpoint has 'num_layers = 2', the configuration 'num_layers = 3'" \
+expect_error "resume with a different model" "key 'model.num_layers': the checkpoint has 2, this run 3" \
   "$RP" pretrain "$cfg" --set model.num_layers=3 --resume "$tmp/runA/ckpt-0000240.h5"
-expect_error "training without shards" "realpos prepare" "$RP" pretrain "$cfg" --set data.shard_dir="$tmp/none"
+expect_error "training without shards" "realpos prepare" "$RP" pretrain "$cfg" --set data.shard_dir="$tmp/none" \
+  --set train.run_dir="$tmp/run-noshards"
 exit 0

@@ -1,10 +1,10 @@
 /* The loss API (train/model/loss.h) and the shared training step (train/loop/step.h):
  *  - for every head (MLM, classification, regression, span) loss_backward with loss_scale s
  *    accumulates exactly s times the gradient of loss_scale 1;
- *  - train_step with grad_accum_steps = 3 asks the batch source for micro-batches 0, 1, 2 of each
- *    step, calls the data-parallel hook exactly once per step, after the last micro-batch and
- *    before the update, with the gradient block equal to sum_micro d(loss / 3) computed by hand
- *    and the step's totals; what the hook leaves in the block is what the update uses. */
+ *  - train_step, as training runs it (data-parallel AdamW over a one-rank job), with
+ *    grad_accum_steps = 3 asks the batch source for micro-batches 0, 1, 2 of the step, and leaves
+ *    exactly (bit for bit) the parameters of one AdamW update by hand from
+ *    clip(sum_micro d(loss / 3)), dropout keyed by (seed, step, micro), at the schedule's rate. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,22 +98,6 @@ static void counting_next(void *ctx, long step, int micro, TrainBatch *out) {
     out->num_tokens = 7;
 }
 
-typedef struct {
-    CountingSource *source;
-    int calls, source_calls_at_hook;
-    float *grads_seen;
-    StepTotals totals;
-} Hook;
-
-static void hook_fn(void *ctx, float *grads, size_t count, StepTotals *totals) {
-    Hook *h = ctx;
-    h->calls++;
-    h->source_calls_at_hook = h->source->calls;
-    memcpy(h->grads_seen, grads, sizeof(float) * count);
-    h->totals = *totals;
-    memset(grads, 0, sizeof(float) * count); /* the update must see what the hook leaves */
-}
-
 static void check_step(TestTally *t) {
     Model m, ref;
     ModelHeads heads = {0, 1, 2, 0};
@@ -123,60 +107,48 @@ static void check_step(TestTally *t) {
     activations_create(&a, &m, B, L, 0);
     HeadBuffers hb;
     head_buffers_create(&hb, &m, B, L);
-    AdamW opt;
-    adamw_create(&opt, &m.table);
-    char dir[] = "/tmp/realpos-step.XXXXXX";
-    RP_CHECK(mkdtemp(dir), "mkdtemp failed");
-    MetricsLog log;
-    metrics_open(&log, dir, 0);
+    Dist dist;
+    dist_init(&dist, NULL, NULL); /* not under a launcher: one rank */
+    DpAdamW opt;
+    dp_adamw_create(&opt, &dist, &m.table, 0);
     CountingSource src = {make_batch(), 0, {0}, {0}};
     size_t n = m.table.block_floats;
-    Hook hook = {&src, 0, 0, xalloc_floats(n), {0, 0, 0, 0, 0}};
-    OptimConfig oc = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
-    StepConfig sc = {SCHED_CONSTANT, 1e-3f, 0, 4, ACCUM, 1.0f, 5, 1000, NULL};
+    OptimConfig oc = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    const float clip_norm = 0.05f; /* small enough to clip */
+    StepConfig sc = {SCHED_LINEAR, 1e-3f, 1, 4, ACCUM, clip_norm, 5, 1000, NULL};
     TrainStep ts;
-    train_step_init(&ts, &sc, &m, &opt, &oc, loss_head_task(&m, &a, &hb, 0), (BatchSource){counting_next, &src},
-                    &log, 0);
-    ts.reduce = (GradientReduce){hook_fn, &hook};
-    float *before = xalloc_floats(n);
-    memcpy(before, m.params, sizeof(float) * n);
+    train_step_init(&ts, &sc, &m, &opt, &oc, loss_head_task(&m, &a, &hb, 0), (BatchSource){counting_next, NULL, &src},
+                    NULL, 0);
     train_step(&ts, 1);
     CHECK(t, src.calls == ACCUM && src.micro_seen[0] == 0 && src.micro_seen[1] == 1 && src.micro_seen[2] == 2 &&
                  src.step_seen[0] == 1 && src.step_seen[2] == 1,
           "one step asks the source for micro-batches 0, 1, 2 of that step (%d calls)", src.calls);
-    CHECK(t, hook.calls == 1 && hook.source_calls_at_hook == ACCUM,
-          "the gradient hook runs once per step, after the last micro-batch (%d calls, after %d micro-batches)",
-          hook.calls, hook.source_calls_at_hook);
-    CHECK(t, hook.totals.predictions == ACCUM * B && hook.totals.tokens == ACCUM * 7 && hook.totals.loss > 0,
-          "the hook gets the step's totals (%ld sequences, %ld tokens, loss %.4f)", hook.totals.predictions,
-          hook.totals.tokens, hook.totals.loss);
-    /* the same three micro-batches by hand through the loss API */
+    /* the same step by hand: the three micro-batches through the loss API, clipping, one AdamW update */
     Activations ra;
     activations_create(&ra, &ref, B, L, 0);
     HeadBuffers rhb;
     head_buffers_create(&rhb, &ref, B, L);
     LossHead rh = loss_head_task(&ref, &ra, &rhb, 0);
-    double loss = 0;
     for (int micro = 0; micro < ACCUM; micro++) {
-        ForwardStats st = loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 1, (uint64_t)micro));
+        loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 1, (uint64_t)micro));
         loss_backward(&ref, &rh, &src.batch, 1.0f / ACCUM);
-        loss += (double)st.loss / ACCUM;
     }
-    CHECK(t, !memcmp(ref.grads, hook.grads_seen, sizeof(float) * n) && fabs(loss - hook.totals.loss) < 1e-12,
-          "the hook sees exactly sum over micro-batches of d(loss / %d) (dropout keyed by seed, step, micro)", ACCUM);
-    /* AdamW with a zero gradient and no weight decay leaves the parameters unchanged */
-    CHECK(t, !memcmp(before, m.params, sizeof(float) * n), "the update uses the block the hook left (zeroed here)");
-    metrics_close(&log);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(t, system(cmd) == 0, "cleanup");
-    free(before);
-    free(hook.grads_seen);
+    GradClip clip = grad_clip(ref.grads, n, clip_norm);
+    AdamW plain;
+    adamw_create(&plain, &ref.table);
+    adamw_step(&plain, &ref.table, ref.params, ref.grads, &oc, lr_schedule(SCHED_LINEAR, 1e-3f, 1, 1, 4), clip.scale);
+    CHECK(t, clip.scale < 1.0f && !memcmp(ref.params, m.params, sizeof(float) * n),
+          "the step's parameters are bit for bit one AdamW update of clip(sum over micro-batches of d(loss / %d)) "
+          "at the scheduled rate (clip scale %.3f)", ACCUM, (double)clip.scale);
+    CHECK(t, !memcmp(plain.exp_avg, opt.opt.exp_avg, sizeof(float) * n) && plain.step == opt.opt.step,
+          "... and the same moments (step %lld)", (long long)opt.opt.step);
+    adamw_free(&plain);
     head_buffers_free(&rhb);
     activations_free(&ra);
     head_buffers_free(&hb);
     activations_free(&a);
-    adamw_free(&opt);
+    dp_adamw_free(&opt);
+    dist_finalize(&dist);
     model_free(&m);
     model_free(&ref);
 }

@@ -131,7 +131,7 @@ check "label outside the set reported with its line" has "$work/bad.err" "sst_ba
 check "skipped rows counted" has "$work/bad.err" "sst_bad.tsv: 3 malformed examples skipped"
 check "only the 3 valid rows are used" has "$work/bad.err" "sst_bad.tsv: 6 rows -> 3 sequences"
 "$RP" finetune /dev/null "${common[@]}" --set task.glue_task=sst2 --set task.train_file=$FX/sst_bad.tsv \
-  --set task.init_checkpoint="$work/abs.h5" --set task.bad_examples=fatal --set task.max_seq_len=16 --set train.run_dir="$work/bad" >/dev/null 2>"$work/bad2.err"
+  --set task.init_checkpoint="$work/abs.h5" --set task.bad_examples=fatal --set task.max_seq_len=16 --set train.run_dir="$work/bad2" >/dev/null 2>"$work/bad2.err"
 check "bad_examples = fatal stops at the first malformed row" \
   bash -c "[ \$(grep -c . '$work/bad2.err') -ge 1 ] && grep -q 'realpos: error: $FX/sst_bad.tsv: line 3: expected 2 tab-separated columns, got 1 (task.bad_examples = fatal)' '$work/bad2.err'"
 "$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.train_file=$FX/squad_bad.json \
@@ -191,7 +191,7 @@ check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
 pid=$!
 kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
 check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
-killed_at=$(cat "$work/ftB/latest") # ckpt-0000020.h5, or a later one if the last 20 ms reached it
+killed_at=$(head -n 1 "$work/ftB/latest") # ckpt-0000020.h5, or a later one if the last 20 ms reached it
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$killed_at" \
   --set task.init_checkpoint="$work/gone.h5" >"$work/ftB2.out" 2>"$work/ftB2.err"
 killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
@@ -209,13 +209,13 @@ check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
   bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
 check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
-  --resume "$work/ftC/$(cat "$work/ftC/latest")" >/dev/null 2>&1
+  --resume "$work/ftC/latest" >/dev/null 2>&1
 check "SIGTERM + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftC/model.h5"
 check "a resumed run appends to metrics.jsonl (both halves' records)" bash -c \
   "grep -q '\"step\":10,' '$work/ftC/metrics.jsonl' && grep -q '\"step\":144,' '$work/ftC/metrics.jsonl'"
 
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/abs.h5" >/dev/null 2>"$work/e8"
-check "--resume from a pretraining checkpoint is a clear error" has "$work/e8" "abs.h5: not a fine-tuning checkpoint with optimizer state"
+check "--resume from a weights-only checkpoint is a clear error" has "$work/e8" "abs.h5: no training state to resume from"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/missing.h5" >/dev/null 2>"$work/e9"
 rc=$?
 check "--resume from a missing checkpoint names it" bash -c "[ $rc -ne 0 ] && grep -q 'missing.h5' '$work/e9'"

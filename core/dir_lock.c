@@ -1,0 +1,59 @@
+/* One writer per directory (dir_lock.h). */
+#include "core/dir_lock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "core/common.h"
+
+/* This process's command line (/proc/self/cmdline, NULs as spaces), at most size - 1 bytes. */
+static void own_command_line(char *out, size_t size) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f)
+        return;
+    size_t n = fread(out, 1, size - 1, f);
+    fclose(f);
+    while (n > 0 && out[n - 1] == '\0')
+        n--;
+    for (size_t i = 0; i < n; i++)
+        out[i] = out[i] == '\0' || out[i] == '\n' ? ' ' : out[i];
+    out[n] = '\0';
+}
+
+void dir_lock_acquire(DirLock *lock, const char *dir, const char *what) {
+    mkdir_p(dir);
+    int n = snprintf(lock->path, sizeof lock->path, "%s/.lock", dir);
+    RP_CHECK(n > 0 && (size_t)n < sizeof lock->path, "%s (%s): path too long", dir, what);
+    lock->fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    RP_CHECK(lock->fd >= 0, "%s (%s): cannot create the lock file %s: %s", dir, what, lock->path, strerror(errno));
+    if (flock(lock->fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char holder[512] = "";
+        ssize_t got = pread(lock->fd, holder, sizeof holder - 1, 0);
+        holder[got > 0 ? got : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        if (err == EWOULDBLOCK)
+            RP_FATAL("%s (%s) is in use by %s: one process writes a directory at a time; wait for it to finish, "
+                     "stop it, or choose another directory", dir, what, holder[0] ? holder : "another process");
+        RP_FATAL("%s (%s): cannot lock %s: %s", dir, what, lock->path, strerror(err));
+    }
+    char command[400];
+    own_command_line(command, sizeof command);
+    char owner[512];
+    int len = snprintf(owner, sizeof owner, "process %ld (%s)\n", (long)getpid(), command);
+    len = len < (int)sizeof owner ? len : (int)sizeof owner - 1;
+    /* Informational only (the flock is the lock): a failed write leaves a lock without a name. */
+    if (ftruncate(lock->fd, 0) == 0 && pwrite(lock->fd, owner, (size_t)len, 0) == len)
+        fdatasync(lock->fd);
+}
+
+void dir_lock_release(DirLock *lock) {
+    if (lock->fd >= 0)
+        close(lock->fd); /* closing the last descriptor releases the flock */
+    lock->fd = -1;
+}

@@ -1,0 +1,239 @@
+/* The one training run (run.h). */
+#include "train/loop/run.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+#include "train/model/checkpoint.h"
+
+/* Keys a resumed run may change: how long it trains and how it reports, saves and runs; none of
+ * them changes the data stream, the model or the optimizer's update of the steps it continues. */
+static const char *const RESUMABLE_KEYS[] = {
+    "train.max_steps",   "train.log_interval", "train.eval_interval", "train.checkpoint_interval",
+    "train.eval_batches", "train.keep_last",   "train.threads",       "train.run_dir",
+    "train.shard_optimizer", "task.max_steps", "task.eval_every",     "task.dev_file",
+    "task.init_checkpoint" /* read by a fresh run only */};
+
+static int resumable(const KeySpec *key) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", key->section, key->name);
+    for (size_t i = 0; i < sizeof RESUMABLE_KEYS / sizeof *RESUMABLE_KEYS; i++)
+        if (!strcmp(name, RESUMABLE_KEYS[i]))
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    char refused[4096];
+    size_t len;
+    int num_refused;
+} ResumeCheck;
+
+static void check_resumed_key(const KeySpec *key, const char *now, const char *stored, void *ctx) {
+    ResumeCheck *c = ctx;
+    if (resumable(key)) {
+        rp_log("resuming with key '%s.%s' = %s (the checkpoint's run had %s)", key->section, key->name, now, stored);
+        return;
+    }
+    c->num_refused++;
+    if (c->len < sizeof c->refused)
+        c->len += (size_t)snprintf(c->refused + c->len, sizeof c->refused - c->len,
+                                   "\n  key '%s.%s': the checkpoint has %s, this run %s", key->section, key->name,
+                                   stored, now);
+}
+
+/* What kind of run wrote a checkpoint, by its training state. */
+static const char *checkpoint_kind(hid_t f) {
+    if (h5_exists(f, "train/sampler_order"))
+        return "fine-tuning";
+    if (h5_exists(f, "train/data_state"))
+        return "pretraining";
+    return NULL;
+}
+
+void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist, const RunStart *start) {
+    memset(run, 0, sizeof *run);
+    run->cfg = cfg;
+    run->config_path = config_path;
+    run->dist = dist;
+    run->resume = H5I_INVALID_HID;
+    run->dir.lock.fd = -1;
+    if (start->resume)
+        run_dir_resolve_checkpoint(start->resume, run->resume_path, sizeof run->resume_path);
+    for (int i = 0; i < start->num_inputs && !start->resume; i++)
+        run_dir_require_outside(cfg->train.run_dir, start->inputs[i].path, start->inputs[i].what);
+    if (dist_is_root(dist))
+        run_dir_claim(&run->dir, cfg->train.run_dir, start->resume != NULL, start->overwrite);
+    if (!start->resume)
+        return;
+    char *stored_ini;
+    run->resume = checkpoint_open(run->resume_path, &stored_ini);
+    config_load_string(&run->resume_cfg, stored_ini, run->resume_path);
+    free(stored_ini);
+    const char *kind = checkpoint_kind(run->resume);
+    RP_CHECK(kind && h5_exists(run->resume, "optimizer"), "--resume %s: no training state to resume from (a "
+             "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
+             "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", run->resume_path, !strcmp(start->kind, "fine-tuning") ? "finetune" : "pretrain");
+    RP_CHECK(!strcmp(kind, start->kind), "--resume %s: a checkpoint of a %s run; this is %s (start it with --init "
+             "or task.init_checkpoint instead)", run->resume_path, kind, start->kind);
+}
+
+void run_check_resume(Run *run) {
+    if (run->resume < 0 || run->resume_checked)
+        return;
+    run->resume_checked = 1;
+    ResumeCheck check = {"", 0, 0};
+    config_each_difference(run->cfg, &run->resume_cfg, check_resumed_key, &check);
+    RP_CHECK(!check.num_refused, "--resume %s: %d setting%s changed since the checkpoint was written:%s\na resumed run "
+             "continues the same data stream, model and optimizer: undo the change%s, or start a fresh run in "
+             "another train.run_dir (keys that may change: train.max_steps, the intervals, train.eval_batches, "
+             "train.keep_last, train.threads, task.max_steps, task.eval_every, task.dev_file, task.init_checkpoint)",
+             run->resume_path, check.num_refused, check.num_refused > 1 ? "s" : "", check.refused,
+             check.num_refused > 1 ? "s" : "");
+}
+
+/* Weights, moments, step, lineage and the task's state of the resumed checkpoint. */
+static void resume_state(Run *run) {
+    hid_t f = run->resume;
+    const char *path = run->resume_path;
+    run_check_resume(run);
+    checkpoint_load_model(f, path, run->model);
+    AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
+    RP_CHECK(checkpoint_load_optimizer(f, path, run->model, &full), "%s: no optimizer state to resume from", path);
+    dp_adamw_scatter(&run->opt, &full);
+    dp_adamw_release(&run->opt);
+    int64_t step;
+    hsize_t one = 1;
+    h5_read_int64s(f, path, "train/step", &step, 1, &one);
+    RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == run->opt.opt.step,
+             "%s: dataset 'train/step': expected the optimizer's step count %lld (in [0, %lld]), got %lld", path,
+             (long long)run->opt.opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
+    run->step = (long)step;
+    if (run->task.read_state)
+        run->task.read_state(run->task.ctx, f, path);
+    if (dist_is_root(run->dist)) {
+        char *id = h5_attr_exists(f, "run_id") ? h5_attr_read_string(f, "run_id", path) : NULL;
+        if (!id)
+            rp_log("%s has no run id (written by an older realpos): the run continues as a new lineage; older "
+                   "checkpoints in %s are not pruned", path, run->dir.path);
+        run_dir_set_id(&run->dir, id);
+        free(id);
+    }
+    h5_close(f, path);
+    run->resume = H5I_INVALID_HID;
+    rp_log("resumed from %s at step %ld", path, run->step);
+}
+
+/* The checkpoint's training state: /train/step, then the task's. */
+static void write_run_state(hid_t file, const void *ctx) {
+    const Run *run = ctx;
+    int64_t step = run->step;
+    hsize_t one = 1;
+    h5_write_int64s(file, "train/step", &step, 1, &one);
+    run->task.write_state(file, run->task.ctx);
+}
+
+void run_save(Run *run) {
+    AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* ZeRO-1: gathered through the free grads */
+    dp_adamw_gather(&run->opt, &full);
+    if (dist_is_root(run->dist)) {
+        CheckpointExtras extras = {run->config_ini, &full, write_run_state, run, NULL};
+        run_dir_save_checkpoint(&run->dir, run->step, run->cfg->train.keep_last, run->model, extras);
+    }
+    dp_adamw_release(&run->opt);
+}
+
+void run_save_weights(Run *run, const char *name, void (*write_extra)(hid_t, const void *), const void *ctx) {
+    char path[CONFIG_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", run->dir.path, name);
+    CheckpointExtras extras = {run->config_ini, NULL, write_extra, ctx, run->dir.run_id};
+    checkpoint_save(path, run->model, &extras);
+}
+
+/* Every rank must start the same run: the same effective configuration, from the same step. */
+static void require_agreement(Run *run) {
+    size_t len = strlen(run->config_ini) + sizeof run->resume_path + 64;
+    char *text = xmalloc(len);
+    snprintf(text, len, "%s[run]\nstart_step = %ld\nresume = %s\n", run->config_ini, run->step,
+             run->resume_path[0] ? run->resume_path : "(none: a fresh run)");
+    dist_require_same_text(run->dist, text, "run (effective configuration and starting step)");
+    free(text);
+}
+
+static void stop_and_save(Run *run) {
+    if (stop_signal_received())
+        rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), run->step);
+    else
+        rp_log("a stop signal on another rank: saving a checkpoint at step %ld and stopping", run->step);
+    run_save(run);
+}
+
+int run_train(Run *run, const char *config_ini, Model *model, const RunTask *task) {
+    const TrainConfig *tc = &run->cfg->train;
+    int root = dist_is_root(run->dist), resumed = run->resume >= 0;
+    run->config_ini = config_ini;
+    run->model = model;
+    run->task = *task;
+    dp_adamw_create(&run->opt, run->dist, &model->table, tc->shard_optimizer);
+    if (resumed)
+        resume_state(run);
+    else if (root)
+        run_dir_set_id(&run->dir, NULL);
+    require_agreement(run);
+    long total = task->schedule.total_steps;
+    if (run->step >= total) {
+        rp_log("%s is at step %ld and the run has %ld steps: nothing to do (raise %s to train further)",
+               run->resume_path, run->step, total,
+               !strcmp(task->name, "fine-tuning") ? "task.max_steps or task.epochs" : "train.max_steps");
+        return 0;
+    }
+    dist_broadcast(run->dist, model->params, model->table.block_floats); /* rank 0's bits everywhere */
+    if (root) { /* rank 0 alone writes the run directory */
+        if (!resumed)
+            run_dir_write_config(&run->dir, config_ini);
+        metrics_open(&run->log, run->dir.path, resumed);
+    }
+    stop_signals_install();
+    StepConfig sc = task->schedule;
+    sc.run_dir = tc->run_dir;
+    TrainStep *ts = &run->ts;
+    train_step_init(ts, &sc, model, &run->opt, &run->cfg->optim, task->head, task->source, root ? &run->log : NULL,
+                    run->step);
+    rp_log("%s: steps %ld..%ld of %d x %d micro-batches, %d rank%s x %d threads, sgemm peak %.0f GFLOP/s", task->name,
+           run->step, total, sc.grad_accum_steps, task->head.acts->B, run->dist->size,
+           run->dist->size > 1 ? "s" : "", omp_get_max_threads(), ts->peak_flops * 1e-9);
+    if (sc.grad_accum_steps % run->dist->size)
+        rp_log("note: train.grad_accum_steps = %d is not a multiple of the %d ranks: some ranks idle each step",
+               sc.grad_accum_steps, run->dist->size);
+    long first_step = run->step;
+    while (run->step < total && !ts->stop) {
+        train_step(ts, run->step);
+        run->step++;
+        if (task->eval_interval > 0 && run->step % task->eval_interval == 0 && run->step < total)
+            task->evaluate(task->ctx, run, 0);
+        if (run->step % tc->checkpoint_interval == 0 && run->step < total && !ts->stop)
+            run_save(run);
+    }
+    train_step_log_communication(ts, run->step - first_step);
+    if (ts->stop) { /* a signal reached some rank: every rank leaves after the same step */
+        stop_and_save(run);
+    } else {
+        task->evaluate(task->ctx, run, 1);
+        if (task->finish)
+            task->finish(task->ctx, run);
+        if (task->save_final)
+            run_save(run);
+    }
+    if (root)
+        metrics_close(&run->log);
+    return 0;
+}
+
+void run_end(Run *run) {
+    if (run->resume >= 0)
+        h5_close(run->resume, run->resume_path);
+    dp_adamw_free(&run->opt);
+    run_dir_release(&run->dir);
+}
