@@ -1,4 +1,5 @@
-/* realpos bench: time full training steps (forward, backward, AdamW) on random data, and the
+/* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
+ * backward, gradient reduction and clipping, AdamW) on a synthetic batch source, and the
  * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
  * The peak is probed before the first step and after every step (outside the step timings): on a
  * shared machine the best probe is the estimate, and the spread of the probes shows the noise. */
@@ -14,9 +15,15 @@
 #include "core/peak.h"
 #include "core/rng.h"
 #include "layers/layers.h"
-#include "optim/adamw.h"
 #include "train/cli/commands.h"
+#include "train/loop/step.h"
 #include "train/model/model.h"
+
+/* The synthetic batch source: the same random batch every micro-batch. */
+static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) {
+    (void)step, (void)micro;
+    *out = *(const TrainBatch *)ctx;
+}
 
 int cmd_bench(int argc, char **argv) {
     const char *usage = "bench CONFIG.ini [--set section.key=value ...] --batch-size B --seq-len L "
@@ -35,12 +42,16 @@ int cmd_bench(int argc, char **argv) {
              "in [0, 1], got '%s'", label_text);
     Config cfg;
     config_load_model(&cfg, args.positional[0], args.num_sets, args.sets);
+    if (cfg.train.threads > 0)
+        omp_set_num_threads(cfg.train.threads);
 
     Model m;
     model_create(&m, &cfg.model, heads_mlm());
     model_init_weights(&m, (uint64_t)cfg.model.seed);
-    AdamW opt;
-    adamw_create(&opt, &m.table);
+    Dist dist;
+    dist_init(&dist, NULL, NULL);
+    DpAdamW opt;
+    dp_adamw_create(&opt, &dist, &m.table, 0);
 
     /* Random batch: full-length sequences, a fixed fraction of positions labelled. */
     size_t N = (size_t)B * L;
@@ -56,9 +67,14 @@ int cmd_bench(int argc, char **argv) {
         labels[n] = labelled ? (int)rng_below(&rng, (uint64_t)cfg.model.vocab_size) : IGNORE_LABEL;
         M += labelled;
     }
-    Batch batch = {B, L, ids, types, mask, labels};
+    TrainBatch batch = {{B, L, ids, types, mask, labels}, {0}, (long)N};
     Activations acts;
     activations_create(&acts, &m, B, L, M);
+    StepConfig sc = {SCHED_CONSTANT, cfg.optim.lr, 0, warmup + steps, 1, cfg.train.clip_grad_norm,
+                     (uint64_t)cfg.model.seed, warmup + steps + 1, NULL};
+    TrainStep ts;
+    train_step_init(&ts, &sc, &m, &opt, &cfg.optim, loss_head_mlm(&acts), (BatchSource){next_random_batch, NULL, &batch},
+                    NULL, 0);
 
     const int max_probes = steps + 1;
     double *probes = xmalloc(sizeof(double) * (size_t)max_probes), *step_s = xmalloc(sizeof(double) * (size_t)steps);
@@ -66,20 +82,17 @@ int cmd_bench(int argc, char **argv) {
     probes[num_probes++] = sgemm_peak_gflops_best(2);
     double elapsed = 0, cpu_elapsed = 0, t_forward = 0, t_backward = 0, t_update = 0;
     for (int s = 0; s < warmup + steps; s++) {
+        StepPhases before = ts.phases;
         double t0 = now_seconds(), c0 = cpu_seconds();
-        memset(m.grads, 0, sizeof(float) * m.table.block_floats);
-        model_forward(&m, &acts, &batch, 1, (uint64_t)s, NULL);
-        double t1 = now_seconds();
-        model_backward(&m, &acts, &batch, 1.0f);
-        double t2 = now_seconds();
-        GradClip clip = grad_clip(m.grads, m.table.block_floats, cfg.train.clip_grad_norm);
-        adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, clip.scale);
-        double t3 = now_seconds(), c3 = cpu_seconds();
+        train_step(&ts, s);
+        double t1 = now_seconds(), c1 = cpu_seconds();
         if (s < warmup)
             continue;
-        step_s[s - warmup] = t3 - t0;
-        elapsed += t3 - t0, cpu_elapsed += c3 - c0;
-        t_forward += t1 - t0, t_backward += t2 - t1, t_update += t3 - t2;
+        step_s[s - warmup] = t1 - t0;
+        elapsed += t1 - t0, cpu_elapsed += c1 - c0;
+        t_forward += ts.phases.forward - before.forward;
+        t_backward += ts.phases.backward - before.backward;
+        t_update += ts.phases.update - before.update;
         probes[num_probes++] = sgemm_probe_gflops();
     }
     double tokens_per_s = (double)N * steps / elapsed;
@@ -94,7 +107,7 @@ int cmd_bench(int argc, char **argv) {
     cpu_model_name(cpu_model, sizeof cpu_model);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
     printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f, best of %d probes), "
-           "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, clip+AdamW %.3f s, CPU %.3f s; "
+           "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
            "%s, OpenBLAS core %s%s%s\n",
            omp_get_max_threads(), tokens_per_s, gflops, 100.0 * peak_fraction(gflops, peak), peak, num_probes,
            rss_mb, t_forward / steps, t_backward / steps, t_update / steps, cpu_elapsed / steps, cpu_model,
@@ -134,7 +147,8 @@ int cmd_bench(int argc, char **argv) {
     }
     free(probes), free(step_s);
     activations_free(&acts);
-    adamw_free(&opt);
+    dp_adamw_free(&opt);
+    dist_finalize(&dist);
     model_free(&m);
     free(ids), free(types), free(mask), free(labels);
     return 0;

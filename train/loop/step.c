@@ -87,16 +87,21 @@ void train_step(TrainStep *ts, long step) {
         TrainBatch tb;
         ts->source.next(ts->source.ctx, step, micro, &tb);
         uint64_t key = hash_key(c->dropout_seed, (uint64_t)step, (uint64_t)micro);
+        double t0 = now_seconds();
         ForwardStats st = loss_forward(m, &ts->head, &tb, 1, key);
         if (!isfinite(st.loss))
             stop_non_finite(ts, step, "loss", st.loss);
+        double t1 = now_seconds();
         loss_backward(m, &ts->head, &tb, 1.0f / (float)accum);
+        ts->phases.forward += t1 - t0;
+        ts->phases.backward += now_seconds() - t1;
         totals.loss += (double)st.loss / accum;
         totals.correct += st.num_correct;
         totals.predictions += st.num_predicted;
         totals.tokens += tb.num_tokens;
         totals.flops += loss_flops(m, &ts->head, &tb, &st);
     }
+    double t_update = now_seconds();
     /* the job's totals and stop flag, then the gradient summed over ranks and clipped */
     double sums[6] = {totals.loss, (double)totals.correct, (double)totals.predictions, (double)totals.tokens,
                       totals.flops, stop_signal_received() != 0};
@@ -108,6 +113,7 @@ void train_step(TrainStep *ts, long step) {
         stop_non_finite(ts, step, "gradient norm", clip.norm);
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
     dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    ts->phases.update += now_seconds() - t_update;
 
     ts->window_loss += totals.loss;
     ts->window_correct += totals.correct;

@@ -52,6 +52,11 @@ typedef struct {
     const char *run_dir; /* named in the NaN stop message when it holds a checkpoint; may be NULL */
 } StepConfig;
 
+/* Seconds spent in each phase of the steps since train_step_init (this process). */
+typedef struct {
+    double forward, backward, update; /* update: gradient reduction, clipping, AdamW */
+} StepPhases;
+
 typedef struct {
     StepConfig cfg;
     Model *model;
@@ -63,6 +68,7 @@ typedef struct {
     double peak_flops; /* sgemm peak, for MFU */
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */
     double comm_seconds, step_seconds; /* time in dp's communication, and in steps, since init */
+    StepPhases phases;
     /* metrics window since the last record; its time counts only steps, not eval or saving */
     double t_begin, window_seconds, window_loss, window_flops;
     long window_start, window_tokens, window_correct, window_predictions;
