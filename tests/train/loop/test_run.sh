@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The run object's safety rules (train/loop/run.h, run_dir.h), with real processes on a tiny model:
+# one owner per run directory (a second writer fails at once naming the first), a fresh run never
+# starts in a used directory (--overwrite moves it aside), pruning keeps to the run's own lineage,
+# inputs inside a fresh run's directory are refused, resume refuses changed settings naming each
+# key and does nothing when there is nothing to do, config.ini is not rewritten by a resume, SIGHUP
+# saves like SIGTERM, the NaN stop names only a checkpoint that exists, and under mpirun every rank
+# agrees on the configuration and the starting step.
+source "$(dirname "$0")/../../lib.sh"
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+# verdict NAME CONDITION...: PASS if every CONDITION (a shell test as one string) holds.
+verdict() { local name=$1 c; shift; for c in "$@"; do eval "$c" >/dev/null 2>&1 || { fail "$name" "not: $c"; return; }; done; pass "$name"; }
+export OMP_NUM_THREADS=1
+synthetic_corpus "$tmp" 60 40 11
+cat >"$tmp/p.ini" <<INI
+[model]
+hidden_size = 16
+num_layers = 1
+num_heads = 2
+intermediate_size = 32
+vocab_size = 65
+max_position = 32
+[train]
+batch_size = 4
+max_steps = 6
+warmup_steps = 1
+log_interval = 2
+eval_interval = 3
+checkpoint_interval = 2
+keep_last = 2
+eval_batches = 1
+threads = 1
+run_dir = $tmp/run
+[data]
+corpus = $tmp/corpus.txt
+vocab = $tmp/vocab.txt
+shard_dir = $tmp/shards
+max_seq_len = 24
+max_predictions_per_seq = 4
+INI
+"$RP" prepare "$tmp/p.ini" >/dev/null 2>&1 || { fail "prepare"; exit 1; }
+"$RP" pretrain "$tmp/p.ini" >"$tmp/first.log" 2>&1
+check "a fresh run in a new directory trains and keeps keep_last checkpoints" \
+  bash -c "[ -s '$tmp/run/ckpt-0000006.h5' ] && [ -s '$tmp/run/ckpt-0000004.h5' ] && [ ! -e '$tmp/run/ckpt-0000002.h5' ]"
+check "latest names the newest checkpoint and the run id" \
+  bash -c "[ \"\$(head -n 1 '$tmp/run/latest')\" = ckpt-0000006.h5 ] && grep -qE '^run [0-9a-f]{32}$' '$tmp/run/latest'"
+run_id=$(sed -n 's/^run //p' "$tmp/run/latest")
+check "the run id is in the checkpoint" "$PY" -c "import h5py, sys; sys.exit(h5py.File('$tmp/run/ckpt-0000006.h5', 'r').attrs['run_id'] != '$run_id')"
+sums() { md5sum "$tmp/run"/* 2>/dev/null | sort; }
+before=$(sums)
+
+# ---- a fresh run in a used directory -------------------------------------------------------------
+expect_error "a fresh run in a directory that holds a run is refused, naming the choices" \
+  "already holds a run" "$RP" pretrain "$tmp/p.ini" --set train.max_steps=3
+"$RP" pretrain "$tmp/p.ini" --set train.max_steps=3 >"$tmp/o" 2>&1
+verdict "... the message names --resume RUN_DIR/latest, another train.run_dir and --overwrite" \
+  "grep -qF -- '--resume $tmp/run/latest' $tmp/o" "grep -qF 'another train.run_dir' $tmp/o" "grep -qF -- --overwrite $tmp/o"
+check "... and the old run is untouched" test "$before" = "$(sums)"
+
+# ---- one owner: a second writer fails at once, naming the first -----------------------------------
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/holder.log" 2>&1 &
+holder=$!
+signal_when STOP $holder grep -qs '"step":2,' "$tmp/locked/metrics.jsonl"
+timeout 60 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --resume "$tmp/run/latest" >"$tmp/o" 2>&1; rc=$?
+verdict "a second process on a locked run directory fails at once (status $rc), naming the holder's PID and command" \
+  "[ $rc -ne 0 ] && [ $rc -lt 124 ]" "grep -qF 'is in use by process $holder (' $tmp/o" "grep -qF 'realpos pretrain' $tmp/o"
+kill -9 $holder 2>/dev/null; kill -CONT $holder 2>/dev/null; wait $holder 2>/dev/null
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --overwrite --set train.max_steps=2 >"$tmp/after.log" 2>&1
+check "the kernel released the lock of the killed process: the directory can be taken (--overwrite)" \
+  test -s "$tmp/locked/ckpt-0000002.h5"
+
+# ---- --overwrite moves the old run aside ----------------------------------------------------------
+cp -r "$tmp/run" "$tmp/run-copy"
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/run-copy" --set train.max_steps=2 --overwrite >"$tmp/ow.log" 2>&1
+moved=$(ls -d "$tmp"/run-copy.replaced-* 2>/dev/null | head -n 1)
+check "--overwrite moves the old run aside (logged) and starts afresh" \
+  bash -c "[ -n '$moved' ] && [ -s '$moved/ckpt-0000006.h5' ] && [ -s '$tmp/run-copy/ckpt-0000002.h5' ] && [ ! -e '$tmp/run-copy/ckpt-0000006.h5' ] && grep -qF 'moved the previous run' '$tmp/ow.log'"
+expect_error "--resume and --overwrite together are refused" "give one" \
+  "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --overwrite
+
+# ---- inputs inside a fresh run's directory --------------------------------------------------------
+mkdir -p "$tmp/withcfg"; cp "$tmp/p.ini" "$tmp/withcfg/config.ini"
+expect_error "a fresh run whose config lies inside its run directory is refused" "lies inside train.run_dir" \
+  "$RP" pretrain "$tmp/withcfg/config.ini" --set train.run_dir="$tmp/withcfg"
+check "... and the config is intact" cmp -s "$tmp/p.ini" "$tmp/withcfg/config.ini"
+
+# ---- resume --------------------------------------------------------------------------------------
+expect_error "resume with another data.max_seq_len is refused, naming the key and both values" \
+  "key 'data.max_seq_len': the checkpoint has 24, this run 16" \
+  "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set data.max_seq_len=16 --set train.max_steps=8
+expect_error "... every changed key is named" "key 'data.max_predictions_per_seq': the checkpoint has 4, this run 3" \
+  "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set data.max_seq_len=16 --set data.max_predictions_per_seq=3
+check "... and nothing was written" test "$before" = "$(sums)"
+"$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set train.max_steps=3 >"$tmp/o" 2>&1; rc=$?
+verdict "resume at step 6 with max_steps = 3 says there is nothing to do (status $rc) and writes nothing" \
+  "[ $rc -eq 0 ]" "grep -qF 'nothing to do' $tmp/o" '[ "$before" = "$(sums)" ]'
+cp "$tmp/run/config.ini" "$tmp/config-before.ini"
+"$RP" pretrain "$tmp/run/config.ini" --resume "$tmp/run" --set train.max_steps=8 >"$tmp/resume.log" 2>&1; rc=$?
+check "resume from RUN_DIR with a safe change (train.max_steps) runs on and logs the change (status $rc)" \
+  bash -c "[ $rc -eq 0 ] && [ -s '$tmp/run/ckpt-0000008.h5' ] && grep -qF \"resuming with key 'train.max_steps' = 8\" '$tmp/resume.log'"
+check "... config.ini, the command's input, is not rewritten" cmp -s "$tmp/config-before.ini" "$tmp/run/config.ini"
+check "... the run keeps its lineage" grep -qx "run $run_id" "$tmp/run/latest"
+
+# ---- pruning keeps to the lineage ----------------------------------------------------------------
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/other" --set train.max_steps=2 >/dev/null 2>&1
+cp "$tmp/other/ckpt-0000002.h5" "$tmp/run/ckpt-0000001.h5" # a file another run wrote
+"$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set train.max_steps=12 >/dev/null 2>&1
+check "pruning removes only the run's own checkpoints (a foreign ckpt-0000001.h5 stays; 10 and 12 kept)" \
+  bash -c "[ -s '$tmp/run/ckpt-0000001.h5' ] && [ -s '$tmp/run/ckpt-0000012.h5' ] && [ -s '$tmp/run/ckpt-0000010.h5' ] && [ ! -e '$tmp/run/ckpt-0000008.h5' ]"
+
+# ---- SIGHUP --------------------------------------------------------------------------------------
+"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/hup" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/hup.log" 2>&1 &
+pid=$!
+signal_when HUP $pid grep -qs '"step":4,' "$tmp/hup/metrics.jsonl"; wait $pid; rc=$?
+check "SIGHUP (a dropped ssh session) saves a checkpoint and exits cleanly (status $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -qF 'signal 1: saving a checkpoint' '$tmp/hup.log' && [ -n \"\$(ls '$tmp/hup'/ckpt-*.h5)\" ]"
+
+# ---- the NaN stop names only a checkpoint that exists --------------------------------------------
+mkdir -p "$tmp/nan"; printf 'ckpt-0000099.h5\n' >"$tmp/nan/latest"
+cp "$tmp/run/ckpt-0000012.h5" "$tmp/huge.h5"
+"$PY" -c "
+import h5py, numpy as np
+f = h5py.File('$tmp/huge.h5', 'r+')
+d = f['model/bert/embeddings/word_embeddings/weight']; d[...] = np.full(d.shape, 3e38, np.float32)
+f.close()" && "$PY" scripts/h5seal.py "$tmp/huge.h5"
+"$RP" pretrain "$tmp/p.ini" --resume "$tmp/huge.h5" --set train.run_dir="$tmp/nan" --set train.max_steps=14 >"$tmp/o" 2>&1; rc=$?
+verdict "a NaN stop whose latest names a missing file does not claim an intact checkpoint (status $rc)" \
+  "[ $rc -ne 0 ]" "grep -qF 'stopping without saving' $tmp/o" "! grep -qF intact $tmp/o"
+
+# ---- every rank agrees on the configuration and the starting step --------------------------------
+if command -v mpirun >/dev/null 2>&1; then
+  MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS)
+  for order in resume-first fresh-first; do
+    if [ $order = resume-first ]; then a=(--resume "$tmp/run/latest"); b=(); else a=(); b=(--resume "$tmp/run/latest"); fi
+    set_dir=(--set train.run_dir="$tmp/mpi-$order" --set train.max_steps=16)
+    timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${a[@]}" : \
+      -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${b[@]}" >"$tmp/o" 2>&1; rc=$?
+    verdict "mpirun, one rank resuming and one fresh ($order): every rank stops (status $rc), naming rank 1 and the step" \
+      "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 1's run (effective configuration and starting step) differs from rank 0's\" $tmp/o" \
+      "grep -qF start_step $tmp/o"
+  done
+  timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" : \
+    -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" --set optim.lr=0.5 >"$tmp/o" 2>&1; rc=$?
+  verdict "mpirun, ranks with different --set: every rank stops (status $rc), naming the key with both values" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 0 has 'lr = \" $tmp/o" "grep -qF \"rank 1 has 'lr = 0.5'\" $tmp/o"
+else
+  echo "SKIP test_run: mpirun not found (the rank agreement checks)"
+fi
