@@ -115,6 +115,11 @@ static void resume_state(Run *run) {
         run->task.read_state(run->task.ctx, f, path);
     if (dist_is_root(run->dist)) {
         char *id = h5_attr_exists(f, "run_id") ? h5_attr_read_string(f, "run_id", path) : NULL;
+        char there[RUN_ID_HEX + 1];
+        RP_CHECK(!id || !run_dir_latest_id(run->dir.path, there, sizeof there) || !strcmp(there, id),
+                 "--resume %s: train.run_dir %s holds another run (its latest is of run %s, the checkpoint of run "
+                 "%s): resuming there would mix two runs' checkpoints; resume in the checkpoint's own directory or "
+                 "in a new train.run_dir", path, run->dir.path, there, id);
         if (!id)
             rp_log("%s has no run id (written by an older realpos): the run continues as a new lineage; older "
                    "checkpoints in %s are not pruned", path, run->dir.path);

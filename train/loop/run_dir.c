@@ -216,6 +216,23 @@ int run_dir_latest(const char *run_dir, char *out, size_t size) {
     return len > 0 && (size_t)len < size && access(out, F_OK) == 0;
 }
 
+int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
+    char latest[CONFIG_PATH_MAX + 32], line[256];
+    snprintf(latest, sizeof latest, "%s/latest", run_dir);
+    FILE *f = fopen(latest, "r");
+    if (!f)
+        return 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char id[RUN_ID_HEX + 8];
+        found = sscanf(line, "run %40s", id) == 1 && strlen(id) == RUN_ID_HEX && strlen(id) < size;
+        if (found)
+            snprintf(out, size, "%s", id);
+    }
+    fclose(f);
+    return found;
+}
+
 void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size) {
     struct stat st;
     RP_CHECK(stat(arg, &st) == 0, "--resume %s: %s", arg, strerror(errno));

@@ -50,6 +50,8 @@ void run_dir_save_checkpoint(const RunDir *d, long step, int keep_last, const Mo
 /* The checkpoint path `latest` of run_dir names into out, if latest exists and the file it
  * names does; returns 0 otherwise. */
 int run_dir_latest(const char *run_dir, char *out, size_t size);
+/* The run id `latest` of run_dir records into out; returns 0 if there is none. */
+int run_dir_latest_id(const char *run_dir, char *out, size_t size);
 /* A --resume argument to a checkpoint path: a checkpoint file, RUN_DIR/latest or RUN_DIR itself
  * (then its latest). Fatal, naming the argument, if it leads to no checkpoint. */
 void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size);

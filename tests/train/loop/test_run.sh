@@ -109,6 +109,9 @@ cp "$tmp/other/ckpt-0000002.h5" "$tmp/run/ckpt-0000001.h5" # a file another run 
 check "pruning removes only the run's own checkpoints (a foreign ckpt-0000001.h5 stays; 10 and 12 kept)" \
   bash -c "[ -s '$tmp/run/ckpt-0000001.h5' ] && [ -s '$tmp/run/ckpt-0000012.h5' ] && [ -s '$tmp/run/ckpt-0000010.h5' ] && [ ! -e '$tmp/run/ckpt-0000008.h5' ]"
 
+expect_error "resume into a directory that holds another run is refused, naming both run ids" "holds another run" \
+  "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set train.run_dir="$tmp/other" --set train.max_steps=14
+
 # ---- SIGHUP --------------------------------------------------------------------------------------
 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/hup" --set train.max_steps=100000 \
   --set train.checkpoint_interval=100000 >"$tmp/hup.log" 2>&1 &
