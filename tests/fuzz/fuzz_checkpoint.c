@@ -1,6 +1,6 @@
 /* Fuzz target: the checkpoint reader, as `realpos inspect` / `eval` / `finetune` use it:
- * checkpoint_open (format, version, and whatever verification it does before HDF5 parses the
- * file), the stored config, the output heads, every parameter, the optimizer moments and the
+ * checkpoint_file_open (format, version, and whatever verification it does before HDF5 parses the
+ * file; the stored config and the output heads), every parameter, the optimizer moments and the
  * vocabulary. The input is a checkpoint file (seeds: small checkpoints of `realpos init`); it must
  * load or end in an error exit. Models above MAX_PARAMS floats are not allocated. After an error
  * exit every HDF5 object left open is closed (H5close; the library reopens itself). */
@@ -22,14 +22,14 @@ static double param_estimate(const ModelConfig *c) {
 }
 
 static void load(const char *path) {
-    char *ini = NULL;
-    hid_t file = checkpoint_open(path, &ini);
-    static Config cfg;
-    config_load_string(&cfg, ini, path);
-    ModelHeads heads = checkpoint_heads(file, path);
-    if (param_estimate(&cfg.model) + (double)heads.num_labels * cfg.model.hidden_size < MAX_PARAMS) {
+    static CheckpointFile c;
+    checkpoint_file_open(&c, path);
+    hid_t file = c.file;
+    const ModelConfig *mc = &c.cfg.model;
+    ModelHeads heads = c.heads;
+    if (param_estimate(mc) + (double)heads.num_labels * mc->hidden_size < MAX_PARAMS) {
         Model m;
-        model_create(&m, &cfg.model, heads);
+        model_create(&m, mc, heads);
         checkpoint_load_model(file, path, &m);
         AdamW opt;
         adamw_create(&opt, &m.table);
@@ -39,9 +39,9 @@ static void load(const char *path) {
     }
     int lower = 1;
     free(checkpoint_read_vocab(file, path, &lower));
-    h5_close(file, path);
-    free(ini);
+    checkpoint_file_close(&c);
 }
+
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_setup();

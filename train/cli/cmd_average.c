@@ -40,12 +40,11 @@ static char **last_checkpoints(const char *run_dir, int last) {
         size_t size = strlen(run_dir) + strlen(e->d_name) + 2;
         char *path = xmalloc(size);
         snprintf(path, size, "%s/%s", run_dir, e->d_name);
-        char *ini;
-        hid_t f = checkpoint_open(path, &ini);
+        CheckpointFile c;
+        checkpoint_file_open(&c, path);
         found[count].path = path;
-        found[count].step = checkpoint_step(f, path);
-        h5_close(f, path);
-        free(ini);
+        found[count].step = checkpoint_step(c.file, path);
+        checkpoint_file_close(&c);
         count++;
     }
     closedir(dir);

@@ -34,7 +34,12 @@ int cmd_finetune(int argc, char **argv) {
     Run run;
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
-    task_runner_build_model(&r, run.resume >= 0 ? run.resume_path : task->init_checkpoint);
+    CheckpointFile init_file;
+    if (!run.resume)
+        checkpoint_file_open(&init_file, task->init_checkpoint);
+    task_runner_build_model(&r, run.resume ? run.resume : &init_file);
+    if (!run.resume)
+        checkpoint_file_close(&init_file);
     run_check_resume(&run);
     char *config_ini = config_to_ini(&r.cfg);
     if (dist_is_root(&dist))
@@ -77,14 +82,12 @@ int cmd_predict(int argc, char **argv) {
     require_distinct_files(ckpt, "predict: --checkpoint", out, "--out");
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
-    char *stored_ini;
-    hid_t f = checkpoint_open(ckpt, &stored_ini);
-    Config stored;
-    config_load_string(&stored, stored_ini, ckpt);
-    adopt_task(&r, &stored, ckpt);
-    r.cfg.model = stored.model; /* the checkpoint defines the model */
-    r.cfg.data = stored.data;
-    ModelHeads heads = checkpoint_heads(f, ckpt), want = task_runner_heads(&r);
+    CheckpointFile c;
+    checkpoint_file_open(&c, ckpt);
+    adopt_task(&r, &c.cfg, ckpt);
+    r.cfg.model = c.cfg.model; /* the checkpoint defines the model */
+    r.cfg.data = c.cfg.data;
+    ModelHeads heads = c.heads, want = task_runner_heads(&r);
     RP_CHECK(heads.span == want.span && heads.num_labels == want.num_labels && !heads.mlm,
              "%s: its heads (%s%s, %d classifier outputs) do not fit task.type = %s with %d outputs; predict needs a "
              "checkpoint written by `realpos finetune` for this task", ckpt, heads.mlm ? "MLM, " : "",
@@ -92,11 +95,9 @@ int cmd_predict(int argc, char **argv) {
     RP_CHECK(!r.cfg.model.absolute_position || r.L <= r.cfg.model.max_position,
              "task.max_seq_len %d exceeds the checkpoint's model.max_position = %d (absolute positions)", r.L,
              r.cfg.model.max_position);
-    task_runner_load_vocab(&r, f, ckpt, &stored);
-    model_create(&r.model, &r.cfg.model, heads);
-    checkpoint_load_model(f, ckpt, &r.model);
-    h5_close(f, ckpt);
-    free(stored_ini);
+    task_runner_load_vocab(&r, c.file, ckpt, &c.cfg);
+    checkpoint_file_model(&c, &r.model, 1);
+    checkpoint_file_close(&c);
     TaskData data;
     task_data_load(&data, &r.cfg.task, &r.layout, r.tok, r.L, input, 0);
     task_runner_buffers(&r);

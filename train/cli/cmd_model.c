@@ -14,11 +14,12 @@
 
 /* Load a checkpoint's config and parameters into a freshly created model. */
 static void load_checkpoint_model(const char *path, Config *cfg, char **config_ini, Model *m) {
-    hid_t f = checkpoint_open(path, config_ini);
-    config_load_string(cfg, *config_ini, path);
-    model_create(m, &cfg->model, checkpoint_heads(f, path));
-    checkpoint_load_model(f, path, m);
-    h5_close(f, path);
+    CheckpointFile c;
+    checkpoint_file_open(&c, path);
+    *cfg = c.cfg;
+    *config_ini = xstrdup(c.config_ini);
+    checkpoint_file_model(&c, m, 0);
+    checkpoint_file_close(&c);
 }
 
 int cmd_init(int argc, char **argv) {
@@ -50,22 +51,18 @@ static int verify_checkpoint(const char *path) {
     H5SealStatus seal = h5_check_seal(path, why, sizeof why);
     RP_CHECK(seal == H5_SEAL_OK, "%s: %s", path, why);
     printf("%s: %s\n", path, why);
-    Config cfg;
-    char *ini;
-    hid_t f = checkpoint_open(path, &ini);
-    config_load_string(&cfg, ini, path);
+    CheckpointFile c;
+    checkpoint_file_open(&c, path);
     Model m;
-    model_create(&m, &cfg.model, checkpoint_heads(f, path));
-    checkpoint_load_model(f, path, &m);
+    checkpoint_file_model(&c, &m, 0);
     AdamW opt;
     adamw_create(&opt, &m.table);
-    int has_optimizer = checkpoint_load_optimizer(f, path, &m, &opt);
-    h5_close(f, path);
+    int has_optimizer = checkpoint_load_optimizer(c.file, path, &m, &opt);
+    checkpoint_file_close(&c);
     printf("%s: %d parameter tensors%s: present, right shapes, finite\n", path, m.table.count,
            has_optimizer ? " and their optimizer moments" : "");
     adamw_free(&opt);
     model_free(&m);
-    free(ini);
     return 0;
 }
 

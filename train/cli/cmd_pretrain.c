@@ -51,24 +51,22 @@ int cmd_eval(int argc, char **argv) {
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
-    char *stored_ini;
-    hid_t f = checkpoint_open(ckpt, &stored_ini);
-    Config stored;
-    config_load_string(&stored, stored_ini, ckpt);
-    config_report_differences(&cfg, &stored, "model", ckpt, "eval uses the checkpoint's model");
-    cfg.model = stored.model; /* the checkpoint defines the model */
+    CheckpointFile c;
+    checkpoint_file_open(&c, ckpt);
+    config_report_differences(&cfg, &c.cfg, "model", ckpt, "eval uses the checkpoint's model");
+    cfg.model = c.cfg.model; /* the checkpoint defines the model */
     if (max_len)
         cfg.data.max_seq_len = (int)cli_int("--max-seq-len", max_len, 2, 1 << 16);
     RP_CHECK(!cfg.model.absolute_position || cfg.data.max_seq_len <= cfg.model.max_position,
              "--max-seq-len %d exceeds the checkpoint's model.max_position = %d (absolute positions)",
              cfg.data.max_seq_len, cfg.model.max_position);
+    RP_CHECK(c.heads.mlm, "%s: no MLM head (cls/predictions): a fine-tuned checkpoint; eval scores the masked-LM "
+             "loss of a pretrained one", ckpt);
     Model model;
-    model_create(&model, &cfg.model, heads_mlm());
-    checkpoint_load_model(f, ckpt, &model);
+    checkpoint_file_model(&c, &model, 1);
     int lower = cfg.data.do_lower_case;
-    char *vocab = checkpoint_read_vocab(f, ckpt, &lower);
-    h5_close(f, ckpt);
-    free(stored_ini);
+    char *vocab = checkpoint_read_vocab(c.file, ckpt, &lower);
+    checkpoint_file_close(&c);
     if (!vocab)
         vocab = read_file(cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
     cfg.data.do_lower_case = lower;

@@ -156,14 +156,11 @@ static void note_model_key(const KeySpec *key, const char *now, const char *stor
 }
 
 static void init_from(Pretraining *p, const char *init) {
-    char *stored_ini;
-    hid_t f = checkpoint_open(init, &stored_ini);
-    Config stored;
-    config_load_string(&stored, stored_ini, init);
-    config_each_difference(p->cfg, &stored, note_model_key, (void *)init);
-    checkpoint_load_model(f, init, &p->model);
-    h5_close(f, init);
-    free(stored_ini);
+    CheckpointFile c;
+    checkpoint_file_open(&c, init);
+    config_each_difference(p->cfg, &c.cfg, note_model_key, (void *)init);
+    checkpoint_load_model(c.file, init, &p->model);
+    checkpoint_file_close(&c);
     rp_log("initialised weights from %s", init);
 }
 
@@ -180,9 +177,9 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
     run_check_resume(&run);
     Pretraining p = {.cfg = cfg};
     model_create(&p.model, &cfg->model, heads_mlm());
-    if (run.resume >= 0) {
+    if (run.resume) {
         int lower;
-        char *vocab = checkpoint_read_vocab(run.resume, run.resume_path, &lower);
+        char *vocab = checkpoint_read_vocab(run.resume->file, run.resume_path, &lower);
         RP_CHECK(vocab, "%s: no /vocab to resume with", run.resume_path);
         mlm_data_open(&p.data, cfg, vocab, run.resume_path);
     } else {

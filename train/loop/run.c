@@ -58,7 +58,6 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
     run->cfg = cfg;
     run->config_path = config_path;
     run->dist = dist;
-    run->resume = H5I_INVALID_HID;
     run->dir.lock.fd = -1;
     if (start->resume)
         run_dir_resolve_checkpoint(start->resume, run->resume_path, sizeof run->resume_path);
@@ -68,12 +67,10 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
         run_dir_claim(&run->dir, cfg->train.run_dir, start->resume != NULL, start->overwrite);
     if (!start->resume)
         return;
-    char *stored_ini;
-    run->resume = checkpoint_open(run->resume_path, &stored_ini);
-    config_load_string(&run->resume_cfg, stored_ini, run->resume_path);
-    free(stored_ini);
-    const char *kind = checkpoint_kind(run->resume);
-    RP_CHECK(kind && h5_exists(run->resume, "optimizer"), "--resume %s: no training state to resume from (a "
+    run->resume = &run->resume_file;
+    checkpoint_file_open(run->resume, run->resume_path);
+    const char *kind = checkpoint_kind(run->resume->file);
+    RP_CHECK(kind && h5_exists(run->resume->file, "optimizer"), "--resume %s: no training state to resume from (a "
              "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
              "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", run->resume_path, !strcmp(start->kind, "fine-tuning") ? "finetune" : "pretrain");
     RP_CHECK(!strcmp(kind, start->kind), "--resume %s: a checkpoint of a %s run; this is %s (start it with --init "
@@ -81,11 +78,11 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
 }
 
 void run_check_resume(Run *run) {
-    if (run->resume < 0 || run->resume_checked)
+    if (!run->resume || run->resume_checked)
         return;
     run->resume_checked = 1;
     ResumeCheck check = {"", 0, 0};
-    config_each_difference(run->cfg, &run->resume_cfg, check_resumed_key, &check);
+    config_each_difference(run->cfg, &run->resume->cfg, check_resumed_key, &check);
     RP_CHECK(!check.num_refused, "--resume %s: %d setting%s changed since the checkpoint was written:%s\na resumed run "
              "continues the same data stream, model and optimizer: undo the change%s, or start a fresh run in "
              "another train.run_dir (keys that may change: train.max_steps, the intervals, train.eval_batches, "
@@ -96,7 +93,7 @@ void run_check_resume(Run *run) {
 
 /* Weights, moments, step, lineage and the task's state of the resumed checkpoint. */
 static void resume_state(Run *run) {
-    hid_t f = run->resume;
+    hid_t f = run->resume->file;
     const char *path = run->resume_path;
     run_check_resume(run);
     checkpoint_load_model(f, path, run->model);
@@ -126,8 +123,8 @@ static void resume_state(Run *run) {
         run_dir_set_id(&run->dir, id);
         free(id);
     }
-    h5_close(f, path);
-    run->resume = H5I_INVALID_HID;
+    checkpoint_file_close(run->resume);
+    run->resume = NULL;
     rp_log("resumed from %s at step %ld", path, run->step);
 }
 
@@ -177,7 +174,7 @@ static void stop_and_save(Run *run) {
 
 int run_train(Run *run, const char *config_ini, Model *model, const RunTask *task) {
     const TrainConfig *tc = &run->cfg->train;
-    int root = dist_is_root(run->dist), resumed = run->resume >= 0;
+    int root = dist_is_root(run->dist), resumed = run->resume != NULL;
     run->config_ini = config_ini;
     run->model = model;
     run->task = *task;
@@ -237,8 +234,8 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
 }
 
 void run_end(Run *run) {
-    if (run->resume >= 0)
-        h5_close(run->resume, run->resume_path);
+    if (run->resume)
+        checkpoint_file_close(run->resume);
     dp_adamw_free(&run->opt);
     run_dir_release(&run->dir);
 }

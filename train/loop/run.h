@@ -73,9 +73,8 @@ struct Run {
     Dist *dist;
     RunDir dir;             /* rank 0 owns and writes it */
     /* The checkpoint being resumed (NULL: a fresh run), open from run_begin to run_train. */
-    hid_t resume;
+    CheckpointFile *resume, resume_file;
     char resume_path[CONFIG_PATH_MAX + 32];
-    Config resume_cfg;      /* its stored configuration */
     int resume_checked;     /* run_check_resume ran */
     Model *model;
     DpAdamW opt;            /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */

@@ -95,16 +95,16 @@ void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int co
     double *sum = NULL;
     size_t n = 0;
     for (int c = 0; c < count; c++) {
-        char *ini;
-        hid_t f = checkpoint_open(paths[c], &ini);
-        Config cfg;
-        config_load_string(&cfg, ini, paths[c]);
+        CheckpointFile file;
+        checkpoint_file_open(&file, paths[c]);
+        hid_t f = file.file;
+        const Config cfg = file.cfg;
         DatasetList list = list_datasets(f, paths[c]);
         if (c == 0) {
             first = cfg;
             first_list = list;
-            avg->config_ini = ini;
-            model_create(&avg->model, &cfg.model, checkpoint_heads(f, paths[c]));
+            avg->config_ini = xstrdup(file.config_ini);
+            model_create(&avg->model, &cfg.model, file.heads);
             n = avg->model.table.block_floats;
             sum = xcalloc(n, sizeof(double));
         } else {
@@ -114,11 +114,10 @@ void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int co
                          paths[c], diff.key, diff.b, paths[0], diff.a);
             require_same_datasets(&first_list, paths[0], &list, paths[c]);
             free(list.items);
-            free(ini);
         }
         checkpoint_load_model(f, paths[c], &avg->model);
         avg->steps[c] = checkpoint_step(f, paths[c]);
-        h5_close(f, paths[c]);
+        checkpoint_file_close(&file);
         const float *w = avg->model.params;
 #pragma omp parallel for schedule(static)
         for (size_t e = 0; e < n; e++)

@@ -49,7 +49,7 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
     }
 }
 
-hid_t checkpoint_open(const char *path, char **config_ini) {
+static hid_t open_verified(const char *path, char **config_ini) {
     hid_t f = h5_open(path, 0);
     RP_CHECK(h5_attr_exists(f, "format"), "%s: not a realpos checkpoint (no 'format' attribute)", path);
     char *format = h5_attr_read_string(f, "format", path);
@@ -78,7 +78,7 @@ static void read_block(hid_t file, const char *path, const char *group, const Pa
     }
 }
 
-ModelHeads checkpoint_heads(hid_t file, const char *path) {
+static ModelHeads stored_heads(hid_t file, const char *path) {
     ModelHeads heads = {0, 0, 0, 0};
     heads.mlm = h5_exists(file, "model/cls/predictions");
     heads.pooler = h5_exists(file, "model/bert/pooler");
@@ -90,6 +90,30 @@ ModelHeads checkpoint_heads(hid_t file, const char *path) {
         heads.num_labels = (int)dims[0];
     }
     return heads;
+}
+
+void checkpoint_file_open(CheckpointFile *c, const char *path) {
+    memset(c, 0, sizeof *c);
+    c->path = path;
+    c->file = open_verified(path, &c->config_ini);
+    config_load_string(&c->cfg, c->config_ini, path);
+    c->heads = stored_heads(c->file, path);
+}
+
+void checkpoint_file_close(CheckpointFile *c) {
+    if (!c->config_ini)
+        return; /* not open */
+    h5_close(c->file, c->path);
+    free(c->config_ini);
+    memset(c, 0, sizeof *c);
+}
+
+void checkpoint_file_model(const CheckpointFile *c, Model *m, int inference) {
+    if (inference)
+        model_create_inference(m, &c->cfg.model, c->heads);
+    else
+        model_create(m, &c->cfg.model, c->heads);
+    checkpoint_load_model(c->file, c->path, m);
 }
 
 typedef struct {

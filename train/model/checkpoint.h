@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include "optim/adamw.h"
+#include "train/config/config.h"
 #include "train/model/model.h"
 
 #define CHECKPOINT_FORMAT "realpos"
@@ -26,11 +27,22 @@ typedef struct {
 
 void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *extras);
 
-/* Open a checkpoint read-only after checking its format and version; *config_ini receives the
- * stored configuration text (caller frees). */
-hid_t checkpoint_open(const char *path, char **config_ini);
-/* The output heads a checkpoint's /model holds (MLM, pooler, classifier rows, span head). */
-ModelHeads checkpoint_heads(hid_t file, const char *path);
+/* A checkpoint opened for reading: its checksum verified before libhdf5 parses it, its format
+ * and version checked, its stored configuration parsed (range checks, the [model] cross-checks)
+ * and the heads its /model holds found. The one way every command opens a checkpoint. */
+typedef struct {
+    const char *path;
+    hid_t file;
+    char *config_ini; /* the stored effective configuration text */
+    Config cfg;       /* ... parsed */
+    ModelHeads heads; /* what /model holds: MLM, pooler, classifier rows, span head */
+} CheckpointFile;
+
+void checkpoint_file_open(CheckpointFile *c, const char *path);
+void checkpoint_file_close(CheckpointFile *c);
+/* c's model: m built from its [model] and its heads, every parameter loaded (inference: no
+ * gradient block, as model_create_inference). */
+void checkpoint_file_model(const CheckpointFile *c, Model *m, int inference);
 /* Read every parameter of m's table, validating presence, dtype and shape. */
 void checkpoint_load_model(hid_t file, const char *path, Model *m);
 /* Read optimizer moments and step; returns 0 (and leaves opt untouched) if absent. */

@@ -1,5 +1,5 @@
-/* Checkpoint + vocabulary loading for inference commands (load.h). */
-#include "train/tasks/loaded_model.h"
+/* Checkpoint + vocabulary loading for inference commands (loaded_model.h). */
+#include "train/model/loaded_model.h"
 
 #include <string.h>
 
@@ -9,13 +9,14 @@
 
 void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char *vocab_path) {
     memset(out, 0, sizeof *out);
-    hid_t f = checkpoint_open(checkpoint, &out->config_ini);
-    config_load_string(&out->cfg, out->config_ini, checkpoint);
-    model_create_inference(&out->model, &out->cfg.model, checkpoint_heads(f, checkpoint));
-    checkpoint_load_model(f, checkpoint, &out->model);
+    CheckpointFile c;
+    checkpoint_file_open(&c, checkpoint);
+    out->cfg = c.cfg;
+    out->config_ini = xstrdup(c.config_ini);
+    checkpoint_file_model(&c, &out->model, 1);
     int lower = out->cfg.data.do_lower_case;
-    out->vocab_text = checkpoint_read_vocab(f, checkpoint, &lower);
-    h5_close(f, checkpoint);
+    out->vocab_text = checkpoint_read_vocab(c.file, checkpoint, &lower);
+    checkpoint_file_close(&c);
     out->vocab_origin = checkpoint;
     if (!vocab_path && out->cfg.data.vocab[0])
         vocab_path = out->cfg.data.vocab; /* e.g. `realpos init`: the config's [data] vocab */

@@ -35,11 +35,10 @@ void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const C
              r->cfg.model.vocab_size);
 }
 
-void task_runner_build_model(TaskRunner *r, const char *ckpt) {
-    char *stored_ini;
-    hid_t f = checkpoint_open(ckpt, &stored_ini);
-    Config stored;
-    config_load_string(&stored, stored_ini, ckpt);
+void task_runner_build_model(TaskRunner *r, const CheckpointFile *from) {
+    const Config stored = from->cfg;
+    const char *ckpt = from->path;
+    hid_t f = from->file;
     config_adopt_model(&r->cfg, &stored, ckpt);
     ModelConfig *mc = &r->cfg.model;
     if (mc->absolute_position && r->cfg.task.max_seq_len > mc->max_position) {
@@ -55,8 +54,6 @@ void task_runner_build_model(TaskRunner *r, const char *ckpt) {
     model_create(&r->model, mc, task_runner_heads(r));
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
     transfer_load(f, ckpt, &r->model, dist_quiet() ? NULL : stderr); /* the table: rank 0 only */
-    h5_close(f, ckpt);
-    free(stored_ini);
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {

@@ -8,6 +8,7 @@
 #include "core/cli.h"
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
+#include "train/model/checkpoint.h"
 #include "train/model/model.h"
 #include "train/model/task_heads.h"
 #include "train/tasks/glue.h"
@@ -54,7 +55,7 @@ ModelHeads task_runner_heads(const TaskRunner *r);
 /* Fine-tuning: the task's model from the init checkpoint (config_adopt_model, the absolute table
  * grown to task.max_seq_len if needed, new parameters initialised with task.seed, the rest
  * transferred by name and shape, the table printed); vocabulary and casing from the checkpoint. */
-void task_runner_build_model(TaskRunner *r, const char *ckpt);
+void task_runner_build_model(TaskRunner *r, const CheckpointFile *from);
 /* Vocabulary of a checkpoint (/vocab), or the file its stored [data] names; sets the tokenizer. */
 void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored);
 /* Batch buffers and head buffers for the runner's model (after the model exists). */
