@@ -2,7 +2,8 @@
  * a weights-only checkpoint (no /optimizer, no /train) with the first input's config and
  * vocabulary; root attributes averaged_count and averaged_inputs ("PATH\tSTEP" per line, STEP -1
  * when the input records none) name the inputs. --last N RUN_DIR takes a run's N checkpoints
- * (ckpt-STEP.h5) with the highest steps. */
+ * (ckpt-STEP.h5) with the highest steps, of the lineage its `latest` names (train/loop/run_dir.h):
+ * a checkpoint another run left there is not averaged in. */
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include "core/h5io.h"
 #include "train/cli/commands.h"
 #include "train/model/average.h"
+#include "train/loop/run_dir.h"
 #include "train/model/checkpoint.h"
 
 typedef struct {
@@ -29,7 +31,9 @@ static char **last_checkpoints(const char *run_dir, int last) {
     DIR *dir = opendir(run_dir);
     RP_CHECK(dir, "%s: cannot open the run directory", run_dir);
     RunCheckpoint *found = NULL;
-    int count = 0;
+    int count = 0, foreign = 0;
+    char lineage[RUN_ID_HEX + 1];
+    int has_lineage = run_dir_latest_id(run_dir, lineage, sizeof lineage);
     for (struct dirent *e; (e = readdir(dir));) {
         long name_step;
         int end = 0;
@@ -42,12 +46,23 @@ static char **last_checkpoints(const char *run_dir, int last) {
         snprintf(path, size, "%s/%s", run_dir, e->d_name);
         CheckpointFile c;
         checkpoint_file_open(&c, path);
+        char *id = h5_attr_exists(c.file, "run_id") ? h5_attr_read_string(c.file, "run_id", path) : NULL;
+        int own = !has_lineage || (id && !strcmp(id, lineage));
+        free(id);
         found[count].path = path;
         found[count].step = checkpoint_step(c.file, path);
         checkpoint_file_close(&c);
-        count++;
+        if (own) {
+            count++;
+        } else {
+            foreign++;
+            free(path);
+        }
     }
     closedir(dir);
+    if (foreign)
+        rp_log("%s: %d checkpoint%s of another run (not the lineage %s of its latest) left out", run_dir, foreign,
+               foreign > 1 ? "s" : "", lineage);
     RP_CHECK(count >= last, "%s: --last %d: the run directory holds %d checkpoints (ckpt-STEP.h5)", run_dir, last,
              count);
     qsort(found, (size_t)count, sizeof *found, by_step);
@@ -114,9 +129,10 @@ int cmd_average(int argc, char **argv) {
     CheckpointAverage avg;
     checkpoint_average(&avg, (const char *const *)paths, count);
     AverageOutput extras_ctx = {&avg, (const char *const *)paths, NULL, 0};
-    hid_t f = h5_open(paths[0], 0);
-    extras_ctx.vocab_text = checkpoint_read_vocab(f, paths[0], &extras_ctx.do_lower_case);
-    h5_close(f, paths[0]);
+    CheckpointFile first;
+    checkpoint_file_open(&first, paths[0]);
+    extras_ctx.vocab_text = checkpoint_read_vocab(first.file, paths[0], &extras_ctx.do_lower_case);
+    checkpoint_file_close(&first);
     CheckpointExtras extras = {.config_ini = avg.config_ini, .write_extra = write_average_extras,
                                .extra_ctx = &extras_ctx};
     checkpoint_save(out, &avg.model, &extras);
