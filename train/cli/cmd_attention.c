@@ -20,7 +20,7 @@
 #include "core/h5io.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
-#include "train/model/loaded_model.h"
+#include "train/tasks/loaded_model.h"
 #include "train/data/tokenizer.h"
 
 typedef struct {

@@ -13,7 +13,7 @@
 #include "core/common.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
-#include "train/model/loaded_model.h"
+#include "train/tasks/loaded_model.h"
 
 #define MASK_TEXT "[MASK]"
 

@@ -9,7 +9,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "train/cli/commands.h"
-#include "train/model/loaded_model.h"
+#include "train/tasks/loaded_model.h"
 #include "train/model/checkpoint.h"
 #include "train/model/hf.h"
 #include "train/tasks/glue.h"

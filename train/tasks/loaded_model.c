@@ -1,5 +1,5 @@
 /* Checkpoint + vocabulary loading for inference commands (loaded_model.h). */
-#include "train/model/loaded_model.h"
+#include "train/tasks/loaded_model.h"
 
 #include <string.h>
 

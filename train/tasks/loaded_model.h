@@ -1,5 +1,7 @@
-/* Loading a checkpoint for inference commands (attention, fill-mask, export-hf): config,
- * parameters and vocabulary. */
+/* Loading a checkpoint for inference commands (attention, fill-mask, export-hf): the checkpoint's
+ * config and model through CheckpointFile (train/model/checkpoint.h, the one way to open one),
+ * plus its vocabulary as a tokenizer. Here rather than in train/model because the tokenizer is
+ * train/data's, a peer wing of train/model. */
 #pragma once
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
