@@ -57,18 +57,12 @@ void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64
 void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first);
 
 /* ---- softmax.c --------------------------------------------------------------------------
- * Row-wise numerically stable softmax (single row helpers, used by attention and the loss).
- * out[c] = exp(in[c] - max) / sum; out may alias in. */
-void softmax_row_forward(float *out, const float *in, int cols);
-/* The two passes of softmax_row_forward, for callers that need the pieces (the loss):
- * max_c in[c], and out = softmax(in) given that max, returning log sum_c exp(in[c]). */
+ * One row's numerically stable softmax in two passes, for callers that fuse their own passes
+ * around it (the loss, attention; their backward is fused into theirs): max_c in[c], and
+ * out[c] = exp(in[c] - max) / sum given that max (out may alias in), returning
+ * log sum_c exp(in[c]). A row of -inf gives zeros (and -inf); a NaN row gives NaN. */
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
-/* d_in[c] = out[c] * (d_out[c] - sum_c' d_out[c'] out[c']); d_in may alias d_out. */
-void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols);
-/* Row-wise over [rows, cols], OpenMP over rows. */
-void softmax_forward(float *out, const float *in, int rows, int cols);
-void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols);
 
 /* The label of a position or sequence that no loss counts (PyTorch's ignore_index): MLM
  * positions that are not predicted, padding rows of a batch. */

@@ -11,7 +11,7 @@
 # Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 threads=$(nproc)
 rounds=3; quick=0; only=""
 while [ $# -gt 0 ]; do

@@ -9,7 +9,7 @@
 # then runs every case with every library.
 # Usage: scripts/dev/profile_attention.sh [--rounds N] [--reps N] [LABEL=LIBRARY ...]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=3; reps=6; libs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,8 +49,9 @@ labels=(); for lib in "${libs[@]}"; do labels+=("${lib%%=*}"); done
 import statistics, subprocess, sys
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 cases = [c.split("|")[0] for c in sys.argv[4:]]
-PHASE = {"forward_bh": "core GEMMs fwd", "gather_scores": "relative GEMMs fwd",
-         "backward_bh": "core GEMMs bwd", "scatter_grads": "relative GEMMs bwd"}
+PHASE = {"forward_bh": "core GEMMs fwd", "backward_bh": "core GEMMs bwd",
+         **{f: "relative GEMMs fwd" for f in ("query_table_term", "key_table_term", "three_way_term")},
+         **{f: "relative GEMMs bwd" for f in ("query_table_grads", "key_table_grads", "three_way_grads")}}
 names = {}
 def phases(path, binary):
     calls, passes, gemm = 1, {}, {}
