@@ -16,6 +16,13 @@
 
 #define MASK_PENALTY (-10000.0f)
 
+/* glibc >= 2.35 ships vector expf (libmvec); declaring it SIMD lets the softmax loop call the
+ * 8-wide version (as in softmax.c). */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float expf(float);
+#endif
+
 const char *const rel_kind_names[] = {"none", "shaw", "method1", "method2", "method3", "method4", NULL};
 
 const char *rel_kind_name(RelKind kind) { return enum_name(rel_kind_names, (int)kind); }
@@ -62,11 +69,13 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
 }
 
 /* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
- * then the softmax in place. The carried update, the logits and their max are one pass over the
- * row; softmax_row_normalize makes the other two (exp and sum, scale). */
+ * then the softmax in place and, with dropout, dropped_row = dropout(P) (elements `first` ..
+ * first+L-1 of the mask). Three passes over the row: the carried update, logits and their max;
+ * exp and sum; the scaling, which also writes the dropped row. */
 static void logits_softmax_row(float *restrict row, float *restrict carried_row,
-                               const int *restrict key_mask, int L, float scale,
-                               const AttnShape *s) {
+                               float *restrict dropped_row, const int *restrict key_mask, int L,
+                               float scale, const AttnShape *s, uint64_t dropout_key,
+                               size_t first) {
     float max = -INFINITY;
     if (!carried_row) {
 #pragma omp simd reduction(max : max)
@@ -96,7 +105,36 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
             }
         }
     }
-    softmax_row_normalize(row, row, L, max);
+    if (!dropped_row) {
+        softmax_row_normalize(row, row, L, max);
+        return;
+    }
+    if (!isfinite(max)) { /* a row of -inf or NaN: as softmax_row_normalize says, then drop */
+        softmax_row_normalize(row, row, L, max);
+        dropout_span(dropped_row, row, (size_t)L, s->dropout, dropout_key, first);
+        return;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < L; j++) {
+        const float e = expf(row[j] - max);
+        row[j] = e;
+        sum += e;
+    }
+    /* P = e / sum; dropout(P) = keep ? P / (1-p) : +0, the bit mask of dropout_span */
+    const float inv_sum = 1.0f / sum, keep_scale = 1.0f / (1.0f - s->dropout);
+    const uint32_t threshold = hash_threshold(s->dropout);
+#pragma omp simd
+    for (int j = 0; j < L; j++) {
+        const float pj = row[j] * inv_sum;
+        union {
+            float f;
+            uint32_t u;
+        } kept = {pj * keep_scale};
+        kept.u &= 0u - (uint32_t)(hash_bits24(dropout_key, first + (size_t)j) >= threshold);
+        row[j] = pj;
+        dropped_row[j] = kept.f;
+    }
 }
 
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
@@ -119,18 +157,14 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
                     terms_first ? 1.0f : 0.0f, raw ? raw : S, L);
     if (p->rel != REL_NONE && !terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
+    /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
+     * recomputes it from P and dropout_key */
+    float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
     for (int i = 0; i < L; i++)
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
-                           mask + (size_t)b * L, L, p->scale, s);
-
-    /* dropout(P) is not kept: it goes through the thread's [L, L] buffer (free in forward) and
-     * backward recomputes it from P and dropout_key */
-    const float *P = S;
-    const float *Pd = P;
-    if (s->dropout > 0.0f) {
-        dropout_span(w->dscore, P, sq, s->dropout, dropout_key, off);
-        Pd = w->dscore;
-    }
+                           dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L, L,
+                           p->scale, s, dropout_key, off + (size_t)i * L);
+    const float *Pd = dropped ? dropped : S;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
 }
@@ -156,26 +190,42 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     }
 }
 
-/* dS from dP for one (b,h): softmax backward, then the residual carry, then the 1/sqrt(d). */
+/* dS from dPd (in D) for one (b,h): dropout and softmax backward, then the residual carry, then
+ * the 1/sqrt(d). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
+ * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
+ * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
+ * Pd = NULL without dropout. */
 static void score_grad_rows(float *restrict D, float *restrict d_carried, const float *restrict P,
-                            int L, float scale, float carried_scale) {
+                            const float *restrict Pd, int L, float scale, float carried_scale) {
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
+        const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j < L; j++)
-            dot += g[j] * pr[j];
+            dot += g[j] * pd[j];
+        if (Pd) { /* g = dlogit */
+#pragma omp simd
+            for (int j = 0; j < L; j++)
+                g[j] = pd[j] * g[j] - pr[j] * dot;
+        } else {
+#pragma omp simd
+            for (int j = 0; j < L; j++)
+                g[j] = pr[j] * (g[j] - dot);
+        }
         if (d_carried) {
             float *restrict dc = d_carried + (size_t)i * L;
+#pragma omp simd
             for (int j = 0; j < L; j++) {
-                float c = dc[j] + carried_scale * pr[j] * (g[j] - dot);
+                const float c = dc[j] + carried_scale * g[j];
                 dc[j] = c;
                 g[j] = scale * c;
             }
         } else {
+#pragma omp simd
             for (int j = 0; j < L; j++)
-                g[j] = scale * pr[j] * (g[j] - dot);
+                g[j] = scale * g[j];
         }
     }
 }
@@ -192,20 +242,18 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
 
-    /* dV = Pd^T.dctx, Pd = dropout(P) recomputed into D (the forward's dropout_key and element
-     * indices); then dPd = dctx.V^T overwrites D */
-    const float *Pd = probs + off;
+    /* dV = Pd^T.dctx, Pd = dropout(P) recomputed (the forward's dropout_key and element
+     * indices); dPd = dctx.V^T into D */
+    float *Pd = NULL;
     if (s->dropout > 0.0f) {
-        dropout_span(D, probs + off, sq, s->dropout, dropout_key, off);
-        Pd = D;
+        Pd = w->dropped;
+        dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, dctx, H, 0.0f, dv,
-                ld);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
+                dctx, H, 0.0f, dv, ld);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
                 L);
-    if (s->dropout > 0.0f)
-        dropout_span(D, D, sq, s->dropout, dropout_key, off);
-    score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, L, p->scale,
+    score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, Pd, L, p->scale,
                     s->carried_scale);
     if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
         relpos_backward_pre(p, D, part, raw_scores + off);

@@ -16,6 +16,8 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
     size_t L = (size_t)p->L, d = (size_t)p->d;
     AttnWork w = {0};
     w.dscore = arena_take(arena, L * L);
+    if (p->dropout)
+        w.dropped = arena_take(arena, L * L);
     w.vec0 = arena_take(arena, L);
     w.vec1 = arena_take(arena, L);
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4)
@@ -59,6 +61,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     p->B = s->B, p->L = s->L, p->H = s->H, p->heads = s->num_heads;
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
     p->rel = s->rel;
+    p->dropout = s->dropout > 0.0f;
     p->rel_k = s->rel == REL_NONE ? 0 : s->rel_k;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;

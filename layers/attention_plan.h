@@ -19,6 +19,7 @@
 typedef struct {
     int B, L, H, heads, d, BL, BH, ld; /* ld = 3H, the row stride of qkv and d_qkv */
     RelKind rel;
+    int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
     int rel_k;    /* truncation distance k (0 for REL_NONE) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
@@ -40,7 +41,8 @@ typedef struct {
 } AttnPlan;
 
 typedef struct {
-    float *dscore;       /* [L, L] forward: dropout(P); backward: dPd, then dS, then dRaw */
+    float *dscore;       /* [L, L] backward: dPd, then dS, then dRaw */
+    float *dropped;      /* [L, L] dropout(P) of the (b,h) at hand (NULL without dropout) */
     float *vec0, *vec1;  /* [L] each */
     float *qs0, *qs2;    /* method3: [L, d] Q (.) a_0 and Q (.) a_2k */
     float *kt;           /* method3: [d, L] K^T */
