@@ -27,6 +27,11 @@ void embedding_backward(float *d_word, float *d_type, float *d_pos, const float 
  * Saves mean[N] and rstd[N] = 1/sqrt(var + eps) (biased variance) for backward. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
                        const float *beta, int N, int C, float eps);
+/* The residual sum before a layer norm, fused: sum [N,C] = res + dropout(branch) (the mask of
+ * dropout_forward(.., p, key) on [N,C]), out = LN(sum) with mean, rstd as layernorm_forward. */
+void residual_layernorm_forward(float *out, float *sum, float *mean, float *rstd, const float *res,
+                                const float *branch, const float *gamma, const float *beta, int N,
+                                int C, float eps, float p, uint64_t key);
 /* d_in (overwrites);  d_gamma += sum_n d_out * xhat;  d_beta += sum_n d_out.
  * d_in may alias d_out. */
 void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float *d_out,
@@ -45,6 +50,14 @@ void linear_backward(float *d_in, float *dW, float *db, const float *d_out, cons
 void gelu_forward(float *out, const float *in, size_t n);
 /* d_in = d_out * (Phi(x) + x phi(x)); d_in may alias d_out. */
 void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
+
+/* The feed-forward input, linear + GELU fused (gelu.c):
+ * pre [N,o] = in [N,i] . W [o,i]^T + b;  act = gelu(pre)   (one GEMM, one pass) */
+void linear_gelu_forward(float *pre, float *act, const float *in, const float *W, const float *b,
+                         int N, int i, int o);
+/* d_pre [N,o] = d_act * gelu'(pre) (may alias d_act);  db [o] += sum_n d_pre   (one pass; the
+ * linear's d_in and dW then come from linear_backward with db = NULL) */
+void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *pre, int N, int o);
 
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]

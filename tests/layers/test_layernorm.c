@@ -96,6 +96,36 @@ static void test_layernorm_threads(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* residual_layernorm_forward = dropout_forward, the residual add and layernorm_forward in one
+ * pass: the same sum (bit for bit) and the same normalised output, with and without dropout. */
+static void test_residual_layernorm(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    const int N = 37, C = 100;
+    const uint64_t key = hash_key(3, 4, 5);
+    float *res = uniform(&pool, rng, N * C, -1, 1), *branch = uniform(&pool, rng, N * C, -1, 1);
+    float *gamma = uniform(&pool, rng, C, 0.5f, 1.5f), *beta = uniform(&pool, rng, C, -1, 1);
+    for (int dropout = 0; dropout < 2; dropout++) {
+        const float p = dropout ? 0.1f : 0.0f;
+        float *dropped = zeros(&pool, N * C), *sum = zeros(&pool, N * C), *out = zeros(&pool, N * C);
+        float *mean = zeros(&pool, N), *rstd = zeros(&pool, N);
+        dropout_forward(dropped, branch, N * C, p, key);
+        for (int e = 0; e < N * C; e++)
+            sum[e] = res[e] + dropped[e];
+        layernorm_forward(out, mean, rstd, sum, gamma, beta, N, C, 1e-5f);
+        float *f_sum = nans(&pool, N * C), *f_out = nans(&pool, N * C);
+        float *f_mean = nans(&pool, N), *f_rstd = nans(&pool, N);
+        residual_layernorm_forward(f_out, f_sum, f_mean, f_rstd, res, branch, gamma, beta, N, C,
+                                   1e-5f, p, key);
+        const double err = fmax(rel_err(f_out, doubles(&pool, out, N * C), N * C),
+                                fmax(rel_err(f_mean, doubles(&pool, mean, N), N),
+                                     rel_err(f_rstd, doubles(&pool, rstd, N), N)));
+        CHECK(t, same_bits(f_sum, sum, N * C) && err < 1e-6,
+              "residual_layernorm_forward (dropout %.1f) = dropout, add, layernorm: sum bit-identical, "
+              "out, mean, rstd within %.2e", (double)p, err);
+    }
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -104,5 +134,6 @@ int main(void) {
     test_layernorm(&t, &rng, 5, 7);
     test_layernorm(&t, &rng, 3, 100); /* d_gamma over two column blocks */;
     test_layernorm_threads(&t, &rng);
+    test_residual_layernorm(&t, &rng);
     return tally_exit(&t);
 }
