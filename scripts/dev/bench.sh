@@ -13,7 +13,7 @@
 # WordPiece length of SST-2 train sentences + [CLS], [SEP], capped at 64, from ../shared/data and
 # data/vocab when present). Each row's effective config is saved (runs/NAME.config.ini) so that
 # bench_table.py can count its FLOPs, the relative terms' included.
-# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME]
+# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift ;;
     --quick) quick=1; rounds=1 ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME[,NAME...]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -70,7 +70,7 @@ run_torch() {
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r name config batch seq steps overrides torch against label_frac <<<"$row"
-    [ -z "$only" ] || [ "$only" = "$name" ] || continue
+    [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
     real_len=""; [[ "$name" != finetune-sst2-len* ]] || real_len=$sst2_len
     [ "$quick" = 0 ] || steps=1
     sets=(); for o in $overrides; do sets+=(--set "$o"); done

@@ -50,8 +50,10 @@ import statistics, subprocess, sys
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 cases = [c.split("|")[0] for c in sys.argv[4:]]
 PHASE = {"forward_bh": "core GEMMs fwd", "backward_bh": "core GEMMs bwd",
-         **{f: "relative GEMMs fwd" for f in ("query_table_term", "key_table_term", "three_way_term")},
-         **{f: "relative GEMMs bwd" for f in ("query_table_grads", "key_table_grads", "three_way_grads")}}
+         **{f: "relative GEMMs fwd" for f in ("query_table_term", "key_table_term", "three_way_term",
+                                              "gather_scores", "method3_scores")},  # (older names)
+         **{f: "relative GEMMs bwd" for f in ("query_table_grads", "key_table_grads", "three_way_grads",
+                                              "scatter_grads", "method3_backward")}}
 names = {}
 def phases(path, binary):
     calls, passes, gemm = 1, {}, {}
