@@ -13,7 +13,13 @@
  * Residual attention (RealFormer): C_1 = S_1, C_l = C_{l-1} + S_l, and the logits are
  * carried_scale * C_l (carried_scale = 1, or 1/l for residual_attention_mean); otherwise the
  * logits are S. P = softmax(logits + M), M_ij = -10000 where key j is padding, else 0.
- * Dropout applies to P (never to C). ctx_i = sum_j dropout(P)_ij v_j, heads concatenated. */
+ * Dropout applies to P (never to C). ctx_i = sum_j dropout(P)_ij v_j, heads concatenated.
+ *
+ * Where each piece is computed: q_i.k_j, the carry, mask, softmax, dropout and P.V in
+ * attention.c; the relative terms in relpos.c (the table of relpos.h names each term's
+ * functions); the call's scratch layout in attention_plan.c. attention_reference.h is the same
+ * op written straight from these formulas (double precision, element by element), the oracle
+ * of the tests. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -27,7 +33,7 @@ const char *rel_kind_name(RelKind kind);
 typedef struct {
     int B, L, H, num_heads;
     RelKind rel;
-    int k;               /* truncation distance (ignored for REL_NONE) */
+    int rel_k;           /* truncation distance k of the formulas (ignored for REL_NONE) */
     int residual;        /* carry scores between layers */
     int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
     float carried_scale; /* residual: logits = carried_scale * C */
@@ -38,7 +44,7 @@ typedef struct {
 
 /* Number of rows of the relative table for a mode (0 for REL_NONE), and its width
  * (d for vector tables, 1 for the scalar tables of methods 1 and 2). */
-int attention_table_rows(RelKind rel, int k);
+int attention_table_rows(RelKind rel, int rel_k);
 int attention_table_cols(RelKind rel, int head_dim);
 
 /* Floats of scratch space attention_forward/backward need for this shape and s->threads. */

@@ -46,8 +46,7 @@ static void attention_block_backward(float *d_in, const float *d_proj, LayerPara
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_forward(a->ffn_pre, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
-    gelu_forward(a->ffn_act, a->ffn_pre, (size_t)N * I);
+    linear_gelu_forward(a->ffn_pre, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
     linear_forward(s->proj, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
 }
 
@@ -56,8 +55,8 @@ static void ffn_block_backward(float *d_in, const float *d_proj, LayerParams *g,
                                const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     linear_backward(s->d_ffn, g->ffn_out_w, g->ffn_out_b, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
-    gelu_backward(s->d_ffn, s->d_ffn, a->ffn_pre, (size_t)N * I);
-    linear_backward(d_in, g->ffn_in_w, g->ffn_in_b, s->d_ffn, in, p->ffn_in_w, N, H, I);
+    gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_pre, N, I);
+    linear_backward(d_in, g->ffn_in_w, NULL, s->d_ffn, in, p->ffn_in_w, N, H, I);
 }
 
 const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x,
@@ -65,26 +64,22 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
                                    LayerKeys keys) {
     size_t NH = (size_t)sh->N * sh->H;
     float p_drop = sh->hidden_dropout;
-    if (!sh->pre_norm) {
+    if (!sh->pre_norm) { /* sum = x + drop(branch) and its layer norm: one fused op each */
         attention_block_forward(a, s, x, p, mask, sh, keys.attn_probs);
-        dropout_forward(s->proj, s->proj, NH, p_drop, keys.attn_out);
-        add_vectors(a->sum1, x, s->proj, NH);
-        layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, a->sum1, p->norm1_g, p->norm1_b,
-                          sh->N, sh->H, sh->eps);
+        residual_layernorm_forward(a->norm1, a->sum1, a->norm1_mean, a->norm1_rstd, x, s->proj,
+                                   p->norm1_g, p->norm1_b, sh->N, sh->H, sh->eps, p_drop,
+                                   keys.attn_out);
         ffn_block_forward(a, s, a->norm1, p, sh);
-        dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
-        add_vectors(a->sum2, a->norm1, s->proj, NH);
-        layernorm_forward(a->norm2, a->norm2_mean, a->norm2_rstd, a->sum2, p->norm2_g, p->norm2_b,
-                          sh->N, sh->H, sh->eps);
+        residual_layernorm_forward(a->norm2, a->sum2, a->norm2_mean, a->norm2_rstd, a->norm1,
+                                   s->proj, p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop,
+                                   keys.ffn_out);
         return a->norm2;
     }
     layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, x, p->norm1_g, p->norm1_b, sh->N,
                       sh->H, sh->eps);
     attention_block_forward(a, s, a->norm1, p, mask, sh, keys.attn_probs);
-    dropout_forward(s->proj, s->proj, NH, p_drop, keys.attn_out);
-    add_vectors(a->sum1, x, s->proj, NH);
-    layernorm_forward(a->norm2, a->norm2_mean, a->norm2_rstd, a->sum1, p->norm2_g, p->norm2_b,
-                      sh->N, sh->H, sh->eps);
+    residual_layernorm_forward(a->norm2, a->sum1, a->norm2_mean, a->norm2_rstd, x, s->proj,
+                               p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop, keys.attn_out);
     ffn_block_forward(a, s, a->norm2, p, sh);
     dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
     add_vectors(a->sum2, a->sum1, s->proj, NH);

@@ -1,6 +1,7 @@
 /* GELU, exact erf form (as BERT). */
 #include "layers/layers.h"
 
+#include <cblas.h>
 #include <math.h>
 
 /* glibc >= 2.35 ships vector erff/expf (libmvec); declaring them SIMD lets the loops below call
@@ -46,5 +47,56 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
             const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x * x);
             d_in[e] = d_out[e] * (cdf + x * pdf);
         }
+    }
+}
+
+/* Bias-GELU work unit of the fused [N, o] ops below: one thread owns this many columns. */
+enum { GELU_COL_BLOCK = 64 };
+
+/* pre [N,o] = in [N,i] . W [o,i]^T + b [o];  act = gelu(pre): the GEMM writes pre (beta 0), one
+ * pass adds the bias and applies GELU (instead of a bias fill, a GEMM reading it back, and a
+ * separate GELU pass). */
+void linear_gelu_forward(float *restrict pre, float *restrict act, const float *restrict in,
+                         const float *restrict W, const float *restrict b, int N, int i, int o) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f, pre, o);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *restrict p = pre + (size_t)n * o, *restrict a = act + (size_t)n * o;
+#pragma omp simd
+        for (int c = 0; c < o; c++) {
+            const float x = p[c] + b[c];
+            p[c] = x;
+            a[c] = 0.5f * x * (1.0f + erff(x * GELU_INV_SQRT2));
+        }
+    }
+}
+
+/* d_pre [N,o] = d_act * gelu'(pre) (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's
+ * backward and the bias gradient of the linear before it in one pass. Threads own column blocks
+ * and sum over rows in order, so db is the same for any thread count. */
+void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
+                        const float *restrict pre, int N, int o) {
+    const int n_blocks = (o + GELU_COL_BLOCK - 1) / GELU_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int block = 0; block < n_blocks; block++) {
+        const int c0 = block * GELU_COL_BLOCK;
+        const int width = o - c0 < GELU_COL_BLOCK ? o - c0 : GELU_COL_BLOCK;
+        float acc[GELU_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const size_t row = (size_t)n * o + c0;
+            const float *restrict x = pre + row;
+            const float *g = d_act + row;
+            float *dx = d_pre + row;
+#pragma omp simd
+            for (int c = 0; c < width; c++) {
+                const float cdf = 0.5f * (1.0f + erff(x[c] * GELU_INV_SQRT2));
+                const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x[c] * x[c]);
+                const float d = g[c] * (cdf + x[c] * pdf);
+                dx[c] = d;
+                acc[c] += d;
+            }
+        }
+        for (int c = 0; c < width; c++)
+            db[c0 + c] += acc[c];
     }
 }

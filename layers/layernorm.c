@@ -2,6 +2,9 @@
 #include "layers/layers.h"
 
 #include <math.h>
+#include <stdint.h>
+
+#include "core/rng.h"
 
 /* d_gamma/d_beta work unit: one thread owns this many columns and loops over all rows. */
 enum { LN_COL_BLOCK = 64 };
@@ -20,6 +23,54 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
             sum += x[c];
         const float mu = sum / (float)C;
         float sq = 0.0f; /* two-pass variance: no cancellation for rows with a large mean */
+#pragma omp simd reduction(+ : sq)
+        for (int c = 0; c < C; c++)
+            sq += (x[c] - mu) * (x[c] - mu);
+        const float rs = 1.0f / sqrtf(sq / (float)C + eps);
+        for (int c = 0; c < C; c++)
+            y[c] = (x[c] - mu) * rs * gamma[c] + beta[c];
+        mean[n] = mu;
+        rstd[n] = rs;
+    }
+}
+
+/* sum [N,C] = res + dropout(branch), keep(e) = hash_bits24(key, e) >= hash_threshold(p) for
+ * e = n*C + c (exactly dropout_forward's mask and arithmetic), then out = LN(sum) as
+ * layernorm_forward: the dropout, the residual add and the statistics in one pass over a row,
+ * the normalisation in a second, instead of a pass over [N,C] for each. p = 0: no dropout. */
+void residual_layernorm_forward(float *restrict out, float *restrict sum, float *restrict mean,
+                                float *restrict rstd, const float *restrict res,
+                                const float *restrict branch, const float *restrict gamma,
+                                const float *restrict beta, int N, int C, float eps, float p,
+                                uint64_t key) {
+    const float scale = 1.0f / (1.0f - p);
+    const uint32_t threshold = hash_threshold(p);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const size_t row = (size_t)n * C;
+        const float *restrict r = res + row, *restrict b = branch + row;
+        float *restrict x = sum + row, *restrict y = out + row;
+        float total = 0.0f;
+        if (p > 0.0f) {
+#pragma omp simd reduction(+ : total)
+            for (int c = 0; c < C; c++) {
+                union {
+                    float f;
+                    uint32_t u;
+                } kept = {b[c] * scale}; /* keep ? b / (1-p) : +0, as dropout_span */
+                kept.u &= 0u - (uint32_t)(hash_bits24(key, row + (size_t)c) >= threshold);
+                x[c] = r[c] + kept.f;
+                total += x[c];
+            }
+        } else {
+#pragma omp simd reduction(+ : total)
+            for (int c = 0; c < C; c++) {
+                x[c] = r[c] + b[c];
+                total += x[c];
+            }
+        }
+        const float mu = total / (float)C;
+        float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
         for (int c = 0; c < C; c++)
             sq += (x[c] - mu) * (x[c] - mu);

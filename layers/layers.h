@@ -27,6 +27,11 @@ void embedding_backward(float *d_word, float *d_type, float *d_pos, const float 
  * Saves mean[N] and rstd[N] = 1/sqrt(var + eps) (biased variance) for backward. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
                        const float *beta, int N, int C, float eps);
+/* The residual sum before a layer norm, fused: sum [N,C] = res + dropout(branch) (the mask of
+ * dropout_forward(.., p, key) on [N,C]), out = LN(sum) with mean, rstd as layernorm_forward. */
+void residual_layernorm_forward(float *out, float *sum, float *mean, float *rstd, const float *res,
+                                const float *branch, const float *gamma, const float *beta, int N,
+                                int C, float eps, float p, uint64_t key);
 /* d_in (overwrites);  d_gamma += sum_n d_out * xhat;  d_beta += sum_n d_out.
  * d_in may alias d_out. */
 void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float *d_out,
@@ -46,6 +51,14 @@ void gelu_forward(float *out, const float *in, size_t n);
 /* d_in = d_out * (Phi(x) + x phi(x)); d_in may alias d_out. */
 void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 
+/* The feed-forward input, linear + GELU fused (gelu.c):
+ * pre [N,o] = in [N,i] . W [o,i]^T + b;  act = gelu(pre)   (one GEMM, one pass) */
+void linear_gelu_forward(float *pre, float *act, const float *in, const float *W, const float *b,
+                         int N, int i, int o);
+/* d_pre [N,o] = d_act * gelu'(pre) (may alias d_act);  db [o] += sum_n d_pre   (one pass; the
+ * linear's d_in and dW then come from linear_backward with db = NULL) */
+void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *pre, int N, int o);
+
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]
  * p == 0 copies (or is a no-op when out == in). out may alias in. */
@@ -57,18 +70,12 @@ void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64
 void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first);
 
 /* ---- softmax.c --------------------------------------------------------------------------
- * Row-wise numerically stable softmax (single row helpers, used by attention and the loss).
- * out[c] = exp(in[c] - max) / sum; out may alias in. */
-void softmax_row_forward(float *out, const float *in, int cols);
-/* The two passes of softmax_row_forward, for callers that need the pieces (the loss):
- * max_c in[c], and out = softmax(in) given that max, returning log sum_c exp(in[c]). */
+ * One row's numerically stable softmax in two passes, for callers that fuse their own passes
+ * around it (the loss, attention; their backward is fused into theirs): max_c in[c], and
+ * out[c] = exp(in[c] - max) / sum given that max (out may alias in), returning
+ * log sum_c exp(in[c]). A row of -inf gives zeros (and -inf); a NaN row gives NaN. */
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
-/* d_in[c] = out[c] * (d_out[c] - sum_c' d_out[c'] out[c']); d_in may alias d_out. */
-void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols);
-/* Row-wise over [rows, cols], OpenMP over rows. */
-void softmax_forward(float *out, const float *in, int rows, int cols);
-void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols);
 
 /* The label of a position or sequence that no loss counts (PyTorch's ignore_index): MLM
  * positions that are not predicted, padding rows of a batch. */

@@ -1,4 +1,5 @@
-/* Numerically stable softmax along rows. */
+/* Numerically stable softmax of one row, in two passes (max, then normalize), for the callers
+ * that fuse their own passes around it: crossentropy.c, attention.c. */
 #include "layers/layers.h"
 
 #include <math.h>
@@ -42,34 +43,4 @@ float softmax_row_normalize(float *out, const float *in, int cols, float max) {
     for (int c = 0; c < cols; c++)
         out[c] *= inv_sum;
     return max + logf(sum);
-}
-
-void softmax_row_forward(float *out, const float *in, int cols) {
-    softmax_row_normalize(out, in, cols, softmax_row_max(in, cols));
-}
-
-/* d_in [cols] = out * (d_out - sum_c d_out out); d_in may alias d_out */
-void softmax_row_backward(float *d_in, const float *d_out, const float *out, int cols) {
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int c = 0; c < cols; c++)
-        dot += d_out[c] * out[c];
-#pragma omp simd
-    for (int c = 0; c < cols; c++)
-        d_in[c] = out[c] * (d_out[c] - dot);
-}
-
-/* out [rows, cols] = softmax of each row of in */
-void softmax_forward(float *out, const float *in, int rows, int cols) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++)
-        softmax_row_forward(out + (size_t)r * cols, in + (size_t)r * cols, cols);
-}
-
-/* d_in [rows, cols] from d_out and the saved out, row by row */
-void softmax_backward(float *d_in, const float *d_out, const float *out, int rows, int cols) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++)
-        softmax_row_backward(d_in + (size_t)r * cols, d_out + (size_t)r * cols,
-                             out + (size_t)r * cols, cols);
 }

@@ -84,6 +84,17 @@ static inline int same_bits(const float *a, const float *b, size_t n) {
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
+/* out [cols] = softmax(in) in double (the oracle of the softmax and cross-entropy tests) */
+static inline void softmax_ref_row(double *out, const double *in, int cols) {
+    double max = in[0], sum = 0.0;
+    for (int c = 1; c < cols; c++)
+        max = fmax(max, in[c]);
+    for (int c = 0; c < cols; c++)
+        sum += out[c] = exp(in[c] - max);
+    for (int c = 0; c < cols; c++)
+        out[c] /= sum;
+}
+
 /* Compares `analytic` with central differences of loss(ctx) w.r.t. param[0..n). */
 typedef double (*LossFn)(const void *ctx);
 static inline void check_grad(TestTally *t, Pool *pool, const char *what, const float *analytic,

@@ -8,10 +8,15 @@
 # PyTorch 1.13 (/usr/bin/python3) runs with tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and
 # torch.set_num_threads(cores); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
 # set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON).
-# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME]
+# The finetune-sst2-len row is a fine-tuning step's shape (batch 32 padded to task.max_seq_len 64, no
+# MLM labels); its "real tokens/s" counts only the tokens an SST-2 batch really holds (the mean
+# WordPiece length of SST-2 train sentences + [CLS], [SEP], capped at 64, from ../shared/data and
+# data/vocab when present). Each row's effective config is saved (runs/NAME.config.ini) so that
+# bench_table.py can count its FLOPs, the relative terms' included.
+# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 threads=$(nproc)
 rounds=3; quick=0; only=""
 while [ $# -gt 0 ]; do
@@ -19,7 +24,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift ;;
     --quick) quick=1; rounds=1 ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME[,NAME...]]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -28,23 +33,32 @@ tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 [ -f "$tcmalloc" ] || { echo "bench: $tcmalloc missing (scripts/setup.sh installs libtcmalloc-minimal4)" >&2; exit 1; }
 
 m4="model.absolute_position=no model.relative_position=method4"
-# name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against
+# name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against | label fraction
 rows=(
-  "mini|configs/bert-mini.ini|32|128|3||yes|"
-  "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini"
-  "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini"
-  "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini"
-  "mini-seq512|configs/bert-mini.ini|8|512|2||no|"
-  "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512"
-  "base|configs/bert-base.ini|8|128|2||yes|"
-  "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base"
+  "mini|configs/bert-mini.ini|32|128|3||yes||0.15"
+  "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini|0.15"
+  "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini|0.15"
+  "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini|0.15"
+  "mini-seq512|configs/bert-mini.ini|8|512|2||no||0.15"
+  "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512|0.15"
+  "finetune-sst2-len|configs/bert-mini.ini|32|64|3||no||0"
+  "finetune-sst2-len-method4-k64|configs/bert-mini.ini|32|64|3|$m4 model.relative_k=64|no|finetune-sst2-len|0"
+  "base|configs/bert-base.ini|8|128|2||yes||0.15"
+  "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15"
 )
+# mean real length of an SST-2 batch row (tokens + [CLS] + [SEP], capped at 64), if the data is here
+sst2=../shared/data/glue/SST-2/train.tsv vocab=data/vocab/bert-base-uncased.txt sst2_len=""
+if [ -f "$sst2" ] && [ -f "$vocab" ]; then
+  sst2_len=$(tail -n +2 "$sst2" | cut -f1 | ./realpos tokenize --vocab "$vocab" |
+             awk '{ n = NF + 2; if (n > 64) n = 64; s += n; c++ } END { if (c) printf "%.3f", s / c }')
+fi
 spec="$out/rows.tsv"; : >"$spec"
 
-run_realpos() { # name round config batch seq steps sets...
-  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6; shift 6
+run_realpos() { # name round config batch seq steps label_frac sets...
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 label_frac=$7; shift 7
   OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "$@" --batch-size "$batch" \
-    --seq-len "$seq" --steps "$steps" --warmup 1 --json "$out/runs/$name.realpos.r$round.json" >&2
+    --seq-len "$seq" --steps "$steps" --warmup 1 --label-frac "$label_frac" \
+    --json "$out/runs/$name.realpos.r$round.json" >&2
 }
 run_torch() {
   local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6; shift 6
@@ -55,17 +69,21 @@ run_torch() {
 
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
-    IFS='|' read -r name config batch seq steps overrides torch against <<<"$row"
-    [ -z "$only" ] || [ "$only" = "$name" ] || continue
-    [ "$round" -gt 1 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" >>"$spec"
+    IFS='|' read -r name config batch seq steps overrides torch against label_frac <<<"$row"
+    [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
+    real_len=""; [[ "$name" != finetune-sst2-len* ]] || real_len=$sst2_len
     [ "$quick" = 0 ] || steps=1
     sets=(); for o in $overrides; do sets+=(--set "$o"); done
+    if [ "$round" = 1 ]; then
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" "$real_len" >>"$spec"
+      ./realpos config "$config" "${sets[@]}" >"$out/runs/$name.config.ini"
+    fi
     echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides" >&2
     if [ "$torch" = yes ] && [ $((round % 2)) -eq 0 ]; then
       run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "${sets[@]}"
     else
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "${sets[@]}"
       [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
     fi
   done

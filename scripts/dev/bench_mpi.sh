@@ -6,7 +6,7 @@
 # the median tokens/s of each, their ratio, rank 0's communication time per step, and the peak
 # RSS of a rank with and without ZeRO-1. Usage: scripts/dev/bench_mpi.sh [OUT_DIR]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 RP=$PWD/realpos
 out=${1:-build/bench-mpi}
 T=${THREADS:-$(nproc)}

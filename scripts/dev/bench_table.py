@@ -7,6 +7,10 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
   - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench (never > 100%);
   - overhead against the row named in rows.tsv (1 - tokens/s of the row / of that one, paired),
     and the same from CPU seconds per step (row / that one - 1);
+  - FLOP overhead against that row, next to the time overhead: FLOPs per step of the row over those
+    of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c) plus
+    the relative terms' GEMMs as the kernels run them (flops_per_step below);
+  - the fine-tuning rows' real tokens/s (tokens/s x mean real SST-2 length / padded length);
   - peak RSS.
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
@@ -16,6 +20,48 @@ import os
 import re
 import statistics
 import sys
+
+
+def load_model_config(path):
+    """The [model] section of a `realpos config` dump, as a dict of strings."""
+    model, section = {}, None
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "model" and "=" in line and not line.startswith(";"):
+            key, value = (x.strip() for x in line.split("=", 1))
+            model[key] = value
+    return model
+
+
+def relative_gemm_work(L, m, T):
+    """Multiply-adds / d of one relative term's QA (or KA) GEMMs per (b,h): layers/attention_plan.c
+    reach_work with its block choice (blocks of T rows, or one block when they save < 10%)."""
+    def reach(T):
+        work = 0
+        for i0 in range(0, L, T):
+            nb = min(T, L - i0)
+            lo, hi = max(0, i0 - (L - 1) + m), min(2 * m, i0 + nb - 1 + m)
+            work += nb * (hi - lo + 1)
+        return work
+    full = L * (2 * m + 1)
+    return reach(T) if 10 * reach(T) <= 9 * full else full
+
+
+def flops_per_step(model, B, L, M):
+    """(model_flops_per_step, that + the relative terms' GEMM FLOPs (shaw: q.a_r; method4: q.a_r
+    and k.a_r), forward (one GEMM per term) and backward (two), per (b,h) and layer)."""
+    H, I, V = int(model["hidden_size"]), int(model["intermediate_size"]), int(model["vocab_size"])
+    layers, heads, N = int(model["num_layers"]), int(model["num_heads"]), B * L
+    per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * N * L * H
+    total = model_flops = 3.0 * (layers * per_layer + 2.0 * M * (H * H + H * V))
+    terms = {"shaw": 1, "method4": 2}.get(model.get("relative_position", "none"), 0)
+    if terms:
+        k, d = int(model["relative_k"]), H // heads
+        m, T = min(k, L - 1), min(64, max(16, L // 4))
+        total += layers * B * heads * terms * 3 * 2.0 * relative_gemm_work(L, m, T) * d
+    return model_flops, total
 
 
 def load_runs(out):
@@ -48,13 +94,20 @@ def fmt(s, pattern, scale=1.0):
 
 
 def summarise(out):
-    rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "rows.tsv")) if line.strip()]
+    rows = [(line.rstrip("\n").split("\t") + [""] * 7)[:7]
+            for line in open(os.path.join(out, "rows.tsv")) if line.strip()]
     runs = load_runs(out)
+    flops = {}
+    for name, _torch, _against, batch, seq, _overrides, _real in rows:
+        path = os.path.join(out, "runs", name + ".config.ini")
+        some = next(iter(runs.get((name, "realpos"), {}).values()), None)
+        if os.path.exists(path) and some:
+            flops[name] = flops_per_step(load_model_config(path), int(batch), int(seq), some["labelled"])
     probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
               for p in r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]])]
     peak = max(probes) if probes else 0.0
     results = []
-    for name, _torch, against, batch, seq, overrides in rows:
+    for name, _torch, against, batch, seq, overrides, real_len in rows:
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
         ref = runs.get((against, "realpos"), {}) if against else {}
         gflops = spread([r["gflops"] for r in rp.values()])
@@ -73,6 +126,12 @@ def summarise(out):
             "overhead": spread(paired(rp, ref, lambda a, b: 1 - a["tokens_per_s"] / b["tokens_per_s"])),
             "cpu_overhead": spread(paired(rp, ref, lambda a, b: a["cpu_seconds_per_step"] /
                                           b["cpu_seconds_per_step"] - 1)),
+            "flop_overhead": flops[name][1] / flops[against][1] - 1
+            if against and name in flops and against in flops else None,
+            "peak_fraction_all_flops": None if not frac or name not in flops else
+            {k: min(1.0, v * flops[name][1] / flops[name][0]) if k != "n" else v for k, v in frac.items()},
+            "real_tokens_per_s": spread([r["tokens_per_s"] * float(real_len) / int(seq) for r in rp.values()])
+            if real_len else None,
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
             "torch_rss_mb": spread([r["peak_rss_mb"] for r in pt.values()]),
         })
@@ -114,16 +173,19 @@ def main(out):
               "OpenMathLib/OpenBLAS#4267), so every GEMM of both engines runs several times below the "
               "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
               "or Haswell); the bench never sets it.")
-    head = ["config", "realpos tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s", "% peak",
-            "overhead", "CPU-time overhead", "RSS MB realpos/PyTorch"]
+    head = ["config", "realpos tok/s", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
+            "% peak", "% peak (all FLOPs)", "overhead", "FLOP overhead", "CPU-time overhead",
+            "RSS MB realpos/PyTorch"]
     table = [head]
     for r in results:
         rss_t = r["torch_rss_mb"]
         table.append([
-            r["name"], fmt(r["realpos_tokens_per_s"], "%.0f"), fmt(r["torch_tokens_per_s"], "%.0f"),
+            r["name"], fmt(r["realpos_tokens_per_s"], "%.0f"), fmt(r["real_tokens_per_s"], "%.0f"),
+            fmt(r["torch_tokens_per_s"], "%.0f"),
             fmt(r["speed_ratio"], "%.2f"), fmt(r["cpu_time_ratio"], "%.2f"), fmt(r["gflops"], "%.1f"),
-            fmt(r["peak_fraction"], "%.0f%%", 100.0),
+            fmt(r["peak_fraction"], "%.0f%%", 100.0), fmt(r["peak_fraction_all_flops"], "%.0f%%", 100.0),
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
+            f"{100 * r['flop_overhead']:+.1f}%" if r["flop_overhead"] is not None else "-",
             fmt(r["cpu_overhead"], "%+.1f%%", 100.0),
             f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])

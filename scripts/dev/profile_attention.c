@@ -66,19 +66,21 @@ void cblas_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, co
 int main(int argc, char **argv) {
     RP_CHECK(argc == 10, "usage: profile_attention B L H HEADS MODE K RESIDUAL REPS OUT.txt");
     const int B = atoi(argv[1]), L = atoi(argv[2]), H = atoi(argv[3]), heads = atoi(argv[4]);
-    const int k = atoi(argv[6]), residual = atoi(argv[7]), reps = atoi(argv[8]);
+    const int rel_k = atoi(argv[6]), residual = atoi(argv[7]), reps = atoi(argv[8]);
     RelKind rel = REL_NONE;
     for (int r = 0; rel_kind_names[r]; r++)
         if (strcmp(rel_kind_names[r], argv[5]) == 0)
             rel = (RelKind)r;
     RP_CHECK(B > 0 && L > 0 && heads > 0 && H % heads == 0 && reps > 1, "profile_attention: bad arguments");
     omp_set_num_threads(1);
-    AttnShape s = {B, L, H, heads, rel, k, residual, 0, 1.0f, 0.1f, 1};
+    AttnShape s = {.B = B, .L = L, .H = H, .num_heads = heads, .rel = rel, .rel_k = rel_k,
+                   .residual = residual, .first_layer = 0, .carried_scale = 1.0f, .dropout = 0.1f,
+                   .threads = 1};
     const int d = H / heads;
     const size_t BL = (size_t)B * L, sq = (size_t)B * heads * L * L;
-    const int table_floats = attention_table_rows(rel, k) * attention_table_cols(rel, d);
+    const int table_floats = attention_table_rows(rel, rel_k) * attention_table_cols(rel, d);
     float *qkv = xalloc_floats(BL * 3 * H), *d_qkv = xalloc_floats(BL * 3 * H), *ctx = xalloc_floats(BL * H);
-    float *d_ctx = xalloc_floats(BL * H), *probs = xalloc_floats(sq), *dropped = xalloc_floats(sq);
+    float *d_ctx = xalloc_floats(BL * H), *probs = xalloc_floats(sq);
     float *carried = xalloc_floats(sq), *d_carried = xalloc_floats(sq);
     float *raw = (rel == REL_METHOD1 || rel == REL_METHOD2) ? xalloc_floats(sq) : NULL;
     float *table = xalloc_floats((size_t)table_floats + 1), *d_table = xalloc_floats((size_t)table_floats + 1);
@@ -96,9 +98,9 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; r++) { /* the first call warms up and is not counted */
         sites.on = r > 0;
         double t0 = thread_seconds();
-        attention_forward(ctx, probs, dropped, raw, carried, scratch, qkv, table, mask, &s, 7);
+        attention_forward(ctx, probs, raw, carried, scratch, qkv, table, mask, &s, 7);
         double t1 = thread_seconds();
-        attention_backward(d_qkv, d_table, d_carried, scratch, d_ctx, qkv, table, probs, dropped, raw, &s, 7);
+        attention_backward(d_qkv, d_table, d_carried, scratch, d_ctx, qkv, table, probs, raw, &s, 7);
         double t2 = thread_seconds();
         if (r > 0)
             forward += t1 - t0, backward += t2 - t1;

@@ -9,7 +9,7 @@
 # then runs every case with every library.
 # Usage: scripts/dev/profile_attention.sh [--rounds N] [--reps N] [LABEL=LIBRARY ...]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rounds=3; reps=6; libs=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,7 +24,7 @@ done
 out=build/profile; rm -rf "$out"; mkdir -p "$out"
 for lib in "${libs[@]}"; do
   cc -std=c11 -D_GNU_SOURCE -I. -O2 -g -Wall -Wextra -Werror -fopenmp -no-pie $(pkg-config --cflags openblas) \
-    -o "$out/profile_attention.${lib%%=*}" scripts/dev/profile_attention.c "${lib#*=}" -ldl -lm
+    -o "$out/profile_attention.${lib%%=*}" scripts/dev/profile_attention.c "${lib#*=}" $(pkg-config --libs openblas ompi-c) -ldl -lm
 done
 # label | B L H heads mode k residual
 cases=(
@@ -49,8 +49,11 @@ labels=(); for lib in "${libs[@]}"; do labels+=("${lib%%=*}"); done
 import statistics, subprocess, sys
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 cases = [c.split("|")[0] for c in sys.argv[4:]]
-PHASE = {"forward_bh": "core GEMMs fwd", "gather_scores": "relative GEMMs fwd",
-         "backward_bh": "core GEMMs bwd", "scatter_grads": "relative GEMMs bwd"}
+PHASE = {"forward_bh": "core GEMMs fwd", "backward_bh": "core GEMMs bwd",
+         **{f: "relative GEMMs fwd" for f in ("query_table_term", "key_table_term", "three_way_term",
+                                              "gather_scores", "method3_scores")},  # (older names)
+         **{f: "relative GEMMs bwd" for f in ("query_table_grads", "key_table_grads", "three_way_grads",
+                                              "scatter_grads", "method3_backward")}}
 names = {}
 def phases(path, binary):
     calls, passes, gemm = 1, {}, {}

@@ -24,7 +24,7 @@ static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == R
 static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int l, int training) {
     return (AttnShape){
         .B = a->B, .L = a->L, .H = c->hidden_size, .num_heads = c->num_heads,
-        .rel = c->relative_position, .k = c->relative_k,
+        .rel = c->relative_position, .rel_k = c->relative_k,
         .residual = c->residual_attention, .first_layer = l == 0,
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
         .dropout = training ? c->attention_dropout : 0.0f,

@@ -1,0 +1,67 @@
+/* Internal to layers/attention*.c and layers/relpos.c: the scratch plan of one attention call
+ * (AttnPlan: shape, index conventions, shared buffers; AttnWork: one thread's buffers), defined
+ * in attention_plan.c.
+ *
+ * Index conventions (per head, i = query, j = key, k = AttnShape.rel_k, the truncation distance):
+ *   r(i,j) = clip(i-j, -k, k) + k        table row of shaw, method2, method3, method4
+ *   m = min(k, L-1)                      rows k-m .. k+m are the only ones reachable at length L
+ *   r'(i,j) = clip(i-j, -m, m) + m       = r(i,j) - (k-m), index into the reachable rows
+ *   u(i,j) = j - i + L - 1 in [0, 2L-1)  index of the per-call weight row w2 (methods 1, 2)
+ * Every row i splits its keys into left j <= i-c (clipped to row 2c), band i-c < j < i+c and
+ * right j >= i+c (clipped to row 0), with c = m for shaw / method4 and c = k for method3. */
+#pragma once
+#include <stddef.h>
+
+#include "layers/attention.h"
+
+#define ATTN_SLOTS 32 /* (b,h) pairs are split into this many fixed groups for table partials */
+
+typedef struct {
+    int B, L, H, heads, d, BL, BH, ld; /* ld = 3H, the row stride of qkv and d_qkv */
+    RelKind rel;
+    int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
+    int rel_k;    /* truncation distance k (0 for REL_NONE) */
+    int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
+    int at_ld;    /* method3: 2k+1 */
+    float scale;  /* 1/sqrt(d) */
+    int slots;    /* min(BH, ATTN_SLOTS); slot s owns bh in [s*BH/slots, (s+1)*BH/slots) */
+    int block;    /* rows per relative-term GEMM (QA / KA blocks, method3 regions),
+                   * clamp(L/4, 16, 64): a block reaches at most L + block - 1 table rows
+                   * (all rows reach 2L-1 at k >= L-1), and GEMMs keep >= 16 rows */
+    /* shared scratch (NULL when unused) */
+    float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
+    float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
+    float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] by r'
+                          * (shaw, method3, method4), [2L-1] by u (methods 1, 2) */
+    size_t slot_floats;
+    float *work;         /* per-thread buffers: thread t owns work + t*work_floats */
+    size_t work_floats;
+    int threads;         /* work buffers laid out: the parallel regions' team size at most */
+    size_t total_floats; /* whole scratch need */
+} AttnPlan;
+
+typedef struct {
+    float *dscore;       /* [L, L] backward: dPd, then dS, then dRaw */
+    float *dropped;      /* [L, L] dropout(P) of the (b,h) at hand (NULL without dropout) */
+    float *vec0, *vec1;  /* [L] each */
+    float *qs0, *qs2;    /* method3: [L, d] Q (.) a_0 and Q (.) a_2k */
+    float *kt;           /* method3: [d, L] K^T */
+    float *blk;          /* [block, max(L, R)]: QA / KA block (shaw, method4) or region
+                          * scores (method3) */
+    float *blk_g;        /* method3: [block, d] */
+    float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
+} AttnWork;
+
+/* Left end (exclusive) and right start of row i's band for clip distance c (see above). */
+static inline void rel_split(int i, int c, int L, int *left_end, int *right_start) {
+    int le = i - c + 1, rs = i + c;
+    le = le < 0 ? 0 : (le > L ? L : le);
+    rs = rs < le ? le : (rs > L ? L : rs);
+    *left_end = le;
+    *right_start = rs;
+}
+
+/* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
+void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);
+/* Thread `thread`'s buffers in the plan's work area. */
+AttnWork attn_work(const AttnPlan *p, int thread);
