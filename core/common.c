@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core/common.h"
 
+#include "core/atomic_file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -129,22 +131,8 @@ const char *enum_name(const char *const *names, int value) {
 }
 
 void write_file(const char *path, const void *data, size_t len) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    RP_CHECK(f, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        int err = errno;
-        remove(tmp);
-        RP_FATAL("%s: write failed (%s); removed the incomplete file", tmp, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        remove(tmp);
-        RP_FATAL("%s: cannot rename %s into place (%s); removed it", path, tmp, strerror(err));
-    }
+    char why[3 * 4096];
+    RP_CHECK(write_file_status(path, data, len, why, sizeof why) == 0, "%s", why);
 }
 
 void remove_stale_temp_files(const char *dir) {

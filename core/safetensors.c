@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -236,8 +237,8 @@ void st_read_floats(const StFile *st, const StTensor *t, float *out) {
     free(buf);
 }
 
-void st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta,
-                     int num_meta) {
+int st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta, int num_meta,
+                    char *why, size_t why_size) {
     cJSON *header = cJSON_CreateObject(), *metadata = cJSON_CreateObject();
     for (int i = 0; i < num_meta; i++)
         cJSON_AddStringToObject(metadata, meta[2 * i], meta[2 * i + 1]);
@@ -264,28 +265,23 @@ void st_write_floats(const char *path, const StWriteTensor *tensors, int count, 
     cJSON_Delete(header);
     RP_CHECK(text, "out of memory writing %s", path);
     size_t len = strlen(text), padded = (len + 7) / 8 * 8; /* data buffer 8-byte aligned */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    RP_CHECK(f, "%s: cannot create: %s", tmp, strerror(errno));
+    AtomicFile out;
+    if (atomic_file_open(&out, path, why, why_size) != 0) {
+        free(text);
+        return -1;
+    }
     uint8_t raw[8];
     for (int i = 0; i < 8; i++)
         raw[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    int ok = fwrite(raw, 1, 8, f) == 8 && fwrite(text, 1, len, f) == len;
+    int ok = fwrite(raw, 1, 8, out.f) == 8 && fwrite(text, 1, len, out.f) == len;
     for (size_t i = len; ok && i < padded; i++)
-        ok = fputc(' ', f) != EOF;
+        ok = fputc(' ', out.f) != EOF;
     for (int i = 0; ok && i < count; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < tensors[i].rank; d++)
             numel *= tensors[i].shape[d];
-        ok = fwrite(tensors[i].data, 4, numel, f) == numel;
+        ok = fwrite(tensors[i].data, 4, numel, out.f) == numel;
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
     free(text);
-    if (!ok) {
-        remove(tmp);
-        RP_FATAL("%s: write failed (disk full?)", tmp);
-    }
-    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    return atomic_file_commit(&out, why, why_size); /* a failed write above is reported (and cleaned) here */
 }

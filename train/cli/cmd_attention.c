@@ -100,7 +100,7 @@ static void keep_carried(void *user, int layer, const LayerActs *acts, const flo
 }
 
 int cmd_attention(int argc, char **argv) {
-    const char *usage = "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]";
+    const char *usage = command_usage(argv[0]);
     const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL;
     CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
     CliArgs args = cli_parse(argc, argv, options, 4);

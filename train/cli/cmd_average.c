@@ -87,7 +87,7 @@ static void write_average_extras(hid_t file, const void *ctx) {
 }
 
 int cmd_average(int argc, char **argv) {
-    const char *usage = "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5";
+    const char *usage = command_usage(argv[0]);
     const char *out = NULL, *last_text = NULL;
     CliOption options[] = {{"out", &out}, {"last", &last_text}};
     CliArgs a = cli_parse(argc, argv, options, 2);

@@ -91,8 +91,7 @@ static void fill_line(const LoadedModel *lm, const char *line, int line_number, 
 }
 
 int cmd_fill_mask(int argc, char **argv) {
-    const char *usage = "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt]  (lines from stdin "
-                        "without --text)";
+    const char *usage = command_usage(argv[0]);
     const char *top_text = "5", *text = NULL, *vocab_path = NULL;
     CliOption options[] = {{"top-k", &top_text}, {"text", &text}, {"vocab", &vocab_path}};
     CliArgs a = cli_parse(argc, argv, options, 3);

@@ -22,7 +22,7 @@ static void load_checkpoint_model(const char *path, Config *cfg, char **config_i
 }
 
 int cmd_init(int argc, char **argv) {
-    const char *usage = "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5";
+    const char *usage = command_usage(argv[0]);
     const char *out = NULL;
     CliOption options[] = {{"out", &out}};
     CliArgs a = cli_parse(argc, argv, options, 1);
@@ -70,7 +70,7 @@ static int verify_checkpoint(const char *path) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    const char *usage = "inspect [--verify] CKPT.h5";
+    const char *usage = command_usage(argv[0]);
     int verify = 0;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--verify")) {
@@ -157,7 +157,7 @@ static void free_batch_file(BatchFile *bf) {
 }
 
 int cmd_dump(int argc, char **argv) {
-    const char *usage = "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]";
+    const char *usage = command_usage(argv[0]);
     const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0";
     CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
                            {"train-steps", &steps_text}};

@@ -9,7 +9,7 @@
 #include "train/data/corpus.h"
 
 int cmd_prepare(int argc, char **argv) {
-    const char *usage = "prepare CONFIG.ini [--set section.key=value ...]";
+    const char *usage = command_usage(argv[0]);
     CliArgs args = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
     Config cfg;

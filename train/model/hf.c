@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 #include "core/h5io.h"
 #include "core/safetensors.h"
@@ -366,7 +367,8 @@ static float *expand_distance_table(const float *table, int k, int P, int d) {
     return full;
 }
 
-void hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names) {
+int hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names, char *why,
+              size_t why_size) {
     const ModelConfig *c = &cfg->model;
     int bare = !m->heads.mlm && !m->heads.num_labels && !m->heads.span; /* BertModel: no "bert." prefix */
     int P = c->max_position, d = c->hidden_size / c->num_heads;
@@ -402,19 +404,22 @@ void hf_export(const char *dir, const Config *cfg, const Model *m, const char *c
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     const char *meta[] = {"format", "pt"};
-    st_write_floats(path, out, n, meta, 1);
+    int rc = st_write_floats(path, out, n, meta, 1, why, why_size);
     for (int i = 0; i < n; i++)
         free(owned[i]);
     free(owned);
     free(names);
     free(out);
+    if (rc != 0)
+        return rc;
     char *json = hf_config_write(cfg, m->heads, label_names);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    write_file(path, json, strlen(json));
+    rc = write_file_status(path, json, strlen(json), why, why_size);
     free(json);
+    return rc;
 }
 
-void hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length) {
+int hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length, char *why, size_t why_size) {
     cJSON *json = cJSON_CreateObject();
     cJSON_AddStringToObject(json, "tokenizer_class", "BertTokenizer");
     cJSON_AddBoolToObject(json, "do_lower_case", do_lower_case);
@@ -422,6 +427,7 @@ void hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_lengt
     char *text = cJSON_Print(json), path[4096];
     cJSON_Delete(json);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    write_file(path, text, strlen(text));
+    int rc = write_file_status(path, text, strlen(text), why, why_size);
     free(text);
+    return rc;
 }

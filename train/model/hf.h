@@ -32,7 +32,9 @@ int hf_read_lower_case(const char *dir);
 int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size);
 /* Write config.json and model.safetensors of m into the existing directory dir (the model as
  * BertForMaskedLM, BertForSequenceClassification, BertForQuestionAnswering or, without heads,
- * BertModel). label_names: m->heads.num_labels classification labels, or NULL. */
-void hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names);
-/* Write tokenizer_config.json into dir. */
-void hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length);
+ * BertModel). label_names: m->heads.num_labels classification labels, or NULL. Returns 0, or -1
+ * with the reason in why (a write failed: the caller removes dir). */
+int hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names, char *why,
+              size_t why_size);
+/* Write tokenizer_config.json into dir; 0, or -1 with the reason in why. */
+int hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length, char *why, size_t why_size);
