@@ -64,9 +64,8 @@ hid_t h5_create(const char *path) {
 
 hid_t h5_open(const char *path, int writable) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    FILE *probe = fopen(path, "rb");
-    RP_CHECK(probe, "%s: no such file", path);
-    fclose(probe);
+    RP_CHECK(access(path, F_OK) == 0 || errno != ENOENT, "%s: no such file", path);
+    require_regular_file(path, "HDF5 file");
     char why[256];
     H5SealStatus seal = h5_check_seal(path, why, sizeof why);
     RP_CHECK(seal != H5_SEAL_ABSENT,
@@ -98,6 +97,20 @@ void h5_close(hid_t file, const char *path) {
     }
     if (written)
         h5_seal(path);
+}
+
+hid_t h5_create_temp(const char *path, char *tmp, size_t tmp_size) {
+    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
+    return h5_create(tmp);
+}
+
+void h5_commit(hid_t file, const char *tmp, const char *path) {
+    h5_close(file, tmp); /* checksummed and fsynced; a failure removed tmp */
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        RP_FATAL("%s: cannot rename %s onto it: %s (removed it)", path, tmp, strerror(err));
+    }
 }
 
 int h5_exists(hid_t file, const char *name) {

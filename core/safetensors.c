@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/json.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
@@ -151,6 +152,7 @@ static void check_layout(const StFile *st, uint64_t buffer) {
 void st_open(StFile *st, const char *path) {
     memset(st, 0, sizeof *st);
     st->path = xstrdup(path);
+    require_regular_file(path, "safetensors file");
     st->file = fopen(path, "rb");
     RP_CHECK(st->file, "%s: cannot open safetensors file: %s", path, strerror(errno));
     RP_CHECK(fseeko(st->file, 0, SEEK_END) == 0 && (st->file_size = (uint64_t)ftello(st->file)) != (uint64_t)-1,
@@ -172,12 +174,11 @@ void st_open(StFile *st, const char *path) {
              (unsigned long long)n);
     header[n] = '\0';
     RP_CHECK(header[0] == '{', "%s: safetensors: the header does not start with '{'", path);
-    const char *end = NULL;
-    cJSON *json = cJSON_ParseWithLengthOpts(header, n, &end, 0);
-    RP_CHECK(json && cJSON_IsObject(json), "%s: safetensors: the header is not a JSON object (error near byte %ld)",
-             path, (long)((json ? end : cJSON_GetErrorPtr()) - header));
-    for (; end && end < header + n; end++)
-        RP_CHECK(*end == ' ', "%s: safetensors: unexpected bytes after the JSON header", path);
+    size_t json_len = n;
+    while (json_len > 0 && header[json_len - 1] == ' ') /* the format pads the header with spaces */
+        json_len--;
+    cJSON *json = json_parse_strict(header, json_len, path, "safetensors header");
+    RP_CHECK(cJSON_IsObject(json), "%s: safetensors: the header is not a JSON object", path);
     st->data_start = 8 + n;
     int capacity = cJSON_GetArraySize(json);
     st->tensors = xcalloc((size_t)(capacity ? capacity : 1), sizeof(StTensor));

@@ -27,6 +27,15 @@ static void write_vocab(hid_t file, const void *ctx) {
     checkpoint_write_vocab(file, v->vocab_text, v->do_lower_case);
 }
 
+/* An imported checkpoint must load where a saved one does: its stored config reads back and
+ * validates, and its labels are what predict and inspect will parse. */
+static void check_as_loaded(const char *ini, const char *out) {
+    Config back;
+    config_load_string(&back, ini, out);
+    if (back.task.type == TASK_CLASSIFICATION)
+        (void)glue_layout(&back.task);
+}
+
 int cmd_import_hf(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *out = NULL, *config_out = NULL;
@@ -34,6 +43,16 @@ int cmd_import_hf(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 2);
     RP_CHECK(a.num_positional == 1 && out && !a.num_sets, "usage: realpos %s", usage);
     const char *dir = a.positional[0];
+    IoPlan *plan = xmalloc(sizeof *plan);
+    HfFiles *files = xmalloc(sizeof *files);
+    io_plan_init(plan);
+    hf_plan_inputs(dir, files, plan);
+    io_plan_output(plan, out, "--out");
+    if (config_out)
+        io_plan_output(plan, config_out, "--config-out");
+    io_plan_check(plan);
+    free(files);
+    free(plan);
     int lower = hf_read_lower_case(dir); /* before the weights: a refusal costs nothing */
     HfImport imp;
     Model m;
@@ -50,6 +69,7 @@ int cmd_import_hf(int argc, char **argv) {
     tokenizer_free(tok);
     config_validate(&imp.cfg);
     char *ini = config_to_ini(&imp.cfg);
+    check_as_loaded(ini, out);
     VocabExtra extra = {vocab, imp.cfg.data.do_lower_case};
     CheckpointExtras extras = {ini, NULL, write_vocab, &extra};
     checkpoint_save(out, &m, &extras);

@@ -42,6 +42,7 @@ int cmd_tokenize(int argc, char **argv) {
         }
     }
     RP_CHECK(vocab_path, "tokenize: --vocab is required\nusage: realpos %s", tokenize_usage);
+    require_regular_file(vocab_path, "tokenize: --vocab");
     Tokenizer *tok = tokenizer_load(vocab_path, lower_case);
 
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
@@ -116,17 +117,19 @@ int cmd_vocab(int argc, char **argv) {
     RP_CHECK(corpus_count > 0, "vocab: --corpus needs at least one file\nusage: realpos %s", vocab_usage);
     RP_CHECK(size > 0, "vocab: --size is required\nusage: realpos %s", vocab_usage);
     RP_CHECK(out_path, "vocab: --out is required\nusage: realpos %s", vocab_usage);
+    IoPlan *plan = xmalloc(sizeof *plan);
+    io_plan_init(plan);
     for (int i = 0; i < corpus_count; i++)
-        require_distinct_files(corpus[i], "vocab: --corpus", out_path, "--out");
+        io_plan_input(plan, corpus[i], "--corpus");
+    io_plan_output(plan, out_path, "--out");
+    io_plan_check(plan);
+    free(plan);
 
     double start = now_seconds();
     VocabTrainStats stats;
     size_t len;
     char *vocab = vocab_train(corpus, corpus_count, size, lower_case, &len, &stats);
-    FILE *f = fopen(out_path, "wb");
-    RP_CHECK(f, "vocab: cannot create %s: %s", out_path, strerror(errno));
-    RP_CHECK(fwrite(vocab, 1, len, f) == len && fclose(f) == 0, "vocab: cannot write %s: %s",
-             out_path, strerror(errno));
+    write_file(out_path, vocab, len); /* whole or not at all: the previous vocabulary stays on a full disk */
     rp_log("vocab: %s: %d tokens (%d special, %d characters x2, %d merges) from %lld words "
            "(%lld distinct) in %.1f s",
            out_path, stats.tokens, stats.special, stats.characters, stats.merges,

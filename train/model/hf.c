@@ -3,12 +3,14 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/atomic_file.h"
 #include "core/common.h"
 #include "core/h5io.h"
+#include "core/json.h"
 #include "core/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"
@@ -25,7 +27,25 @@ typedef struct {
     char (*names)[PARAM_NAME_MAX]; /* realpos name ("" for a tensor always dropped) */
     int *used;
     int count;
+    struct NameIndex *by_name, *by_hf_name; /* the tensors sorted by realpos / HF name: lookups in log time */
+    int num_named;                          /* entries of by_name (tensors with a realpos name) */
 } Weights;
+
+typedef struct NameIndex {
+    const char *name;
+    int index;
+} NameIndex;
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
+}
+
+/* Index of name in a sorted NameIndex array of n, or -1. */
+static int lookup(const NameIndex *sorted, int n, const char *name) {
+    NameIndex key = {name, -1};
+    const NameIndex *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name);
+    return hit ? hit->index : -1;
+}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -57,7 +77,9 @@ static void realpos_name(const char *hf, char *out, const char *path) {
     strcpy(out, name);
 }
 
-/* Shard file names of model.safetensors.index.json, checked against the weight map. */
+/* Every tensor of model.safetensors, or of the shards model.safetensors.index.json names (checked
+ * against its weight map). Tensor names are compared through sorted indexes, so a header of n
+ * tensors costs O(n log n) (a 150,000-entry header: well under a second), not O(n^2). */
 static void open_weights(const char *dir, Weights *w) {
     char path[4096], index[4096];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
@@ -65,24 +87,29 @@ static void open_weights(const char *dir, Weights *w) {
     struct stat st;
     memset(w, 0, sizeof *w);
     cJSON *map = NULL, *json = NULL;
-    char *text = NULL;
+    NameIndex *mapped = NULL;
+    int num_mapped = 0;
     if (stat(index, &st) == 0) {
-        text = read_file(index, NULL, "safetensors index");
-        json = cJSON_Parse(text);
-        map = json ? cJSON_GetObjectItemCaseSensitive(json, "weight_map") : NULL;
+        json = json_read_file(index, "safetensors index");
+        map = cJSON_GetObjectItemCaseSensitive(json, "weight_map");
         RP_CHECK(cJSON_IsObject(map) && map->child, "%s: expected a JSON object with a non-empty 'weight_map'", index);
         w->shards = xcalloc((size_t)cJSON_GetArraySize(map), sizeof(StFile));
+        mapped = xmalloc(sizeof(NameIndex) * (size_t)cJSON_GetArraySize(map));
         for (const cJSON *e = map->child; e; e = e->next) {
             RP_CHECK(cJSON_IsString(e) && *e->valuestring && !strchr(e->valuestring, '/') &&
                          strcmp(e->valuestring, "..") && ends_with(e->valuestring, ".safetensors"),
                      "%s: weight_map['%s']: expected a .safetensors file name in the same folder", index, e->string);
             snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
-            int known = 0;
-            for (int s = 0; s < w->num_shards; s++)
-                known |= !strcmp(w->shards[s].path, path);
-            if (!known)
-                st_open(&w->shards[w->num_shards++], path);
+            int shard = -1;
+            for (int s = 0; s < w->num_shards && shard < 0; s++) /* a handful of shards */
+                shard = !strcmp(w->shards[s].path, path) ? s : -1;
+            if (shard < 0) {
+                shard = w->num_shards++;
+                st_open(&w->shards[shard], path);
+            }
+            mapped[num_mapped++] = (NameIndex){e->string, shard};
         }
+        qsort(mapped, (size_t)num_mapped, sizeof *mapped, by_name);
     } else {
         RP_CHECK(stat(path, &st) == 0, "%s: no model.safetensors or model.safetensors.index.json (realpos reads "
                  "safetensors only; convert pytorch_model.bin first)", dir);
@@ -91,41 +118,77 @@ static void open_weights(const char *dir, Weights *w) {
     }
     for (int s = 0; s < w->num_shards; s++)
         w->count += w->shards[s].count;
-    w->tensors = xmalloc(sizeof(StTensor *) * (size_t)(w->count + 1));
-    w->shard_of = xmalloc(sizeof(int) * (size_t)(w->count + 1));
-    w->names = xcalloc((size_t)(w->count + 1), sizeof *w->names);
-    w->used = xcalloc((size_t)(w->count + 1), sizeof(int));
-    int n = 0;
+    size_t slots = (size_t)w->count + 1;
+    w->tensors = xmalloc(sizeof(StTensor *) * slots);
+    w->shard_of = xmalloc(sizeof(int) * slots);
+    w->names = xcalloc(slots, sizeof *w->names);
+    w->used = xcalloc(slots, sizeof(int));
+    w->by_name = xmalloc(sizeof(NameIndex) * slots);
+    w->by_hf_name = xmalloc(sizeof(NameIndex) * slots);
+    int n = 0, named = 0;
     for (int s = 0; s < w->num_shards; s++)
-        for (int i = 0; i < w->shards[s].count; i++) {
+        for (int i = 0; i < w->shards[s].count; i++, n++) {
             const StTensor *t = &w->shards[s].tensors[i];
-            if (map) {
-                const cJSON *where = cJSON_GetObjectItemCaseSensitive(map, t->name);
-                if (where)
-                    snprintf(path, sizeof path, "%s/%s", dir, where->valuestring);
-                RP_CHECK(where && !strcmp(w->shards[s].path, path),
-                         "%s: tensor '%s' of %s is not in the weight_map of %s (or mapped to another file)", dir,
-                         t->name, w->shards[s].path, index);
-            }
+            int shard = map ? lookup(mapped, num_mapped, t->name) : s;
+            RP_CHECK(shard == s, "%s: tensor '%s' of %s is not in the weight_map of %s (or mapped to another file)",
+                     dir, t->name, w->shards[s].path, index);
             w->tensors[n] = t;
             w->shard_of[n] = s;
             realpos_name(t->name, w->names[n], w->shards[s].path);
-            for (int j = 0; j < n; j++)
-                RP_CHECK(!w->names[n][0] || strcmp(w->names[j], w->names[n]),
-                         "%s: tensors '%s' and '%s' are the same parameter (%s)", dir, w->tensors[j]->name, t->name,
-                         w->names[n]);
-            n++;
+            w->by_hf_name[n] = (NameIndex){t->name, n};
+            if (w->names[n][0])
+                w->by_name[named++] = (NameIndex){w->names[n], n};
         }
-    if (map)
-        for (const cJSON *e = map->child; e; e = e->next) {
-            int found = 0;
-            for (int i = 0; i < n && !found; i++)
-                found = !strcmp(w->tensors[i]->name, e->string);
-            RP_CHECK(found, "%s: weight_map names tensor '%s', which %s does not hold", index, e->string,
-                     e->valuestring);
-        }
+    qsort(w->by_name, (size_t)named, sizeof(NameIndex), by_name);
+    qsort(w->by_hf_name, (size_t)n, sizeof(NameIndex), by_name);
+    for (int i = 1; i < named; i++)
+        RP_CHECK(strcmp(w->by_name[i - 1].name, w->by_name[i].name), "%s: tensors '%s' and '%s' are the same "
+                 "parameter (%s)", dir, w->tensors[w->by_name[i - 1].index]->name,
+                 w->tensors[w->by_name[i].index]->name, w->by_name[i].name);
+    w->num_named = named;
+    for (int i = 0; i < num_mapped; i++)
+        RP_CHECK(lookup(w->by_hf_name, n, mapped[i].name) >= 0, "%s: weight_map names tensor '%s', which %s does not "
+                 "hold", index, mapped[i].name, w->shards[mapped[i].index].path);
+    free(mapped);
     cJSON_Delete(json);
-    free(text);
+}
+
+/* Adds dir/name to the plan if it exists (a missing file is reported by its reader, which knows
+ * the better message: "no model.safetensors ... convert pytorch_model.bin first"). */
+static void add_input(HfFiles *files, IoPlan *plan, const char *dir, const char *name, const char *what) {
+    RP_CHECK(files->count < HF_MAX_FILES, "%s: more than %d files to read", dir, HF_MAX_FILES);
+    char *path = files->path[files->count];
+    snprintf(path, sizeof files->path[0], "%s/%s", dir, name);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    files->count++;
+    io_plan_input(plan, path, what);
+}
+
+void hf_plan_inputs(const char *dir, HfFiles *files, IoPlan *plan) {
+    require_directory(dir, "the HuggingFace folder");
+    files->count = 0;
+    const char *names[] = {"config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors",
+                           "model.safetensors.index.json"};
+    for (int i = 0; i < 5; i++)
+        add_input(files, plan, dir, names[i], names[i]);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    cJSON *json = json_read_file(path, "safetensors index");
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(json, "weight_map");
+    for (const cJSON *e = cJSON_IsObject(map) ? map->child : NULL; e; e = e->next) {
+        /* a malformed entry is open_weights's to name */
+        int known = !cJSON_IsString(e) || strchr(e->valuestring, '/') || !ends_with(e->valuestring, ".safetensors");
+        for (int f = 0; f < files->count && !known; f++)
+            known = !strcmp(strrchr(files->path[f], '/') + 1, e->valuestring);
+        if (!known)
+            add_input(files, plan, dir, e->valuestring, "a safetensors shard");
+    }
+    cJSON_Delete(json);
 }
 
 static void close_weights(Weights *w) {
@@ -136,21 +199,26 @@ static void close_weights(Weights *w) {
     free(w->shard_of);
     free(w->names);
     free(w->used);
+    free(w->by_name);
+    free(w->by_hf_name);
 }
 
 /* Index of the tensor with that realpos name (by_hf_name = 0) or HF name, or -1. */
 static int find_weight(const Weights *w, const char *name, int by_hf_name) {
-    for (int i = 0; i < w->count; i++)
-        if (!strcmp(by_hf_name ? w->tensors[i]->name : w->names[i], name))
-            return i;
-    return -1;
+    return by_hf_name ? lookup(w->by_hf_name, w->count, name) : lookup(w->by_name, w->num_named, name);
 }
 
 static int any_weight(const Weights *w, const char *prefix) {
-    for (int i = 0; i < w->count; i++)
-        if (starts_with(w->names[i], prefix))
-            return 1;
-    return 0;
+    NameIndex key = {prefix, -1}; /* the first name >= prefix starts with it if any does */
+    int lo = 0, hi = w->num_named;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (by_name(&w->by_name[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->num_named && starts_with(w->by_name[lo].name, prefix);
 }
 
 static float *read_weight(const Weights *w, int i) {
@@ -201,6 +269,14 @@ static void load_distance_table(const Weights *w, int i, float *out, int k, int 
     free(full);
 }
 
+/* The check every checkpoint load makes (checkpoint_load_model), made here on the HF tensor so
+ * that no imported checkpoint fails it later. */
+static void require_finite(const float *v, size_t n, const char *path, const char *tensor) {
+    for (size_t e = 0; e < n; e++)
+        RP_CHECK(isfinite(v[e]), "%s: tensor '%s': element %zu is %g; a checkpoint must hold finite values", path,
+                 tensor, e, (double)v[e]);
+}
+
 static ModelHeads detect_heads(const Weights *w, const char *dir) {
     ModelHeads h = {any_weight(w, "cls/predictions/"), any_weight(w, "bert/pooler/"), 0, any_weight(w, "qa_outputs/")};
     int c = find_weight(w, "classifier/weight", 0);
@@ -211,6 +287,8 @@ static ModelHeads detect_heads(const Weights *w, const char *dir) {
         RP_CHECK(h.pooler, "%s: a classifier without the pooler (bert.pooler.dense.*) is not BERT's "
                  "sequence-classification head", dir);
     }
+    RP_CHECK(h.num_labels <= HF_MAX_LABELS || h.num_labels == 1, "%s: a classifier of %d labels; realpos "
+             "classifies into at most %d", dir, h.num_labels, HF_MAX_LABELS);
     RP_CHECK(h.mlm + (h.num_labels > 0) + h.span <= 1, "%s: more than one of the MLM, classification and QA heads",
              dir);
     return h;
@@ -279,6 +357,7 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
                      t->name, want, have);
             st_read_floats(&w.shards[w.shard_of[i]], t, dst);
         }
+        require_finite(dst, info->count, w.shards[w.shard_of[i]].path, w.tensors[i]->name);
         transfer_print(table, "loaded", info->name, rank, dims);
         summary.loaded++;
     }
@@ -309,8 +388,7 @@ int hf_read_lower_case(const char *dir) {
     struct stat st;
     if (stat(path, &st) != 0)
         return 1;
-    char *text = read_file(path, NULL, "tokenizer config");
-    cJSON *json = cJSON_Parse(text);
+    cJSON *json = json_read_file(path, "tokenizer config");
     RP_CHECK(cJSON_IsObject(json), "%s: not a JSON object", path);
     const cJSON *lower = cJSON_GetObjectItemCaseSensitive(json, "do_lower_case");
     RP_CHECK(!lower || cJSON_IsBool(lower), "%s: key 'do_lower_case': expected true or false", path);
@@ -324,7 +402,6 @@ int hf_read_lower_case(const char *dir) {
     RP_CHECK(!cjk || cJSON_IsTrue(cjk), "%s: key 'tokenize_chinese_chars': realpos always splits CJK characters, "
              "expected true", path);
     cJSON_Delete(json);
-    free(text);
     return result;
 }
 

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 
 GlueLayout glue_layout(const TaskConfig *task) {
@@ -160,8 +161,8 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
 
 void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const int *pred_labels,
                             const float *pred_values) {
-    FILE *out = fopen(path, "w");
-    RP_CHECK(out, "%s: cannot open for writing: %s", path, strerror(errno));
+    AtomicFile file; /* whole or not at all (core/atomic_file.h) */
+    FILE *out = atomic_file_open_or_die(&file, path);
     fprintf(out, "index\tprediction\n");
     for (int i = 0; i < f->count; i++) {
         if (g->type == TASK_CLASSIFICATION)
@@ -169,7 +170,5 @@ void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFea
         else
             fprintf(out, "%d\t%.9g\n", f->example[i], (double)pred_values[i]); /* round-trips a float */
     }
-    int failed = ferror(out);
-    failed |= fclose(out) != 0;
-    RP_CHECK(!failed, "%s: cannot write: %s", path, strerror(errno));
+    atomic_file_commit_or_die(&file);
 }
