@@ -83,7 +83,7 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
     char *s = text;
     if (size >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
         s += 3;
-    int L = f->L, expected_columns = g->num_columns, rows = 0, line_no = 0;
+    int L = f->L, expected_columns = g->num_columns, rows = 0, line_no = 0, textless = 0;
     int *a = xmalloc(sizeof(int) * (size_t)L), *b = xmalloc(sizeof(int) * (size_t)L);
     SpecialTokens sp = tokenizer_special(tok);
     BadExamples bad = {policy, path, 0};
@@ -147,12 +147,18 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
         } else {
             truncate_pair(&len_a, &len_b, L - 2);
         }
+        textless += len_a + len_b == 0; /* empty, or only characters the tokenizer drops */
         int i = features_add(f, sp, a, len_a, g->text_b >= 0 ? b : NULL, len_b, row);
         f->labels[i] = label;
         f->values[i] = value;
     }
     bad_examples_summary(&bad);
     RP_CHECK(f->count > 0, "%s: no valid examples", path);
+    RP_CHECK(textless < f->count, "%s: none of its %d examples has text (every text column is empty or yields no "
+             "token): check task.glue_task or the task.text_*_column keys", path, f->count);
+    if (textless)
+        rp_log("%s: warning: %d of %d examples have no text (empty or no token): they are kept, as [CLS] [SEP]", path,
+               textless, f->count);
     free(a);
     free(b);
     free(text);
