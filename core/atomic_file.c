@@ -40,11 +40,9 @@ static int sync_directory(const char *path) {
 }
 
 int atomic_file_commit(AtomicFile *a, char *why, size_t why_size) {
-    int failed = 0, err = 0;
-    if (ferror(a->f)) { /* an earlier write failed: flushing again gives the reason (ENOSPC, EIO...) */
-        errno = 0;
-        fflush(a->f);
-        failed = 1, err = errno ? errno : EIO;
+    int failed = 0, err = 0, last = errno;
+    if (a->error || ferror(a->f)) { /* an earlier write failed: its errno, else the last one, else EIO */
+        failed = 1, err = a->error ? a->error : last ? last : EIO;
     } else if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) {
         failed = 1, err = errno;
     }
@@ -89,7 +87,8 @@ int write_file_status(const char *path, const void *data, size_t len, char *why,
     AtomicFile a;
     if (atomic_file_open(&a, path, why, why_size) != 0)
         return -1;
-    fwrite(data, 1, len, a.f); /* a short write sets the error flag, which commit reports */
+    if (fwrite(data, 1, len, a.f) != len)
+        a.error = errno ? errno : EIO; /* commit reports it and removes the file */
     return atomic_file_commit(&a, why, why_size);
 }
 

@@ -13,6 +13,7 @@
 
 typedef struct {
     FILE *f;
+    int error; /* errno of the first failed write, if the writer records it (else commit finds it) */
     char path[PATH_MAX];
     char tmp[PATH_MAX + 32];
 } AtomicFile;

@@ -53,12 +53,15 @@ hid_t h5_create(const char *path) {
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_userblock(fcpl, H5_USER_BLOCK);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    int existed = access(path, F_OK) == 0;
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
     char reason[256];
     h5_error_reason(reason, sizeof reason); /* before the next call clears the error stack */
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    RP_CHECK(f >= 0, "%s: cannot create HDF5 file: %s", path, reason);
+    if (f < 0 && !existed)
+        unlink(path); /* HDF5 may have created the file before failing (a full disk) */
+    RP_CHECK(f >= 0, "%s: cannot create HDF5 file: %s%s", path, reason, existed ? "" : "; removed it");
     return f;
 }
 

@@ -283,6 +283,8 @@ int st_write_floats(const char *path, const StWriteTensor *tensors, int count, c
             numel *= tensors[i].shape[d];
         ok = fwrite(tensors[i].data, 4, numel, out.f) == numel;
     }
+    if (!ok)
+        out.error = errno ? errno : EIO;
     free(text);
     return atomic_file_commit(&out, why, why_size); /* a failed write above is reported (and cleaned) here */
 }
