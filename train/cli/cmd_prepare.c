@@ -22,9 +22,9 @@ int cmd_prepare(int argc, char **argv) {
     io_plan_init(plan);
     io_plan_input(plan, args.positional[0], "the config");
     for (int i = 0; i < d->num_corpus; i++)
-        io_plan_input(plan, d->corpus[i], "[data] corpus");
+        io_plan_input(plan, d->corpus[i], "corpus file ([data] corpus)");
     if (d->vocab[0])
-        io_plan_input(plan, d->vocab, "[data] vocab");
+        io_plan_input(plan, d->vocab, "vocabulary ([data] vocab)");
     struct stat st;
     if (stat(d->shard_dir, &st) == 0) {
         shard_path(shards[0], sizeof shards[0], d->shard_dir, "train");

@@ -38,7 +38,7 @@ expect_error "a FIFO as a vocab corpus" "fifo: --corpus is a FIFO" \
   $T "$RP" vocab --corpus "$tmp/fifo" --size 50 --out "$tmp/v.txt"
 expect_error "a FIFO as the checkpoint" "fifo: HDF5 file is a FIFO" $T "$RP" inspect "$tmp/fifo"
 expect_error "a directory as the checkpoint" "adir: HDF5 file is a directory" $T "$RP" inspect "$tmp/adir"
-expect_error "a FIFO as the prepare corpus" "fifo: [data] corpus is a FIFO" \
+expect_error "a FIFO as the prepare corpus" "fifo: corpus file ([data] corpus) is a FIFO" \
   $T "$RP" prepare configs/tiny.ini --set data.corpus="$tmp/fifo" --set data.vocab=$FX/vocab.txt \
   --set data.shard_dir="$tmp/shards"
 for f in config.json model.safetensors vocab.txt; do
