@@ -64,7 +64,7 @@ static void adopt_task(TaskRunner *r, const Config *stored, const char *ckpt) {
 }
 
 int cmd_predict(int argc, char **argv) {
-    const char *usage = "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]";
+    const char *usage = command_usage(argv[0]);
     const char *ckpt = NULL, *input = NULL, *out = NULL;
     CliOption options[] = {{"checkpoint", &ckpt}, {"input", &input}, {"out", &out}};
     CliArgs args = cli_parse(argc, argv, options, 3);
