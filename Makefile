@@ -43,6 +43,15 @@ $(BUILD)/%.o: %.c | libcheck
 $(BUILD)/librealpos.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+# `realpos --version` names the commit it was built from; main.o is rebuilt when that changes
+# (the stamp file is rewritten only when its content differs).
+GIT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/git-commit: FORCE
+	@mkdir -p $(dir $@); echo '$(GIT_COMMIT)' | cmp -s - $@ || echo '$(GIT_COMMIT)' >$@
+$(BUILD)/train/cli/main.o $(SAN_BUILD)/train/cli/main.o: $(BUILD)/git-commit
+$(BUILD)/train/cli/main.o $(SAN_BUILD)/train/cli/main.o: CFLAGS += -DREALPOS_GIT_COMMIT='"$(GIT_COMMIT)"'
+.PHONY: FORCE
+
 realpos: $(BUILD)/train/cli/main.o $(BUILD)/librealpos.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core/common.h"
 
+#include "core/atomic_file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -69,24 +71,30 @@ double cpu_seconds(void) {
 }
 
 char *read_file(const char *path, size_t *len, const char *what) {
+    require_regular_file(path, what);
     FILE *f = fopen(path, "rb");
     RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
+    char *buf = read_stream(f, path, len, what);
+    fclose(f);
+    return buf;
+}
+
+char *read_stream(FILE *f, const char *name, size_t *len, const char *what) {
     size_t cap = 1 << 16, used = 0;
     char *buf = xmalloc(cap);
     for (;;) {
         size_t got = fread(buf + used, 1, cap - used - 1, f);
         used += got;
         if (used + 1 < cap) {
-            RP_CHECK(!ferror(f), "%s: error reading %s", path, what);
+            RP_CHECK(!ferror(f), "%s: error reading %s: %s", name, what, strerror(errno));
             if (feof(f))
                 break;
             continue;
         }
         cap *= 2;
         buf = realloc(buf, cap);
-        RP_CHECK(buf, "out of memory reading %s", path);
+        RP_CHECK(buf, "out of memory reading %s", name);
     }
-    fclose(f);
     buf[used] = '\0';
     if (len)
         *len = used;
@@ -123,18 +131,8 @@ const char *enum_name(const char *const *names, int value) {
 }
 
 void write_file(const char *path, const void *data, size_t len) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    RP_CHECK(f, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(data, 1, len, f) == len && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        int err = errno;
-        remove(tmp);
-        RP_FATAL("%s: write failed (%s); removed the incomplete file", tmp, strerror(err));
-    }
-    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    char why[3 * 4096];
+    RP_CHECK(write_file_status(path, data, len, why, sizeof why) == 0, "%s", why);
 }
 
 void remove_stale_temp_files(const char *dir) {
@@ -166,13 +164,4 @@ void path_directory(char *out, size_t size, const char *path) {
         snprintf(out, size, "/");
     else
         snprintf(out, size, "%.*s", (int)(slash - path), path);
-}
-
-void require_distinct_files(const char *input, const char *input_what, const char *output, const char *output_what) {
-    struct stat in, out;
-    if (!input || !output || stat(input, &in) != 0 || stat(output, &out) != 0)
-        return; /* an output that does not exist yet cannot be the input */
-    RP_CHECK(in.st_dev != out.st_dev || in.st_ino != out.st_ino,
-             "%s '%s' and %s '%s' are the same file; writing it would destroy the input: choose another %s",
-             input_what, input, output_what, output, output_what);
 }

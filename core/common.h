@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/dist.h"
+#include "core/paths.h" /* require_regular_file, IoPlan: every path read or written */
 
 /* Print "realpos: error: ..." and exit(1). Every bad input ends here with a message that names
  * the file, key or dataset and what was expected. In a job of several MPI ranks the exit is
@@ -37,10 +38,14 @@ float *xalloc_floats(size_t count);
 float *xalloc_floats_for(size_t count, const char *what);
 
 /* Whole file into a NUL-terminated buffer (caller frees); *len gets its size. Fatal, naming the
- * path and `what` (e.g. "vocabulary ([data] vocab)"), if it cannot be read. */
+ * path and `what` (e.g. "vocabulary ([data] vocab)"), if it is not a regular file
+ * (require_regular_file: a FIFO would block, a directory read as garbage) or cannot be read. */
 char *read_file(const char *path, size_t *len, const char *what);
+/* The rest of an open stream (e.g. stdin) the same way; `name` names it in messages. */
+char *read_stream(FILE *f, const char *name, size_t *len, const char *what);
 
-/* Write `len` bytes to PATH.tmp.PID, fsync, rename to path; fatal (naming path) on failure. */
+/* Write `len` bytes to PATH.tmp.PID, fsync, rename to path; fatal on failure, naming the path and
+ * the system's reason, after removing the temporary file. */
 void write_file(const char *path, const void *data, size_t len);
 
 /* mkdir -p; fatal on failure. */
@@ -58,9 +63,6 @@ void remove_stale_temp_files(const char *dir);
 /* The directory part of path ("." if none). */
 void path_directory(char *out, size_t size, const char *path);
 
-/* Fatal if output exists and is the same file as input (same device and inode: also through a
- * link or another spelling of the path), naming both. */
-void require_distinct_files(const char *input, const char *input_what, const char *output, const char *output_what);
 
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);

@@ -171,9 +171,28 @@ static char *trimmed_copy(const char *s, size_t length) {
     return copy;
 }
 
+/* The text with control characters shown as \n, \r, \t or \xHH (for messages). */
+static void escape_controls(char *out, size_t size, const char *text) {
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c && used + 5 < size; c++) {
+        if (*c >= ' ' && *c != 0x7f)
+            out[used++] = (char)*c;
+        else
+            used += (size_t)snprintf(out + used, size - used, *c == '\n' ? "\\n" : *c == '\r' ? "\\r"
+                                     : *c == '\t' ? "\\t" : "\\x%02X", *c);
+    }
+    out[used] = '\0';
+}
+
 void config_schema_override(const ConfigSchema *schema, void *values, const char *assignment) {
-    char origin[CONFIG_ORIGIN_MAX], why[CONFIG_MESSAGE_MAX];
-    snprintf(origin, sizeof origin, "--set %s", assignment);
+    char origin[CONFIG_ORIGIN_MAX], why[CONFIG_MESSAGE_MAX], shown[CONFIG_ORIGIN_MAX - 8];
+    escape_controls(shown, sizeof shown, assignment);
+    snprintf(origin, sizeof origin, "--set %s", shown);
+    /* a value is one line of the INI form (config.ini, the checkpoint's stored config) */
+    const char *line_break = strpbrk(assignment, "\r\n");
+    RP_CHECK(!line_break, "%s: expected a one-line value, got a %s at character %zu (values are single INI lines: "
+             "remove it)", origin, *line_break == '\n' ? "newline" : "carriage return",
+             (size_t)(line_break - assignment) + 1);
     const char *equals = strchr(assignment, '=');
     RP_CHECK(equals, "%s: expected section.key=value, got no '='", origin);
     char *key_name = trimmed_copy(assignment, (size_t)(equals - assignment));

@@ -53,20 +53,22 @@ hid_t h5_create(const char *path) {
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_userblock(fcpl, H5_USER_BLOCK);
     H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    int existed = access(path, F_OK) == 0;
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
     char reason[256];
     h5_error_reason(reason, sizeof reason); /* before the next call clears the error stack */
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    RP_CHECK(f >= 0, "%s: cannot create HDF5 file: %s", path, reason);
+    if (f < 0 && !existed)
+        unlink(path); /* HDF5 may have created the file before failing (a full disk) */
+    RP_CHECK(f >= 0, "%s: cannot create HDF5 file: %s%s", path, reason, existed ? "" : "; removed it");
     return f;
 }
 
 hid_t h5_open(const char *path, int writable) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    FILE *probe = fopen(path, "rb");
-    RP_CHECK(probe, "%s: no such file", path);
-    fclose(probe);
+    RP_CHECK(access(path, F_OK) == 0 || errno != ENOENT, "%s: no such file", path);
+    require_regular_file(path, "HDF5 file");
     char why[256];
     H5SealStatus seal = h5_check_seal(path, why, sizeof why);
     RP_CHECK(seal != H5_SEAL_ABSENT,
@@ -98,6 +100,20 @@ void h5_close(hid_t file, const char *path) {
     }
     if (written)
         h5_seal(path);
+}
+
+hid_t h5_create_temp(const char *path, char *tmp, size_t tmp_size) {
+    snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
+    return h5_create(tmp);
+}
+
+void h5_commit(hid_t file, const char *tmp, const char *path) {
+    h5_close(file, tmp); /* checksummed and fsynced; a failure removed tmp */
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        RP_FATAL("%s: cannot rename %s onto it: %s (removed it)", path, tmp, strerror(err));
+    }
 }
 
 int h5_exists(hid_t file, const char *name) {

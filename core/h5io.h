@@ -20,6 +20,12 @@ hid_t h5_open(const char *path, int writable);
  * writing removes the incomplete file and exits non-zero with the reason (e.g. disk full). */
 void h5_close(hid_t file, const char *path);
 
+/* A file written whole or not at all: h5_create_temp creates PATH.tmp.PID (tmp receives its
+ * name), h5_commit closes and seals it and renames it onto path; every failure removes the
+ * temporary file and names the reason. */
+hid_t h5_create_temp(const char *path, char *tmp, size_t tmp_size);
+void h5_commit(hid_t file, const char *tmp, const char *path);
+
 typedef enum { H5_SEAL_OK, H5_SEAL_ABSENT, H5_SEAL_BAD } H5SealStatus;
 /* Verify path's checksum; why receives the verdict ("CRC-32 ... verified", "corrupt: ..."). */
 H5SealStatus h5_check_seal(const char *path, char *why, size_t why_size);

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/json.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
@@ -150,6 +152,7 @@ static void check_layout(const StFile *st, uint64_t buffer) {
 void st_open(StFile *st, const char *path) {
     memset(st, 0, sizeof *st);
     st->path = xstrdup(path);
+    require_regular_file(path, "safetensors file");
     st->file = fopen(path, "rb");
     RP_CHECK(st->file, "%s: cannot open safetensors file: %s", path, strerror(errno));
     RP_CHECK(fseeko(st->file, 0, SEEK_END) == 0 && (st->file_size = (uint64_t)ftello(st->file)) != (uint64_t)-1,
@@ -171,12 +174,11 @@ void st_open(StFile *st, const char *path) {
              (unsigned long long)n);
     header[n] = '\0';
     RP_CHECK(header[0] == '{', "%s: safetensors: the header does not start with '{'", path);
-    const char *end = NULL;
-    cJSON *json = cJSON_ParseWithLengthOpts(header, n, &end, 0);
-    RP_CHECK(json && cJSON_IsObject(json), "%s: safetensors: the header is not a JSON object (error near byte %ld)",
-             path, (long)((json ? end : cJSON_GetErrorPtr()) - header));
-    for (; end && end < header + n; end++)
-        RP_CHECK(*end == ' ', "%s: safetensors: unexpected bytes after the JSON header", path);
+    size_t json_len = n;
+    while (json_len > 0 && header[json_len - 1] == ' ') /* the format pads the header with spaces */
+        json_len--;
+    cJSON *json = json_parse_strict(header, json_len, path, "safetensors header");
+    RP_CHECK(cJSON_IsObject(json), "%s: safetensors: the header is not a JSON object", path);
     st->data_start = 8 + n;
     int capacity = cJSON_GetArraySize(json);
     st->tensors = xcalloc((size_t)(capacity ? capacity : 1), sizeof(StTensor));
@@ -236,8 +238,8 @@ void st_read_floats(const StFile *st, const StTensor *t, float *out) {
     free(buf);
 }
 
-void st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta,
-                     int num_meta) {
+int st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta, int num_meta,
+                    char *why, size_t why_size) {
     cJSON *header = cJSON_CreateObject(), *metadata = cJSON_CreateObject();
     for (int i = 0; i < num_meta; i++)
         cJSON_AddStringToObject(metadata, meta[2 * i], meta[2 * i + 1]);
@@ -264,28 +266,25 @@ void st_write_floats(const char *path, const StWriteTensor *tensors, int count, 
     cJSON_Delete(header);
     RP_CHECK(text, "out of memory writing %s", path);
     size_t len = strlen(text), padded = (len + 7) / 8 * 8; /* data buffer 8-byte aligned */
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    RP_CHECK(f, "%s: cannot create: %s", tmp, strerror(errno));
+    AtomicFile out;
+    if (atomic_file_open(&out, path, why, why_size) != 0) {
+        free(text);
+        return -1;
+    }
     uint8_t raw[8];
     for (int i = 0; i < 8; i++)
         raw[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    int ok = fwrite(raw, 1, 8, f) == 8 && fwrite(text, 1, len, f) == len;
+    int ok = fwrite(raw, 1, 8, out.f) == 8 && fwrite(text, 1, len, out.f) == len;
     for (size_t i = len; ok && i < padded; i++)
-        ok = fputc(' ', f) != EOF;
+        ok = fputc(' ', out.f) != EOF;
     for (int i = 0; ok && i < count; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < tensors[i].rank; d++)
             numel *= tensors[i].shape[d];
-        ok = fwrite(tensors[i].data, 4, numel, f) == numel;
+        ok = fwrite(tensors[i].data, 4, numel, out.f) == numel;
     }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        out.error = errno ? errno : EIO;
     free(text);
-    if (!ok) {
-        remove(tmp);
-        RP_FATAL("%s: write failed (disk full?)", tmp);
-    }
-    RP_CHECK(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    return atomic_file_commit(&out, why, why_size); /* a failed write above is reported (and cleaned) here */
 }

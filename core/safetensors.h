@@ -9,6 +9,7 @@
  * buffer exactly, without overlap or hole, as the format's specification requires), names unique.
  * Any violation is fatal, naming the file and the tensor. */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -52,7 +53,7 @@ typedef struct {
     const float *data; /* numel floats */
 } StWriteTensor;
 
-/* Write F32 tensors (in the given order) with string metadata pairs meta[2i] = meta[2i+1];
- * written to PATH.tmp.PID and renamed into place. Fatal on any I/O error. */
-void st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta,
-                     int num_meta);
+/* Write F32 tensors (in the given order) with string metadata pairs meta[2i] = meta[2i+1],
+ * whole or not at all (core/atomic_file.h). Returns 0, or -1 with the reason in why. */
+int st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta,
+                    int num_meta, char *why, size_t why_size);

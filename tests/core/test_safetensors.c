@@ -44,7 +44,8 @@ int main(void) {
     float a[6] = {1, -2, 3.5f, 0, 1e-30f, -7}, b[3] = {0.25f, 0.5f, 0.75f};
     StWriteTensor tensors[3] = {{"a.weight", 2, {2, 3}, a}, {"empty", 2, {0, 4}, b}, {"b", 1, {3}, b}};
     const char *meta[] = {"format", "pt"};
-    st_write_floats(path, tensors, 3, meta, 1);
+    char why[512];
+    CHECK(&t, st_write_floats(path, tensors, 3, meta, 1, why, sizeof why) == 0, "st_write_floats succeeds");
     StFile st;
     st_open(&st, path);
     const StTensor *ta = st_find(&st, "a.weight"), *te = st_find(&st, "empty"), *tb = st_find(&st, "b");

@@ -100,15 +100,19 @@ static void keep_carried(void *user, int layer, const LayerActs *acts, const flo
 }
 
 int cmd_attention(int argc, char **argv) {
-    const char *usage = "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]";
+    const char *usage = command_usage(argv[0]);
     const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL;
     CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
     CliArgs args = cli_parse(argc, argv, options, 4);
     RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
-    require_distinct_files(args.positional[0], "attention: checkpoint", out, "--out");
-    require_distinct_files(input, "attention: --input", out, "--out");
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, args.positional[0], "the checkpoint");
+    io_plan_input(&plan, input, "--input");
     if (vocab_path)
-        require_distinct_files(vocab_path, "attention: --vocab", out, "--out");
+        io_plan_input(&plan, vocab_path, "--vocab");
+    io_plan_output(&plan, out, "--out");
+    io_plan_check(&plan);
     const char *ckpt = args.positional[0];
     int max_len = max_len_text ? (int)cli_int("--max-len", max_len_text, 3, 1 << 14) : 128;
 
@@ -137,7 +141,8 @@ int cmd_attention(int argc, char **argv) {
     Batch batch = {B, L, ids, types, mask, NULL};
     model_encode_observed(model, &acts, &batch, 0, 0, keep_carried, &carried);
 
-    hid_t o = h5_create(out);
+    char tmp[4096];
+    hid_t o = h5_create_temp(out, tmp, sizeof tmp);
     hsize_t dims[4] = {(hsize_t)B, (hsize_t)L, (hsize_t)L, (hsize_t)L};
     h5_write_ints(o, "input_ids", ids, 2, dims);
     h5_write_ints(o, "lengths", s.lengths, 1, dims);
@@ -168,7 +173,7 @@ int cmd_attention(int argc, char **argv) {
     h5_attr_write_int64(o, "residual_attention_mean", c->residual_attention_mean);
     h5_attr_write_int64(o, "num_layers", c->num_layers);
     h5_attr_write_int64(o, "num_heads", heads);
-    h5_close(o, out);
+    h5_commit(o, tmp, out);
     rp_log("wrote %s: %d sentences of at most %d tokens, %d layers x %d heads", out, B, L, c->num_layers, heads);
 
     free(tokens);

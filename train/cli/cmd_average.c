@@ -101,7 +101,7 @@ static void write_average_extras(hid_t file, const void *ctx) {
 }
 
 int cmd_average(int argc, char **argv) {
-    const char *usage = "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5";
+    const char *usage = command_usage(argv[0]);
     const char *out = NULL, *last_text = NULL;
     CliOption options[] = {{"out", &out}, {"last", &last_text}};
     CliArgs a = cli_parse(argc, argv, options, 2);
@@ -113,13 +113,19 @@ int cmd_average(int argc, char **argv) {
         count = (int)cli_int("--last", last_text, 1, 1 << 20);
         paths = last_checkpoints(a.positional[0], count);
     }
-    /* the output must not be an input, and no input may come twice (it would weigh double) */
-    struct stat out_stat, *in_stat = xmalloc(sizeof(struct stat) * (size_t)count);
-    int out_exists = stat(out, &out_stat) == 0;
+    /* the output must not be an input (core/paths.h), and no input may come twice (it would weigh
+     * double) */
+    RP_CHECK(count < IO_PLAN_MAX, "average: at most %d checkpoints", IO_PLAN_MAX - 1);
+    IoPlan *plan = xmalloc(sizeof *plan);
+    io_plan_init(plan);
+    for (int i = 0; i < count; i++)
+        io_plan_input(plan, paths[i], "the checkpoint");
+    io_plan_output(plan, out, "--out");
+    io_plan_check(plan);
+    free(plan);
+    struct stat *in_stat = xmalloc(sizeof(struct stat) * (size_t)count);
     for (int i = 0; i < count; i++) {
         RP_CHECK(stat(paths[i], &in_stat[i]) == 0, "%s: no such checkpoint", paths[i]);
-        RP_CHECK(!out_exists || in_stat[i].st_dev != out_stat.st_dev || in_stat[i].st_ino != out_stat.st_ino,
-                 "--out %s is the input %s; write the average to a new file", out, paths[i]);
         for (int j = 0; j < i; j++)
             RP_CHECK(in_stat[j].st_dev != in_stat[i].st_dev || in_stat[j].st_ino != in_stat[i].st_ino,
                      "%s is given twice (as %s and %s); each checkpoint is averaged once", paths[i], paths[j],

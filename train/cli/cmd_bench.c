@@ -26,8 +26,7 @@ static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) 
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *usage = "bench CONFIG.ini [--set section.key=value ...] --batch-size B --seq-len L "
-                        "[--steps N] [--warmup W] [--label-frac F] [--json OUT]";
+    const char *usage = command_usage(argv[0]);
     const char *json_path = NULL, *batch_text = NULL, *seq_text = NULL, *steps_text = "10",
                *warmup_text = "2", *label_text = "0.15";
     CliOption options[] = {{"batch-size", &batch_text}, {"seq-len", &seq_text}, {"steps", &steps_text},

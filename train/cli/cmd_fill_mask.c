@@ -91,18 +91,31 @@ static void fill_line(const LoadedModel *lm, const char *line, int line_number, 
 }
 
 int cmd_fill_mask(int argc, char **argv) {
-    const char *usage = "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt]  (lines from stdin "
-                        "without --text)";
+    const char *usage = command_usage(argv[0]);
     const char *top_text = "5", *text = NULL, *vocab_path = NULL;
     CliOption options[] = {{"top-k", &top_text}, {"text", &text}, {"vocab", &vocab_path}};
     CliArgs a = cli_parse(argc, argv, options, 3);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, a.positional[0], "the checkpoint");
+    if (vocab_path)
+        io_plan_input(&plan, vocab_path, "--vocab");
+    io_plan_check(&plan);
     LoadedModel lm;
     load_model_with_vocab(&lm, a.positional[0], vocab_path);
     RP_CHECK(lm.model.heads.mlm, "%s: no MLM head (cls/predictions); fill-mask needs a pretrained (not fine-tuned) "
              "checkpoint", a.positional[0]);
     int top_k = (int)cli_int("--top-k", top_text, 1, lm.cfg.model.vocab_size);
-    char *input = text ? xstrdup(text) : read_file("/dev/stdin", NULL, "standard input");
+    size_t input_len = 0;
+    char *input = text ? xstrdup(text) : read_stream(stdin, "standard input", &input_len, "text");
+    const char *nul = text ? NULL : memchr(input, '\0', input_len);
+    if (nul) { /* C strings end there: the rest of the input would be dropped silently */
+        int line = 1;
+        for (const char *c = input; c < nul; c++)
+            line += *c == '\n';
+        RP_FATAL("standard input: a NUL byte at byte %zu (line %d): expected text", (size_t)(nul - input), line);
+    }
     int line_number = 0, filled = 0;
     for (char *line = input; *line;) {
         char *end = strchr(line, '\n');

@@ -73,13 +73,18 @@ static void adopt_task(TaskRunner *r, const Config *stored, const char *ckpt) {
 }
 
 int cmd_predict(int argc, char **argv) {
-    const char *usage = "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]";
+    const char *usage = command_usage(argv[0]);
     const char *ckpt = NULL, *input = NULL, *out = NULL;
     CliOption options[] = {{"checkpoint", &ckpt}, {"input", &input}, {"out", &out}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt && input && out, "usage: realpos %s", usage);
-    require_distinct_files(input, "predict: --input", out, "--out");
-    require_distinct_files(ckpt, "predict: --checkpoint", out, "--out");
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, args.positional[0], "the config");
+    io_plan_input(&plan, ckpt, "--checkpoint");
+    io_plan_input(&plan, input, "--input");
+    io_plan_output(&plan, out, "--out");
+    io_plan_check(&plan);
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], &args);
     CheckpointFile c;

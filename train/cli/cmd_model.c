@@ -23,13 +23,17 @@ static void load_checkpoint_model(const char *path, Config *cfg, char **config_i
 }
 
 int cmd_init(int argc, char **argv) {
-    const char *usage = "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5";
+    const char *usage = command_usage(argv[0]);
     const char *out = NULL;
     CliOption options[] = {{"out", &out}};
     CliArgs a = cli_parse(argc, argv, options, 1);
     RP_CHECK(a.num_positional == 1 && out, "usage: realpos %s", usage);
     Config cfg;
-    require_distinct_files(a.positional[0], "init: the config", out, "--out");
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, a.positional[0], "the config");
+    io_plan_output(&plan, out, "--out");
+    io_plan_check(&plan);
     config_load_model(&cfg, a.positional[0], a.num_sets, a.sets);
     char *ini = config_to_ini(&cfg);
     fprintf(stderr, "%s", ini);
@@ -67,7 +71,7 @@ static int verify_checkpoint(const char *path) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    const char *usage = "inspect [--verify] CKPT.h5";
+    const char *usage = command_usage(argv[0]);
     int verify = 0;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--verify")) {
@@ -154,15 +158,19 @@ static void free_batch_file(BatchFile *bf) {
 }
 
 int cmd_dump(int argc, char **argv) {
-    const char *usage = "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]";
+    const char *usage = command_usage(argv[0]);
     const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0";
     CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
                            {"train-steps", &steps_text}};
     CliArgs a = cli_parse(argc, argv, options, 4);
     RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
     int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
-    require_distinct_files(checkpoint, "dump: --checkpoint", out_path, "--out");
-    require_distinct_files(batch_path, "dump: --batch", out_path, "--out");
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, checkpoint, "--checkpoint");
+    io_plan_input(&plan, batch_path, "--batch");
+    io_plan_output(&plan, out_path, "--out");
+    io_plan_check(&plan);
     Config cfg;
     char *ini;
     Model m;
@@ -175,7 +183,8 @@ int cmd_dump(int argc, char **argv) {
         M += bf.labels[e] != IGNORE_LABEL;
     Activations acts;
     activations_create(&acts, &m, bf.B, bf.L, M);
-    hid_t out = h5_create(out_path);
+    char tmp[4096];
+    hid_t out = h5_create_temp(out_path, tmp, sizeof tmp);
     if (train_steps == 0) {
         float *logits = xalloc_floats((size_t)(M ? M : 1) * cfg.model.vocab_size);
         ForwardStats st = model_forward(&m, &acts, &batch, 0, 0, logits);
@@ -200,7 +209,7 @@ int cmd_dump(int argc, char **argv) {
         free(losses);
         adamw_free(&opt);
     }
-    h5_close(out, out_path);
+    h5_commit(out, tmp, out_path);
     activations_free(&acts);
     free_batch_file(&bf);
     model_free(&m);

@@ -1,6 +1,7 @@
 /* realpos prepare CONFIG.ini [--set section.key=value ...]: tokenize the [data] corpus into the
  * train and eval shards of [data] shard_dir (see train/corpus.h). */
 #include <omp.h>
+#include <sys/stat.h>
 
 #include "core/cli.h"
 #include "core/common.h"
@@ -9,12 +10,32 @@
 #include "train/data/corpus.h"
 
 int cmd_prepare(int argc, char **argv) {
-    const char *usage = "prepare CONFIG.ini [--set section.key=value ...]";
+    const char *usage = command_usage(argv[0]);
     CliArgs args = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
     Config cfg;
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
+    /* every path before any work (core/paths.h); an absent shard_dir is made by prepare */
+    IoPlan *plan = xmalloc(sizeof *plan);
+    char shards[2][CONFIG_PATH_MAX + 16];
+    io_plan_init(plan);
+    io_plan_input(plan, args.positional[0], "the config");
+    for (int i = 0; i < d->num_corpus; i++)
+        io_plan_input(plan, d->corpus[i], "corpus file ([data] corpus)");
+    if (d->vocab[0])
+        io_plan_input(plan, d->vocab, "vocabulary ([data] vocab)");
+    struct stat st;
+    if (stat(d->shard_dir, &st) == 0) {
+        shard_path(shards[0], sizeof shards[0], d->shard_dir, "train");
+        shard_path(shards[1], sizeof shards[1], d->shard_dir, "eval");
+        io_plan_output(plan, shards[0], "a shard ([data] shard_dir)");
+        io_plan_output(plan, shards[1], "a shard ([data] shard_dir)");
+    } else {
+        io_plan_output_dir(plan, d->shard_dir, "[data] shard_dir");
+    }
+    io_plan_check(plan);
+    free(plan);
     rp_log("prepare: %d corpus file%s, vocab %s, %d threads", d->num_corpus,
            d->num_corpus == 1 ? "" : "s", d->vocab, omp_get_max_threads());
     PrepareReport r = corpus_prepare(d);

@@ -11,10 +11,6 @@
 #include "train/data/tokenizer.h"
 #include "train/data/vocab_train.h"
 
-static const char tokenize_usage[] =
-    "usage: realpos tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT";
-static const char vocab_usage[] =
-    "usage: realpos vocab --corpus FILE... --size N --out VOCAB.txt [--cased]";
 
 /* Write the decimal digits of a non-negative id at out; returns their number. */
 static size_t format_id(char *out, int id) {
@@ -30,21 +26,23 @@ static size_t format_id(char *out, int id) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
+    const char *tokenize_usage = command_usage(argv[0]);
     const char *vocab_path = NULL;
     int lower_case = 1, print_tokens = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--vocab")) {
-            RP_CHECK(i + 1 < argc, "tokenize: --vocab expects a path\n%s", tokenize_usage);
+            RP_CHECK(i + 1 < argc, "tokenize: --vocab expects a path\nusage: realpos %s", tokenize_usage);
             vocab_path = argv[++i];
         } else if (!strcmp(argv[i], "--cased")) {
             lower_case = 0;
         } else if (!strcmp(argv[i], "--tokens")) {
             print_tokens = 1;
         } else {
-            RP_FATAL("tokenize: unexpected argument '%s'\n%s", argv[i], tokenize_usage);
+            RP_FATAL("tokenize: unexpected argument '%s'\nusage: realpos %s", argv[i], tokenize_usage);
         }
     }
-    RP_CHECK(vocab_path, "tokenize: --vocab is required\n%s", tokenize_usage);
+    RP_CHECK(vocab_path, "tokenize: --vocab is required\nusage: realpos %s", tokenize_usage);
+    require_regular_file(vocab_path, "tokenize: --vocab");
     Tokenizer *tok = tokenizer_load(vocab_path, lower_case);
 
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
@@ -95,6 +93,7 @@ int cmd_tokenize(int argc, char **argv) {
 }
 
 int cmd_vocab(int argc, char **argv) {
+    const char *vocab_usage = command_usage(argv[0]);
     const char *out_path = NULL;
     const char **corpus = xcalloc((size_t)argc, sizeof *corpus);
     int corpus_count = 0, lower_case = 1;
@@ -104,31 +103,33 @@ int cmd_vocab(int argc, char **argv) {
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
                 corpus[corpus_count++] = argv[++i];
         } else if (!strcmp(argv[i], "--size")) {
-            RP_CHECK(i + 1 < argc, "vocab: --size expects a number\n%s", vocab_usage);
+            RP_CHECK(i + 1 < argc, "vocab: --size expects a number\nusage: realpos %s", vocab_usage);
             size = (int)cli_int("--size", argv[++i], 1, 1 << 24);
         } else if (!strcmp(argv[i], "--out")) {
-            RP_CHECK(i + 1 < argc, "vocab: --out expects a path\n%s", vocab_usage);
+            RP_CHECK(i + 1 < argc, "vocab: --out expects a path\nusage: realpos %s", vocab_usage);
             out_path = argv[++i];
         } else if (!strcmp(argv[i], "--cased")) {
             lower_case = 0;
         } else {
-            RP_FATAL("vocab: unexpected argument '%s'\n%s", argv[i], vocab_usage);
+            RP_FATAL("vocab: unexpected argument '%s'\nusage: realpos %s", argv[i], vocab_usage);
         }
     }
-    RP_CHECK(corpus_count > 0, "vocab: --corpus needs at least one file\n%s", vocab_usage);
-    RP_CHECK(size > 0, "vocab: --size is required\n%s", vocab_usage);
-    RP_CHECK(out_path, "vocab: --out is required\n%s", vocab_usage);
+    RP_CHECK(corpus_count > 0, "vocab: --corpus needs at least one file\nusage: realpos %s", vocab_usage);
+    RP_CHECK(size > 0, "vocab: --size is required\nusage: realpos %s", vocab_usage);
+    RP_CHECK(out_path, "vocab: --out is required\nusage: realpos %s", vocab_usage);
+    IoPlan *plan = xmalloc(sizeof *plan);
+    io_plan_init(plan);
     for (int i = 0; i < corpus_count; i++)
-        require_distinct_files(corpus[i], "vocab: --corpus", out_path, "--out");
+        io_plan_input(plan, corpus[i], "--corpus");
+    io_plan_output(plan, out_path, "--out");
+    io_plan_check(plan);
+    free(plan);
 
     double start = now_seconds();
     VocabTrainStats stats;
     size_t len;
     char *vocab = vocab_train(corpus, corpus_count, size, lower_case, &len, &stats);
-    FILE *f = fopen(out_path, "wb");
-    RP_CHECK(f, "vocab: cannot create %s: %s", out_path, strerror(errno));
-    RP_CHECK(fwrite(vocab, 1, len, f) == len && fclose(f) == 0, "vocab: cannot write %s: %s",
-             out_path, strerror(errno));
+    write_file(out_path, vocab, len); /* whole or not at all: the previous vocabulary stays on a full disk */
     rp_log("vocab: %s: %d tokens (%d special, %d characters x2, %d merges) from %lld words "
            "(%lld distinct) in %.1f s",
            out_path, stats.tokens, stats.special, stats.characters, stats.merges,

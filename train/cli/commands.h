@@ -1,11 +1,31 @@
-/* train/cli/: the `realpos` command line and nothing else: main.c dispatches to one cmd_* per
- * subcommand (cmd_pretrain.c: pretrain, eval; cmd_finetune.c: finetune, predict; cmd_model.c:
- * init, inspect, dump; ...), each parsing its arguments and calling the wings below (loop, tasks,
- * model, data).
+/* train/cli/: the `realpos` command line and nothing else: main.c dispatches, through the command
+ * table of commands.c (names, usage lines, option help), to one cmd_* per subcommand
+ * (cmd_pretrain.c: pretrain, eval; cmd_finetune.c: finetune, predict; cmd_model.c: init, inspect,
+ * dump; ...), each parsing its arguments, checking its paths (core/paths.h) and calling the wings
+ * below (loop, tasks, model, data).
  *
  * Subcommands of the realpos CLI; each returns the process exit status. argv[0] is the
  * subcommand name. */
 #pragma once
+#include <stdio.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;   /* "init CONFIG.ini [--set ...] --out CKPT.h5" (without "realpos ") */
+    const char *summary; /* one line */
+    const char *options; /* one "  --name VALUE   help" line per option */
+} Command;
+
+/* The command table (commands.c): every command's usage is written there and only there. */
+const Command *command_table(int *count);
+const Command *command_find(const char *name); /* NULL if unknown */
+/* The usage line of a command (argv[0] of a cmd_*), for "usage: realpos %s" errors. */
+const char *command_usage(const char *name);
+/* `realpos COMMAND --help`: usage, summary and options. */
+void command_print_help(FILE *out, const Command *c);
+/* Every command's usage line. */
+void command_print_list(FILE *out);
 
 int cmd_config(int argc, char **argv);   /* print the effective configuration */
 int cmd_init(int argc, char **argv);     /* fresh checkpoint */

@@ -1,67 +1,68 @@
 /* realpos: a training framework for BERT-style encoders with relative position embeddings and
- * residual attention. Subcommand dispatch. */
+ * residual attention. Subcommand dispatch (the command table is commands.c), --help, --version. */
+#include <cblas.h>
+#include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/dist.h"
 #include "train/cli/commands.h"
 
-typedef struct {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *usage;
-} Command;
-
-static const Command commands[] = {
-    {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]"},
-    {"init", cmd_init, "init CONFIG.ini [--set ...] --out CKPT.h5"},
-    {"inspect", cmd_inspect, "inspect [--verify] CKPT.h5"},
-    {"average", cmd_average, "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5"},
-    {"bench", cmd_bench, "bench CONFIG.ini [--set ...] --batch-size B --seq-len L [--steps N] [--json OUT]"},
-    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]"},
-    {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT"},
-    {"vocab", cmd_vocab, "vocab --corpus FILE... --size N --out VOCAB.txt [--cased]"},
-    {"pretrain", cmd_pretrain, "pretrain CONFIG.ini [--set ...] [--resume CKPT | --init CKPT]"},
-    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set ...]"},
-    {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]"},
-    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT]"},
-    {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]"},
-    {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]"},
-    {"export-hf", cmd_export_hf, "export-hf CKPT.h5 --out DIR [--vocab VOCAB.txt]"},
-    {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt] (else stdin lines)"},
-    {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]"},
-};
+#ifndef REALPOS_GIT_COMMIT /* the Makefile passes `git describe --always --dirty` */
+#define REALPOS_GIT_COMMIT "unknown"
+#endif
+#define REALPOS_VERSION "0.1"
 
 /* In the sanitizer build (make sanitize) LeakSanitizer checks for leaks when a command returns;
  * the leaks of error exits (RP_FATAL) are left to the OS. NULL in ordinary builds. */
 void __lsan_do_leak_check(void) __attribute__((weak));
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: realpos COMMAND ...\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  realpos %s\n", commands[i].usage);
+static void print_version(void) {
+    static const char *const parallel[] = {"sequential", "pthreads", "OpenMP"};
+    int model = openblas_get_parallel();
+    unsigned major, minor, release;
+    H5get_libversion(&major, &minor, &release);
+    printf("realpos %s (git commit %s)\n", REALPOS_VERSION, REALPOS_GIT_COMMIT);
+    printf("OpenBLAS: %s; core %s; threading %s\n", openblas_get_config(), openblas_get_corename(),
+           model >= 0 && model <= 2 ? parallel[model] : "unknown");
+    printf("HDF5 %u.%u.%u\n", major, minor, release);
 }
 
+static int is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
+
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        command_print_list(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) {
-            /* Only training is data-parallel; N copies of another command would race on its outputs. */
-            int parallel = !strcmp(argv[1], "pretrain") || !strcmp(argv[1], "finetune");
-            if (!parallel && dist_launched_size() > 1) {
-                fprintf(stderr, "realpos: error: '%s' runs in one process; launch it without mpirun/srun (only "
-                        "pretrain and finetune run on several ranks)\n", argv[1]);
-                return 2;
-            }
-            int status = commands[i].run(argc - 1, argv + 1);
-            if (__lsan_do_leak_check)
-                __lsan_do_leak_check();
-            return status;
+    if (is_help(argv[1])) {
+        command_print_list(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        print_version();
+        return 0;
+    }
+    const Command *c = command_find(argv[1]);
+    if (!c) {
+        fprintf(stderr, "realpos: error: unknown command '%s'\n", argv[1]);
+        command_print_list(stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (is_help(argv[i])) {
+            command_print_help(stdout, c);
+            return 0;
         }
-    fprintf(stderr, "realpos: error: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    /* Only training is data-parallel; N copies of another command would race on its outputs. */
+    int parallel = !strcmp(argv[1], "pretrain") || !strcmp(argv[1], "finetune");
+    if (!parallel && dist_launched_size() > 1) {
+        fprintf(stderr, "realpos: error: '%s' runs in one process; launch it without mpirun/srun (only "
+                "pretrain and finetune run on several ranks)\n", argv[1]);
+        return 2;
+    }
+    int status = c->run(argc - 1, argv + 1);
+    if (__lsan_do_leak_check)
+        __lsan_do_leak_check();
+    return status;
 }

@@ -1,6 +1,7 @@
 /* Vocabulary (open-addressing hash table) and greedy longest-match-first WordPiece. */
 #include "train/data/tokenizer.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -102,6 +103,11 @@ Tokenizer *tokenizer_from_text(const char *text, size_t len, int do_lower_case,
     if (len > 0 && text[len - 1] != '\n')
         lines++; /* last line without a newline */
     RP_CHECK(lines > 0, "vocabulary %s is empty", origin);
+    /* BertTokenizer's load_vocab (open(..., encoding="utf-8")) keeps a byte order mark as part of the
+     * first token, so that "[PAD]" on line 1 would not be [PAD]: refused, named, not guessed at. */
+    RP_CHECK(len < 3 || memcmp(text, "\xEF\xBB\xBF", 3), "vocabulary %s starts with a UTF-8 byte order mark (bytes "
+             "EF BB BF, written by some Windows editors): it would be part of the first token, as in HuggingFace's "
+             "load_vocab; remove it (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)", origin);
     RP_CHECK(lines < INT32_MAX, "vocabulary %s has too many lines", origin);
 
     Tokenizer *tok = xcalloc(1, sizeof *tok);
@@ -153,8 +159,9 @@ Tokenizer *tokenizer_from_text(const char *text, size_t len, int do_lower_case,
 }
 
 Tokenizer *tokenizer_load(const char *vocab_path, int do_lower_case) {
+    require_regular_file(vocab_path, "vocabulary");
     FILE *f = fopen(vocab_path, "rb");
-    RP_CHECK(f, "cannot open vocabulary %s", vocab_path);
+    RP_CHECK(f, "%s: cannot open vocabulary: %s", vocab_path, strerror(errno));
     size_t capacity = 1 << 20, len = 0, got;
     char *text = xmalloc(capacity);
     while ((got = fread(text + len, 1, capacity - len, f)) > 0) {
@@ -165,7 +172,7 @@ Tokenizer *tokenizer_load(const char *vocab_path, int do_lower_case) {
             RP_CHECK(text, "out of memory reading vocabulary %s", vocab_path);
         }
     }
-    RP_CHECK(!ferror(f), "cannot read vocabulary %s", vocab_path);
+    RP_CHECK(!ferror(f), "%s: cannot read vocabulary: %s", vocab_path, strerror(errno));
     fclose(f);
     Tokenizer *tok = tokenizer_from_text(text, len, do_lower_case, vocab_path);
     free(text);

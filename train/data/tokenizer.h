@@ -32,8 +32,9 @@ typedef struct {
 
 /* Load vocab.txt (one token per line, id = line number; surrounding ASCII whitespace is
  * stripped as tokenization.py's load_vocab strips it; a repeated token looks up to its last id,
- * as in its dict). Fatal with the path on error: unreadable file, invalid UTF-8, missing
- * [PAD] [UNK] [CLS] [SEP] or [MASK]. */
+ * as in its dict). Fatal with the path on error: not a regular file, unreadable, a UTF-8 byte
+ * order mark (it would be part of the first token), invalid UTF-8, missing [PAD] [UNK] [CLS] [SEP]
+ * or [MASK]. */
 Tokenizer *tokenizer_load(const char *vocab_path, int do_lower_case);
 /* Same from the vocabulary text held in memory (e.g. a checkpoint's /vocab); origin names it. */
 Tokenizer *tokenizer_from_text(const char *vocab_text, size_t len, int do_lower_case,

@@ -288,6 +288,7 @@ static int64_t count_words(Trainer *t, const char **paths, int path_count, int l
     size_t line_capacity = 0;
     BasicTokenizer basic;
     for (int p = 0; p < path_count; p++) {
+        require_regular_file(paths[p], "corpus (--corpus)");
         FILE *f = fopen(paths[p], "rb");
         RP_CHECK(f, "vocab: cannot open corpus %s: %s", paths[p], strerror(errno));
         ssize_t got;

@@ -85,12 +85,47 @@ static void require_same_datasets(const DatasetList *a, const char *path_a, cons
     }
 }
 
+/* The line number (1-based) where two texts first differ. */
+static int first_different_line(const char *a, const char *b) {
+    int line = 1;
+    for (; *a && *a == *b; a++, b++)
+        line += *a == '\n';
+    return line;
+}
+
+/* Averaged weights mean something only if every input reads its inputs and names its outputs the
+ * same way: the same vocabulary (token ids) and, for a classifier, the same labels in the same
+ * order (classifier rows). Fatal at the first difference, naming both files. */
+static void require_same_meaning(const Config *a, const char *vocab_a, const char *path_a, const Config *b,
+                                 const char *vocab_b, const char *path_b, int num_labels) {
+    RP_CHECK(!vocab_a == !vocab_b, "%s %s a /vocab, but %s %s; averaged checkpoints must share the vocabulary",
+             path_b, vocab_b ? "has" : "has no", path_a, vocab_a ? "has one" : "has none");
+    if (vocab_a) {
+        RP_CHECK(!strcmp(vocab_a, vocab_b), "%s: its vocabulary differs from %s's from line %d on; averaged "
+                 "checkpoints must share the vocabulary (the same token ids)", path_b, path_a,
+                 first_different_line(vocab_a, vocab_b));
+        RP_CHECK(a->data.do_lower_case == b->data.do_lower_case, "%s: do_lower_case = %d, but %s has %d; averaged "
+                 "checkpoints must tokenize alike", path_b, b->data.do_lower_case, path_a, a->data.do_lower_case);
+    }
+    if (!num_labels)
+        return;
+    RP_CHECK(a->task.type == b->task.type && a->task.glue_task == b->task.glue_task,
+             "%s: key 'task.type' / 'task.glue_task' is %s / %s, but %s has %s / %s; averaged classifiers must "
+             "share their labels", path_b, task_kind_name(b->task.type), glue_task_name(b->task.glue_task), path_a,
+             task_kind_name(a->task.type), glue_task_name(a->task.glue_task));
+    RP_CHECK(a->task.glue_task != GLUE_NONE || a->task.type != TASK_CLASSIFICATION ||
+                 !strcmp(a->task.labels, b->task.labels),
+             "%s: key 'task.labels' is \"%s\", but %s has \"%s\"; averaged classifiers must have the same labels in "
+             "the same order (classifier row i is label i)", path_b, b->task.labels, path_a, a->task.labels);
+}
+
 void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int count) {
     RP_CHECK(count >= 1, "average: no checkpoints to average");
     memset(avg, 0, sizeof *avg);
     avg->count = count;
     avg->steps = xmalloc(sizeof(long) * (size_t)count);
     Config first;
+    char *first_vocab = NULL;
     DatasetList first_list = {NULL, 0, 0};
     double *sum = NULL;
     size_t n = 0;
@@ -103,6 +138,8 @@ void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int co
         if (c == 0) {
             first = cfg;
             first_list = list;
+            int lower;
+            first_vocab = checkpoint_read_vocab(f, paths[c], &lower);
             avg->config_ini = xstrdup(file.config_ini);
             model_create(&avg->model, &cfg.model, file.heads);
             n = avg->model.table.block_floats;
@@ -113,6 +150,10 @@ void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int co
                 RP_FATAL("%s: key '%s' is %s, but %s has %s; averaged checkpoints must share the model config",
                          paths[c], diff.key, diff.b, paths[0], diff.a);
             require_same_datasets(&first_list, paths[0], &list, paths[c]);
+            int lower;
+            char *vocab = checkpoint_read_vocab(f, paths[c], &lower);
+            require_same_meaning(&first, first_vocab, paths[0], &cfg, vocab, paths[c], avg->model.heads.num_labels);
+            free(vocab);
             free(list.items);
         }
         checkpoint_load_model(f, paths[c], &avg->model);
@@ -128,6 +169,7 @@ void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int co
     for (size_t e = 0; e < n; e++)
         w[e] = (float)(sum[e] / (double)count);
     free(sum);
+    free(first_vocab);
     free(first_list.items);
 }
 

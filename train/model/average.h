@@ -2,8 +2,9 @@
  * weights): every parameter is the mean of the inputs' values, accumulated in double and rounded
  * to float32 once. The inputs must describe the same model: the same [model] config (dropout
  * rates aside: they change neither the parameters nor inference) and the same datasets with the
- * same shapes under /model; the first difference is fatal, naming both files, the key or dataset
- * and both values or shapes. */
+ * same shapes under /model, the same vocabulary and casing, and for classifiers the same labels in
+ * the same order; the first difference is fatal, naming both files, the key, dataset or vocabulary
+ * line and both values or shapes. */
 #pragma once
 #include <hdf5.h>
 

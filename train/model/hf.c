@@ -1,13 +1,16 @@
-/* HuggingFace BERT folders <-> realpos models: tensors (hf.h; config.json in hf_config.c). */
+/* HuggingFace BERT folders -> realpos models: tensors (hf.h; config.json in hf_config.c, export in
+ * hf_export.c). */
 #include "train/model/hf.h"
 
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/common.h"
 #include "core/h5io.h"
+#include "core/json.h"
 #include "core/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"
@@ -24,7 +27,25 @@ typedef struct {
     char (*names)[PARAM_NAME_MAX]; /* realpos name ("" for a tensor always dropped) */
     int *used;
     int count;
+    struct NameIndex *by_name, *by_hf_name; /* the tensors sorted by realpos / HF name: lookups in log time */
+    int num_named;                          /* entries of by_name (tensors with a realpos name) */
 } Weights;
+
+typedef struct NameIndex {
+    const char *name;
+    int index;
+} NameIndex;
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const NameIndex *)a)->name, ((const NameIndex *)b)->name);
+}
+
+/* Index of name in a sorted NameIndex array of n, or -1. */
+static int lookup(const NameIndex *sorted, int n, const char *name) {
+    NameIndex key = {name, -1};
+    const NameIndex *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name);
+    return hit ? hit->index : -1;
+}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -56,7 +77,9 @@ static void realpos_name(const char *hf, char *out, const char *path) {
     strcpy(out, name);
 }
 
-/* Shard file names of model.safetensors.index.json, checked against the weight map. */
+/* Every tensor of model.safetensors, or of the shards model.safetensors.index.json names (checked
+ * against its weight map). Tensor names are compared through sorted indexes, so a header of n
+ * tensors costs O(n log n) (a 150,000-entry header: well under a second), not O(n^2). */
 static void open_weights(const char *dir, Weights *w) {
     char path[4096], index[4096];
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
@@ -64,24 +87,29 @@ static void open_weights(const char *dir, Weights *w) {
     struct stat st;
     memset(w, 0, sizeof *w);
     cJSON *map = NULL, *json = NULL;
-    char *text = NULL;
+    NameIndex *mapped = NULL;
+    int num_mapped = 0;
     if (stat(index, &st) == 0) {
-        text = read_file(index, NULL, "safetensors index");
-        json = cJSON_Parse(text);
-        map = json ? cJSON_GetObjectItemCaseSensitive(json, "weight_map") : NULL;
+        json = json_read_file(index, "safetensors index");
+        map = cJSON_GetObjectItemCaseSensitive(json, "weight_map");
         RP_CHECK(cJSON_IsObject(map) && map->child, "%s: expected a JSON object with a non-empty 'weight_map'", index);
         w->shards = xcalloc((size_t)cJSON_GetArraySize(map), sizeof(StFile));
+        mapped = xmalloc(sizeof(NameIndex) * (size_t)cJSON_GetArraySize(map));
         for (const cJSON *e = map->child; e; e = e->next) {
             RP_CHECK(cJSON_IsString(e) && *e->valuestring && !strchr(e->valuestring, '/') &&
                          strcmp(e->valuestring, "..") && ends_with(e->valuestring, ".safetensors"),
                      "%s: weight_map['%s']: expected a .safetensors file name in the same folder", index, e->string);
             snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
-            int known = 0;
-            for (int s = 0; s < w->num_shards; s++)
-                known |= !strcmp(w->shards[s].path, path);
-            if (!known)
-                st_open(&w->shards[w->num_shards++], path);
+            int shard = -1;
+            for (int s = 0; s < w->num_shards && shard < 0; s++) /* a handful of shards */
+                shard = !strcmp(w->shards[s].path, path) ? s : -1;
+            if (shard < 0) {
+                shard = w->num_shards++;
+                st_open(&w->shards[shard], path);
+            }
+            mapped[num_mapped++] = (NameIndex){e->string, shard};
         }
+        qsort(mapped, (size_t)num_mapped, sizeof *mapped, by_name);
     } else {
         RP_CHECK(stat(path, &st) == 0, "%s: no model.safetensors or model.safetensors.index.json (realpos reads "
                  "safetensors only; convert pytorch_model.bin first)", dir);
@@ -90,41 +118,77 @@ static void open_weights(const char *dir, Weights *w) {
     }
     for (int s = 0; s < w->num_shards; s++)
         w->count += w->shards[s].count;
-    w->tensors = xmalloc(sizeof(StTensor *) * (size_t)(w->count + 1));
-    w->shard_of = xmalloc(sizeof(int) * (size_t)(w->count + 1));
-    w->names = xcalloc((size_t)(w->count + 1), sizeof *w->names);
-    w->used = xcalloc((size_t)(w->count + 1), sizeof(int));
-    int n = 0;
+    size_t slots = (size_t)w->count + 1;
+    w->tensors = xmalloc(sizeof(StTensor *) * slots);
+    w->shard_of = xmalloc(sizeof(int) * slots);
+    w->names = xcalloc(slots, sizeof *w->names);
+    w->used = xcalloc(slots, sizeof(int));
+    w->by_name = xmalloc(sizeof(NameIndex) * slots);
+    w->by_hf_name = xmalloc(sizeof(NameIndex) * slots);
+    int n = 0, named = 0;
     for (int s = 0; s < w->num_shards; s++)
-        for (int i = 0; i < w->shards[s].count; i++) {
+        for (int i = 0; i < w->shards[s].count; i++, n++) {
             const StTensor *t = &w->shards[s].tensors[i];
-            if (map) {
-                const cJSON *where = cJSON_GetObjectItemCaseSensitive(map, t->name);
-                if (where)
-                    snprintf(path, sizeof path, "%s/%s", dir, where->valuestring);
-                RP_CHECK(where && !strcmp(w->shards[s].path, path),
-                         "%s: tensor '%s' of %s is not in the weight_map of %s (or mapped to another file)", dir,
-                         t->name, w->shards[s].path, index);
-            }
+            int shard = map ? lookup(mapped, num_mapped, t->name) : s;
+            RP_CHECK(shard == s, "%s: tensor '%s' of %s is not in the weight_map of %s (or mapped to another file)",
+                     dir, t->name, w->shards[s].path, index);
             w->tensors[n] = t;
             w->shard_of[n] = s;
             realpos_name(t->name, w->names[n], w->shards[s].path);
-            for (int j = 0; j < n; j++)
-                RP_CHECK(!w->names[n][0] || strcmp(w->names[j], w->names[n]),
-                         "%s: tensors '%s' and '%s' are the same parameter (%s)", dir, w->tensors[j]->name, t->name,
-                         w->names[n]);
-            n++;
+            w->by_hf_name[n] = (NameIndex){t->name, n};
+            if (w->names[n][0])
+                w->by_name[named++] = (NameIndex){w->names[n], n};
         }
-    if (map)
-        for (const cJSON *e = map->child; e; e = e->next) {
-            int found = 0;
-            for (int i = 0; i < n && !found; i++)
-                found = !strcmp(w->tensors[i]->name, e->string);
-            RP_CHECK(found, "%s: weight_map names tensor '%s', which %s does not hold", index, e->string,
-                     e->valuestring);
-        }
+    qsort(w->by_name, (size_t)named, sizeof(NameIndex), by_name);
+    qsort(w->by_hf_name, (size_t)n, sizeof(NameIndex), by_name);
+    for (int i = 1; i < named; i++)
+        RP_CHECK(strcmp(w->by_name[i - 1].name, w->by_name[i].name), "%s: tensors '%s' and '%s' are the same "
+                 "parameter (%s)", dir, w->tensors[w->by_name[i - 1].index]->name,
+                 w->tensors[w->by_name[i].index]->name, w->by_name[i].name);
+    w->num_named = named;
+    for (int i = 0; i < num_mapped; i++)
+        RP_CHECK(lookup(w->by_hf_name, n, mapped[i].name) >= 0, "%s: weight_map names tensor '%s', which %s does not "
+                 "hold", index, mapped[i].name, w->shards[mapped[i].index].path);
+    free(mapped);
     cJSON_Delete(json);
-    free(text);
+}
+
+/* Adds dir/name to the plan if it exists (a missing file is reported by its reader, which knows
+ * the better message: "no model.safetensors ... convert pytorch_model.bin first"). */
+static void add_input(HfFiles *files, IoPlan *plan, const char *dir, const char *name, const char *what) {
+    RP_CHECK(files->count < HF_MAX_FILES, "%s: more than %d files to read", dir, HF_MAX_FILES);
+    char *path = files->path[files->count];
+    snprintf(path, sizeof files->path[0], "%s/%s", dir, name);
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    files->count++;
+    io_plan_input(plan, path, what);
+}
+
+void hf_plan_inputs(const char *dir, HfFiles *files, IoPlan *plan) {
+    require_directory(dir, "the HuggingFace folder");
+    files->count = 0;
+    const char *names[] = {"config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors",
+                           "model.safetensors.index.json"};
+    for (int i = 0; i < 5; i++)
+        add_input(files, plan, dir, names[i], names[i]);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    cJSON *json = json_read_file(path, "safetensors index");
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(json, "weight_map");
+    for (const cJSON *e = cJSON_IsObject(map) ? map->child : NULL; e; e = e->next) {
+        /* a malformed entry is open_weights's to name */
+        int known = !cJSON_IsString(e) || strchr(e->valuestring, '/') || !ends_with(e->valuestring, ".safetensors");
+        for (int f = 0; f < files->count && !known; f++)
+            known = !strcmp(strrchr(files->path[f], '/') + 1, e->valuestring);
+        if (!known)
+            add_input(files, plan, dir, e->valuestring, "a safetensors shard");
+    }
+    cJSON_Delete(json);
 }
 
 static void close_weights(Weights *w) {
@@ -135,21 +199,26 @@ static void close_weights(Weights *w) {
     free(w->shard_of);
     free(w->names);
     free(w->used);
+    free(w->by_name);
+    free(w->by_hf_name);
 }
 
 /* Index of the tensor with that realpos name (by_hf_name = 0) or HF name, or -1. */
 static int find_weight(const Weights *w, const char *name, int by_hf_name) {
-    for (int i = 0; i < w->count; i++)
-        if (!strcmp(by_hf_name ? w->tensors[i]->name : w->names[i], name))
-            return i;
-    return -1;
+    return by_hf_name ? lookup(w->by_hf_name, w->count, name) : lookup(w->by_name, w->num_named, name);
 }
 
 static int any_weight(const Weights *w, const char *prefix) {
-    for (int i = 0; i < w->count; i++)
-        if (starts_with(w->names[i], prefix))
-            return 1;
-    return 0;
+    NameIndex key = {prefix, -1}; /* the first name >= prefix starts with it if any does */
+    int lo = 0, hi = w->num_named;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (by_name(&w->by_name[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->num_named && starts_with(w->by_name[lo].name, prefix);
 }
 
 static float *read_weight(const Weights *w, int i) {
@@ -200,6 +269,14 @@ static void load_distance_table(const Weights *w, int i, float *out, int k, int 
     free(full);
 }
 
+/* The check every checkpoint load makes (checkpoint_load_model), made here on the HF tensor so
+ * that no imported checkpoint fails it later. */
+static void require_finite(const float *v, size_t n, const char *path, const char *tensor) {
+    for (size_t e = 0; e < n; e++)
+        RP_CHECK(isfinite(v[e]), "%s: tensor '%s': element %zu is %g; a checkpoint must hold finite values", path,
+                 tensor, e, (double)v[e]);
+}
+
 static ModelHeads detect_heads(const Weights *w, const char *dir) {
     ModelHeads h = {any_weight(w, "cls/predictions/"), any_weight(w, "bert/pooler/"), 0, any_weight(w, "qa_outputs/")};
     int c = find_weight(w, "classifier/weight", 0);
@@ -210,6 +287,8 @@ static ModelHeads detect_heads(const Weights *w, const char *dir) {
         RP_CHECK(h.pooler, "%s: a classifier without the pooler (bert.pooler.dense.*) is not BERT's "
                  "sequence-classification head", dir);
     }
+    RP_CHECK(h.num_labels <= HF_MAX_LABELS || h.num_labels == 1, "%s: a classifier of %d labels; realpos "
+             "classifies into at most %d", dir, h.num_labels, HF_MAX_LABELS);
     RP_CHECK(h.mlm + (h.num_labels > 0) + h.span <= 1, "%s: more than one of the MLM, classification and QA heads",
              dir);
     return h;
@@ -278,6 +357,7 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
                      t->name, want, have);
             st_read_floats(&w.shards[w.shard_of[i]], t, dst);
         }
+        require_finite(dst, info->count, w.shards[w.shard_of[i]].path, w.tensors[i]->name);
         transfer_print(table, "loaded", info->name, rank, dims);
         summary.loaded++;
     }
@@ -308,8 +388,7 @@ int hf_read_lower_case(const char *dir) {
     struct stat st;
     if (stat(path, &st) != 0)
         return 1;
-    char *text = read_file(path, NULL, "tokenizer config");
-    cJSON *json = cJSON_Parse(text);
+    cJSON *json = json_read_file(path, "tokenizer config");
     RP_CHECK(cJSON_IsObject(json), "%s: not a JSON object", path);
     const cJSON *lower = cJSON_GetObjectItemCaseSensitive(json, "do_lower_case");
     RP_CHECK(!lower || cJSON_IsBool(lower), "%s: key 'do_lower_case': expected true or false", path);
@@ -323,105 +402,5 @@ int hf_read_lower_case(const char *dir) {
     RP_CHECK(!cjk || cJSON_IsTrue(cjk), "%s: key 'tokenize_chinese_chars': realpos always splits CJK characters, "
              "expected true", path);
     cJSON_Delete(json);
-    free(text);
     return result;
-}
-
-int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size) {
-    const ModelConfig *m = &cfg->model;
-    int rel = m->relative_position, P = m->max_position;
-    int trained = heads.mlm ? cfg->data.max_seq_len : cfg->task.max_seq_len;
-    if (m->norm == NORM_PRE)
-        snprintf(why, size, "model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual)");
-    else if (m->residual_attention)
-        snprintf(why, size, "model.residual_attention = yes: HF BERT has no residual (RealFormer) attention");
-    else if (rel != REL_NONE && rel != REL_SHAW && rel != REL_METHOD4)
-        snprintf(why, size, "model.relative_position = %s: HF BERT has only relative_key (shaw) and "
-                 "relative_key_query (method4)", rel_kind_name(m->relative_position));
-    else if (rel != REL_NONE && m->absolute_position)
-        snprintf(why, size, "absolute and relative positions together: HF BERT adds absolute position embeddings "
-                 "only when position_embedding_type = absolute");
-    else if (rel == REL_NONE && !m->absolute_position)
-        snprintf(why, size, "no position information (absolute_position = no, relative_position = none): HF BERT "
-                 "always has one");
-    else if (rel != REL_NONE && m->relative_k > P - 1)
-        snprintf(why, size, "model.relative_k = %d > max_position - 1 = %d: HF's table has 2 max_position - 1 "
-                 "rows, distances beyond %d would be lost", m->relative_k, P - 1, P - 1);
-    else if (rel != REL_NONE && trained > P)
-        snprintf(why, size, "trained on sequences of %d tokens (%s.max_seq_len) but model.max_position = %d: HF "
-                 "BERT cannot run sequences longer than max_position_embeddings", trained,
-                 heads.mlm ? "data" : "task", P);
-    else
-        return 1;
-    return 0;
-}
-
-/* realpos table [2k+1, d] -> HF's [2P-1, d], rows beyond +-k repeating the edge rows. */
-static float *expand_distance_table(const float *table, int k, int P, int d) {
-    float *full = xalloc_floats((size_t)(2 * P - 1) * d);
-    for (int u = 0; u < 2 * P - 1; u++) {
-        int delta = u - (P - 1), r = (delta < -k ? -k : delta > k ? k : delta) + k;
-        memcpy(full + (size_t)u * d, table + (size_t)r * d, sizeof(float) * (size_t)d);
-    }
-    return full;
-}
-
-void hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names) {
-    const ModelConfig *c = &cfg->model;
-    int bare = !m->heads.mlm && !m->heads.num_labels && !m->heads.span; /* BertModel: no "bert." prefix */
-    int P = c->max_position, d = c->hidden_size / c->num_heads;
-    StWriteTensor *out = xcalloc((size_t)m->table.count + 1, sizeof *out);
-    char (*names)[PARAM_NAME_MAX] = xcalloc((size_t)m->table.count + 1, sizeof *names);
-    float **owned = xcalloc((size_t)m->table.count + 1, sizeof(float *));
-    int n = 0;
-    for (int p = 0; p < m->table.count; p++) {
-        const ParamInfo *info = &m->table.items[p];
-        StWriteTensor *t = &out[n];
-        snprintf(names[n], PARAM_NAME_MAX, "%s", info->name + (bare && starts_with(info->name, "bert/") ? 5 : 0));
-        for (char *ch = names[n]; *ch; ch++)
-            if (*ch == '/')
-                *ch = '.';
-        t->name = names[n];
-        t->rank = info->cols ? 2 : 1;
-        t->shape[0] = (uint64_t)info->rows;
-        t->shape[1] = (uint64_t)info->cols;
-        t->data = m->params + info->offset;
-        if (ends_with(info->name, DISTANCE_TABLE)) {
-            t->data = owned[n] = expand_distance_table(t->data, c->relative_k, P, d);
-            t->shape[0] = (uint64_t)(2 * P - 1);
-        }
-        n++;
-        if (!c->absolute_position && !strcmp(info->name, "bert/embeddings/word_embeddings/weight")) {
-            /* HF's relative models still carry an (unused) absolute table */
-            snprintf(names[n], PARAM_NAME_MAX, "%sembeddings.position_embeddings.weight", bare ? "" : "bert.");
-            out[n] = (StWriteTensor){names[n], 2, {(uint64_t)P, (uint64_t)c->hidden_size}, NULL};
-            out[n].data = owned[n] = xalloc_floats((size_t)P * c->hidden_size);
-            n++;
-        }
-    }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    const char *meta[] = {"format", "pt"};
-    st_write_floats(path, out, n, meta, 1);
-    for (int i = 0; i < n; i++)
-        free(owned[i]);
-    free(owned);
-    free(names);
-    free(out);
-    char *json = hf_config_write(cfg, m->heads, label_names);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    write_file(path, json, strlen(json));
-    free(json);
-}
-
-void hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length) {
-    cJSON *json = cJSON_CreateObject();
-    cJSON_AddStringToObject(json, "tokenizer_class", "BertTokenizer");
-    cJSON_AddBoolToObject(json, "do_lower_case", do_lower_case);
-    cJSON_AddNumberToObject(json, "model_max_length", max_length);
-    char *text = cJSON_Print(json), path[4096];
-    cJSON_Delete(json);
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    write_file(path, text, strlen(text));
-    free(text);
 }

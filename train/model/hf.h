@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "core/paths.h"
 #include "train/config/config.h"
 #include "train/model/model.h"
 
@@ -24,6 +25,18 @@ typedef struct {
  * of loaded / dropped tensors to `table`. Fatal, naming the file and key or tensor, on anything
  * realpos cannot represent exactly. Vocabulary and casing are the caller's (hf_read_lower_case). */
 void hf_import(const char *dir, HfImport *out, Model *m, FILE *table);
+#define HF_MAX_FILES 128
+
+/* The files hf_import and the vocabulary reading take from a folder: config.json, vocab.txt,
+ * tokenizer_config.json when present, model.safetensors or model.safetensors.index.json and every
+ * shard it names; each added to plan as an input (its role in messages: "HF config.json", ...).
+ * The paths live in files (which must outlive the plan's check). */
+typedef struct {
+    char path[HF_MAX_FILES][4096];
+    int count;
+} HfFiles;
+void hf_plan_inputs(const char *dir, HfFiles *files, IoPlan *plan);
+
 /* tokenizer_config.json's do_lower_case (1 when the file or key is absent, as BertTokenizer);
  * fatal if strip_accents or tokenize_chinese_chars ask for what realpos's tokenizer cannot do. */
 int hf_read_lower_case(const char *dir);
@@ -32,7 +45,9 @@ int hf_read_lower_case(const char *dir);
 int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size);
 /* Write config.json and model.safetensors of m into the existing directory dir (the model as
  * BertForMaskedLM, BertForSequenceClassification, BertForQuestionAnswering or, without heads,
- * BertModel). label_names: m->heads.num_labels classification labels, or NULL. */
-void hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names);
-/* Write tokenizer_config.json into dir. */
-void hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length);
+ * BertModel). label_names: m->heads.num_labels classification labels, or NULL. Returns 0, or -1
+ * with the reason in why (a write failed: the caller removes dir). */
+int hf_export(const char *dir, const Config *cfg, const Model *m, const char *const *label_names, char *why,
+              size_t why_size);
+/* Write tokenizer_config.json into dir; 0, or -1 with the reason in why. */
+int hf_write_tokenizer_config(const char *dir, int do_lower_case, int max_length, char *why, size_t why_size);

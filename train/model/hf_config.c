@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 
 static const char *const position_kinds[] = {"absolute", "relative_key", "relative_key_query"};
 
@@ -43,6 +44,26 @@ static const char *json_string(const cJSON *json, const char *key, const char *f
     return item->valuestring;
 }
 
+/* realpos keeps labels as the words of the INI key task.labels and writes them into TSV
+ * predictions: a label must be 1 to HF_LABEL_MAX - 1 bytes without whitespace, control characters
+ * or the INI comment characters ';' and '#'. Anything else is refused here, naming the label, rather
+ * than stored in a form that predict or inspect would later misread (or replaced by its index). */
+static void check_label(const char *label, long id, const char *path) {
+    size_t n = strlen(label);
+    RP_CHECK(n > 0, "%s: key 'id2label': id %ld: an empty label name; realpos labels are words (rename it in "
+             "config.json)", path, id);
+    RP_CHECK(n < HF_LABEL_MAX, "%s: key 'id2label': id %ld: a label name of %zu bytes \"%.40s...\"; realpos labels "
+             "have at most %d bytes (rename it in config.json)", path, id, n, label, HF_LABEL_MAX - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)label[i];
+        RP_CHECK(c > ' ' && c != 0x7f && c != ';' && c != '#', "%s: key 'id2label': id %ld: label \"%s\" contains "
+                 "%s; realpos labels are words without whitespace, control characters, ';' or '#' (they are kept as "
+                 "the INI key task.labels and written into TSV predictions): rename it in config.json", path, id,
+                 label, c == ' ' ? "a space" : c == '\t' ? "a tab" : c == '\n' || c == '\r' ? "a line break"
+                 : c == ';' || c == '#' ? "an INI comment character" : "a control character");
+    }
+}
+
 static void read_labels(const cJSON *json, HfConfig *out, const char *path) {
     const cJSON *id2label = cJSON_GetObjectItemCaseSensitive(json, "id2label");
     if (id2label) {
@@ -57,9 +78,12 @@ static void read_labels(const cJSON *json, HfConfig *out, const char *path) {
                      "%s: key 'id2label': entry '%s': expected \"0\"..\"%d\" mapped to a string", path, e->string,
                      n - 1);
             RP_CHECK(!out->labels[id][0], "%s: key 'id2label': id %ld appears twice", path, id);
+            check_label(e->valuestring, id, path);
+            for (const cJSON *f = id2label->child; f != e; f = f->next)
+                RP_CHECK(strcmp(f->valuestring, e->valuestring), "%s: key 'id2label': ids %s and %ld are both named "
+                         "\"%s\" (label2id cannot tell them apart); give each label its own name", path, f->string,
+                         id, e->valuestring);
             snprintf(out->labels[id], HF_LABEL_MAX, "%s", e->valuestring);
-            if (!out->labels[id][0] || strpbrk(out->labels[id], " \t") || strlen(e->valuestring) >= HF_LABEL_MAX)
-                snprintf(out->labels[id], HF_LABEL_MAX, "%ld", id); /* realpos labels are words */
         }
         out->num_labels = n;
     }
@@ -80,9 +104,8 @@ static void read_labels(const cJSON *json, HfConfig *out, const char *path) {
 
 void hf_config_read(const char *path, HfConfig *out) {
     memset(out, 0, sizeof *out);
-    char *text = read_file(path, NULL, "HuggingFace config");
-    cJSON *json = cJSON_Parse(text);
-    RP_CHECK(json && cJSON_IsObject(json), "%s: not a JSON object", path);
+    cJSON *json = json_read_file(path, "HuggingFace config");
+    RP_CHECK(cJSON_IsObject(json), "%s: not a JSON object", path);
     const char *type = json_string(json, "model_type", "bert", path);
     RP_CHECK(!strcmp(type, "bert"), "%s: key 'model_type': expected \"bert\", got \"%s\"", path, type);
     const char *flags[] = {"is_decoder", "add_cross_attention"};
@@ -125,7 +148,6 @@ void hf_config_read(const char *path, HfConfig *out) {
     out->untied = tie && cJSON_IsFalse(tie);
     read_labels(json, out, path);
     cJSON_Delete(json);
-    free(text);
 }
 
 /* The shortest decimal that reads back as the same float32 (0.1f -> 0.1, not 0.100000001). */

@@ -4,7 +4,7 @@
 #include "train/config/config.h"
 #include "train/model/model.h"
 
-#define HF_MAX_LABELS 64
+#define HF_MAX_LABELS 32 /* GLUE_MAX_LABELS: what task.labels holds */
 #define HF_LABEL_MAX 64
 
 typedef struct {

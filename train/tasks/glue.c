@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 
 GlueLayout glue_layout(const TaskConfig *task) {
@@ -82,7 +83,7 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
     char *s = text;
     if (size >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
         s += 3;
-    int L = f->L, expected_columns = g->num_columns, rows = 0, line_no = 0;
+    int L = f->L, expected_columns = g->num_columns, rows = 0, line_no = 0, textless = 0;
     int *a = xmalloc(sizeof(int) * (size_t)L), *b = xmalloc(sizeof(int) * (size_t)L);
     SpecialTokens sp = tokenizer_special(tok);
     BadExamples bad = {policy, path, 0};
@@ -146,12 +147,18 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
         } else {
             truncate_pair(&len_a, &len_b, L - 2);
         }
+        textless += len_a + len_b == 0; /* empty, or only characters the tokenizer drops */
         int i = features_add(f, sp, a, len_a, g->text_b >= 0 ? b : NULL, len_b, row);
         f->labels[i] = label;
         f->values[i] = value;
     }
     bad_examples_summary(&bad);
     RP_CHECK(f->count > 0, "%s: no valid examples", path);
+    RP_CHECK(textless < f->count, "%s: none of its %d examples has text (every text column is empty or yields no "
+             "token): check task.glue_task or the task.text_*_column keys", path, f->count);
+    if (textless)
+        rp_log("%s: warning: %d of %d examples have no text (empty or no token): they are kept, as [CLS] [SEP]", path,
+               textless, f->count);
     free(a);
     free(b);
     free(text);
@@ -160,8 +167,8 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
 
 void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const int *pred_labels,
                             const float *pred_values) {
-    FILE *out = fopen(path, "w");
-    RP_CHECK(out, "%s: cannot open for writing: %s", path, strerror(errno));
+    AtomicFile file; /* whole or not at all (core/atomic_file.h) */
+    FILE *out = atomic_file_open_or_die(&file, path);
     fprintf(out, "index\tprediction\n");
     for (int i = 0; i < f->count; i++) {
         if (g->type == TASK_CLASSIFICATION)
@@ -169,7 +176,5 @@ void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFea
         else
             fprintf(out, "%d\t%.9g\n", f->example[i], (double)pred_values[i]); /* round-trips a float */
     }
-    int failed = ferror(out);
-    failed |= fclose(out) != 0;
-    RP_CHECK(!failed, "%s: cannot write: %s", path, strerror(errno));
+    atomic_file_commit_or_die(&file);
 }

@@ -18,6 +18,16 @@ void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char 
     out->vocab_text = checkpoint_read_vocab(c.file, checkpoint, &lower);
     checkpoint_file_close(&c);
     out->vocab_origin = checkpoint;
+    if (vocab_path && out->vocab_text) { /* --vocab cannot replace the vocabulary the model was trained with */
+        char *given = read_file(vocab_path, NULL, "vocabulary (--vocab)");
+        int line = 1;
+        size_t at = 0;
+        while (given[at] && given[at] == out->vocab_text[at])
+            line += given[at++] == '\n';
+        RP_CHECK(given[at] == out->vocab_text[at], "%s: --vocab differs from the vocabulary stored in %s (first at line "
+                 "%d); the checkpoint's own is used by its model: omit --vocab", vocab_path, checkpoint, line);
+        free(given);
+    }
     if (!vocab_path && out->cfg.data.vocab[0])
         vocab_path = out->cfg.data.vocab; /* e.g. `realpos init`: the config's [data] vocab */
     if (!out->vocab_text) {

@@ -16,7 +16,8 @@ typedef struct {
     Tokenizer *tok;
 } LoadedModel;
 
-/* The vocabulary is the checkpoint's /vocab, else vocab_path, else its config's [data] vocab.
+/* The vocabulary is the checkpoint's /vocab, else vocab_path, else its config's [data] vocab; a
+ * vocab_path that differs from the checkpoint's /vocab is refused (naming the first differing line).
  * Fatal (naming the file) if the checkpoint is broken, no vocabulary is found, or
  * the vocabulary's size differs from model.vocab_size. */
 void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char *vocab_path);

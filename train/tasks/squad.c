@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "train/data/basic_tokenizer.h"
 
 /* run_squad.py's is_whitespace */
@@ -213,24 +214,36 @@ static void drop_duplicate_ids(SquadSet *set, BadExamples *bad, int need_answers
     free(sorted);
 }
 
+/* SQuAD v2.0 (unanswerable questions: is_impossible, plausible_answers, version "v2.0") needs a
+ * no-answer prediction realpos's span head does not make; reading it as v1.1 would silently drop
+ * the unanswerable questions from training and from the score's denominator. */
+static void require_squad_v1(const cJSON *root, const cJSON *data, const char *path) {
+    const char *version = json_string(root, "version");
+    RP_CHECK(!version || strncmp(version, "v2", 2), "%s: \"version\": \"%s\": a SQuAD v2.0 file (unanswerable "
+             "questions); realpos reads SQuAD v1.1 only", path, version);
+    const cJSON *article, *paragraph, *qa;
+    cJSON_ArrayForEach(article, data) {
+        cJSON_ArrayForEach(paragraph, cJSON_GetObjectItemCaseSensitive(article, "paragraphs")) {
+            cJSON_ArrayForEach(qa, cJSON_GetObjectItemCaseSensitive(paragraph, "qas")) {
+                const char *key = cJSON_GetObjectItemCaseSensitive(qa, "is_impossible") ? "is_impossible"
+                                  : cJSON_GetObjectItemCaseSensitive(qa, "plausible_answers") ? "plausible_answers"
+                                                                                               : NULL;
+                const char *id = json_string(qa, "id");
+                RP_CHECK(!key, "%s: question %s has \"%s\": a SQuAD v2.0 file (unanswerable questions); realpos reads "
+                         "SQuAD v1.1 only", path, id ? id : "(no id)", key);
+            }
+        }
+    }
+}
+
 void squad_read(SquadSet *set, const char *path, const Tokenizer *tok, int need_answers, BadExamplePolicy policy) {
     memset(set, 0, sizeof *set);
     size_t size;
     char *text = read_file(path, &size, "SQuAD JSON (task.train_file / dev_file / --input)");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, 0);
-    const char *rest = root && end ? end + strspn(end, " \t\r\n") : NULL;
-    if (!root || rest != text + size) {
-        const char *at = root ? rest : cJSON_GetErrorPtr();
-        size_t offset = at && at >= text && at <= text + size ? (size_t)(at - text) : 0;
-        int line = 1;
-        for (size_t i = 0; i < offset; i++)
-            line += text[i] == '\n';
-        RP_FATAL("%s:%d: expected SQuAD JSON, got %s near byte %zu", path, line,
-                 root ? "data after the end of the JSON document" : "malformed JSON", offset);
-    }
+    cJSON *root = json_parse_strict(text, size, path, "SQuAD JSON");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
     RP_CHECK(cJSON_IsArray(data), "%s: expected a top-level \"data\" array (SQuAD v1.1 format)", path);
+    require_squad_v1(root, data, path);
     int max_contexts = 0, max_questions = 0;
     const cJSON *article, *paragraph;
     cJSON_ArrayForEach(article, data) {

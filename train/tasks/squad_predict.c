@@ -246,11 +246,12 @@ void squad_write_predictions(const char *path, const SquadSet *set, char *const 
         cJSON_AddItemToObject(root, set->questions[q].id, cJSON_CreateString(answers[q]));
     char *text = cJSON_Print(root);
     RP_CHECK(text, "out of memory formatting %s", path);
-    FILE *out = fopen(path, "w");
-    RP_CHECK(out, "%s: cannot open for writing", path);
-    fputs(text, out);
-    fputc('\n', out);
-    RP_CHECK(fclose(out) == 0, "%s: cannot write", path);
+    size_t len = strlen(text);
+    char *whole = xmalloc(len + 2);
+    memcpy(whole, text, len);
+    whole[len] = '\n';
+    write_file(path, whole, len + 1); /* whole or not at all, with the reason on failure */
+    free(whole);
     cJSON_free(text);
     cJSON_Delete(root);
 }

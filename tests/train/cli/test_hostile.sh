@@ -268,7 +268,7 @@ squad=(--set task.type=squad --set task.max_seq_len=32 --set task.doc_stride=8 -
 $T "$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.train_file=$FX/squad_train.json \
   --set task.init_checkpoint="$tmp/ft_init.h5" --set task.max_steps=2 --set train.run_dir="$tmp/squad" >/dev/null 2>&1
 check "control: a short SQuAD fine-tuning run" test -s "$tmp/squad/model.h5"
-expect_error "SQuAD JSON with data after the document names file and line" "trailing.json:$(( $(wc -l <$sq) + 1 )): expected SQuAD JSON, got data after the end" \
+expect_error "SQuAD JSON with data after the document names file and line" "trailing.json: SQuAD JSON: unexpected data after the JSON value at line $(( $(wc -l <$sq) + 1 ))" \
   $T "$RP" predict /dev/null --checkpoint "$tmp/squad/model.h5" --input "$tmp/trailing.json" --out "$tmp/p.json"
 "$PY" - $sq "$tmp" <<'PY'
 import json, sys

@@ -310,7 +310,7 @@ bad() { expect_error "bad input: $1" "$2" "$RP" import-hf "$tmp/bad-$1" --out "$
 bad truncated "run past the data buffer"
 bad shortfile "shorter than the 8-byte header length"
 bad headerlen "does not fit the file"
-bad notjson "not a JSON object"
+bad notjson "safetensors header: not valid JSON (error at line 1"
 bad overlap "overlap the previous tensor"
 bad past "run past the data buffer"
 bad overflow "overflows"

@@ -147,7 +147,7 @@ check "SQuAD JSON without \"data\" is fatal with the file" has "$work/e5" "nodat
 printf '{"data": [' >"$work/broken.json"
 "$RP" predict /dev/null "${squad[@]}" "${common[@]}" --checkpoint "$work/squad/model.h5" --input "$work/broken.json" \
   --out "$work/x.json" >/dev/null 2>"$work/e6"
-check "malformed JSON is fatal with file and line" has "$work/e6" "broken.json:1: expected SQuAD JSON, got malformed JSON"
+check "malformed JSON is fatal with file and line" has "$work/e6" "broken.json: SQuAD JSON: not valid JSON \(error at line 1,"
 "$RP" predict /dev/null "${common[@]}" --set task.glue_task=none --set task.text_b_column=4 --set task.max_seq_len=16 \
   --checkpoint "$work/sst/model.h5" --input $FX/sst_dev.tsv --out "$work/x.tsv" >/dev/null 2>"$work/e7"
 check "a layout reading a column the file lacks is fatal, naming file, line and column" has "$work/e7" \

@@ -1,0 +1,121 @@
+/* The realpos commands: one table of names, entry points, usage lines and option help, the only
+ * place a command's usage is written (main.c prints it for `realpos`, `realpos --help` and
+ * `realpos COMMAND --help`; every cmd_* names it in its usage errors via command_usage). */
+#include <stdio.h>
+#include <string.h>
+
+#include "train/cli/commands.h"
+
+static const Command commands[] = {
+    {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]",
+     "print the effective, validated configuration (every key with its type, range and origin)",
+     "  --set section.key=value   override a key of CONFIG.ini (repeatable)\n"},
+    {"prepare", cmd_prepare, "prepare CONFIG.ini [--set section.key=value ...]",
+     "tokenize the [data] corpus into the train and eval shards of [data] shard_dir",
+     "  --set section.key=value   override a key (repeatable)\n"},
+    {"pretrain", cmd_pretrain, "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT | --init CKPT]",
+     "MLM pretraining into [train] run_dir",
+     "  --set section.key=value   override a key (repeatable)\n"
+     "  --resume CKPT             continue the run of this checkpoint (weights, optimizer, data position)\n"
+     "  --init CKPT               start a new run from this checkpoint's weights\n"},
+    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]",
+     "held-out MLM loss, accuracy and perplexity of a checkpoint",
+     "  --checkpoint CKPT         the checkpoint to evaluate\n"
+     "  --max-seq-len N           evaluate on sequences of N tokens (default: the config's)\n"
+     "  --set section.key=value   override a key (repeatable)\n"},
+    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT]",
+     "fine-tune a checkpoint on a GLUE or SQuAD task ([task]) into [train] run_dir",
+     "  --set section.key=value   override a key (repeatable)\n"
+     "  --resume CKPT             continue the fine-tuning run of this checkpoint\n"},
+    {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]",
+     "predictions of a fine-tuned checkpoint (and metrics when the input is labelled)",
+     "  --checkpoint CKPT         a checkpoint written by realpos finetune\n"
+     "  --input FILE              GLUE TSV or SQuAD JSON\n"
+     "  --out FILE                predictions (TSV, or SQuAD predictions.json)\n"
+     "  --set section.key=value   override a key (repeatable)\n"},
+    {"init", cmd_init, "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5",
+     "a freshly initialised checkpoint of the config's model",
+     "  --out CKPT.h5             the checkpoint to write\n"
+     "  --set section.key=value   override a key (repeatable)\n"},
+    {"inspect", cmd_inspect, "inspect [--verify] CKPT.h5", "config and parameter table of a checkpoint",
+     "  --verify                  verify the checksum and that every stored tensor is finite\n"},
+    {"average", cmd_average, "average CKPT.h5... --out OUT.h5 | average --last N RUN_DIR --out OUT.h5",
+     "the mean of checkpoints' weights (the same model, vocabulary and labels), weights only",
+     "  --out OUT.h5              the averaged checkpoint to write\n"
+     "  --last N                  average the N newest checkpoints (ckpt-STEP.h5) of RUN_DIR\n"},
+    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]",
+     "one forward/backward (or N training steps) on a batch file, for parity tests",
+     "  --checkpoint CKPT.h5      an MLM checkpoint\n"
+     "  --batch BATCH.h5          input_ids, token_type_ids, attention_mask, labels [B, L]\n"
+     "  --out OUT.h5              loss, logits and gradients (or the loss trajectory and final weights)\n"
+     "  --train-steps N           AdamW steps instead of one gradient (default 0)\n"},
+    {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]",
+     "attention maps (and carried scores) per layer on sentences of text",
+     "  --input FILE              one sentence per line\n"
+     "  --out ATTN.h5             the maps to write\n"
+     "  --max-len N               tokens per sentence at most (default 128)\n"
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+    {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]",
+     "HuggingFace BERT folder (config.json, safetensors, vocab.txt) -> checkpoint",
+     "  --out CKPT.h5             the checkpoint to write\n"
+     "  --config-out FILE.ini     also write its configuration as an INI file\n"},
+    {"export-hf", cmd_export_hf, "export-hf CKPT.h5 --out DIR [--vocab VOCAB.txt]",
+     "checkpoint -> HuggingFace BERT folder",
+     "  --out DIR                 a new folder (or an empty one), written whole or not at all\n"
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+    {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt]",
+     "top-k tokens for each [MASK] of --text, else of each line of standard input",
+     "  --top-k K                 tokens per mask (default 5)\n"
+     "  --text TEXT               the text (else lines of standard input)\n"
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+    {"bench", cmd_bench,
+     "bench CONFIG.ini [--set section.key=value ...] --batch-size B --seq-len L [--steps N] [--warmup W] "
+     "[--label-frac F] [--json OUT]",
+     "time training steps (and print the BLAS kernels in use)",
+     "  --batch-size B            sequences per step\n"
+     "  --seq-len L               tokens per sequence\n"
+     "  --steps N                 steps to time (default 10)\n"
+     "  --warmup W                untimed steps first (default 2)\n"
+     "  --label-frac F            fraction of positions with an MLM label (default 0.15)\n"
+     "  --json OUT                also write the timings as JSON\n"
+     "  --set section.key=value   override a key (repeatable)\n"},
+    {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT",
+     "WordPiece ids (or tokens) of each line of standard input",
+     "  --vocab VOCAB.txt         the vocabulary\n"
+     "  --cased                   keep case and accents (default: lower-case, strip accents)\n"
+     "  --tokens                  print the token strings instead of ids\n"},
+    {"vocab", cmd_vocab, "vocab --corpus FILE... --size N --out VOCAB.txt [--cased]",
+     "train a WordPiece vocabulary on corpus files",
+     "  --corpus FILE...          the text files\n"
+     "  --size N                  tokens in the vocabulary\n"
+     "  --out VOCAB.txt           the vocabulary to write\n"
+     "  --cased                   keep case and accents\n"},
+};
+
+const Command *command_table(int *count) {
+    *count = (int)(sizeof commands / sizeof commands[0]);
+    return commands;
+}
+
+const Command *command_find(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+const char *command_usage(const char *name) {
+    const Command *c = command_find(name);
+    return c ? c->usage : name;
+}
+
+void command_print_help(FILE *out, const Command *c) {
+    fprintf(out, "usage: realpos %s\n\n%s\n\noptions:\n%s  --help                    print this help\n", c->usage,
+            c->summary, c->options);
+}
+
+void command_print_list(FILE *out) {
+    fprintf(out, "usage: realpos COMMAND ... | realpos COMMAND --help | realpos --version\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  realpos %s\n", commands[i].usage);
+}
