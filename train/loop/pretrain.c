@@ -16,6 +16,7 @@
 #include "core/common.h"
 #include "core/h5io.h"
 #include "core/rng.h"
+#include "train/data/shard_set.h"
 #include "train/loop/run_dir.h"
 #include "train/loop/step.h"
 #include "train/model/checkpoint.h"
@@ -118,14 +119,7 @@ void trainer_open_data(Trainer *t, const char *vocab_origin) {
     RP_CHECK(tokenizer_vocab_size(t->tok) == t->cfg.model.vocab_size,
              "%s: the vocabulary has %d tokens but model.vocab_size = %d", vocab_origin,
              tokenizer_vocab_size(t->tok), t->cfg.model.vocab_size);
-    char path[CONFIG_PATH_MAX + 16];
-    shard_path(path, sizeof path, d->shard_dir, "train");
-    RP_CHECK(access(path, R_OK) == 0, "%s: no training shard; run `realpos prepare CONFIG.ini` first", path);
-    t->train_shard = shard_load(path);
-    shard_check_vocab(t->train_shard, t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
-    shard_path(path, sizeof path, d->shard_dir, "eval");
-    t->eval_shard = shard_load(path);
-    shard_check_vocab(t->eval_shard, t->vocab_text, strlen(t->vocab_text), d->do_lower_case, vocab_origin);
+    shard_set_open(d, t->vocab_text, strlen(t->vocab_text), vocab_origin, &t->train_shard, &t->eval_shard);
     InstanceOptions train_opt = instance_options(d, t->cfg.train.batch_size, 0);
     InstanceOptions eval_opt = instance_options(d, t->cfg.train.batch_size, 1);
     t->train_stream = instance_stream_create(t->train_shard, t->tok, &train_opt);
