@@ -275,8 +275,9 @@ void shard_sentence(const Shard *s, ShardWindow *w, int64_t sent, int64_t *from,
                      "[0, %lld]",
                      s->path, p->file, (long long)(local + i), (long long)w->offsets[i],
                      (long long)p->num_tokens);
-            w->offsets[i] += p->tok_base;
         }
+        for (int64_t i = 0; i <= n; i++)
+            w->offsets[i] += p->tok_base;
         w->first = sent;
         w->count = n;
     }
