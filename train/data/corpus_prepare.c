@@ -8,8 +8,9 @@
  * end. Memory: the round (bytes + ids + per-line records), the shard, the largest document.
  *
  * Held-out split: document D is held out iff u(D) < eval_fraction, u(D) = 53 high bits of
- * hash64(text_hash of its lines ^ a seed hash) / 2^53: a pure function of (seed, the document's
- * text), whatever the file, position, process count or round size. */
+ * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its
+ * non-blank lines (CR of CRLF removed): a pure function of (seed, the document's text), whatever
+ * the file, format, compression, position, process count or round size. */
 #include "train/data/corpus.h"
 
 #include <cjson/cJSON.h>
@@ -141,16 +142,19 @@ static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *fiel
     if (kind == UNIT_RECORD) {
         const char *text = item->valuestring;
         size_t len = strlen(text);
-        *hash = text_hash(text, len);
+        uint64_t h = 0; /* as walk_round chains a text document's line hashes */
         for (size_t start = 0; start < len && !b->failed;) {
             const char *nl = memchr(text + start, '\n', len - start);
-            size_t end = nl ? (size_t)(nl - text) : len;
-            if (!is_blank(text + start, end - start)) {
-                b->failed = !block_sentence(b, tok, text + start, end - start);
+            size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
+            n -= n && text[end - 1] == '\r';
+            if (!is_blank(text + start, n)) {
+                h = hash64(h ^ text_hash(text + start, n));
+                b->failed = !block_sentence(b, tok, text + start, n);
                 ++*num_sentences;
             }
             start = end + 1;
         }
+        *hash = h;
     }
     cJSON_Delete(rec);
     return kind;
@@ -264,8 +268,8 @@ static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base
                 end_document(s, end, line);
             break;
         case UNIT_SENTENCE:
-        case UNIT_RECORD:
-            s->doc_hash = hash64(s->doc_hash ^ r->hash[i]);
+        case UNIT_RECORD: /* a record is a whole document: its hash chains its lines already */
+            s->doc_hash = r->kind[i] == UNIT_RECORD ? r->hash[i] : hash64(s->doc_hash ^ r->hash[i]);
             for (int32_t k = 0; k < r->num_sentences[i]; k++) {
                 add_sentence(s, b->ids + id_pos, b->lens[len_pos]);
                 id_pos += (size_t)b->lens[len_pos++];
