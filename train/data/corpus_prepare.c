@@ -440,6 +440,21 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     RP_CHECK(num_parts >= 1 && part >= 0 && part < num_parts,
              "prepare --part: expected I/N with 0 <= I < N, got %d/%d", part, num_parts);
     CorpusList list = corpus_list_expand(data);
+    char index[CONFIG_PATH_MAX + 32];
+    snprintf(index, sizeof index, "%s/%s", data->shard_dir, SHARD_SET_INDEX);
+    struct stat dir_st;
+    int have_dir = stat(data->shard_dir, &dir_st) == 0;
+    for (int i = 0; i < list.count; i++) { /* never write over a file prepare reads */
+        require_distinct_files(list.files[i].path, "prepare: [data] corpus", index,
+                               "the shard set index ([data] shard_dir)");
+        char dir[CONFIG_PATH_MAX];
+        struct stat st;
+        path_directory(dir, sizeof dir, list.files[i].path);
+        RP_CHECK(!have_dir || stat(dir, &st) != 0 || st.st_dev != dir_st.st_dev ||
+                     st.st_ino != dir_st.st_ino,
+                 "%s: corpus file inside [data] shard_dir %s, where prepare writes its shards: move "
+                 "it out", list.files[i].path, data->shard_dir);
+    }
     size_t vocab_len;
     char *vocab_text = read_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
     Tokenizer *tok = tokenizer_from_text(vocab_text, vocab_len, data->do_lower_case, data->vocab);

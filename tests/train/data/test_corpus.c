@@ -396,6 +396,41 @@ static void test_malformed(TestTally *t, const char *tmp) {
           "shard_load: a well-formed shard loads; another format or an empty sentence exits 1");
 }
 
+/* An old-format pair (train.h5, eval.h5 of realpos-shard-1) in a shard_dir without index.json
+ * still opens through shard_set_open, loaded whole. */
+static void test_old_format(TestTally *t, const char *tmp) {
+    char dir[256], path[300];
+    snprintf(dir, sizeof dir, "%s/old", tmp);
+    mkdir_p(dir);
+    size_t len;
+    char *vocab = slurp(FIXTURES "/vocab.txt", &len), md5[33];
+    md5_hex(vocab, len, md5);
+    const char *splits[2] = {"train", "eval"};
+    for (int k = 0; k < 2; k++) {
+        int32_t tokens[5] = {5, 6, 7, 8, 9};
+        int64_t sentences[3] = {0, 2, 5}, documents[2] = {0, 2};
+        hsize_t n_tok = 5, n_sent = 3, n_doc = 2;
+        snprintf(path, sizeof path, "%s/%s.h5", dir, splits[k]);
+        hid_t f = h5_create(path);
+        h5_write_ints(f, "tokens", tokens, 1, &n_tok);
+        h5_write_int64s(f, "sentence_offsets", sentences, 1, &n_sent);
+        h5_write_int64s(f, "document_offsets", documents, 1, &n_doc);
+        h5_attr_write_string(f, "format", SHARD_FORMAT);
+        h5_attr_write_int64(f, "vocab_size", 56);
+        h5_attr_write_int64(f, "do_lower_case", 1);
+        h5_attr_write_string(f, "vocab_md5", md5);
+        h5_attr_write_string(f, "sources", "old");
+        h5_close(f, path);
+    }
+    Shard *train, *eval;
+    open_splits(dir, &train, &eval);
+    CHECK(t, train->num_documents == 1 && eval->num_sentences == 2 && train->tokens[4] == 9,
+          "old format: train.h5 and eval.h5 without index.json still load (one document each)");
+    shard_free(train);
+    shard_free(eval);
+    free(vocab);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     char tmp[] = "/tmp/rp_test_corpus_XXXXXX";
@@ -404,6 +439,7 @@ int main(void) {
     test_md5(&t);
     test_round_trip(&t, tok, tmp);
     test_split(&t, tok, tmp);
+    test_old_format(&t, tmp);
     test_malformed(&t, tmp);
     tokenizer_free(tok);
     char cmd[300];
