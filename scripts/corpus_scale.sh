@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Measure `realpos prepare` and `realpos pretrain` at growing corpus sizes (docs/corpus.md):
 # prepare wall time, MB/s, M tokens/s and peak RSS; pretrain peak RSS, time to the first step
-# (the wall time of a 1-step run: start-up, opening the shard set, one step, one checkpoint) and
-# tokens/s of a 30-step run. Plain text and .jsonl.zst of each size.
+# (the wall time of a 1-step run: start-up, opening the shard set, one step, a 1-batch evaluation,
+# one checkpoint) and tokens/s of the last window of a 12-step run (steps 7-12). Plain text and .jsonl.zst of each size.
 #
 # Usage: scripts/corpus_scale.sh [COPIES...]    (default: 1 50; 1 copy = the 20 MB default corpus)
 # The corpora are the default corpus (data/corpus, scripts/fetch_corpus.sh) written COPIES times,
@@ -68,15 +68,21 @@ for n in "${copies[@]}"; do
     tokens=$(awk '/^(train|eval) / { t += $(NF-1) } END { printf "%.1f", t / 1e6 }' "$out/$name.prepare.log")
     pwall=$(wall_s "$out/$name.prepare.time")
     shards=$(grep -c '"file"' "$out/$name.shards/index.json")
-    /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=1 --set train.warmup_steps=0 --set train.eval_interval=1000 \
-      >"$out/$name.first.log" 2>"$out/$name.first.time"
-    rm -rf "$out/$name.run"
-    /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=30 --set train.warmup_steps=0 --set train.log_interval=10 \
-      --set train.eval_interval=1000 --set train.checkpoint_interval=1000 >"$out/$name.train.log" 2>"$out/$name.train.time"
-    toks=$(tail -n 1 "$out/$name.run/metrics.jsonl" | /usr/bin/python3 -c 'import json,sys; print("%.0f" % json.loads(sys.stdin.read())["tokens_per_s"])')
+    prss=- first=- toks=-
+    if [ "$fmt" = txt ]; then # the .jsonl.zst set holds the same shards (same split, same tokens)
+      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=1 --set train.warmup_steps=0 \
+        --set train.eval_batches=1 >"$out/$name.first.log" 2>"$out/$name.first.time"
+      rm -rf "$out/$name.run"
+      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=12 --set train.warmup_steps=0 \
+        --set train.log_interval=6 --set train.eval_batches=1 --set train.checkpoint_interval=1000 \
+        >"$out/$name.train.log" 2>"$out/$name.train.time"
+      toks=$(grep '"kind":"train"' "$out/$name.run/metrics.jsonl" | tail -n 1 |
+        /usr/bin/python3 -c 'import json,sys; print("%.0f" % json.loads(sys.stdin.read())["tokens_per_s"])')
+      prss=$(rss_mb "$out/$name.train.time") first=$(wall_s "$out/$name.first.time")
+    fi
     printf '| %s x%d | %s | %d | %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s |\n' "default" "$n" "$fmt" "$mb" "$tokens" \
       "$pwall" "$(echo "$mb / $pwall" | bc -l)" "$(echo "$tokens / $pwall" | bc -l)" "$(rss_mb "$out/$name.prepare.time")" \
-      "$shards" "$(rss_mb "$out/$name.train.time")" "$(wall_s "$out/$name.first.time")" "$toks" >>"$table"
+      "$shards" "$prss" "$first" "$toks" >>"$table"
     tail -n 1 "$table"
   done
 done
