@@ -347,11 +347,6 @@ static size_t fill(CorpusReader *in, char *buf, size_t have, size_t cap, int *eo
     return have;
 }
 
-static void count_lines(const char *p, size_t n, int64_t *lines) {
-    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))); p++)
-        ++*lines;
-}
-
 /* Prepare one source: keep its intact shards, read on from where they end, write the rest and
  * the manifest. */
 static void prepare_source(Source *s, Round *r) {
@@ -375,7 +370,7 @@ static void prepare_source(Source *s, Round *r) {
     size_t cap = (size_t)d->read_chunk_mb << 20, have = 0;
     char *buf = xmalloc(cap);
     int eof = 0;
-    int64_t offset = 0, lines_skipped = 0;
+    int64_t offset = 0;
     have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
     const char *nl = memchr(buf, '\n', have);
     RP_CHECK(nl || !memchr(buf, '\r', have),
@@ -386,13 +381,11 @@ static void prepare_source(Source *s, Round *r) {
         size_t drop = (size_t)(skip - offset) < have ? (size_t)(skip - offset) : have;
         RP_CHECK(drop > 0, "%s: shorter than its kept shards say (%lld bytes): the file changed",
                  s->src->path, (long long)skip);
-        count_lines(buf, drop, &lines_skipped);
         memmove(buf, buf + drop, have - drop);
         have -= drop;
         offset += (int64_t)drop;
         have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
     }
-    (void)lines_skipped;
     for (;;) {
         const char *last = have ? memrchr(buf, '\n', have) : NULL;
         size_t cut = eof ? have : last ? (size_t)(last - buf) + 1 : 0;
