@@ -102,6 +102,14 @@ for input in both.gzdata both.zstdata both.jsonl both.jsonl.zst dir; do
   else fail "input $input" "$(totals "$name.shards" 2>&1) vs $want: $(cat err)"; fi
 done
 
+# Truncated compressed input is an error naming the file, not a short corpus.
+for i in 1 2 3 4 5 6 7 8; do cat both.txt; done >both8.txt
+gzip -c both8.txt | head -c 300 >trunc_gz.data; zstd -q -c both8.txt | head -c 300 >trunc_zst.data
+config truncated_gzip "$tmp/trunc_gz.data"
+expect_error truncated_gzip "$tmp/trunc_gz.data: truncated gzip data: the stream ends early"
+config truncated_zstd "$tmp/trunc_zst.data"
+expect_error truncated_zstd "$tmp/trunc_zst.data: truncated zstd data: the stream ends inside a frame"
+
 # Bad JSON Lines records are named (file:line) and counted; the good ones are kept.
 { echo '{"text": "In the beginning God created the heaven and the earth."}'; echo '{"text": broken'
   echo '{"body": "no text member"}'; echo '{"text": 42}'; echo
