@@ -6,7 +6,7 @@
 #                   PRETRAIN_ARGS="--set train.max_steps=20 ..." shortens it
 #   make NATIVE=1   tune for this CPU (-march=native); the default -march is portable (x86-64-v3)
 # Nothing here runs apt while make reads this file: only the `deps` target does.
-PKGS     := hdf5 inih libcjson libutf8proc openblas ompi-c # ompi-c: OpenMPI (core/dist.c)
+PKGS     := hdf5 inih libcjson libutf8proc openblas ompi-c zlib libzstd # ompi-c: OpenMPI (core/dist.c); zlib, libzstd: compressed corpora
 
 CC       ?= gcc
 ARCH     ?= $(if $(NATIVE),native,x86-64-v3)

@@ -26,12 +26,16 @@ static void own_command_line(char *out, size_t size) {
 }
 
 void dir_lock_acquire(DirLock *lock, const char *dir, const char *what) {
+    dir_lock_acquire_as(lock, dir, ".lock", 0, what);
+}
+
+void dir_lock_acquire_as(DirLock *lock, const char *dir, const char *name, int shared, const char *what) {
     mkdir_p(dir);
-    int n = snprintf(lock->path, sizeof lock->path, "%s/.lock", dir);
+    int n = snprintf(lock->path, sizeof lock->path, "%s/%s", dir, name);
     RP_CHECK(n > 0 && (size_t)n < sizeof lock->path, "%s (%s): path too long", dir, what);
     lock->fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     RP_CHECK(lock->fd >= 0, "%s (%s): cannot create the lock file %s: %s", dir, what, lock->path, strerror(errno));
-    if (flock(lock->fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(lock->fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
         int err = errno;
         char holder[512] = "";
         ssize_t got = pread(lock->fd, holder, sizeof holder - 1, 0);
@@ -45,7 +49,8 @@ void dir_lock_acquire(DirLock *lock, const char *dir, const char *what) {
     char command[400];
     own_command_line(command, sizeof command);
     char owner[512];
-    int len = snprintf(owner, sizeof owner, "process %ld (%s)\n", (long)getpid(), command);
+    int len = shared ? snprintf(owner, sizeof owner, "processes sharing it (such as %ld: %s)\n", (long)getpid(), command)
+                     : snprintf(owner, sizeof owner, "process %ld (%s)\n", (long)getpid(), command);
     len = len < (int)sizeof owner ? len : (int)sizeof owner - 1;
     /* Informational only (the flock is the lock): a failed write leaves a lock without a name. */
     if (ftruncate(lock->fd, 0) == 0 && pwrite(lock->fd, owner, (size_t)len, 0) == len)

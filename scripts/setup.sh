@@ -30,6 +30,8 @@ need "HDF5" "$(have_pc hdf5)" libhdf5-dev
 need "inih" "$(have_pc inih)" libinih-dev
 need "cJSON" "$(have_pc libcjson)" libcjson-dev
 need "utf8proc" "$(have_pc libutf8proc)" libutf8proc-dev
+need "zlib (gzip corpora)" "$(have_pc zlib)" zlib1g-dev
+need "libzstd (zstd corpora)" "$(have_pc libzstd)" libzstd-dev
 need "OpenMPI" "$(have_pc ompi-c) && command -v mpirun" libopenmpi-dev openmpi-bin
 # The PyTorch reference, test scripts and plots use Debian's python3 with these modules.
 need "python3 with torch, numpy, h5py, matplotlib" \

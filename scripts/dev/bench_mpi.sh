@@ -18,7 +18,7 @@ mkdir -p "$out"
 MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
 
 # Synthetic data: the bert-mini vocabulary size, Zipf-like word frequencies, 3000 documents.
-if [ ! -s "$out/shards/train.h5" ]; then
+if [ ! -s "$out/shards/index.json" ]; then
   { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 30516); do echo "w$i"; done; } >"$out/vocab.txt"
   awk 'BEGIN { srand(5); for (d = 0; d < 3000; d++) { ns = 5 + int(rand() * 15);
          for (s = 0; s < ns; s++) { n = 5 + int(rand() * 20); line = "";
@@ -49,7 +49,7 @@ vocab = $out/vocab.txt
 shard_dir = $out/shards
 max_seq_len = 128
 INI
-[ -s "$out/shards/train.h5" ] || "$RP" prepare "$out/bench.ini" >/dev/null 2>&1
+[ -s "$out/shards/index.json" ] || "$RP" prepare "$out/bench.ini" >/dev/null 2>&1
 
 # tokens/s of the last log window (steps STEPS/2+1..STEPS: no start-up in it)
 last_tps() { $PY -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l][-1]["tokens_per_s"])' "$1"; }

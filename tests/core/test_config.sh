@@ -45,7 +45,7 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "batch_size = 32" "grad_accum_steps = 1" "max_steps = 1000" "warmup_steps = 100" \
           "schedule = linear" "clip_grad_norm = 1" "log_interval = 10" "eval_interval = 200" \
           "checkpoint_interval = 500" "keep_last = 2" "eval_batches = 20" "run_dir = runs/default" \
-          "threads = 0" "shard_optimizer = no" "corpus =" "vocab =" "shard_dir = data/shards" "do_lower_case = yes" \
+          "threads = 0" "shard_optimizer = no" "corpus =" "corpus_format = auto" "text_field = text" "shard_tokens = 33554432" "read_chunk_mb = 32" "vocab =" "shard_dir = data/shards" "do_lower_case = yes" \
           "max_seq_len = 128" "short_seq_prob = 0.1" "masked_lm_prob = 0.15" \
           "max_predictions_per_seq = 20" "whole_word_mask = no" "eval_fraction = 0.02" "seed = 12345" \
           "type = classification" "glue_task = none" "init_checkpoint =" "train_file =" "dev_file =" \
@@ -55,9 +55,9 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "max_answer_length = 30" "seed = 42"; do
   grep -qxF -- "$kv" defaults.out || { fail "default $kv" "missing"; all=0; }
 done
-[ $all -eq 1 ] && pass "defaults: all 73 keys print their documented default"
+[ $all -eq 1 ] && pass "defaults: all 77 keys print their documented default"
 keys=$(grep -c '^[a-z_0-9]* =' defaults.out)
-[ "$keys" -eq 73 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
+[ "$keys" -eq 77 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
 [ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] [task] " ] \
   && pass "sections in schema order" || fail "sections in schema order"
 

@@ -1,59 +1,89 @@
-/* realpos prepare CONFIG.ini [--set section.key=value ...]: tokenize the [data] corpus into the
- * train and eval shards of [data] shard_dir (see train/corpus.h). */
+/* realpos prepare CONFIG.ini [--part I/N] [--set section.key=value ...]: tokenize the [data]
+ * corpus into the shard set of [data] shard_dir (train/data/shard_set.h). With --part I/N this
+ * process prepares the corpus files i with i % N == I; the part that finds every file done
+ * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). */
 #include <omp.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "core/cli.h"
 #include "core/common.h"
-#include "train/config/config.h"
+#include "core/dir_lock.h"
+#include "core/paths.h"
 #include "train/cli/commands.h"
+#include "train/config/config.h"
 #include "train/data/corpus.h"
+#include "train/data/shard_set.h"
 
 int cmd_prepare(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    CliArgs args = cli_parse(argc, argv, NULL, 0);
+    const char *part_text = NULL;
+    CliOption options[] = {{"part", &part_text}};
+    CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    int part = 0, num_parts = 1;
+    if (part_text) {
+        char tail;
+        RP_CHECK(sscanf(part_text, "%d/%d%c", &part, &num_parts, &tail) == 2 && num_parts >= 1 &&
+                     part >= 0 && part < num_parts,
+                 "--part: expected I/N with 0 <= I < N (e.g. 0/4), got '%s'", part_text);
+    }
     Config cfg;
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
     /* every path before any work (core/paths.h); an absent shard_dir is made by prepare */
     IoPlan *plan = xmalloc(sizeof *plan);
-    char shards[2][CONFIG_PATH_MAX + 16];
     io_plan_init(plan);
     io_plan_input(plan, args.positional[0], "the config");
-    for (int i = 0; i < d->num_corpus; i++)
-        io_plan_input(plan, d->corpus[i], "corpus file ([data] corpus)");
+    for (int i = 0; i < d->num_corpus; i++) {
+        struct stat st;
+        if (stat(d->corpus[i], &st) == 0 && S_ISDIR(st.st_mode))
+            io_plan_input_dir(plan, d->corpus[i], "corpus folder ([data] corpus)");
+        else if (stat(d->corpus[i], &st) == 0)
+            io_plan_input(plan, d->corpus[i], "corpus file ([data] corpus)");
+        /* else a glob, expanded (and each file checked) by corpus_prepare */
+    }
     if (d->vocab[0])
         io_plan_input(plan, d->vocab, "vocabulary ([data] vocab)");
-    struct stat st;
-    if (stat(d->shard_dir, &st) == 0) {
-        shard_path(shards[0], sizeof shards[0], d->shard_dir, "train");
-        shard_path(shards[1], sizeof shards[1], d->shard_dir, "eval");
-        io_plan_output(plan, shards[0], "a shard ([data] shard_dir)");
-        io_plan_output(plan, shards[1], "a shard ([data] shard_dir)");
-    } else {
-        io_plan_output_dir(plan, d->shard_dir, "[data] shard_dir");
-    }
+    io_plan_output_dir(plan, d->shard_dir, "[data] shard_dir");
     io_plan_check(plan);
     free(plan);
-    rp_log("prepare: %d corpus file%s, vocab %s, %d threads", d->num_corpus,
-           d->num_corpus == 1 ? "" : "s", d->vocab, omp_get_max_threads());
-    PrepareReport r = corpus_prepare(d);
-    double total = r.seconds_read + r.seconds_tokenize + r.seconds_write;
+    /* one writer of the shard set: a whole prepare alone, or parts side by side, each part once */
+    DirLock whole, own_part = {-1, ""};
+    dir_lock_acquire_as(&whole, d->shard_dir, ".lock", num_parts > 1, "key 'data.shard_dir'");
+    if (num_parts > 1) {
+        char name[64];
+        snprintf(name, sizeof name, ".lock-part-%d-of-%d", part, num_parts);
+        dir_lock_acquire_as(&own_part, d->shard_dir, name, 0, "key 'data.shard_dir'");
+    }
+    rp_log("prepare: %d corpus entr%s, vocab %s, %d threads%s", d->num_corpus,
+           d->num_corpus == 1 ? "y" : "ies", d->vocab, omp_get_max_threads(),
+           num_parts > 1 ? ", part" : "");
+    PrepareReport r = corpus_prepare(d, part, num_parts);
+    printf("sources: %d corpus files, %d kept from before; shards: %d written, %d kept; prepare_id %s\n",
+           r.sources, r.sources_kept, r.shards_written, r.shards_kept, r.prepare_id);
     const SplitCounts *split[2] = {&r.train, &r.eval};
     const char *name[2] = {"train", "eval"};
-    for (int i = 0; i < 2; i++) {
-        char path[CONFIG_PATH_MAX + 16];
-        shard_path(path, sizeof path, d->shard_dir, name[i]);
-        printf("%-5s %s: %lld documents, %lld sentences, %lld tokens\n", name[i], path,
+    for (int i = 0; i < 2; i++)
+        printf("%-5s %s: %lld documents, %lld sentences, %lld tokens\n", name[i], d->shard_dir,
                (long long)split[i]->documents, (long long)split[i]->sentences,
                (long long)split[i]->tokens);
-    }
     if (r.dropped_sentences)
         printf("dropped %lld lines that produced no token\n", (long long)r.dropped_sentences);
-    double tokens = (double)(r.train.tokens + r.eval.tokens);
-    printf("time: %.2f s (read %.2f, tokenize %.2f = %.2f M tokens/s, write %.2f)\n", total,
-           r.seconds_read, r.seconds_tokenize,
-           tokens / 1e6 / (r.seconds_tokenize > 0 ? r.seconds_tokenize : 1e-9), r.seconds_write);
+    if (r.bad_records)
+        printf("bad records: %lld (named above), skipped\n", (long long)r.bad_records);
+    printf("time: %.2f s (read %.2f, tokenize %.2f = %.2f M tokens/s, write %.2f), %.1f MB of text "
+           "= %.1f MB/s\n",
+           r.seconds_total, r.seconds_read, r.seconds_tokenize,
+           (double)(r.bytes ? r.train.tokens + r.eval.tokens : 0) / 1e6 /
+               (r.seconds_tokenize > 0 ? r.seconds_tokenize : 1e-9),
+           r.seconds_write, (double)r.bytes / 1e6,
+           (double)r.bytes / 1e6 / (r.seconds_total > 0 ? r.seconds_total : 1e-9));
+    if (r.index_written)
+        printf("index: %s/%s\n", d->shard_dir, SHARD_SET_INDEX);
+    else
+        printf("index: not yet written: other parts have corpus files to prepare\n");
+    dir_lock_release(&own_part);
+    dir_lock_release(&whole);
     return 0;
 }

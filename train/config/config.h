@@ -23,6 +23,8 @@ typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
 /* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
+/* [data] corpus_format: AUTO decides per file (JSON Lines when its first line is a JSON object). */
+typedef enum { CORPUS_AUTO = 0, CORPUS_TEXT, CORPUS_JSONL } CorpusFormat;
 
 typedef struct {
     int hidden_size, num_layers, num_heads, intermediate_size;
@@ -49,8 +51,12 @@ typedef struct {
 } TrainConfig;
 
 typedef struct {
-    char corpus[CONFIG_MAX_FILES][CONFIG_PATH_MAX]; /* whitespace-separated list in the INI */
+    char corpus[CONFIG_MAX_FILES][CONFIG_PATH_MAX]; /* files, directories or globs */
     int num_corpus;
+    CorpusFormat corpus_format;
+    char text_field[CONFIG_PATH_MAX]; /* JSON Lines: the member holding a document's text */
+    int64_t shard_tokens;             /* prepare: tokens per shard file (whole documents) */
+    int read_chunk_mb;                /* prepare: input bytes tokenized per parallel round */
     char vocab[CONFIG_PATH_MAX];
     char shard_dir[CONFIG_PATH_MAX];
     int do_lower_case; /* bool */

@@ -10,12 +10,14 @@
 
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
-                   sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int),
+                   sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int) &&
+                   sizeof(CorpusFormat) == sizeof(int),
                "enum fields are stored through int");
 
 static const char *const task_names[] = {"classification", "regression", "squad", NULL};
 static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
 static const char *const bad_example_names[] = {"skip", "fatal", NULL};
+static const char *const corpus_format_names[] = {"auto", "text", "jsonl", NULL};
 
 #define INT_KEY(...) CONFIG_INT_KEY(Config, __VA_ARGS__)
 #define INT64_KEY(...) CONFIG_INT64_KEY(Config, __VA_ARGS__)
@@ -79,7 +81,15 @@ static const KeySpec keys[] = {
              "under MPI, ZeRO-1: each rank keeps the AdamW moments of 1/N of the parameters"),
 
     PATHS_KEY(data, corpus, num_corpus, "",
-              "text files, one sentence per line, blank lines between documents"),
+              "corpus files, directories (every file below) or globs; gzip or zstd detected by content"),
+    ENUM_KEY(data, corpus_format, CorpusFormat, corpus_format_names, "auto",
+             "text: a sentence per line, blank lines between documents; jsonl: a document per line; "
+             "auto: jsonl if a file's first line is a JSON object"),
+    STRING_KEY(data, text_field, "text", true, "JSON Lines: the string member holding the text"),
+    INT64_KEY(data, shard_tokens, "33554432", 1, INT32_MAX,
+              "prepare: tokens per shard file (whole documents; 4 bytes each in memory)"),
+    INT_KEY(data, read_chunk_mb, "32", 1, 4096,
+            "prepare: MB of input tokenized per parallel round (about 3x this in memory)"),
     STRING_KEY(data, vocab, "", false, "WordPiece vocabulary, one token per line"),
     STRING_KEY(data, shard_dir, "data/shards", true, "directory of the prepared training shards"),
     BOOL_KEY(data, do_lower_case, "yes", "lowercase and strip accents before WordPiece"),

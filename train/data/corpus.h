@@ -1,17 +1,21 @@
-/* Corpus preparation (text -> tokenized HDF5 shards) and shard loading.
+/* Corpus preparation (corpus files -> a shard set, corpus_prepare.c; the set's format and lazy
+ * reading in shard_set.h) and the old single-file shards.
  *
- * Input: the [data] corpus files, plain UTF-8, one sentence per line, a blank line (or the end of
- * a file) between documents. Each sentence is tokenized once; sentences that produce no token are
- * dropped, and so are documents left without a sentence.
+ * Input: the [data] corpus entries (files, directories, globs; plain, gzip or zstd, detected by
+ * content). Text files: UTF-8, one sentence per line (LF or CRLF), a blank line (or the end of a
+ * file) between documents. JSON Lines: one document per line, the string member
+ * data.text_field holding its text, whose lines are its sentences; a line that is not a JSON
+ * object, lacks the member or holds a non-string is a bad record, named (file:line) on stderr
+ * and counted. Sentences that produce no token are dropped and counted, and so are documents
+ * left without a sentence.
  *
- * Output, in [data] shard_dir: train.h5 and eval.h5, the documents split at random (seeded by
- * [data] seed) so that round(eval_fraction * D) documents, at least one, are held out. Each file:
+ * Old format (realpos-shard-1, still loaded whole by shard_load): shard_dir/train.h5 and
+ * eval.h5, each
  *   /tokens            int32 [T]     token ids of every sentence, concatenated
  *   /sentence_offsets  int64 [S + 1] sentence s is tokens[off[s], off[s + 1]), never empty
  *   /document_offsets  int64 [D + 1] document d is sentences [doff[d], doff[d + 1]), never empty
- * and root attributes: format ("realpos-shard-1"), split ("train" | "eval"), vocab_size,
- * do_lower_case, vocab_md5 (MD5 of the vocabulary file's bytes, as `md5sum` prints it), sources
- * (corpus paths, one per line), seed, eval_fraction. Documents keep their corpus order. */
+ * and root attributes: format ("realpos-shard-1"), split, vocab_size, do_lower_case, vocab_md5
+ * (MD5 of the vocabulary file's bytes, as `md5sum` prints it), sources, seed, eval_fraction. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +25,11 @@
 
 #define SHARD_FORMAT "realpos-shard-1"
 
+typedef struct ShardPart ShardPart; /* one split of one shard file, read lazily (shard_set.c) */
+
+/* The documents of one split: in memory (tokens and offsets arrays: an old-format shard, tests),
+ * or lazily read from the shard files of a set (parts != NULL, the arrays NULL; read them with
+ * the accessors of shard_set.h). Global indices run over the parts in order. */
 typedef struct {
     char path[CONFIG_PATH_MAX];
     int32_t *tokens;           /* [num_tokens] */
@@ -30,6 +39,10 @@ typedef struct {
     int vocab_size, do_lower_case;
     char vocab_md5[33];
     char *sources; /* corpus paths, one per line */
+    ShardPart *parts;          /* lazy: [num_parts], with num_fds open shard files in fds */
+    int num_parts, num_fds;
+    int *fds;
+    int64_t *token_counts;     /* lazy: [vocab_size] token frequencies of the split */
 } Shard;
 
 typedef struct {
@@ -37,17 +50,26 @@ typedef struct {
 } SplitCounts;
 
 typedef struct {
-    SplitCounts train, eval;
+    SplitCounts train, eval; /* of every source, prepared now or before */
     int64_t dropped_sentences; /* lines that produced no token */
-    double seconds_read, seconds_tokenize, seconds_write;
+    int64_t bad_records;       /* JSON Lines records without a string text member */
+    int64_t unknown_tokens;    /* [UNK] among the tokens prepared now */
+    int64_t bytes;             /* decompressed input bytes tokenized now */
+    int sources, sources_kept; /* corpus files; those already prepared (kept) */
+    int shards_written, shards_kept;
+    int index_written;         /* 0: other parts (--part) have sources still to prepare */
+    char prepare_id[17];
+    double seconds_read, seconds_tokenize, seconds_write, seconds_total;
 } PrepareReport;
 
-/* Tokenize data->corpus with data->vocab and write shard_dir/{train,eval}.h5 atomically (each
- * written to a temporary file, then renamed). Fatal, naming the file or key, on a missing corpus
- * file, a corpus without sentences or without tokens, a vocabulary without the special tokens,
- * or a split that leaves no training document. Tokenization runs on all OpenMP threads; the
- * result does not depend on their number. */
-PrepareReport corpus_prepare(const DataConfig *data);
+/* Prepare the sources i with i % num_parts == part (of the expanded corpus list) into the shard
+ * set of data->shard_dir: a source whose manifest and shards are intact is kept, one with some
+ * intact shards is read on from their end, the others are prepared; then, if every source is
+ * done, the index is written. Any number of processes, each with its own part, give the same set
+ * as one. Fatal, naming the file or key, on a missing corpus file, a duplicate, a vocabulary
+ * without the special tokens, CR-only line ends, or a set left without train or eval documents.
+ * Tokenization runs on all OpenMP threads; the result does not depend on their number. */
+PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts);
 
 /* "<shard_dir>/<split>.h5" into out (fatal if it does not fit). */
 void shard_path(char *out, size_t size, const char *shard_dir, const char *split);

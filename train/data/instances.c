@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "train/data/shard_set.h"
 
 /* Salts that separate the random streams derived from [data] seed. */
 #define TRAIN_SALT 0x747261696eULL /* "train": short lengths and masks */
@@ -22,6 +23,9 @@ struct InstanceStream {
     unsigned char *is_special;      /* [vocab_size] [PAD] [UNK] [CLS] [SEP] [MASK] */
     int64_t *order;                 /* [num_documents] document order of st.epoch */
     int *group_start, *group_len;   /* [max_seq_len] masking candidates of one row */
+    int *scratch_ids, *scratch_labels; /* [max_seq_len] a skipped row (whole_word_mask) */
+    int64_t cached_doc, cached_first, cached_count; /* the last document's sentences */
+    ShardWindow window;             /* sentence offsets read in blocks (lazy shards) */
     InstanceState st;
 };
 
@@ -142,6 +146,10 @@ InstanceStream *instance_stream_create(const Shard *shard, const Tokenizer *tok,
     s->order = xmalloc((size_t)shard->num_documents * sizeof *s->order);
     s->group_start = xmalloc((size_t)opt->max_seq_len * sizeof(int));
     s->group_len = xmalloc((size_t)opt->max_seq_len * sizeof(int));
+    s->scratch_ids = xmalloc((size_t)opt->max_seq_len * sizeof(int));
+    s->scratch_labels = xmalloc((size_t)opt->max_seq_len * sizeof(int));
+    s->cached_doc = -1;
+    shard_window_reset(&s->window);
     instance_stream_rewind(s);
     return s;
 }
@@ -154,14 +162,28 @@ void instance_stream_free(InstanceStream *s) {
     free(s->order);
     free(s->group_start);
     free(s->group_len);
+    free(s->scratch_ids);
+    free(s->scratch_labels);
     free(s);
 }
 
 InstanceState instance_state_get(const InstanceStream *s) { return s->st; }
 
-/* Tokens in sentence `sent` (an index over the whole shard). */
-static int64_t sentence_length(const Shard *sh, int64_t sent) {
-    return sh->sentence_offsets[sent + 1] - sh->sentence_offsets[sent];
+/* Document doc's sentences [*first, *first + *count) (global indices; the last one cached). */
+static void document_span(InstanceStream *s, int64_t doc, int64_t *first, int64_t *count) {
+    if (doc != s->cached_doc) {
+        shard_document(s->shard, doc, &s->cached_first, &s->cached_count);
+        s->cached_doc = doc;
+    }
+    *first = s->cached_first;
+    *count = s->cached_count;
+}
+
+/* Tokens of global sentence sent: [*from, *to). */
+static int64_t sentence_span(InstanceStream *s, int64_t sent, int64_t *from) {
+    int64_t to;
+    shard_sentence(s->shard, &s->window, sent, from, &to);
+    return to - *from;
 }
 
 void instance_state_set(InstanceStream *s, const InstanceState *st) {
@@ -175,11 +197,12 @@ void instance_state_set(InstanceStream *s, const InstanceState *st) {
              (unsigned long long)st->order_pos);
     s->st = *st;
     build_order(s);
-    int64_t doc = s->order[st->order_pos], first = sh->document_offsets[doc];
-    uint64_t num_sent = (uint64_t)(sh->document_offsets[doc + 1] - first);
-    uint64_t sent_len =
-        st->sentence < num_sent ? (uint64_t)sentence_length(sh, first + (int64_t)st->sentence) : 0;
-    RP_CHECK(st->sentence <= num_sent && (st->token < sent_len || st->token == 0),
+    int64_t doc = s->order[st->order_pos], first, num_sent, from;
+    document_span(s, doc, &first, &num_sent);
+    uint64_t sent_len = st->sentence < (uint64_t)num_sent
+                            ? (uint64_t)sentence_span(s, first + (int64_t)st->sentence, &from)
+                            : 0;
+    RP_CHECK(st->sentence <= (uint64_t)num_sent && (st->token < sent_len || st->token == 0),
              "%s: saved data-stream state: sentence %llu token %llu out of range for document %lld",
              sh->path, (unsigned long long)st->sentence, (unsigned long long)st->token,
              (long long)doc);
@@ -196,69 +219,64 @@ static void next_document(InstanceStream *s) {
     }
 }
 
-/* Pack one row into ids[0, n) as [CLS] content [SEP]; returns n. */
-static int pack_row(InstanceStream *s, int *ids) {
+/* Pack one row into ids[0, n) as [CLS] content [SEP]; returns n. ids NULL: advance the same
+ * way reading only offsets. *seps: the [SEP]s put between documents inside the content. */
+static int pack_row(InstanceStream *s, int *ids, int *seps) {
     const Shard *sh = s->shard;
     InstanceState *st = &s->st;
     int max_content = s->opt.max_seq_len - 2, target = max_content;
     if (!s->opt.eval && rng_uniform(&st->rng) < s->opt.short_seq_prob)
         target = 2 + (int)rng_below(&st->rng, (uint64_t)max_content - 1); /* [2, max_content] */
-    int *content = ids + 1, n = 0;
+    int *content = ids ? ids + 1 : NULL, n = 0;
+    *seps = 0;
     while (n < target) {
-        int64_t doc = s->order[st->order_pos];
-        int64_t first = sh->document_offsets[doc];
-        if ((int64_t)st->sentence == sh->document_offsets[doc + 1] - first) { /* document done */
+        int64_t first, num_sent, from;
+        document_span(s, s->order[st->order_pos], &first, &num_sent);
+        if ((int64_t)st->sentence == num_sent) { /* document done */
             next_document(s);
             if (n > 0) { /* [SEP] and the next document, if its first sentence fits too */
-                int64_t next_first = sh->document_offsets[s->order[st->order_pos]];
-                if (n + 1 + sentence_length(sh, next_first) > target)
+                document_span(s, s->order[st->order_pos], &first, &num_sent);
+                if (n + 1 + sentence_span(s, first, &from) > target)
                     break;
-                content[n++] = s->special.sep;
+                if (content)
+                    content[n] = s->special.sep;
+                n++;
+                ++*seps;
             }
             continue;
         }
-        int64_t sent = first + (int64_t)st->sentence;
-        int64_t from = sh->sentence_offsets[sent] + (int64_t)st->token,
-                to = sh->sentence_offsets[sent + 1];
-        int64_t left = to - from, space = target - n;
+        int64_t left = sentence_span(s, first + (int64_t)st->sentence, &from) - (int64_t)st->token;
+        int64_t space = target - n;
+        from += (int64_t)st->token;
         if (left <= space) {
-            memcpy(content + n, sh->tokens + from, (size_t)left * sizeof(int));
+            if (content)
+                shard_read_tokens(sh, from, left, content + n);
             n += (int)left;
             st->sentence++;
             st->token = 0;
         } else if (n == 0) { /* longer than the row: split */
-            memcpy(content, sh->tokens + from, (size_t)space * sizeof(int));
+            if (content)
+                shard_read_tokens(sh, from, space, content);
             n = (int)space;
             st->token += (uint64_t)space;
         } else {
             break; /* the sentence starts the next row */
         }
     }
-    ids[0] = s->special.cls;
-    ids[n + 1] = s->special.sep;
+    if (ids) {
+        ids[0] = s->special.cls;
+        ids[n + 1] = s->special.sep;
+    }
     return n + 2;
 }
 
-/* BERT's dynamic masking of ids[0, n) (see instances.h); returns the number of labels set. */
-static int mask_row(InstanceStream *s, int *ids, int *labels, int n) {
+/* Choose and apply the masks of a row whose num_groups candidates (num_tokens tokens) are in
+ * group_start/group_len: k, the shuffle, the 80/10/10 draws. The draws depend on the group
+ * lengths alone, not on the ids, so ids NULL (a skipped row) leaves the RNG exactly as a real row
+ * would. Returns the number of labels set. */
+static int choose_masks(InstanceStream *s, int num_groups, int num_tokens, int *ids, int *labels) {
     const SpecialTokens *sp = &s->special;
     Rng *rng = &s->st.rng;
-    int num_groups = 0, num_tokens = 0, open = 0;
-    for (int i = 0; i < n; i++) {
-        int id = ids[i];
-        if (id == sp->cls || id == sp->sep || id == sp->pad) {
-            open = 0;
-            continue;
-        }
-        num_tokens++;
-        if (s->opt.whole_word_mask && open && s->is_continuation[id]) {
-            s->group_len[num_groups - 1]++;
-        } else {
-            s->group_start[num_groups] = i;
-            s->group_len[num_groups++] = 1;
-            open = 1;
-        }
-    }
     if (!num_tokens)
         return 0;
     int k = (int)floor((double)num_tokens * (double)s->opt.masked_lm_prob + 0.5);
@@ -276,21 +294,66 @@ static int mask_row(InstanceStream *s, int *ids, int *labels, int n) {
         if (chosen + s->group_len[g] > k)
             continue; /* a word that would exceed the cap is skipped whole */
         for (int i = s->group_start[g]; i < s->group_start[g] + s->group_len[g]; i++) {
-            labels[i] = ids[i];
+            if (labels)
+                labels[i] = ids[i];
             float u = rng_uniform(rng);
             if (u < 0.8f) {
-                ids[i] = sp->mask;
+                if (ids)
+                    ids[i] = sp->mask;
             } else if (u >= 0.9f) {
                 int r;
                 do
                     r = (int)rng_below(rng, (uint64_t)s->vocab_size);
                 while (s->is_special[r]);
-                ids[i] = r;
+                if (ids)
+                    ids[i] = r;
             }
         }
         chosen += s->group_len[g];
     }
     return chosen;
+}
+
+/* BERT's dynamic masking of ids[0, n) (see instances.h); returns the number of labels set. */
+static int mask_row(InstanceStream *s, int *ids, int *labels, int n) {
+    const SpecialTokens *sp = &s->special;
+    int num_groups = 0, num_tokens = 0, open = 0;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        if (id == sp->cls || id == sp->sep || id == sp->pad) {
+            open = 0;
+            continue;
+        }
+        num_tokens++;
+        if (s->opt.whole_word_mask && open && s->is_continuation[id]) {
+            s->group_len[num_groups - 1]++;
+        } else {
+            s->group_start[num_groups] = i;
+            s->group_len[num_groups++] = 1;
+            open = 1;
+        }
+    }
+    return choose_masks(s, num_groups, num_tokens, ids, labels);
+}
+
+void instance_stream_skip(InstanceStream *s, int rows) {
+    for (int r = 0; r < rows; r++) {
+        int seps;
+        if (s->opt.whole_word_mask) { /* word boundaries need the ids */
+            int n = pack_row(s, s->scratch_ids, &seps);
+            mask_row(s, s->scratch_ids, s->scratch_labels, n);
+        } else {
+            /* Each content token but the inserted [SEP]s is a candidate of its own: the corpus
+             * holds no [CLS], [SEP] or [PAD] (the tokenizer never emits them). */
+            int n = pack_row(s, NULL, &seps), num_tokens = n - 2 - seps;
+            for (int i = 0; i < num_tokens; i++) {
+                s->group_start[i] = i;
+                s->group_len[i] = 1;
+            }
+            choose_masks(s, num_tokens, num_tokens, NULL, NULL);
+        }
+        s->st.rows++;
+    }
 }
 
 void instance_stream_next(InstanceStream *s, InstanceBatch *b) {
@@ -304,7 +367,8 @@ void instance_stream_next(InstanceStream *s, InstanceBatch *b) {
         int *ids = b->input_ids + (size_t)r * L, *labels = b->labels + (size_t)r * L;
         int *attention = b->attention_mask + (size_t)r * L;
         int *types = b->token_type_ids + (size_t)r * L;
-        int n = pack_row(s, ids);
+        int seps;
+        int n = pack_row(s, ids, &seps);
         for (int l = 0; l < L; l++) {
             labels[l] = IGNORE_LABEL;
             types[l] = 0;

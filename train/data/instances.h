@@ -1,4 +1,4 @@
-/* Masked-LM training instances from a loaded shard: RoBERTa FULL-SENTENCES packing and BERT's
+/* Masked-LM training instances from a shard (in memory or a lazily read shard set): RoBERTa FULL-SENTENCES packing and BERT's
  * dynamic masking, with no allocation after creation.
  *
  * Packing. Each row is [CLS] c_1 ... c_n [SEP] [PAD]...; the content c is consecutive whole
@@ -23,7 +23,11 @@
  *
  * Resume: InstanceState (RNG, epoch, position) is a small POD; instance_state_get after step N
  * and instance_state_set on a stream created with the same shard and options continue with
- * bit-identical batches. */
+ * bit-identical batches. Positions are global over a set's documents, so the same words serve
+ * one shard or many.
+ *
+ * Memory: the document order (8 bytes per document of the split) and one row's buffers; tokens
+ * and offsets of a lazy shard set are read as the rows need them. */
 #pragma once
 #include <stdint.h>
 
@@ -83,6 +87,11 @@ void instance_stream_free(InstanceStream *s);
 
 /* Fill b (whose shape must be batch_size x max_seq_len) with the next rows. */
 void instance_stream_next(InstanceStream *s, InstanceBatch *b);
+/* Advance exactly as instance_stream_next on a batch of `rows` rows would (positions, epoch,
+ * RNG: short lengths and mask draws), without filling a batch: for the micro-batches of other
+ * MPI ranks. Reads only document and sentence offsets, no token (with whole_word_mask the rows'
+ * tokens too: the mask draws depend on where words start). */
+void instance_stream_skip(InstanceStream *s, int rows);
 /* Back to the initial state (epoch 0, first document, RNG seeded afresh). */
 void instance_stream_rewind(InstanceStream *s);
 

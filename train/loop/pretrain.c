@@ -15,6 +15,7 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
+#include "train/data/shard_set.h"
 #include "train/model/checkpoint.h"
 
 int mlm_max_predictions(const Config *cfg) {
@@ -33,14 +34,7 @@ void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *
     RP_CHECK(tokenizer_vocab_size(d->tok) == cfg->model.vocab_size,
              "%s: the vocabulary has %d tokens but model.vocab_size = %d", vocab_origin,
              tokenizer_vocab_size(d->tok), cfg->model.vocab_size);
-    char path[CONFIG_PATH_MAX + 16];
-    shard_path(path, sizeof path, dc->shard_dir, "train");
-    RP_CHECK(access(path, R_OK) == 0, "%s: no training shard; run `realpos prepare CONFIG.ini` first", path);
-    d->train_shard = shard_load(path);
-    shard_check_vocab(d->train_shard, vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin);
-    shard_path(path, sizeof path, dc->shard_dir, "eval");
-    d->eval_shard = shard_load(path);
-    shard_check_vocab(d->eval_shard, vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin);
+    shard_set_open(dc, vocab_text, strlen(vocab_text), vocab_origin, &d->train_shard, &d->eval_shard);
     InstanceOptions train_opt = instance_options(dc, cfg->train.batch_size, 0);
     InstanceOptions eval_opt = instance_options(dc, cfg->train.batch_size, 1);
     d->train_stream = instance_stream_create(d->train_shard, d->tok, &train_opt);
@@ -118,6 +112,14 @@ static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
     *out = (TrainBatch){batch_of(ib), {0}, ib->num_tokens};
 }
 
+/* Another rank's micro-batch: the stream moves on exactly as next would, reading only sentence
+ * offsets (train/data/instances.h), so a rank touches the tokens of its own micro-batches only. */
+static void skip_mlm_batch(void *ctx, long step, int micro) {
+    (void)step, (void)micro;
+    Pretraining *p = ctx;
+    instance_stream_skip(p->data.train_stream, p->data.batch->batch_size);
+}
+
 static void evaluate(void *ctx, Run *run, int final) {
     (void)final;
     Pretraining *p = ctx;
@@ -193,7 +195,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
     const TrainConfig *tc = &cfg->train;
     RunTask task = {
         .name = "pretraining",
-        .source = {next_mlm_batch, NULL, &p},
+        .source = {next_mlm_batch, skip_mlm_batch, &p},
         .head = loss_head_mlm(&p.acts),
         .schedule = {tc->schedule, cfg->optim.lr, tc->warmup_steps, tc->max_steps, tc->grad_accum_steps,
                      tc->clip_grad_norm, (uint64_t)cfg->model.seed, tc->log_interval, NULL},

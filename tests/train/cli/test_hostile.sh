@@ -134,9 +134,9 @@ expect_ok "control: the checkpoint is intact" "present, right shapes, finite" $T
 cp $cfg "$tmp/c.ini"
 expect_error "init CONFIG --out CONFIG" "are the same file" $T "$RP" init "$tmp/c.ini" --out "$tmp/c.ini"
 check "... and the config is intact" cmp -s $cfg "$tmp/c.ini"
-mkdir -p "$tmp/sh"; cp "$tmp/corpus.txt" "$tmp/sh/train.h5"
-expect_error "prepare whose corpus is its own output shard" "are the same file" \
-  $T "$RP" prepare $cfg --set data.corpus="$tmp/sh/train.h5" --set data.shard_dir="$tmp/sh" --set data.vocab=$FX/vocab.txt
+mkdir -p "$tmp/sh"; cp "$tmp/corpus.txt" "$tmp/sh/index.json"
+expect_error "prepare whose corpus is its own output index" "are the same file" \
+  $T "$RP" prepare $cfg --set data.corpus="$tmp/sh/index.json" --set data.shard_dir="$tmp/sh" --set data.vocab=$FX/vocab.txt
 
 # ---- vocabularies ---------------------------------------------------------------------------------
 { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nw1\nw2\nw1\n'; } >"$tmp/dup_vocab.txt"

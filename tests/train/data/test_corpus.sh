@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # realpos prepare end to end on the fixtures, one check per bad input (non-zero exit, one clear
-# "realpos: error: ..." line naming the file or key, no shard written), and the offline skip
-# logic of scripts/fetch_corpus.sh. Uses ./realpos (make realpos).
+# "realpos: error: ..." line naming the file or key, no index written); compressed and JSON Lines
+# input, bad records, duplicates, --part runs, a killed prepare resumed, incremental corpora; and
+# the offline skip logic of scripts/fetch_corpus.sh. Uses ./realpos (make realpos).
 source "$(dirname "$0")/../../lib.sh"
 FIX="$PWD/tests/fixtures/corpus"
 FETCH="$PWD/scripts/fetch_corpus.sh"
@@ -15,7 +16,7 @@ config() {
 }
 
 # expect_error NAME MESSAGE: `realpos prepare NAME.ini` exits non-zero with the single stderr line
-# "realpos: error: MESSAGE" (a trailing '*' matches as a prefix) and writes no shard.
+# "realpos: error: MESSAGE" (a trailing '*' matches as a prefix) and writes no index.
 expect_error() {
   local name=$1 message=$2 got
   "$RP" prepare "$name.ini" >out 2>err
@@ -26,16 +27,16 @@ expect_error() {
   elif [[ "$message" == *'*' && "$got" != "realpos: error: ${message%'*'}"* ]] ||
        [[ "$message" != *'*' && "$got" != "realpos: error: $message" ]]; then
     fail "$name" "expected 'realpos: error: $message', got '$got'"
-  elif [ -n "$(ls "$name.shards" 2>/dev/null)" ]; then fail "$name" "wrote $(ls "$name.shards")"
+  elif [ -e "$name.shards/index.json" ]; then fail "$name" "wrote $name.shards/index.json"
   else pass "$name: $message"; fi
 }
 
 # A good run, with an override.
 config good "$FIX/docs_a.txt" "$FIX/docs_b.txt"
 if "$RP" prepare good.ini --set data.seed=3 >out 2>err; then
-  if [ -f good.shards/train.h5 ] && [ -f good.shards/eval.h5 ] && [ "$(ls -A good.shards | wc -l)" -eq 2 ] &&
-     grep -q '^train .*: 4 documents' out && grep -q '^eval .*: 2 documents' out; then
-    pass "prepare: train.h5 (4 documents) and eval.h5 (2), no temporary file"
+  docs=$(awk '/^(train|eval) / { d += $3 } END { print d }' out)
+  if [ -f good.shards/index.json ] && [ "$(ls -A good.shards | grep -vx .lock | wc -l)" -eq 5 ] && [ "$docs" -eq 6 ]; then
+    pass "prepare: index.json, a shard and a manifest per file (and its .lock), 6 documents, no temporary file"
   else fail "prepare" "$(ls -A good.shards) / $(cat out)"; fi
 else fail "prepare" "exit $?: $(cat err)"; fi
 
@@ -44,15 +45,15 @@ expect_error missing_file "$tmp/missing.txt: cannot open corpus file ([data] cor
 
 printf '\n  \n\t\n' >blank.txt
 config empty_corpus "$tmp/blank.txt"
-expect_error empty_corpus "[data] corpus ($tmp/blank.txt): no sentences: every line is blank"
+expect_error empty_corpus "[data] corpus ($tmp/blank.txt): no document produced a token with vocabulary*"
 
 printf '\001\n\n\002\003\n' >control.txt
 config empty_documents "$tmp/control.txt"
-expect_error empty_documents "[data] corpus ($tmp/control.txt): all 2 documents are empty:*"
+expect_error empty_documents "[data] corpus ($tmp/control.txt): no document produced a token with vocabulary*"
 
 printf 'one document.\nof two sentences.\n' >single.txt
 config one_document "$tmp/single.txt"
-expect_error one_document "[data] eval_fraction = 0.3 holds out 1 of the corpus's 1 documents, leaving none for training:*"
+expect_error one_document "[data] eval_fraction = 0.3 held out*"
 
 grep -v MASK "$FIX/vocab.txt" >no_mask.txt
 VOCAB="$tmp/no_mask.txt" config no_mask_token "$FIX/docs_a.txt"
@@ -64,6 +65,95 @@ expect_error missing_vocab "$tmp/absent_vocab.txt: cannot open vocabulary ([data
 if "$RP" prepare >out 2>err; then fail "prepare without a config" "exit 0"
 elif grep -q 'usage: realpos prepare' err; then pass "prepare without a config: usage, non-zero exit"
 else fail "prepare without a config" "$(cat err)"; fi
+
+# Duplicates (a second spelling through a symlink) and CR-only line ends are refused by name.
+ln -s "$FIX/docs_a.txt" link_a.txt
+config duplicate "$FIX/docs_a.txt" "$tmp/link_a.txt"
+expect_error duplicate "[data] corpus lists one file twice: $FIX/docs_a.txt (from '$FIX/docs_a.txt') and $tmp/link_a.txt (from '$tmp/link_a.txt') are the same file*"
+printf 'First sentence.\rSecond sentence.\r\rAnother document.\r' >cr.txt
+config cr_only "$tmp/cr.txt"
+expect_error cr_only "$tmp/cr.txt: lines end in CR alone (classic Mac OS line endings)*"
+
+# totals DIR: the train and eval document and token totals of a set's index
+totals() { /usr/bin/python3 -c 'import json,sys; i=json.load(open(sys.argv[1]+"/index.json")); print(*(i[s][k] for s in ("train","eval") for k in ("documents","tokens")))' "$1"; }
+
+# The same documents as gzip, zstd, JSON Lines, zstd JSON Lines (CRLF inside) and a directory
+# make the same split and tokens as the plain files; compression is found by content (no suffix).
+cat "$FIX/docs_a.txt" "$FIX/docs_b.txt" >both.txt
+config plain "$tmp/both.txt"; "$RP" prepare plain.ini >/dev/null 2>&1
+want=$(totals plain.shards)
+gzip -c both.txt >both.gzdata; zstd -q -c both.txt >both.zstdata
+/usr/bin/python3 - both.txt >both.jsonl <<'PY'
+import json, sys
+doc = []
+for line in list(open(sys.argv[1], encoding="utf-8")) + [""]:
+    if line.strip(): doc.append(line.rstrip("\n"))
+    elif doc: print(json.dumps({"id": len(doc), "text": "\r\n".join(doc)})); doc = []
+PY
+zstd -q -c both.jsonl >both.jsonl.zst
+mkdir -p dir/sub; cp "$FIX/docs_a.txt" dir/a.txt; cp "$FIX/docs_b.txt" dir/sub/b.txt
+config pair "$FIX/docs_a.txt" "$FIX/docs_b.txt"; "$RP" prepare pair.ini >/dev/null 2>&1
+for input in both.gzdata both.zstdata both.jsonl both.jsonl.zst dir; do
+  name=fmt_${input//./_}
+  config "$name" "$tmp/$input"
+  [ "$input" = dir ] && want=$(totals pair.shards) # two files: each one's end ends a document
+  if "$RP" prepare "$name.ini" >out 2>err && [ "$(totals "$name.shards")" = "$want" ]; then
+    pass "input $input: the same split and tokens as plain text ($want)"
+  else fail "input $input" "$(totals "$name.shards" 2>&1) vs $want: $(cat err)"; fi
+done
+
+# Truncated compressed input is an error naming the file, not a short corpus.
+for i in 1 2 3 4 5 6 7 8; do cat both.txt; done >both8.txt
+gzip -c both8.txt | head -c 300 >trunc_gz.data; zstd -q -c both8.txt | head -c 300 >trunc_zst.data
+config truncated_gzip "$tmp/trunc_gz.data"
+expect_error truncated_gzip "$tmp/trunc_gz.data: truncated gzip data: the stream ends early"
+config truncated_zstd "$tmp/trunc_zst.data"
+expect_error truncated_zstd "$tmp/trunc_zst.data: truncated zstd data: the stream ends inside a frame"
+
+# Bad JSON Lines records are named (file:line) and counted; the good ones are kept.
+{ echo '{"text": "In the beginning God created the heaven and the earth."}'; echo '{"text": broken'
+  echo '{"body": "no text member"}'; echo '{"text": 42}'; echo
+  for i in 1 2 3 4 5 6 7 8; do echo "{\"text\": \"And the earth was without form, and void $i.\"}"; done; } >bad.jsonl
+config bad_records "$tmp/bad.jsonl"
+"$RP" prepare bad_records.ini --set data.eval_fraction=0.5 >out 2>err
+if grep -qF "$tmp/bad.jsonl:2: bad record: not a JSON object" err && grep -qF "$tmp/bad.jsonl:3: bad record: no member 'text' (data.text_field)" err &&
+   grep -qF "$tmp/bad.jsonl:4: bad record: member 'text' is not a string" err && grep -q '^bad records: 3' out; then
+  pass "bad records: lines 2, 3, 4 named with the reason, 3 counted"
+else fail "bad records" "$(cat out err)"; fi
+
+# A multi-shard, multi-file set made by two --part processes equals the one-process set.
+awk 'BEGIN { for (d = 0; d < 300; d++) { for (s = 0; s < 3; s++) print "the lord said unto moses " d " " s " ."; print "" } }' >gen1.txt
+awk 'BEGIN { for (d = 0; d < 300; d++) { print "and god saw the light " d " ."; print "" } }' >gen2.txt
+config whole "$tmp/gen1.txt" "$tmp/gen2.txt" "$FIX/docs_a.txt"
+printf 'shard_tokens = 300\n' >>whole.ini
+"$RP" prepare whole.ini >/dev/null 2>&1
+sed 's/whole.shards/parts.shards/' whole.ini >parts.ini
+"$RP" prepare parts.ini --part 1/2 >out1 2>&1; "$RP" prepare parts.ini --part 0/2 >out0 2>&1
+if cmp -s whole.shards/index.json parts.shards/index.json && grep -q 'index: not yet written' out1 &&
+   [ "$(ls whole.shards/*.h5 | wc -l)" -gt 3 ]; then
+  pass "--part 0/2 + 1/2: the same index (shards, counts, split) as one process ($(ls whole.shards/*.h5 | wc -l) shards)"
+else fail "--part" "$(diff whole.shards/index.json parts.shards/index.json | head -5)"; fi
+
+# A prepare killed after its first shards resumes from them and ends with the same set.
+sed 's/whole.shards/killed.shards/' whole.ini >killed.ini
+printf 'read_chunk_mb = 1\n' >>killed.ini
+for i in $(seq 10); do cat gen1.txt; done | awk '{ print } /^$/ { n++; print "copy line " n " ." }' >gen1.txt.big && mv gen1.txt.big gen1.txt
+sed -i "s/^shard_tokens = 300/shard_tokens = 4000/" killed.ini
+"$RP" prepare killed.ini >/dev/null 2>&1 & pid=$!
+signal_when KILL $pid bash -c 'ls killed.shards/*-3.h5' >/dev/null 2>&1; wait $pid 2>/dev/null
+sed 's/killed.shards/fresh.shards/' killed.ini >fresh.ini
+"$RP" prepare fresh.ini >/dev/null 2>&1
+"$RP" prepare killed.ini >out 2>err
+if [ ! -e killed.shards/index.json.never ] && grep -qE 'shards: [0-9]+ written, [1-9][0-9]* kept' out && cmp -s fresh.shards/index.json killed.shards/index.json; then
+  pass "a prepare killed by SIGKILL resumes: $(grep -oE '[0-9]+ written, [0-9]+ kept' out), the same index as an uninterrupted run"
+else fail "killed prepare resumed" "$(cat out err | tail -3)"; fi
+
+# Adding a corpus file prepares only it.
+config grow "$FIX/docs_a.txt"; "$RP" prepare grow.ini >/dev/null 2>&1
+config grow "$FIX/docs_a.txt" "$FIX/docs_b.txt"; "$RP" prepare grow.ini >out 2>&1
+if grep -q 'sources: 2 corpus files, 1 kept from before; shards: 1 written, 0 kept' out; then
+  pass "incremental: a second corpus file is prepared alone, the first kept"
+else fail "incremental" "$(cat out)"; fi
 
 # fetch_corpus.sh: files matching the manifest are skipped without touching the network; a
 # changed file is detected (FETCH_CORPUS_OFFLINE makes that an error instead of a download).

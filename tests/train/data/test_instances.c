@@ -253,6 +253,52 @@ static void test_resume(TestTally *t, const Tokenizer *tok, const Shard *sh) {
     instance_stream_free(b);
 }
 
+/* instance_stream_skip as another MPI rank's micro-batches: a stream that skips every other
+ * batch makes the same batches as one that reads them all, and its state (RNG included) equals
+ * the reading stream's after every batch. Without whole_word_mask the skipping stream runs on a
+ * copy of the shard without its tokens array (NULL: any token read would crash), so skipping
+ * reads offsets alone. */
+static void test_skip(TestTally *t, const Tokenizer *tok, const Shard *sh, int whole_word) {
+    InstanceOptions o = options(4, 32, 0);
+    o.short_seq_prob = 0.2f;
+    o.whole_word_mask = whole_word;
+    enum { BATCHES = 60, WORDS = 3 * 4 * 32 };
+    Shard blind = *sh; /* same offsets; tokens removed while skipping */
+    InstanceStream *all = instance_stream_create(sh, tok, &o), *some = instance_stream_create(&blind, tok, &o);
+    InstanceBatch *a = instance_batch_create(4, 32), *b = instance_batch_create(4, 32);
+    int same_batches = 1, same_states = 1;
+    for (int i = 0; i < BATCHES; i++) {
+        instance_stream_next(all, a);
+        if (i % 2) {
+            blind.tokens = whole_word ? sh->tokens : NULL;
+            instance_stream_skip(some, 4);
+            blind.tokens = sh->tokens;
+        } else {
+            instance_stream_next(some, b);
+            int wa[WORDS], wb[WORDS];
+            copy_batch(a, wa);
+            copy_batch(b, wb);
+            same_batches &= !memcmp(wa, wb, sizeof wa);
+        }
+        uint64_t sa[INSTANCE_STATE_WORDS], sb[INSTANCE_STATE_WORDS];
+        InstanceState st = instance_state_get(all);
+        instance_state_pack(&st, sa);
+        st = instance_state_get(some);
+        instance_state_pack(&st, sb);
+        same_states &= !memcmp(sa, sb, sizeof sa);
+    }
+    InstanceState end = instance_state_get(all);
+    CHECK(t, same_batches && same_states,
+          "skip%s: skipping every other batch%s leaves the same state (RNG, position) and the same "
+          "batches as reading all %d (epoch %llu)",
+          whole_word ? " (whole_word_mask)" : "", whole_word ? "" : " without reading a token",
+          BATCHES, (unsigned long long)end.epoch);
+    instance_batch_free(a);
+    instance_batch_free(b);
+    instance_stream_free(all);
+    instance_stream_free(some);
+}
+
 /* A state from another shard (or out of range) is refused with exit status 1. */
 static void test_bad_state(TestTally *t, const Tokenizer *tok, const Shard *sh) {
     InstanceOptions o = options(4, 32, 0);
@@ -289,6 +335,8 @@ int main(void) {
     test_short_rows(&t, tok, &v);
     test_eval_determinism(&t, tok, sh);
     test_resume(&t, tok, sh);
+    test_skip(&t, tok, sh, 0);
+    test_skip(&t, tok, sh, 1);
     test_bad_state(&t, tok, sh);
     shard_free(sh);
     tokenizer_free(tok);

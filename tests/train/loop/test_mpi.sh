@@ -190,15 +190,16 @@ check "SIGUSR1 to mpirun (forwarded to every rank): exit 0 with a checkpoint (st
 # Same configuration text on both ranks (relative paths), but rank 1 runs in a directory whose
 # training shard is corrupt.
 mkdir -p "$tmp/good/shards" "$tmp/bad/shards"
-cp "$tmp/shards/"*.h5 "$tmp/good/shards/"; cp "$tmp/shards/"*.h5 "$tmp/bad/shards/"
-head -c 3000 "$tmp/shards/train.h5" >"$tmp/bad/shards/train.h5"
+cp "$tmp/shards/"* "$tmp/good/shards/"; cp "$tmp/shards/"* "$tmp/bad/shards/"
+shard=$(cd "$tmp/shards" && ls s*-0.h5 | head -n 1)
+head -c 3000 "$tmp/shards/$shard" >"$tmp/bad/shards/$shard"
 sed -e "s|^shard_dir = .*|shard_dir = shards|" -e "s|^run_dir = .*|run_dir = run|" "$cfg" >"$tmp/rel.ini"
 start=$(date +%s)
 timeout 300 "${MPI[@]}" -np 1 -wdir "$tmp/good" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=100000 \
   : -np 1 -wdir "$tmp/bad" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=100000 >"$tmp/fail.log" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 check "a corrupt shard on rank 1 stops the job (status $rc, ${took}s)" test $rc -ne 0 -a $rc -ne 124
-check "... with rank 1's message naming the file" grep -q "shards/train.h5" "$tmp/fail.log"
+check "... with rank 1's message naming the file" grep -q "shards/$shard" "$tmp/fail.log"
 check "... and saying which rank failed" grep -q "rank 1 of 2 failed" "$tmp/fail.log"
 timeout 300 "${MPI[@]}" -np 1 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/d1" \
   : -np 1 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/d2" >"$tmp/differ.log" 2>&1

@@ -11,7 +11,7 @@ check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; f
 # verdict NAME CONDITION...: PASS if every CONDITION (a shell test as one string) holds.
 verdict() { local name=$1 c; shift; for c in "$@"; do eval "$c" >/dev/null 2>&1 || { fail "$name" "not: $c"; return; }; done; pass "$name"; }
 export OMP_NUM_THREADS=1
-synthetic_corpus "$tmp" 60 40 11
+synthetic_corpus "$tmp" 60 60 11
 cat >"$tmp/p.ini" <<INI
 [model]
 hidden_size = 16
@@ -37,6 +37,7 @@ vocab = $tmp/vocab.txt
 shard_dir = $tmp/shards
 max_seq_len = 24
 max_predictions_per_seq = 4
+eval_fraction = 0.1
 INI
 "$RP" prepare "$tmp/p.ini" >/dev/null 2>&1 || { fail "prepare"; exit 1; }
 "$RP" pretrain "$tmp/p.ini" >"$tmp/first.log" 2>&1
@@ -69,6 +70,20 @@ kill -9 $holder 2>/dev/null; kill -CONT $holder 2>/dev/null; wait $holder 2>/dev
 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --overwrite --set train.max_steps=2 >"$tmp/after.log" 2>&1
 check "the kernel released the lock of the killed process: the directory can be taken (--overwrite)" \
   test -s "$tmp/locked/ckpt-0000002.h5"
+
+# ---- one writer of a shard set -------------------------------------------------------------------
+mkdir -p "$tmp/big"; synthetic_corpus "$tmp/big" 60 40000 5 # a prepare long enough to be caught holding its lock
+big=(--set data.corpus="$tmp/big/corpus.txt" --set data.shard_dir="$tmp/shards2")
+"$RP" prepare "$tmp/p.ini" "${big[@]}" >"$tmp/prep1.log" 2>&1 &
+holder=$!
+signal_when STOP $holder bash -c "test -e $tmp/shards2/.lock && ! flock -n $tmp/shards2/.lock true"
+timeout 60 "$RP" prepare "$tmp/p.ini" "${big[@]}" >"$tmp/o" 2>&1; rc=$?
+verdict "a second prepare into a shard directory being written fails at once (status $rc), naming the first" \
+  "[ $rc -ne 0 ] && [ $rc -lt 124 ]" "grep -qF 'is in use by process $holder (' $tmp/o"
+timeout 60 "$RP" prepare "$tmp/p.ini" "${big[@]}" --part 0/2 >"$tmp/o" 2>&1; rc=$?
+verdict "... and so does a part of a prepare (status $rc)" "[ $rc -ne 0 ] && [ $rc -lt 124 ]" "grep -qF 'is in use' $tmp/o"
+kill -CONT $holder; wait $holder; rc=$?
+verdict "... while the first finishes its shard set (status $rc)" "[ $rc -eq 0 ]" "test -s $tmp/shards2/index.json"
 
 # ---- --overwrite moves the old run aside ----------------------------------------------------------
 cp -r "$tmp/run" "$tmp/run-copy"

@@ -1,0 +1,507 @@
+/* Streaming corpus preparation: corpus files -> a shard set (shard_set.h), in bounded memory.
+ *
+ * Each source file is read in rounds of data.read_chunk_mb (decompressed) bytes cut at a line
+ * end; a round's lines are tokenized in parallel (blocks of UNIT_BLOCK lines, each with its own
+ * buffers, so the result does not depend on the thread count) and then walked in order: lines
+ * join the pending document, a document end sends it whole to the train or eval side of the
+ * shard being filled, and a shard of data.shard_tokens tokens or more is written at that document
+ * end. Memory: the round (bytes + ids + per-line records), the shard, the largest document.
+ *
+ * Held-out split: document D is held out iff u(D) < eval_fraction, u(D) = 53 high bits of
+ * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its
+ * non-blank lines (CR of CRLF removed): a pure function of (seed, the document's text), whatever
+ * the file, format, compression, position, process count or round size. */
+#include "train/data/corpus.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/rng.h"
+#include "train/data/corpus_reader.h"
+#include "train/data/shard_set.h"
+#include "train/data/shard_write.h"
+#include "train/data/tokenizer.h"
+
+#define SPLIT_SALT 0x73706c6974ULL /* "split" */
+#define UNIT_BLOCK 512             /* lines per tokenization work item */
+#define BAD_NAMED 10               /* bad records named per source; the rest are counted */
+#define MAX_LINE (1u << 30)        /* longest line (bytes) a round may grow to */
+
+typedef enum { UNIT_BLANK, UNIT_SENTENCE, UNIT_RECORD, UNIT_BAD_JSON, UNIT_NO_FIELD,
+               UNIT_NOT_STRING } UnitKind;
+
+typedef struct {
+    const char *text; /* the line without '\n' and a trailing '\r' */
+    size_t len;
+    size_t end;       /* offset after its '\n' in the round's buffer */
+} Unit;
+
+typedef struct { /* one work item's output */
+    int *ids;
+    size_t used, cap;
+    int64_t *lens; /* sentence lengths */
+    size_t num_lens, cap_lens;
+    int64_t unknown;
+    int failed; /* out of memory */
+} Block;
+
+typedef struct {
+    Unit *units;
+    unsigned char *kind;
+    int32_t *num_sentences;
+    uint64_t *hash;
+    size_t cap_units;
+    Block *blocks;
+    size_t cap_blocks;
+} Round;
+
+/* One source being prepared. */
+typedef struct {
+    const SetSettings *set;
+    const Tokenizer *tok;
+    const CorpusFile *src;
+    char stem[18];
+    int jsonl;
+    uint64_t split_seed;
+    ShardBuffer shard;
+    ShardCounts *shards;
+    int num_shards, cap_shards;
+    int32_t *doc_tokens; /* the pending document */
+    int64_t doc_num_tokens, doc_cap_tokens;
+    int64_t *doc_lens;
+    int64_t doc_num_sentences, doc_cap_sentences;
+    uint64_t doc_hash;
+    int64_t bad_named, bad_total;
+    PrepareReport *report;
+} Source;
+
+static void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    p = realloc(p, c * elem);
+    if (p)
+        *cap = c;
+    return p;
+}
+
+/* ---- tokenization of one round (parallel) ---------------------------------------------------- */
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\f\v", s[i]))
+            return 0;
+    return 1;
+}
+
+/* Tokenize one sentence into the block; returns 0 on out of memory. */
+static int block_sentence(Block *b, const Tokenizer *tok, const char *text, size_t len) {
+    int unk = tokenizer_special(tok).unk;
+    if (b->cap - b->used < len / 3 + 16) {
+        int *grown = grow_to(b->ids, &b->cap, b->used + len / 3 + 16, sizeof(int));
+        if (!grown)
+            return 0;
+        b->ids = grown;
+    }
+    size_t n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
+    if (n > b->cap - b->used) {
+        int *grown = grow_to(b->ids, &b->cap, b->used + n, sizeof(int));
+        if (!grown)
+            return 0;
+        b->ids = grown;
+        n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
+    }
+    int64_t *lens = grow_to(b->lens, &b->cap_lens, b->num_lens + 1, sizeof(int64_t));
+    if (!lens)
+        return 0;
+    b->lens = lens;
+    b->lens[b->num_lens++] = (int64_t)n;
+    for (size_t i = 0; i < n; i++)
+        b->unknown += b->ids[b->used + i] == unk;
+    b->used += n;
+    return 1;
+}
+
+/* A JSON Lines record: its text member's lines are the document's sentences. */
+static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *field, const Unit *u,
+                                int32_t *num_sentences, uint64_t *hash) {
+    cJSON *rec = cJSON_ParseWithLength(u->text, u->len);
+    if (!cJSON_IsObject(rec)) {
+        cJSON_Delete(rec);
+        return UNIT_BAD_JSON;
+    }
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(rec, field);
+    UnitKind kind = !item ? UNIT_NO_FIELD : !cJSON_IsString(item) ? UNIT_NOT_STRING : UNIT_RECORD;
+    if (kind == UNIT_RECORD) {
+        const char *text = item->valuestring;
+        size_t len = strlen(text);
+        uint64_t h = 0; /* as walk_round chains a text document's line hashes */
+        for (size_t start = 0; start < len && !b->failed;) {
+            const char *nl = memchr(text + start, '\n', len - start);
+            size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
+            n -= n && text[end - 1] == '\r';
+            if (!is_blank(text + start, n)) {
+                h = hash64(h ^ text_hash(text + start, n));
+                b->failed = !block_sentence(b, tok, text + start, n);
+                ++*num_sentences;
+            }
+            start = end + 1;
+        }
+        *hash = h;
+    }
+    cJSON_Delete(rec);
+    return kind;
+}
+
+static void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
+                           const char *field) {
+    size_t num_blocks = (num_units + UNIT_BLOCK - 1) / UNIT_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t c = 0; c < num_blocks; c++) {
+        Block *b = &r->blocks[c];
+        b->used = b->num_lens = 0;
+        b->unknown = 0;
+        size_t last = (c + 1) * UNIT_BLOCK < num_units ? (c + 1) * UNIT_BLOCK : num_units;
+        for (size_t i = c * UNIT_BLOCK; i < last && !b->failed; i++) {
+            const Unit *u = &r->units[i];
+            r->num_sentences[i] = 0;
+            r->hash[i] = 0;
+            if (is_blank(u->text, u->len)) {
+                r->kind[i] = UNIT_BLANK;
+            } else if (jsonl) {
+                r->kind[i] = (unsigned char)tokenize_record(b, tok, field, u, &r->num_sentences[i],
+                                                            &r->hash[i]);
+            } else {
+                r->kind[i] = UNIT_SENTENCE;
+                r->hash[i] = text_hash(u->text, u->len);
+                r->num_sentences[i] = 1;
+                b->failed = !block_sentence(b, tok, u->text, u->len);
+            }
+        }
+    }
+    for (size_t c = 0; c < num_blocks; c++)
+        RP_CHECK(!r->blocks[c].failed,
+                 "out of memory tokenizing the corpus: lower data.read_chunk_mb (%zu ids in a block)",
+                 r->blocks[c].cap);
+}
+
+/* ---- documents and shards (sequential) ------------------------------------------------------- */
+
+static void flush_shard(Source *s, int64_t input_end, int64_t line_end) {
+    double t0 = now_seconds();
+    size_t cap = (size_t)s->cap_shards;
+    s->shards = grow_to(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
+    RP_CHECK(s->shards, "out of memory");
+    s->cap_shards = (int)cap;
+    s->shards[s->num_shards] = shard_write(s->set, s->src, s->stem, s->num_shards, &s->shard,
+                                           input_end, line_end);
+    s->num_shards++;
+    s->report->shards_written++;
+    shard_buffer_clear(&s->shard);
+    s->report->seconds_write += now_seconds() - t0;
+}
+
+static void add_sentence(Source *s, const int *ids, int64_t n) {
+    if (n == 0) {
+        s->shard.dropped_sentences++;
+        return;
+    }
+    size_t cap_t = (size_t)s->doc_cap_tokens, cap_s = (size_t)s->doc_cap_sentences;
+    s->doc_tokens = grow_to(s->doc_tokens, &cap_t, (size_t)(s->doc_num_tokens + n), sizeof(int32_t));
+    s->doc_lens = grow_to(s->doc_lens, &cap_s, (size_t)s->doc_num_sentences + 1, sizeof(int64_t));
+    RP_CHECK(s->doc_tokens && s->doc_lens, "%s: out of memory holding a document of %lld tokens",
+             s->src->path, (long long)(s->doc_num_tokens + n));
+    s->doc_cap_tokens = (int64_t)cap_t;
+    s->doc_cap_sentences = (int64_t)cap_s;
+    memcpy(s->doc_tokens + s->doc_num_tokens, ids, (size_t)n * sizeof(int32_t));
+    s->doc_num_tokens += n;
+    s->doc_lens[s->doc_num_sentences++] = n;
+}
+
+/* The pending document ends at input offset input_end (line line_end). */
+static void end_document(Source *s, int64_t input_end, int64_t line_end) {
+    if (s->doc_num_sentences > 0) {
+        uint64_t u = hash64(s->doc_hash ^ s->split_seed);
+        int eval = (double)(u >> 11) * 0x1p-53 < (double)s->set->data->eval_fraction;
+        shard_buffer_add_document(&s->shard, eval, s->doc_tokens, s->doc_lens, s->doc_num_sentences);
+        if (shard_buffer_tokens(&s->shard) >= s->set->data->shard_tokens)
+            flush_shard(s, input_end, line_end);
+    }
+    s->doc_num_tokens = s->doc_num_sentences = 0;
+    s->doc_hash = 0;
+}
+
+static void bad_record(Source *s, UnitKind kind, int64_t line) {
+    s->shard.bad_records++;
+    s->bad_total++;
+    if (s->bad_named++ >= BAD_NAMED)
+        return;
+    const char *field = s->set->data->text_field;
+    if (kind == UNIT_BAD_JSON)
+        fprintf(stderr, "realpos: warning: %s:%lld: bad record: not a JSON object; skipped\n",
+                s->src->path, (long long)line);
+    else
+        fprintf(stderr, "realpos: warning: %s:%lld: bad record: %s '%s'%s; skipped\n", s->src->path,
+                (long long)line, kind == UNIT_NO_FIELD ? "no member" : "member", field,
+                kind == UNIT_NO_FIELD ? " (data.text_field)" : " is not a string");
+}
+
+/* Walk a tokenized round in order. base: input offset of the round's first byte; line_base:
+ * lines before it. */
+static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base, int64_t line_base) {
+    size_t id_pos = 0, len_pos = 0;
+    for (size_t i = 0; i < num_units; i++) {
+        const Block *b = &r->blocks[i / UNIT_BLOCK];
+        if (i % UNIT_BLOCK == 0)
+            id_pos = len_pos = 0;
+        int64_t line = line_base + (int64_t)i + 1, end = base + (int64_t)r->units[i].end;
+        switch ((UnitKind)r->kind[i]) {
+        case UNIT_BLANK:
+            if (!s->jsonl)
+                end_document(s, end, line);
+            break;
+        case UNIT_SENTENCE:
+        case UNIT_RECORD: /* a record is a whole document: its hash chains its lines already */
+            s->doc_hash = r->kind[i] == UNIT_RECORD ? r->hash[i] : hash64(s->doc_hash ^ r->hash[i]);
+            for (int32_t k = 0; k < r->num_sentences[i]; k++) {
+                add_sentence(s, b->ids + id_pos, b->lens[len_pos]);
+                id_pos += (size_t)b->lens[len_pos++];
+            }
+            if (r->kind[i] == UNIT_RECORD)
+                end_document(s, end, line);
+            break;
+        default:
+            bad_record(s, (UnitKind)r->kind[i], line);
+        }
+        s->report->unknown_tokens += i % UNIT_BLOCK == 0 ? b->unknown : 0;
+    }
+}
+
+/* Cut buf[0, n) into units (lines); returns their number. */
+static size_t split_units(Round *r, const char *buf, size_t n) {
+    size_t count = 0;
+    for (size_t start = 0; start < n;) {
+        const char *nl = memchr(buf + start, '\n', n - start);
+        size_t end = nl ? (size_t)(nl - buf) : n;
+        Unit *units = grow_to(r->units, &r->cap_units, count + 1, sizeof(Unit));
+        RP_CHECK(units, "out of memory splitting the corpus into lines");
+        r->units = units;
+        size_t len = end - start;
+        if (len && buf[end - 1] == '\r')
+            len--; /* CRLF */
+        r->units[count++] = (Unit){buf + start, len, nl ? end + 1 : end};
+        start = end + 1;
+    }
+    size_t cap = r->cap_units, blocks = (count + UNIT_BLOCK - 1) / UNIT_BLOCK, old = r->cap_blocks;
+    r->kind = realloc(r->kind, cap);
+    r->num_sentences = realloc(r->num_sentences, cap * sizeof *r->num_sentences);
+    r->hash = realloc(r->hash, cap * sizeof *r->hash);
+    RP_CHECK(r->kind && r->num_sentences && r->hash, "out of memory splitting the corpus into lines");
+    if (blocks > old) {
+        r->blocks = realloc(r->blocks, blocks * sizeof *r->blocks);
+        RP_CHECK(r->blocks, "out of memory");
+        memset(r->blocks + old, 0, (blocks - old) * sizeof *r->blocks);
+        r->cap_blocks = blocks;
+    }
+    return count;
+}
+
+/* auto: JSON Lines iff the first non-blank line is a JSON object. */
+static int detect_jsonl(const DataConfig *d, const char *buf, size_t n) {
+    if (d->corpus_format != CORPUS_AUTO)
+        return d->corpus_format == CORPUS_JSONL;
+    for (size_t start = 0; start < n;) {
+        const char *nl = memchr(buf + start, '\n', n - start);
+        size_t end = nl ? (size_t)(nl - buf) : n;
+        if (!is_blank(buf + start, end - start)) {
+            size_t i = start;
+            while (i < end && strchr(" \t\r", buf[i]))
+                i++;
+            if (buf[i] != '{')
+                return 0;
+            cJSON *j = cJSON_ParseWithLength(buf + start, end - start);
+            int object = cJSON_IsObject(j);
+            cJSON_Delete(j);
+            return object;
+        }
+        start = end + 1;
+    }
+    return 0;
+}
+
+static size_t fill(CorpusReader *in, char *buf, size_t have, size_t cap, int *eof, double *seconds) {
+    double t0 = now_seconds();
+    while (!*eof && have < cap) {
+        size_t got = corpus_reader_read(in, buf + have, cap - have);
+        *eof = got == 0;
+        have += got;
+    }
+    *seconds += now_seconds() - t0;
+    return have;
+}
+
+/* Prepare one source: keep its intact shards, read on from where they end, write the rest and
+ * the manifest. */
+static void prepare_source(Source *s, Round *r) {
+    const DataConfig *d = s->set->data;
+    int64_t skip = 0, line_base = 0, input_end, line_end;
+    ShardCounts kept;
+    while (shard_kept(s->set, s->src, s->stem, s->num_shards, &kept, &input_end, &line_end)) {
+        size_t cap = (size_t)s->cap_shards;
+        s->shards = grow_to(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
+        RP_CHECK(s->shards, "out of memory");
+        s->cap_shards = (int)cap;
+        s->shards[s->num_shards++] = kept;
+        s->report->shards_kept++;
+        skip = input_end;
+        line_base = line_end;
+    }
+    if (s->num_shards)
+        rp_log("prepare: %s: %d shard%s kept, reading on from byte %lld (line %lld)", s->src->path,
+               s->num_shards, s->num_shards == 1 ? "" : "s", (long long)skip, (long long)line_base);
+    CorpusReader *in = corpus_reader_open(s->src->path);
+    size_t cap = (size_t)d->read_chunk_mb << 20, have = 0;
+    char *buf = xmalloc(cap);
+    int eof = 0;
+    int64_t offset = 0;
+    have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
+    const char *nl = memchr(buf, '\n', have);
+    RP_CHECK(nl || !memchr(buf, '\r', have),
+             "%s: lines end in CR alone (classic Mac OS line endings): realpos reads LF or CRLF line "
+             "ends; convert the file with: tr '\\r' '\\n' < FILE > NEW", s->src->path);
+    s->jsonl = detect_jsonl(d, buf, have);
+    while (offset < skip) { /* the kept shards' input, read and dropped */
+        size_t drop = (size_t)(skip - offset) < have ? (size_t)(skip - offset) : have;
+        RP_CHECK(drop > 0, "%s: shorter than its kept shards say (%lld bytes): the file changed",
+                 s->src->path, (long long)skip);
+        memmove(buf, buf + drop, have - drop);
+        have -= drop;
+        offset += (int64_t)drop;
+        have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
+    }
+    for (;;) {
+        const char *last = have ? memrchr(buf, '\n', have) : NULL;
+        size_t cut = eof ? have : last ? (size_t)(last - buf) + 1 : 0;
+        if (!cut && !eof) { /* one line longer than the round: grow it */
+            RP_CHECK(cap < MAX_LINE, "%s: line %lld is longer than %u bytes", s->src->path,
+                     (long long)line_base + 1, MAX_LINE);
+            cap *= 2;
+            buf = realloc(buf, cap);
+            RP_CHECK(buf, "%s: out of memory reading a line of %zu bytes", s->src->path, cap);
+            have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
+            continue;
+        }
+        size_t units = split_units(r, buf, cut);
+        double t0 = now_seconds();
+        tokenize_round(r, units, s->tok, s->jsonl, d->text_field);
+        s->report->seconds_tokenize += now_seconds() - t0;
+        walk_round(s, r, units, offset, line_base);
+        s->report->bytes += (int64_t)cut;
+        line_base += (int64_t)units;
+        memmove(buf, buf + cut, have - cut);
+        have -= cut;
+        offset += (int64_t)cut;
+        if (eof && !have)
+            break;
+        have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
+    }
+    end_document(s, offset, line_base);
+    if (s->shard.split[0].num_documents + s->shard.split[1].num_documents > 0 ||
+        s->shard.bad_records || s->shard.dropped_sentences)
+        flush_shard(s, offset, line_base);
+    if (s->bad_named > BAD_NAMED)
+        fprintf(stderr, "realpos: warning: %s: %lld more bad records (%lld in all)\n", s->src->path,
+                (long long)(s->bad_named - BAD_NAMED), (long long)s->bad_total);
+    manifest_write(s->set, s->src, s->stem, corpus_reader_compression(in), s->jsonl ? "jsonl" : "text",
+                   s->shards, s->num_shards);
+    corpus_reader_close(in);
+    free(buf);
+}
+
+PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
+    PrepareReport report = {0};
+    double t0 = now_seconds();
+    RP_CHECK(data->num_corpus > 0, "[data] corpus: expected at least one corpus file, got none");
+    RP_CHECK(data->vocab[0], "[data] vocab: expected a vocabulary file, got none");
+    RP_CHECK(num_parts >= 1 && part >= 0 && part < num_parts,
+             "prepare --part: expected I/N with 0 <= I < N, got %d/%d", part, num_parts);
+    CorpusList list = corpus_list_expand(data);
+    char index[CONFIG_PATH_MAX + 32];
+    snprintf(index, sizeof index, "%s/%s", data->shard_dir, SHARD_SET_INDEX);
+    struct stat dir_st;
+    int have_dir = stat(data->shard_dir, &dir_st) == 0;
+    for (int i = 0; i < list.count; i++) { /* never write over a file prepare reads */
+        require_distinct_files(list.files[i].path, "prepare: [data] corpus", index,
+                               "the shard set index ([data] shard_dir)");
+        char dir[CONFIG_PATH_MAX];
+        struct stat st;
+        path_directory(dir, sizeof dir, list.files[i].path);
+        RP_CHECK(!have_dir || stat(dir, &st) != 0 || st.st_dev != dir_st.st_dev ||
+                     st.st_ino != dir_st.st_ino,
+                 "%s: corpus file inside [data] shard_dir %s, where prepare writes its shards: move "
+                 "it out", list.files[i].path, data->shard_dir);
+    }
+    size_t vocab_len;
+    char *vocab_text = read_file(data->vocab, &vocab_len, "vocabulary ([data] vocab)");
+    Tokenizer *tok = tokenizer_from_text(vocab_text, vocab_len, data->do_lower_case, data->vocab);
+    char vocab_md5[33];
+    md5_hex(vocab_text, vocab_len, vocab_md5);
+    SetSettings set;
+    settings_init(&set, data, vocab_md5, tokenizer_vocab_size(tok));
+    mkdir_p(data->shard_dir);
+    if (num_parts == 1)
+        remove_stale_temp_files(data->shard_dir); /* another part's live temp files are not stale */
+    Round round = {0};
+    int done_all = 1;
+    report.sources = list.count;
+    for (int i = 0; i < list.count; i++) {
+        Source s = {.set = &set, .tok = tok, .src = &list.files[i], .report = &report};
+        source_stem(s.stem, &set, s.src->path);
+        ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+        if (i % num_parts != part) {
+            done_all &= manifest_done(&set, s.src, s.stem, 0, &total);
+            continue;
+        }
+        if (!manifest_done(&set, s.src, s.stem, 1, &total)) {
+            s.split_seed = hash64((uint64_t)data->seed ^ SPLIT_SALT);
+            shard_buffer_init(&s.shard, set.vocab_size);
+            prepare_source(&s, &round);
+            shard_buffer_free(&s.shard);
+            free(s.shards), free(s.doc_tokens), free(s.doc_lens);
+            RP_CHECK(manifest_done(&set, s.src, s.stem, 0, &total), "%s: manifest not readable back",
+                     s.src->path);
+        } else {
+            report.sources_kept++;
+        }
+        report.train.documents += total.train.documents;
+        report.train.sentences += total.train.sentences;
+        report.train.tokens += total.train.tokens;
+        report.eval.documents += total.eval.documents;
+        report.eval.sentences += total.eval.sentences;
+        report.eval.tokens += total.eval.tokens;
+        report.bad_records += total.bad_records;
+        report.dropped_sentences += total.dropped_sentences;
+    }
+    tokenizer_report_unknown(report.unknown_tokens, report.train.tokens + report.eval.tokens,
+                             list.files[0].path, data->vocab);
+    if (done_all) {
+        index_write(&set, &list);
+        report.index_written = 1;
+    }
+    memcpy(report.prepare_id, set.prepare_id, sizeof report.prepare_id);
+    for (size_t c = 0; c < round.cap_blocks; c++)
+        free(round.blocks[c].ids), free(round.blocks[c].lens);
+    free(round.blocks), free(round.units), free(round.kind), free(round.num_sentences), free(round.hash);
+    corpus_list_free(&list);
+    tokenizer_free(tok);
+    free(vocab_text);
+    report.seconds_total = now_seconds() - t0;
+    return report;
+}

@@ -1,0 +1,299 @@
+/* Opening a shard set for training and reading it lazily (shard_set.h).
+ *
+ * Each shard's CRC-32 seal is verified once, when the set is opened (h5_open reads the file
+ * through; the page cache keeps it, the process does not). After that, tokens and offsets are
+ * read with pread(2) from the file offsets of the contiguous datasets: a document's two offsets,
+ * a window of SHARD_WINDOW sentence offsets, a sentence's tokens straight into the row. Resident
+ * memory is the parts table (a few words per shard), the token counts and the readers' windows,
+ * whatever the corpus size; what is read is checked (offsets increasing and in range, ids below
+ * vocab_size) as it is read. */
+#include "train/data/shard_set.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/h5io.h"
+
+struct ShardPart {
+    int fd;
+    char file[64];                             /* name in shard_dir, for messages */
+    off_t tokens_at, sentences_at, documents_at; /* file offsets of the datasets' bytes */
+    int64_t doc_base, sent_base, tok_base;     /* global index of the part's first element */
+    int64_t num_documents, num_sentences, num_tokens;
+};
+
+/* ---- opening --------------------------------------------------------------------------------- */
+
+static int64_t json_int(const cJSON *o, const char *name, const char *path) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    RP_CHECK(cJSON_IsNumber(v), "%s: member '%s': expected a number", path, name);
+    return (int64_t)v->valuedouble;
+}
+
+static const char *json_string(const cJSON *o, const char *name, const char *path) {
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
+    RP_CHECK(v, "%s: member '%s': expected a string", path, name);
+    return v;
+}
+
+/* The file offset of dataset name (contiguous, elements of type `type`, n of them). */
+static off_t dataset_at(hid_t f, const char *path, const char *name, hid_t type, int64_t n) {
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    RP_CHECK(ds >= 0, "%s: dataset '%s' missing", path, name);
+    hid_t plist = H5Dget_create_plist(ds), t = H5Dget_type(ds), space = H5Dget_space(ds);
+    hssize_t count = H5Sget_simple_extent_npoints(space);
+    int contiguous = H5Pget_layout(plist) == H5D_CONTIGUOUS, same = H5Tequal(t, type) > 0;
+    haddr_t at = H5Dget_offset(ds);
+    H5Sclose(space), H5Tclose(t), H5Pclose(plist), H5Dclose(ds);
+    RP_CHECK(contiguous && same, "%s: dataset '%s': expected a contiguous dataset of native %s",
+             path, name, type == H5T_NATIVE_INT32 ? "int32" : "int64");
+    RP_CHECK(count == n, "%s: dataset '%s': expected %lld elements (index.json), got %lld", path,
+             name, (long long)n, (long long)count);
+    RP_CHECK(n == 0 || at != HADDR_UNDEF, "%s: dataset '%s' has no storage", path, name);
+    return n == 0 ? 0 : (off_t)at;
+}
+
+/* Room for `need` more open files (the soft limit raised toward the hard one). */
+static void reserve_files(int need, const char *what) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    if (rl.rlim_cur < (rlim_t)need + 64) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > (rlim_t)need + 64
+                          ? (rlim_t)need + 64
+                          : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        RP_CHECK(rl.rlim_cur >= (rlim_t)need + 16,
+                 "%s: %d shard files need more open files than the limit %llu (ulimit -n); raise "
+                 "data.shard_tokens", what, need, (unsigned long long)rl.rlim_max);
+    }
+}
+
+static Shard *new_lazy(const char *path, int cap, int vocab_size, int do_lower_case,
+                       const char *md5, const char *split) {
+    Shard *s = xcalloc(1, sizeof *s);
+    int n = snprintf(s->path, sizeof s->path, "%.*s (%s)", (int)sizeof s->path - 16, path, split);
+    RP_CHECK(n > 0 && (size_t)n < sizeof s->path, "%s: path too long", path);
+    s->parts = xcalloc((size_t)cap, sizeof *s->parts);
+    s->fds = xcalloc((size_t)cap, sizeof *s->fds);
+    s->token_counts = xcalloc((size_t)vocab_size, sizeof *s->token_counts);
+    s->vocab_size = vocab_size;
+    s->do_lower_case = do_lower_case;
+    memcpy(s->vocab_md5, md5, 33);
+    s->sources = xstrdup(path);
+    return s;
+}
+
+static void add_part(Shard *s, const char *dir, const char *file, hid_t f, const char *path,
+                     const char *split, const SplitCounts *n) {
+    if (n->documents == 0)
+        return;
+    ShardPart *p = &s->parts[s->num_parts++];
+    char name[64];
+    snprintf(p->file, sizeof p->file, "%s", file);
+    snprintf(name, sizeof name, "%s/tokens", split);
+    p->tokens_at = dataset_at(f, path, name, H5T_NATIVE_INT32, n->tokens);
+    snprintf(name, sizeof name, "%s/sentence_offsets", split);
+    p->sentences_at = dataset_at(f, path, name, H5T_NATIVE_INT64, n->sentences + 1);
+    snprintf(name, sizeof name, "%s/document_offsets", split);
+    p->documents_at = dataset_at(f, path, name, H5T_NATIVE_INT64, n->documents + 1);
+    p->doc_base = s->num_documents;
+    p->sent_base = s->num_sentences;
+    p->tok_base = s->num_tokens;
+    p->num_documents = n->documents;
+    p->num_sentences = n->sentences;
+    p->num_tokens = n->tokens;
+    s->num_documents += n->documents;
+    s->num_sentences += n->sentences;
+    s->num_tokens += n->tokens;
+    char full[CONFIG_PATH_MAX + 80];
+    snprintf(full, sizeof full, "%s/%s", dir, file);
+    p->fd = s->fds[s->num_fds++] = open(full, O_RDONLY);
+    RP_CHECK(p->fd >= 0, "%s: cannot open: %s", full, strerror(errno));
+}
+
+static SplitCounts index_counts(const cJSON *o, const char *name, const char *path) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, name);
+    return (SplitCounts){json_int(c, "documents", path), json_int(c, "sentences", path),
+                         json_int(c, "tokens", path)};
+}
+
+static void open_set(const DataConfig *d, const char *index_path, const char *vocab_text,
+                     size_t vocab_len, const char *vocab_origin, Shard **train, Shard **eval) {
+    size_t len;
+    char *text = read_file(index_path, &len, "shard set index");
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
+    RP_CHECK(cJSON_IsObject(root), "%s: not a JSON object", index_path);
+    const char *format = json_string(root, "format", index_path);
+    RP_CHECK(!strcmp(format, SHARD_SET_FORMAT), "%s: member 'format': expected '%s', got '%s'",
+             index_path, SHARD_SET_FORMAT, format);
+    char prepare_id[17], md5[33];
+    snprintf(prepare_id, sizeof prepare_id, "%s", json_string(root, "prepare_id", index_path));
+    snprintf(md5, sizeof md5, "%s", json_string(root, "vocab_md5", index_path));
+    int vocab_size = (int)json_int(root, "vocab_size", index_path);
+    RP_CHECK(vocab_size > 0, "%s: member 'vocab_size': expected a positive number", index_path);
+    int lower = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "do_lower_case"));
+    int num_shards = 0;
+    const cJSON *src, *sh;
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
+        num_shards += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(src, "shards"));
+    RP_CHECK(num_shards > 0, "%s: lists no shard", index_path);
+    reserve_files(2 * num_shards, index_path);
+    *train = new_lazy(index_path, num_shards, vocab_size, lower, md5, "train");
+    *eval = new_lazy(index_path, num_shards, vocab_size, lower, md5, "eval");
+    shard_check_vocab(*train, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+    int64_t *counts = xmalloc((size_t)vocab_size * sizeof *counts);
+    double t0 = now_seconds();
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
+        cJSON_ArrayForEach(sh, cJSON_GetObjectItemCaseSensitive(src, "shards")) {
+            const char *file = json_string(sh, "file", index_path);
+            RP_CHECK(strlen(file) < 64 && !strchr(file, '/'), "%s: bad shard name '%s'", index_path, file);
+            char path[CONFIG_PATH_MAX + 80];
+            snprintf(path, sizeof path, "%s/%s", d->shard_dir, file);
+            hid_t f = h5_open(path, 0); /* verifies the CRC-32 seal */
+            char *fmt = h5_attr_read_string(f, "format", path), *id = h5_attr_read_string(f, "prepare_id", path);
+            RP_CHECK(!strcmp(fmt, SHARD_SET_FORMAT), "%s: attribute 'format': expected '%s', got '%s'",
+                     path, SHARD_SET_FORMAT, fmt);
+            RP_CHECK(!strcmp(id, prepare_id),
+                     "%s: made by another prepare (prepare_id %s) than %s (prepare_id %s): run realpos "
+                     "prepare CONFIG.ini again",
+                     path, id, index_path, prepare_id);
+            free(fmt), free(id);
+            SplitCounts tr = index_counts(sh, "train", index_path), ev = index_counts(sh, "eval", index_path);
+            add_part(*train, d->shard_dir, file, f, path, "train", &tr);
+            add_part(*eval, d->shard_dir, file, f, path, "eval", &ev);
+            hsize_t n = (hsize_t)vocab_size;
+            h5_read_int64s(f, path, "train/token_counts", counts, 1, &n);
+            for (int v = 0; v < vocab_size; v++)
+                (*train)->token_counts[v] += counts[v];
+            h5_close(f, path);
+        }
+    SplitCounts want_train = index_counts(root, "train", index_path),
+                want_eval = index_counts(root, "eval", index_path);
+    RP_CHECK((*train)->num_tokens == want_train.tokens && (*eval)->num_tokens == want_eval.tokens &&
+                 (*train)->num_documents == want_train.documents &&
+                 (*eval)->num_documents == want_eval.documents,
+             "%s: the shards' counts do not add up to the index's totals", index_path);
+    rp_log("data: %s: %d shards, %lld train / %lld eval documents, %lld / %lld tokens "
+           "(checksums verified in %.2f s)",
+           index_path, num_shards, (long long)want_train.documents, (long long)want_eval.documents,
+           (long long)want_train.tokens, (long long)want_eval.tokens, now_seconds() - t0);
+    free(counts);
+    cJSON_Delete(root);
+}
+
+void shard_set_open(const DataConfig *d, const char *vocab_text, size_t vocab_len,
+                    const char *vocab_origin, Shard **train, Shard **eval) {
+    char index[CONFIG_PATH_MAX + 32], old[CONFIG_PATH_MAX + 16];
+    snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
+    if (access(index, R_OK) == 0) {
+        open_set(d, index, vocab_text, vocab_len, vocab_origin, train, eval);
+        return;
+    }
+    shard_path(old, sizeof old, d->shard_dir, "train");
+    RP_CHECK(access(old, R_OK) == 0,
+             "%s: no shard set (no %s); run `realpos prepare CONFIG.ini` first (or again, if it "
+             "stopped or ran with --part)",
+             d->shard_dir, SHARD_SET_INDEX);
+    rp_log("data: %s: old single-file shards, loaded whole; `realpos prepare CONFIG.ini` makes a "
+           "lazily read shard set", old);
+    *train = shard_load(old);
+    shard_check_vocab(*train, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+    shard_path(old, sizeof old, d->shard_dir, "eval");
+    *eval = shard_load(old);
+    shard_check_vocab(*eval, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+}
+
+/* ---- reading --------------------------------------------------------------------------------- */
+
+static void read_at(const Shard *s, const ShardPart *p, void *out, size_t bytes, off_t at) {
+    size_t done = 0;
+    while (done < bytes) {
+        ssize_t got = pread(p->fd, (char *)out + done, bytes - done, at + (off_t)done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        RP_CHECK(got > 0, "%s: shard %s: %s at byte %lld", s->path, p->file,
+                 got < 0 ? strerror(errno) : "file ends early", (long long)(at + (off_t)done));
+        done += (size_t)got;
+    }
+}
+
+/* The part holding global element index i, by the base field at offset `base` of ShardPart. */
+static const ShardPart *find_part(const Shard *s, int64_t i, size_t base) {
+    int lo = 0, hi = s->num_parts - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (*(const int64_t *)((const char *)&s->parts[mid] + base) <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return &s->parts[lo];
+}
+
+void shard_document(const Shard *s, int64_t doc, int64_t *first, int64_t *count) {
+    if (!s->parts) {
+        *first = s->document_offsets[doc];
+        *count = s->document_offsets[doc + 1] - *first;
+        return;
+    }
+    const ShardPart *p = find_part(s, doc, offsetof(ShardPart, doc_base));
+    int64_t local = doc - p->doc_base, off[2];
+    read_at(s, p, off, sizeof off, p->documents_at + (off_t)local * 8);
+    RP_CHECK(off[0] >= 0 && off[1] > off[0] && off[1] <= p->num_sentences,
+             "%s: shard %s: document_offsets[%lld] = %lld, %lld: expected increasing offsets in [0, %lld]",
+             s->path, p->file, (long long)local, (long long)off[0], (long long)off[1],
+             (long long)p->num_sentences);
+    *first = p->sent_base + off[0];
+    *count = off[1] - off[0];
+}
+
+void shard_window_reset(ShardWindow *w) { w->first = w->count = 0; }
+
+void shard_sentence(const Shard *s, ShardWindow *w, int64_t sent, int64_t *from, int64_t *to) {
+    if (!s->parts) {
+        *from = s->sentence_offsets[sent];
+        *to = s->sentence_offsets[sent + 1];
+        return;
+    }
+    if (sent < w->first || sent >= w->first + w->count) {
+        const ShardPart *p = find_part(s, sent, offsetof(ShardPart, sent_base));
+        int64_t local = sent - p->sent_base, n = p->num_sentences - local;
+        n = n < SHARD_WINDOW ? n : SHARD_WINDOW;
+        read_at(s, p, w->offsets, (size_t)(n + 1) * 8, p->sentences_at + (off_t)local * 8);
+        for (int64_t i = 0; i <= n; i++) {
+            RP_CHECK((i == 0 ? w->offsets[0] >= 0 : w->offsets[i] > w->offsets[i - 1]) &&
+                         w->offsets[i] <= p->num_tokens,
+                     "%s: shard %s: sentence_offsets[%lld] = %lld: expected increasing offsets in "
+                     "[0, %lld]",
+                     s->path, p->file, (long long)(local + i), (long long)w->offsets[i],
+                     (long long)p->num_tokens);
+        }
+        for (int64_t i = 0; i <= n; i++)
+            w->offsets[i] += p->tok_base;
+        w->first = sent;
+        w->count = n;
+    }
+    *from = w->offsets[sent - w->first];
+    *to = w->offsets[sent - w->first + 1];
+}
+
+void shard_read_tokens(const Shard *s, int64_t from, int64_t n, int32_t *out) {
+    if (!s->parts) {
+        memcpy(out, s->tokens + from, (size_t)n * sizeof *out);
+        return;
+    }
+    const ShardPart *p = find_part(s, from, offsetof(ShardPart, tok_base));
+    read_at(s, p, out, (size_t)n * sizeof *out, p->tokens_at + (off_t)(from - p->tok_base) * 4);
+    for (int64_t i = 0; i < n; i++)
+        RP_CHECK(out[i] >= 0 && out[i] < s->vocab_size,
+                 "%s: shard %s: dataset 'tokens': expected ids in [0, %d), got %d at index %lld",
+                 s->path, p->file, s->vocab_size, out[i], (long long)(from - p->tok_base + i));
+}

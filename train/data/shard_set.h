@@ -1,0 +1,59 @@
+/* Shard sets: what `realpos prepare` writes into [data] shard_dir and pretraining reads lazily.
+ *
+ * Files (shard_dir):
+ *   index.json           the set: format, prepare_id, settings, vocabulary, every source file with
+ *                        its shards and counts; written last (its presence means complete)
+ *   s<KEY>-<K>.h5        shard K (0, 1, ...) of the source file whose key is KEY (16 hex digits,
+ *                        a hash of the prepare settings and the source path)
+ *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done
+ * Each shard holds whole consecutive documents of one source, about data.shard_tokens tokens,
+ * split into its training and held-out documents, and is sealed with a CRC-32 (core/h5io.h):
+ *   /{train,eval}/tokens            int32 [T]     (contiguous: read in place with pread)
+ *   /{train,eval}/sentence_offsets  int64 [S + 1] sentence s is tokens[off[s], off[s + 1])
+ *   /{train,eval}/document_offsets  int64 [D + 1] document d is sentences [doff[d], doff[d + 1])
+ *   /train/token_counts             int64 [vocab_size] (the unigram baseline)
+ * and root attributes: format (SHARD_SET_FORMAT), prepare_id, vocab_size, do_lower_case,
+ * vocab_md5, seed, eval_fraction, source, source_size, source_mtime_ns, shard (K), input_end
+ * (decompressed bytes of the source consumed through this shard), line_end, bad_records,
+ * dropped_sentences.
+ *
+ * prepare_id is a hash of every setting a shard depends on (format, vocabulary md5, lower-casing,
+ * seed, eval_fraction, corpus_format, text_field, shard_tokens): every shard of one prepare, by
+ * any number of processes or increments, carries the same id, and pretraining refuses a set whose
+ * train and eval shards, or index, disagree on it. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/config/config.h"
+#include "train/data/corpus.h"
+
+#define SHARD_SET_FORMAT "realpos-shard-set-1"
+#define SHARD_SET_INDEX "index.json"
+
+/* The documents of one split of data->shard_dir for training (split "train") or evaluation
+ * ("eval"), checked against this vocabulary text and lower-casing (vocab_origin names it in
+ * messages). A shard set is opened lazily (each shard's checksum verified once, here; tokens and
+ * offsets read on demand); an old train.h5/eval.h5 pair is loaded whole as before. Fatal, with the
+ * one command that fixes it, on a missing or incomplete set, another vocabulary, a shard whose
+ * prepare_id, format or counts differ from the index. */
+void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
+                    const char *vocab_origin, Shard **train, Shard **eval);
+
+/* ---- read access for instance streams (in-memory and lazy shards alike) ---------------------- */
+
+/* Sentences of document doc (0 <= doc < num_documents), as global sentence indices. */
+void shard_document(const Shard *s, int64_t doc, int64_t *first_sentence, int64_t *num_sentences);
+
+/* A window of consecutive sentence offsets, owned by the reader (an instance stream), so that a
+ * lazy shard is read in blocks and the Shard itself stays read-only. */
+#define SHARD_WINDOW 1024
+typedef struct {
+    int64_t first, count;                /* global sentences [first, first + count) cached */
+    int64_t offsets[SHARD_WINDOW + 1];   /* their global token offsets, and the next one */
+} ShardWindow;
+void shard_window_reset(ShardWindow *w);
+/* Global tokens [*from, *to) of global sentence sent. */
+void shard_sentence(const Shard *s, ShardWindow *w, int64_t sent, int64_t *from, int64_t *to);
+/* n tokens from global token index from into out; fatal on an id outside [0, vocab_size). */
+void shard_read_tokens(const Shard *s, int64_t from, int64_t n, int32_t *out);
