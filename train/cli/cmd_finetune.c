@@ -10,7 +10,7 @@
 #include "train/model/checkpoint.h"
 
 int cmd_finetune(int argc, char **argv) {
-    const char *usage = "finetune CONFIG.ini [--set section.key=value ...] [--resume CKPT|RUN_DIR/latest] [--overwrite]";
+    const char *usage = command_usage(argv[0]);
     const char *resume = NULL;
     int overwrite = cli_take_flag(&argc, argv, "overwrite");
     CliOption options[] = {{"resume", &resume}};

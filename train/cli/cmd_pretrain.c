@@ -13,8 +13,7 @@
 #include "train/model/checkpoint.h"
 
 int cmd_pretrain(int argc, char **argv) {
-    const char *usage = "pretrain CONFIG.ini [--set section.key=value ...] [--resume CKPT|RUN_DIR/latest | --init CKPT] "
-                        "[--overwrite]";
+    const char *usage = command_usage(argv[0]);
     const char *resume = NULL, *init = NULL;
     int overwrite = cli_take_flag(&argc, argv, "overwrite");
     CliOption options[] = {{"resume", &resume}, {"init", &init}};
@@ -42,7 +41,7 @@ int cmd_pretrain(int argc, char **argv) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *usage = "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]";
+    const char *usage = command_usage(argv[0]);
     const char *ckpt = NULL, *max_len = NULL;
     CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
     CliArgs args = cli_parse(argc, argv, options, 2);
