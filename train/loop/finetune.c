@@ -1,13 +1,14 @@
 /* The fine-tuning loop (finetune.h).
  *
- * A step is one batch of B sequences drawn from a fresh permutation of the training sequences each
- * epoch (Fisher-Yates from an Rng seeded by task.seed), run by the shared train_step (step.h):
+ * A step is one batch of B sequences from the TaskSampler (train/tasks/task_sampler.h: a fresh
+ * permutation each epoch, optionally grouped by length), padded to its longest sequence
+ * (task.padding), run by the shared train_step (step.h):
  * AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear warmup over
  * warmup_proportion of the steps then linear decay to 0, clipping at train.clip_grad_norm, dropout
  * keyed by (task.seed, step). Every train.checkpoint_interval steps and on SIGINT/SIGTERM a
  * checkpoint RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
  *   /train/step            int64 [1]      updates done
- *   /train/sampler_order   int32 [count]  the epoch's permutation of the training sequences
+ *   /train/sampler_order   int32 [count]  the epoch's order of the training sequences
  *   /train/sampler_state   uint64 [5]     position in it, then the Rng's 4 state words
  *   /train/best_metric     float64        best dev metric so far (NaN: none)
  *   /train/best_step       int64 [1]      its step (-1: none)
@@ -23,30 +24,11 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
-#include "core/rng.h"
 #include "train/loop/metrics.h"
 #include "train/loop/run_dir.h"
 #include "train/loop/step.h"
 #include "train/model/checkpoint.h"
-
-typedef struct {
-    int *order; /* permutation of the training sequences */
-    int count, next;
-    Rng rng;
-} Sampler;
-
-static void sampler_next(Sampler *s, int *rows, int B) {
-    for (int b = 0; b < B; b++) {
-        if (s->next == 0)
-            for (int i = s->count - 1; i > 0; i--) { /* Fisher-Yates at each epoch start */
-                int j = (int)rng_below(&s->rng, (uint64_t)i + 1), t = s->order[i];
-                s->order[i] = s->order[j];
-                s->order[j] = t;
-            }
-        rows[b] = s->order[s->next];
-        s->next = (s->next + 1) % s->count;
-    }
-}
+#include "train/tasks/task_sampler.h"
 
 /* A fine-tuning run: the task runner, its data, optimizer, sampler, step and best dev score. */
 typedef struct {
@@ -56,7 +38,7 @@ typedef struct {
     const char *config_ini;
     Dist *dist;
     DpAdamW opt; /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
-    Sampler sampler;
+    TaskSampler sampler;
     long step, total;
     MetricsLog log;
     double best; /* best dev metric so far, NaN: none */
@@ -68,13 +50,12 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
     FineTuner *ft = ctx;
     TaskRunner *r = ft->r;
-    sampler_next(&ft->sampler, r->rows, r->B);
-    task_fill_batch(r, ft->train_set, r->rows);
+    task_sampler_next(&ft->sampler, r->rows);
+    task_fill_batch(r, ft->train_set, r->rows); /* r->batch: [B, its longest sequence] */
     long tokens = 0;
-    for (int n = 0; n < r->B * r->L; n++)
+    for (int n = 0; n < r->batch.B * r->batch.L; n++)
         tokens += r->attention_mask[n];
-    *out = (TrainBatch){{r->B, r->L, r->input_ids, r->token_type_ids, r->attention_mask, NULL},
-                        {r->labels, r->values, r->start, r->end}, tokens};
+    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end}, tokens};
 }
 
 static void write_vocab(hid_t file, const void *ctx) {
@@ -86,12 +67,9 @@ static void write_training_state(hid_t file, const void *ctx) {
     const FineTuner *ft = ctx;
     write_vocab(file, ft->r);
     int64_t step = ft->step;
-    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
+    hsize_t one = 1;
     h5_write_int64s(file, "train/step", &step, 1, &one);
-    h5_write_ints(file, "train/sampler_order", ft->sampler.order, 1, &count);
-    uint64_t state[5] = {(uint64_t)ft->sampler.next, ft->sampler.rng.s[0], ft->sampler.rng.s[1],
-                         ft->sampler.rng.s[2], ft->sampler.rng.s[3]};
-    h5_write_uint64s(file, "train/sampler_state", state, 5);
+    task_sampler_save(&ft->sampler, file);
     int64_t best_step = ft->best_step;
     h5_write_double(file, "train/best_metric", ft->best);
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
@@ -124,21 +102,11 @@ static void resume_from(FineTuner *ft, const char *ckpt) {
     dp_adamw_scatter(&ft->opt, &full);
     dp_adamw_release(&ft->opt);
     int64_t step;
-    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
+    hsize_t one = 1;
     h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
     RP_CHECK(step >= 0 && step <= ft->total, "%s: dataset /train/step: expected 0..%ld (the run's steps), got %lld",
              ckpt, ft->total, (long long)step);
-    h5_read_ints(f, ckpt, "train/sampler_order", ft->sampler.order, 1, &count);
-    for (int i = 0; i < ft->sampler.count; i++)
-        RP_CHECK(ft->sampler.order[i] >= 0 && ft->sampler.order[i] < ft->sampler.count,
-                 "%s: dataset /train/sampler_order: entry %d is %d, expected 0..%d", ckpt, i, ft->sampler.order[i],
-                 ft->sampler.count - 1);
-    uint64_t state[5];
-    h5_read_uint64s(f, ckpt, "train/sampler_state", state, 5);
-    RP_CHECK(state[0] < (uint64_t)ft->sampler.count, "%s: dataset /train/sampler_state: position %llu, expected "
-             "below %d", ckpt, (unsigned long long)state[0], ft->sampler.count);
-    ft->sampler.next = (int)state[0];
-    memcpy(ft->sampler.rng.s, state + 1, sizeof ft->sampler.rng.s);
+    task_sampler_load(&ft->sampler, f, ckpt);
     int64_t best_step;
     ft->best = h5_read_double(f, ckpt, "train/best_metric");
     h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
@@ -183,10 +151,7 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
         ft.total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)ft.total);
     dp_adamw_create(&ft.opt, opt->dist, &r->model.table, tc->shard_optimizer);
-    ft.sampler = (Sampler){xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
-    for (int i = 0; i < train_set->count; i++)
-        ft.sampler.order[i] = i;
-    rng_seed(&ft.sampler.rng, (uint64_t)task->seed);
+    task_sampler_create(&ft.sampler, train_set, (uint64_t)task->seed, B, task->group_by_length);
     if (resume)
         resume_from(&ft, resume);
     dist_broadcast(opt->dist, r->model.params, r->model.table.block_floats); /* rank 0's bits everywhere */
@@ -239,6 +204,6 @@ void finetune_run(TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
     }
     if (root)
         metrics_close(&ft.log);
-    free(ft.sampler.order);
+    task_sampler_free(&ft.sampler);
     dp_adamw_free(&ft.opt);
 }
