@@ -1,8 +1,8 @@
 /* Dynamic padding (task.padding = longest) on one batch, for every position mode and both task
  * heads, with activations laid out once for [B, MAX_L]:
- *  - exact: a batch of length L' run in the prefix of the [B, MAX_L] layout gives bit for bit the
+ *  - exact: a batch [B, L'] run in the prefix of a [B + 3, MAX_L] layout gives bit for bit the
  *    logits, loss and gradients of the same batch in a layout of exactly [B, L'] (dropout on), so
- *    no kernel indexes by the layout's shape instead of the batch's;
+ *    no kernel indexes by the layout's B or L instead of the batch's;
  *  - equal up to rounding: padded to its longest sequence (L' = 15 or 22) or to MAX_L = 40, a
  *    batch gives the same classification / span logits, loss and gradients (dropout off: its
  *    masks are drawn over the batch's shape). A padded position is masked as a key and gets -inf
@@ -52,7 +52,7 @@ typedef struct {
     int span;
 } Net;
 
-static void net_create(Net *n, const Mode *mode, int span, float dropout, int layout_L) {
+static void net_create(Net *n, const Mode *mode, int span, float dropout, int layout_B, int layout_L) {
     ModelConfig c = {.hidden_size = 16, .num_layers = 2, .num_heads = 2, .intermediate_size = 32,
                      .vocab_size = V, .max_position = MAX_L, .type_vocab_size = 2,
                      .absolute_position = mode->absolute, .norm = mode->pre_norm ? NORM_PRE : NORM_POST,
@@ -63,8 +63,8 @@ static void net_create(Net *n, const Mode *mode, int span, float dropout, int la
     n->span = span;
     model_create(&n->m, &c, span ? (ModelHeads){0, 0, 0, 1} : (ModelHeads){0, 1, C, 0});
     model_init_weights(&n->m, 11);
-    activations_create(&n->a, &n->m, B, layout_L, 0);
-    head_buffers_create(&n->hb, &n->m, B, layout_L);
+    activations_create(&n->a, &n->m, layout_B, layout_L, 0);
+    head_buffers_create(&n->hb, &n->m, layout_B, layout_L);
 }
 
 static void net_free(Net *n) {
@@ -154,23 +154,23 @@ int main(void) {
                 const Mode *mode = &MODES[mi];
                 const char *head = span ? "span" : "classifier";
                 int L = features_batch_length(&f, batches[bi], B, 1);
-                /* exact: prefix of the [B, MAX_L] layout == a layout of exactly [B, L], dropout on */
+                /* exact: prefix of the [B + 3, MAX_L] layout == a layout of exactly [B, L], dropout on */
                 Net big, exact;
-                net_create(&big, mode, span, 0.1f, MAX_L);
-                net_create(&exact, mode, span, 0.1f, L);
+                net_create(&big, mode, span, 0.1f, B + 3, MAX_L);
+                net_create(&exact, mode, span, 0.1f, B, L);
                 Result r_big = run(&big, &f, batches[bi], L), r_exact = run(&exact, &f, batches[bi], L);
                 size_t P = big.m.table.block_floats, out = span ? 2 * B * MAX_L : B * C;
                 CHECK(&t, r_big.loss == r_exact.loss && !memcmp(r_big.logits, r_exact.logits, sizeof(float) * out) &&
                           !memcmp(r_big.grads, r_exact.grads, sizeof(float) * P),
                       "%s, %s head, batch %d: [%d, %d] in the [%d, %d] layout = in a [%d, %d] layout, bit for bit "
-                      "(dropout 0.1)", mode->name, head, bi, B, L, B, MAX_L, B, L);
+                      "(dropout 0.1)", mode->name, head, bi, B, L, B + 3, MAX_L, B, L);
                 result_free(&r_big);
                 result_free(&r_exact);
                 net_free(&exact);
                 net_free(&big);
                 /* up to rounding: padded to L vs to MAX_L, dropout off */
                 Net n;
-                net_create(&n, mode, span, 0.0f, MAX_L);
+                net_create(&n, mode, span, 0.0f, B, MAX_L);
                 Result dyn = run(&n, &f, batches[bi], L), full = run(&n, &f, batches[bi], MAX_L);
                 double d_logits = rel_diff(full.logits, dyn.logits, out);
                 double d_loss = fabs((double)full.loss - dyn.loss) / fmax(1.0, fabs((double)full.loss));
