@@ -3,7 +3,8 @@
  *
  * Each line is split at the literal "[MASK]" (as HF's tokenizer keeps special tokens whole), the
  * pieces tokenized, and [CLS] pieces/[MASK] ids [SEP] run through the model in eval mode
- * (token type 0, no padding). Per mask: softmax over the vocabulary, the top-k tokens with their
+ * (token type 0, no padding: each line is a batch [1, its length], in activations laid out once
+ * for the longest line). Per mask: softmax over the vocabulary, the top-k tokens with their
  * probabilities. */
 #include <math.h>
 #include <stdio.h>
@@ -55,39 +56,86 @@ static void print_top_k(const Tokenizer *tok, const float *logits, int V, int to
     }
 }
 
-static void fill_line(const LoadedModel *lm, const char *line, int line_number, int top_k) {
-    const ModelConfig *c = &lm->cfg.model;
-    size_t cap = strlen(line) + 2;
-    int *ids = xmalloc(sizeof(int) * cap);
-    int masks, L = encode_line(lm->tok, line, ids, &masks);
+/* The model, and batch buffers and activations laid out once for the longest line: each line is
+ * a batch [1, its length] in a prefix of them. */
+typedef struct {
+    const LoadedModel *lm;
+    Activations acts;
+    int *ids, *types, *attn, *labels; /* [longest] */
+    float *logits, *probs;            /* [most masks, V], [V] */
+} FillMask;
+
+static void fill_line(FillMask *fm, const char *line, int line_number, int top_k) {
+    const ModelConfig *c = &fm->lm->cfg.model;
+    int masks, L = encode_line(fm->lm->tok, line, fm->ids, &masks);
     RP_CHECK(masks > 0, "line %d: no %s in '%s'", line_number, MASK_TEXT, line);
     RP_CHECK(!c->absolute_position || L <= c->max_position,
              "line %d: %d tokens exceed the model's max_position = %d", line_number, L, c->max_position);
-    int *types = xcalloc((size_t)L, sizeof(int)), *attn = xmalloc(sizeof(int) * (size_t)L);
-    int *labels = xmalloc(sizeof(int) * (size_t)L);
-    int mask_id = tokenizer_special(lm->tok).mask;
+    int mask_id = tokenizer_special(fm->lm->tok).mask;
     for (int l = 0; l < L; l++) {
-        attn[l] = 1;
-        labels[l] = ids[l] == mask_id ? mask_id : IGNORE_LABEL; /* labelled = the positions whose logits we want */
+        fm->types[l] = 0;
+        fm->attn[l] = 1;
+        fm->labels[l] = fm->ids[l] == mask_id ? mask_id : IGNORE_LABEL; /* labelled = the positions whose logits we want */
     }
-    Activations acts;
-    activations_create(&acts, &lm->model, 1, L, masks);
-    Batch batch = {1, L, ids, types, attn, labels};
-    float *logits = xalloc_floats((size_t)masks * c->vocab_size), *probs = xalloc_floats((size_t)c->vocab_size);
-    model_forward(&lm->model, &acts, &batch, 0, 0, logits);
+    Batch batch = {1, L, fm->ids, fm->types, fm->attn, fm->labels};
+    model_forward(&fm->lm->model, &fm->acts, &batch, 0, 0, fm->logits);
     printf("%s\n", line);
     for (int k = 0; k < masks; k++) {
         printf("  %s %d of %d\n", MASK_TEXT, k + 1, masks);
-        print_top_k(lm->tok, logits + (size_t)k * c->vocab_size, c->vocab_size, top_k, probs);
+        print_top_k(fm->lm->tok, fm->logits + (size_t)k * c->vocab_size, c->vocab_size, top_k, fm->probs);
     }
     fflush(stdout);
-    activations_free(&acts);
-    free(logits);
-    free(probs);
-    free(ids);
-    free(types);
-    free(attn);
-    free(labels);
+}
+
+/* Calls visit(line, line_number, ctx) for each non-blank line of input (modified in place:
+ * newlines become NULs); returns how many. */
+static int for_each_line(char *input, void (*visit)(const char *, int, void *), void *ctx) {
+    int line_number = 0, visited = 0;
+    for (char *line = input; *line;) {
+        char *end = strchr(line, '\n');
+        if (end)
+            *end = '\0';
+        line_number++;
+        if (strspn(line, " \t\r") < strlen(line)) {
+            visit(line, line_number, ctx);
+            visited++;
+        }
+        if (!end)
+            break;
+        line = end + 1;
+    }
+    return visited;
+}
+
+typedef struct {
+    const Tokenizer *tok;
+    int *ids;
+    size_t capacity; /* of ids: the longest line's strlen + 2 so far */
+    int longest, most_masks;
+} LineSizes;
+
+static void measure_line(const char *line, int line_number, void *ctx) {
+    (void)line_number;
+    LineSizes *sz = ctx;
+    size_t cap = strlen(line) + 2;
+    if (cap > sz->capacity) {
+        free(sz->ids);
+        sz->ids = xmalloc(sizeof(int) * cap);
+        sz->capacity = cap;
+    }
+    int masks, L = encode_line(sz->tok, line, sz->ids, &masks);
+    sz->longest = L > sz->longest ? L : sz->longest;
+    sz->most_masks = masks > sz->most_masks ? masks : sz->most_masks;
+}
+
+typedef struct {
+    FillMask *fm;
+    int top_k;
+} FillLines;
+
+static void fill_visit(const char *line, int line_number, void *ctx) {
+    FillLines *fl = ctx;
+    fill_line(fl->fm, line, line_number, fl->top_k);
 }
 
 int cmd_fill_mask(int argc, char **argv) {
@@ -116,21 +164,28 @@ int cmd_fill_mask(int argc, char **argv) {
             line += *c == '\n';
         RP_FATAL("standard input: a NUL byte at byte %zu (line %d): expected text", (size_t)(nul - input), line);
     }
-    int line_number = 0, filled = 0;
-    for (char *line = input; *line;) {
-        char *end = strchr(line, '\n');
-        if (end)
-            *end = '\0';
-        line_number++;
-        if (strspn(line, " \t\r") < strlen(line)) {
-            fill_line(&lm, line, line_number, top_k);
-            filled++;
-        }
-        if (!end)
-            break;
-        line = end + 1;
-    }
-    RP_CHECK(filled, "no text: give --text or lines on standard input");
+    /* first pass: the longest line and the most masks, for one layout of every buffer */
+    char *sizing = xstrdup(input);
+    LineSizes sz = {lm.tok, NULL, 0, 0, 0};
+    int lines = for_each_line(sizing, measure_line, &sz);
+    free(sizing);
+    RP_CHECK(lines, "no text: give --text or lines on standard input");
+    int V = lm.cfg.model.vocab_size, longest = sz.longest;
+    if (lm.cfg.model.absolute_position && longest > lm.cfg.model.max_position)
+        longest = lm.cfg.model.max_position; /* fill_line refuses a longer line by its number */
+    size_t n = (size_t)longest;
+    FillMask fm = {.lm = &lm, .ids = sz.ids, .types = xmalloc(sizeof(int) * n), .attn = xmalloc(sizeof(int) * n),
+                   .labels = xmalloc(sizeof(int) * n), .logits = xalloc_floats((size_t)sz.most_masks * V + 1),
+                   .probs = xalloc_floats((size_t)V)};
+    activations_create(&fm.acts, &lm.model, 1, longest, sz.most_masks);
+    FillLines fl = {&fm, top_k};
+    for_each_line(input, fill_visit, &fl);
+    activations_free(&fm.acts);
+    int *ints[] = {fm.ids, fm.types, fm.attn, fm.labels};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+        free(ints[i]);
+    free(fm.logits);
+    free(fm.probs);
     free(input);
     loaded_model_free(&lm);
     return 0;

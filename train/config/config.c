@@ -24,6 +24,10 @@ int config_key_is_set(const Config *cfg, const char *section, const char *name) 
 
 static void validate_task(const Config *cfg) {
     const TaskConfig *k = &cfg->task;
+    if (k->group_by_length && k->padding == PAD_MAX_LENGTH)
+        reject(cfg, KEY(task, group_by_length),
+               "expected no with task.padding = max_length (%s): every batch is then max_seq_len long, got yes",
+               origin_of(cfg, KEY(task, padding)));
     if (k->glue_task != GLUE_NONE && config_key_is_set(cfg, "task", "type")) {
         TaskKind implied = k->glue_task == GLUE_STSB ? TASK_REGRESSION : TASK_CLASSIFICATION;
         if (k->type != implied)

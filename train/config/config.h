@@ -25,6 +25,8 @@ typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_ST
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
 /* [data] corpus_format: AUTO decides per file (JSON Lines when its first line is a JSON object). */
 typedef enum { CORPUS_AUTO = 0, CORPUS_TEXT, CORPUS_JSONL } CorpusFormat;
+/* Fine-tuning batches: padded to their longest sequence, or every one to task.max_seq_len. */
+typedef enum { PAD_LONGEST = 0, PAD_MAX_LENGTH } PaddingKind;
 
 typedef struct {
     int hidden_size, num_layers, num_heads, intermediate_size;
@@ -80,6 +82,8 @@ typedef struct {
     char labels[CONFIG_PATH_MAX];    /* classification: the label values, space-separated */
     BadExamplePolicy bad_examples;
     int max_seq_len, batch_size;
+    PaddingKind padding;             /* longest: each batch to its longest sequence */
+    int group_by_length;             /* bool: training batches of similar lengths */
     float epochs, lr, warmup_proportion;
     int max_steps;                   /* 0: ceil(epochs x sequences / batch_size) */
     int eval_every;                  /* steps between dev evaluations, 0 = only at the end */

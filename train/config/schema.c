@@ -11,13 +11,15 @@
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
                    sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int) &&
-                   sizeof(CorpusFormat) == sizeof(int),
+                   sizeof(CorpusFormat) == sizeof(int) &&
+                   sizeof(PaddingKind) == sizeof(int),
                "enum fields are stored through int");
 
 static const char *const task_names[] = {"classification", "regression", "squad", NULL};
 static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
 static const char *const bad_example_names[] = {"skip", "fatal", NULL};
 static const char *const corpus_format_names[] = {"auto", "text", "jsonl", NULL};
+static const char *const padding_names[] = {"longest", "max_length", NULL};
 
 #define INT_KEY(...) CONFIG_INT_KEY(Config, __VA_ARGS__)
 #define INT64_KEY(...) CONFIG_INT64_KEY(Config, __VA_ARGS__)
@@ -119,6 +121,10 @@ static const KeySpec keys[] = {
     INT_KEY(task, max_seq_len, "128", 8, 65536, "tokens per sequence, [CLS] and [SEP]s included"),
     INT_KEY(task, batch_size, "32", 1, 1 << 20,
             "sequences per micro-batch (and per evaluation batch); train.grad_accum_steps micro-batches per step"),
+    ENUM_KEY(task, padding, PaddingKind, padding_names, "longest",
+             "pad each batch to its longest sequence (longest) or to task.max_seq_len (max_length); same results"),
+    BOOL_KEY(task, group_by_length, "no",
+             "training batches of sequences of similar length (shuffled batches of length-sorted chunks)"),
     FLOAT_KEY(task, epochs, "3", '(', 0, 1000, ']', "passes over the training data (may be fractional)"),
     INT_KEY(task, max_steps, "0", 0, INT_MAX, "stop after this many steps (0 = as epochs give)"),
     INT_KEY(task, eval_every, "0", 0, INT_MAX,

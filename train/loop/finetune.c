@@ -1,13 +1,14 @@
 /* The fine-tuning loop (finetune.h).
  *
- * A step is one batch of B sequences drawn from a fresh permutation of the training sequences each
- * epoch (Fisher-Yates from an Rng seeded by task.seed), run by the run's train_step (run.h):
+ * A step is one batch of B sequences from the TaskSampler (train/tasks/task_sampler.h: a fresh
+ * permutation each epoch, optionally grouped by length), padded to its longest sequence
+ * (task.padding), run by the run's train_step (run.h):
  * AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear warmup over
  * warmup_proportion of the steps then linear decay to 0, clipping at train.clip_grad_norm, dropout
  * keyed by (task.seed, step). Every train.checkpoint_interval steps and on a stop signal a
  * checkpoint RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
  *   /train/step            int64 [1]      updates done
- *   /train/sampler_order   int32 [count]  the epoch's permutation of the training sequences
+ *   /train/sampler_order   int32 [count]  the epoch's order of the training sequences
  *   /train/sampler_state   uint64 [5]     position in it, then the Rng's 4 state words
  *   /train/best_metric     float64        best dev metric so far (NaN: none)
  *   /train/best_step       int64 [1]      its step (-1: none)
@@ -22,34 +23,15 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
-#include "core/rng.h"
 #include "train/model/checkpoint.h"
-
-typedef struct {
-    int *order; /* permutation of the training sequences */
-    int count, next;
-    Rng rng;
-} Sampler;
-
-static void sampler_next(Sampler *s, int *rows, int B) {
-    for (int b = 0; b < B; b++) {
-        if (s->next == 0)
-            for (int i = s->count - 1; i > 0; i--) { /* Fisher-Yates at each epoch start */
-                int j = (int)rng_below(&s->rng, (uint64_t)i + 1), t = s->order[i];
-                s->order[i] = s->order[j];
-                s->order[j] = t;
-            }
-        rows[b] = s->order[s->next];
-        s->next = (s->next + 1) % s->count;
-    }
-}
+#include "train/tasks/task_sampler.h"
 
 /* The fine-tuning task: the task runner, its data, sampler and best dev score. */
 typedef struct {
     TaskRunner *r;
     const TaskFeatures *train_set;
     TaskData *dev;
-    Sampler sampler;
+    TaskSampler sampler;
     double best; /* best dev metric so far, NaN: none */
     long best_step;
 } FineTuning;
@@ -59,20 +41,19 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
     FineTuning *ft = ctx;
     TaskRunner *r = ft->r;
-    sampler_next(&ft->sampler, r->rows, r->B);
-    task_fill_batch(r, ft->train_set, r->rows);
+    task_sampler_next(&ft->sampler, r->rows);
+    task_fill_batch(r, ft->train_set, r->rows); /* r->batch: [B, its longest sequence] */
     long tokens = 0;
-    for (int n = 0; n < r->B * r->L; n++)
+    for (int n = 0; n < r->batch.B * r->batch.L; n++)
         tokens += r->attention_mask[n];
-    *out = (TrainBatch){{r->B, r->L, r->input_ids, r->token_type_ids, r->attention_mask, NULL},
-                        {r->labels, r->values, r->start, r->end}, tokens};
+    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end}, tokens};
 }
 
 /* Another rank's micro-batch: the sampler moves on, nothing is built. */
 static void skip_task_batch(void *ctx, long step, int micro) {
     (void)step, (void)micro;
     FineTuning *ft = ctx;
-    sampler_next(&ft->sampler, ft->r->rows, ft->r->B);
+    task_sampler_next(&ft->sampler, ft->r->rows);
 }
 
 static void write_vocab(hid_t file, const void *ctx) {
@@ -83,11 +64,8 @@ static void write_vocab(hid_t file, const void *ctx) {
 static void write_state(hid_t file, const void *ctx) {
     const FineTuning *ft = ctx;
     write_vocab(file, ft->r);
-    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
-    h5_write_ints(file, "train/sampler_order", ft->sampler.order, 1, &count);
-    uint64_t state[5] = {(uint64_t)ft->sampler.next, ft->sampler.rng.s[0], ft->sampler.rng.s[1],
-                         ft->sampler.rng.s[2], ft->sampler.rng.s[3]};
-    h5_write_uint64s(file, "train/sampler_state", state, 5);
+    hsize_t one = 1;
+    task_sampler_save(&ft->sampler, file);
     int64_t best_step = ft->best_step;
     h5_write_double(file, "train/best_metric", ft->best);
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
@@ -103,17 +81,7 @@ static void read_state(void *ctx, hid_t f, const char *ckpt) {
              "%d: key 'task.train_file' (or its content, or the keys that shape sequences) changed; a resumed run "
              "continues the same data", ckpt, rank == 1 ? (unsigned long long)dims[0] : 0ull, ft->r->cfg.task.train_file,
              ft->sampler.count);
-    h5_read_ints(f, ckpt, "train/sampler_order", ft->sampler.order, 1, &count);
-    for (int i = 0; i < ft->sampler.count; i++)
-        RP_CHECK(ft->sampler.order[i] >= 0 && ft->sampler.order[i] < ft->sampler.count,
-                 "%s: dataset /train/sampler_order: entry %d is %d, expected 0..%d", ckpt, i, ft->sampler.order[i],
-                 ft->sampler.count - 1);
-    uint64_t state[5];
-    h5_read_uint64s(f, ckpt, "train/sampler_state", state, 5);
-    RP_CHECK(state[0] < (uint64_t)ft->sampler.count, "%s: dataset /train/sampler_state: position %llu, expected "
-             "below %d", ckpt, (unsigned long long)state[0], ft->sampler.count);
-    ft->sampler.next = (int)state[0];
-    memcpy(ft->sampler.rng.s, state + 1, sizeof ft->sampler.rng.s);
+    task_sampler_load(&ft->sampler, f, ckpt);
     int64_t best_step;
     ft->best = h5_read_double(f, ckpt, "train/best_metric");
     h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
@@ -169,10 +137,7 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     if (task->max_steps > 0 && task->max_steps < total)
         total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)total);
-    ft.sampler = (Sampler){xmalloc(sizeof(int) * (size_t)train_set->count), train_set->count, 0, {{0}}};
-    for (int i = 0; i < train_set->count; i++)
-        ft.sampler.order[i] = i;
-    rng_seed(&ft.sampler.rng, (uint64_t)task->seed);
+    task_sampler_create(&ft.sampler, train_set, (uint64_t)task->seed, B, task->group_by_length);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
     rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
            (double)task->epochs, total, accum, B, warmup);
@@ -190,6 +155,6 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
         .finish = finish,
     };
     int rc = run_train(run, config_ini, &r->model, &rt);
-    free(ft.sampler.order);
+    task_sampler_free(&ft.sampler);
     return rc;
 }

@@ -16,7 +16,7 @@ ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int
     if (h->kind == LOSS_MLM)
         return model_forward(m, h->acts, &tb->batch, training, step_key, NULL);
     const float *hidden = model_encode(m, h->acts, &tb->batch, training, step_key);
-    head_forward(m, h->heads, hidden, training, step_key);
+    head_forward(m, h->heads, hidden, &tb->batch, training, step_key);
     ForwardStats st = {0, h->kind == LOSS_REGRESSION ? 0 : tb->batch.B, 0};
     st.loss = head_loss(h->heads, &tb->targets, h->kind == LOSS_REGRESSION, &st.num_correct);
     return st;

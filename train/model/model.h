@@ -2,8 +2,10 @@
  *
  * Parameters, gradients (and the optimizer's moments) are each one contiguous float block laid
  * out from the config; the ParamTable names every tensor with its HuggingFace BertForMaskedLM
- * state_dict key ('.' -> '/') for checkpoints. Activations for a fixed batch shape [B, L] and at
- * most M labelled positions are one more block. Nothing is allocated in the step loop. */
+ * state_dict key ('.' -> '/') for checkpoints. Activations for batches of at most [B, L] and at
+ * most M labelled positions are one more block, laid out once: a batch of shape [b <= B, l <= L]
+ * (fine-tuning pads each batch to its longest sequence only) runs in a prefix of every buffer,
+ * indexed by its own b and l. Nothing is allocated in the step loop. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -51,8 +53,9 @@ typedef struct {
 } Batch;
 
 typedef struct {
-    int B, L, max_predictions; /* shape the block was laid out for */
+    int B, L, max_predictions; /* largest shape the block was laid out for */
     int threads;               /* OpenMP threads the attention scratch was laid out for */
+    size_t attn_scratch_floats; /* attention scratch: the most any shape [B, l <= L] needs */
     Arena arena;
     int *rows;   /* [max_predictions] flat (b*L + l) indices of labelled positions */
     int *labels; /* [max_predictions] their labels */
@@ -86,12 +89,13 @@ void model_bind(const Model *m, float *block, ModelParams *out);
 void model_init_weights(Model *m, uint64_t seed);
 const ParamInfo *model_find_param(const Model *m, const char *name);
 
-/* Activations for batches of shape [B, L] with at most max_predictions labelled positions. */
+/* Activations for batches of shape up to [B, L] with at most max_predictions labelled positions. */
 void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions);
 void activations_free(Activations *a);
 
 /* Encoder only: embeddings and every layer (and the Pre-LN final norm). Returns the hidden
- * states [B*L, H] (also a->encoder_out). Fatal if the batch does not fit the layout. */
+ * states [B*L, H] of the batch's own B and L (also a->encoder_out). Fatal if the batch does not
+ * fit the layout (batch->B > a->B or batch->L > a->L). */
 const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
                           uint64_t step_key);
 /* Called by model_encode_observed after layer l's forward: its saved activations (probs

@@ -21,9 +21,11 @@ static LayerKeys layer_keys(uint64_t step_key, int l) {
 
 static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == REL_METHOD2; }
 
-static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int l, int training) {
+/* Shapes of a batch [B, L] that fits the layout (B <= a->B, L <= a->L): every kernel indexes by
+ * these, so a shorter batch uses a prefix of each activation buffer. */
+static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training) {
     return (AttnShape){
-        .B = a->B, .L = a->L, .H = c->hidden_size, .num_heads = c->num_heads,
+        .B = B, .L = L, .H = c->hidden_size, .num_heads = c->num_heads,
         .rel = c->relative_position, .rel_k = c->relative_k,
         .residual = c->residual_attention, .first_layer = l == 0,
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
@@ -32,12 +34,12 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int l, i
     };
 }
 
-static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int l, int training) {
+static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training) {
     return (LayerShape){
-        .N = a->B * a->L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
+        .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
         .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
-        .attn = attn_shape(c, a, l, training),
+        .attn = attn_shape(c, a, B, L, l, training),
     };
 }
 
@@ -88,8 +90,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
     s->d_ffn = arena_take(ar, N * I);
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
-    AttnShape shape = attn_shape(c, a, 0, 1);
-    s->attn = arena_take(ar, attention_scratch_floats(&shape));
+    s->attn = arena_take(ar, a->attn_scratch_floats);
     s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     s->d_carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     a->d_hidden_a = arena_take(ar, N * H);
@@ -112,6 +113,13 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->L = L;
     a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
     a->threads = omp_get_max_threads();
+    /* The attention scratch of a shape [B, l] need not grow with l (its blocking depends on l):
+     * lay out the largest over every l <= L, so any batch that fits the layout has room. */
+    for (int l = 1; l <= L; l++) {
+        AttnShape shape = attn_shape(c, a, B, l, 0, 1);
+        size_t floats = attention_scratch_floats(&shape);
+        a->attn_scratch_floats = floats > a->attn_scratch_floats ? floats : a->attn_scratch_floats;
+    }
     a->arena = arena_measuring();
     layout_activations(a, c);
     arena_allocate(&a->arena, a->arena.used,
@@ -143,8 +151,8 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
     int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
-    RP_CHECK(B == a->B && L == a->L, "batch of shape [%d, %d] does not match the activation layout [%d, %d]",
-             B, L, a->B, a->L);
+    RP_CHECK(B >= 1 && L >= 1 && B <= a->B && L <= a->L,
+             "batch of shape [%d, %d] does not fit the activation layout [%d, %d]", B, L, a->B, a->L);
     a->training = training;
     a->step_key = step_key;
     float emb_drop = training ? c->hidden_dropout : 0.0f;
@@ -156,7 +164,7 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
 
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
-        LayerShape shape = layer_shape(c, a, l, training);
+        LayerShape shape = layer_shape(c, a, B, L, l, training);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
         if (observe)
@@ -209,7 +217,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, a, l, a->training);
+        LayerShape shape = layer_shape(c, a, B, L, l, a->training);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));

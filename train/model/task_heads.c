@@ -1,6 +1,7 @@
 /* Fine-tuning heads: pooler + classifier and the span head (formulas in task_heads.h). */
 #include "train/model/task_heads.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -14,8 +15,8 @@ void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L) {
     memset(hb, 0, sizeof *hb);
     int H = m->cfg.hidden_size;
     size_t N = (size_t)B * L;
-    hb->B = B;
-    hb->L = L;
+    hb->max_B = hb->B = B;
+    hb->max_L = hb->L = L;
     hb->H = H;
     hb->span = m->heads.span;
     hb->C = m->heads.num_labels;
@@ -49,16 +50,22 @@ void head_buffers_free(HeadBuffers *hb) {
     memset(hb, 0, sizeof *hb);
 }
 
-void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int training, uint64_t step_key) {
+void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Batch *batch, int training,
+                  uint64_t step_key) {
     const ModelParams *p = &m->p;
-    int B = hb->B, L = hb->L, H = hb->H, N = B * L;
+    int B = batch->B, L = batch->L, H = hb->H, N = B * L;
+    RP_CHECK(B <= hb->max_B && L <= hb->max_L, "batch of shape [%d, %d] does not fit the head buffers [%d, %d]", B,
+             L, hb->max_B, hb->max_L);
+    hb->B = B;
+    hb->L = L;
     hb->training = training;
     hb->dropout_key = hash64(step_key ^ hash64(SITE_CLASSIFIER));
     if (hb->span) {
         linear_forward(hb->span_logits, hidden, p->span_w, p->span_b, N, H, 2);
-        for (int n = 0; n < N; n++) {
-            hb->start[n] = hb->span_logits[2 * n];
-            hb->end[n] = hb->span_logits[2 * n + 1];
+        const int *mask = batch->attention_mask;
+        for (int n = 0; n < N; n++) { /* padding is no candidate: its logits are -inf */
+            hb->start[n] = mask[n] ? hb->span_logits[2 * n] : -INFINITY;
+            hb->end[n] = mask[n] ? hb->span_logits[2 * n + 1] : -INFINITY;
         }
         return;
     }

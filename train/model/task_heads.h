@@ -7,16 +7,21 @@
  *   logits = z W_c^T + b_c                   [B, C]  classifier
  *   loss   = mean_b CE(logits_b, y_b)   or   mean_b (logits_b - y_b)^2   (regression, C = 1)
  * Span head (SQuAD), as BertForQuestionAnswering (no pooler, no dropout):
- *   [start | end] = h W_qa^T + b_qa          [N, 2]  qa_outputs
- *   loss   = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2, each over the L positions
- * Buffers are allocated once for a batch shape; nothing is allocated per step. */
+ *   [start | end] = h W_qa^T + b_qa          [N, 2]  qa_outputs, -inf where attention_mask = 0
+ *   loss   = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2, each over the real tokens
+ * (BertForQuestionAnswering's softmax also runs over the padding; masking it makes the loss of a
+ * sequence independent of how far its batch is padded).
+ * Buffers are allocated once for the largest batch shape; a batch [B, L] within it uses a prefix,
+ * and nothing is allocated per step. */
 #pragma once
 #include <stdint.h>
 
 #include "train/model/model.h"
 
 typedef struct {
-    int B, L, H, C; /* C: classifier outputs (0 for the span head) */
+    int max_B, max_L; /* the shape the buffers hold */
+    int B, L;         /* the last forward's batch shape */
+    int H, C;         /* C: classifier outputs (0 for the span head) */
     int span;
     float *cls, *pooled, *dropped, *d_z, *d_x; /* [B, H] sequence head */
     float *logits, *probs, *d_logits;          /* [B, C] sequence head */
@@ -38,9 +43,11 @@ typedef struct {
 void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L);
 void head_buffers_free(HeadBuffers *hb);
 
-/* Logits of the model's head from hidden [B*L, H]: hb->logits (sequence) or hb->start/end (span).
- * training = 1 enables the classifier dropout keyed by step_key. */
-void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int training, uint64_t step_key);
+/* Logits of the model's head from the hidden states [B*L, H] of `batch` (its shape B <= max_B,
+ * L <= max_L, and the span head's attention_mask): hb->logits [B, C] (sequence) or hb->start/end
+ * [B, L] (span). training = 1 enables the classifier dropout keyed by step_key. */
+void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Batch *batch, int training,
+                  uint64_t step_key);
 /* Mean loss of the last forward against the targets; *num_correct (may be NULL) counts argmax hits
  * (classification) or sequences with both start and end right (span). Keeps what backward needs. */
 float head_loss(HeadBuffers *hb, const HeadTargets *targets, int regression, int *num_correct);

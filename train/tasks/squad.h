@@ -64,7 +64,8 @@ void squad_windows(const SquadSet *set, const TaskConfig *task, const Tokenizer 
 void squad_windows_free(SquadWindows *w);
 
 /* Best answer text of each question from the windows' start/end logits [count, L] (run_squad.py's
- * write_predictions: the n_best_size highest start and end logits of each window, spans inside
+ * write_predictions: the n_best_size highest start and end logits among each window's tokens
+ * (run_squad.py ranks its padding too, which then only takes places; here it has none), spans inside
  * the context, starting in their max-context window, end >= start, at most max_answer_length
  * tokens; highest start + end logit; mapped back to the original text by squad_final_text).
  * answers[q] is malloc'd ("empty" when no span qualifies). */

@@ -193,7 +193,8 @@ char **squad_best_answers(const SquadSet *set, const TaskConfig *task, const Tok
             const float *s = start_logits + (size_t)i * L, *e = end_logits + (size_t)i * L;
             const int *token_word = w->token_word + (size_t)i * L;
             const unsigned char *max_context = w->max_context + (size_t)i * L;
-            int ns = top_indices(s, L, n_best, starts), ne = top_indices(e, L, n_best, ends);
+            /* candidates among the sequence's own tokens: padding never takes an n-best place */
+            int ns = top_indices(s, f->lengths[i], n_best, starts), ne = top_indices(e, f->lengths[i], n_best, ends);
             for (int a = 0; a < ns; a++)
                 for (int b = 0; b < ne; b++) {
                     int st = starts[a], en = ends[b];

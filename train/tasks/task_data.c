@@ -69,17 +69,29 @@ int features_add(TaskFeatures *f, SpecialTokens sp, const int *a, int len_a, con
     return i;
 }
 
-void features_fill_batch(const TaskFeatures *f, SpecialTokens sp, const int *rows, int B, int *input_ids,
+int features_batch_length(const TaskFeatures *f, const int *rows, int B, int longest) {
+    if (!longest)
+        return f->L;
+    int L = 2;
+    for (int b = 0; b < B; b++)
+        if (rows[b] >= 0 && f->lengths[rows[b]] > L)
+            L = f->lengths[rows[b]];
+    L = (L + TASK_PAD_MULTIPLE - 1) / TASK_PAD_MULTIPLE * TASK_PAD_MULTIPLE;
+    return L < f->L ? L : f->L;
+}
+
+void features_fill_batch(const TaskFeatures *f, SpecialTokens sp, const int *rows, int B, int L, int *input_ids,
                          int *token_type_ids, int *attention_mask) {
-    int L = f->L;
+    RP_CHECK(L >= 2 && L <= f->L, "internal: batch length %d outside [2, %d]", L, f->L);
     for (int b = 0; b < B; b++) {
         int *ids = input_ids + (size_t)b * L, *types = token_type_ids + (size_t)b * L,
             *mask = attention_mask + (size_t)b * L;
         int r = rows[b], length = 2, type_start = 2;
         if (r >= 0) {
-            memcpy(ids, f->input_ids + (size_t)r * L, sizeof(int) * (size_t)L);
             length = f->lengths[r];
             type_start = f->type_starts[r];
+            RP_CHECK(length <= L, "internal: sequence %d of %d tokens in a batch of length %d", r, length, L);
+            memcpy(ids, f->input_ids + (size_t)r * f->L, sizeof(int) * (size_t)L); /* padded in f */
         } else {
             ids[0] = sp.cls;
             ids[1] = sp.sep;

@@ -8,27 +8,54 @@
 #include "train/tasks/squad_eval.h"
 #include "train/tasks/task_metrics.h"
 
-/* Forward every sequence of f in batches of B (the last padded); out: [count, C] logits or
- * [count, L] start and end logits. */
+/* Sequence indices by length, longest first (ties: lower index first, so the order is a pure
+ * function of the data). A batch of similar lengths pads little; each sequence's logits do not
+ * depend on its batch (padding is masked), so the order changes the time only. */
+static int *rows_by_length(const TaskFeatures *f) {
+    int count = f->count, longest = 0;
+    for (int i = 0; i < count; i++)
+        longest = f->lengths[i] > longest ? f->lengths[i] : longest;
+    int *starts = xcalloc((size_t)longest + 2, sizeof(int)), *rows = xmalloc(sizeof(int) * (size_t)count + 1);
+    for (int i = 0; i < count; i++) /* counting sort on longest - length */
+        starts[longest - f->lengths[i] + 1]++;
+    for (int n = 1; n <= longest + 1; n++)
+        starts[n] += starts[n - 1];
+    for (int i = 0; i < count; i++)
+        rows[starts[longest - f->lengths[i]]++] = i;
+    free(starts);
+    return rows;
+}
+
+/* Forward every sequence of f in batches of B (the last padded with padding rows), longest
+ * first; out: [count, C] logits or [count, L] start and end logits (-inf past each batch's
+ * length, as on its padding). */
 static int predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *out_end) {
-    int B = r->B, L = r->L, C = r->heads.C;
+    int B = r->B, L = r->L, C = r->heads.C, *order = rows_by_length(f);
     for (int first = 0; first < f->count; first += B) {
-        if (r->should_stop && r->should_stop())
+        if (r->should_stop && r->should_stop()) {
+            free(order);
             return 0; /* a stop signal: the caller saves and exits, promptly */
+        }
         for (int b = 0; b < B; b++)
-            r->rows[b] = first + b < f->count ? first + b : -1;
+            r->rows[b] = first + b < f->count ? order[first + b] : -1;
         task_fill_batch(r, f, r->rows);
-        Batch batch = {B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL};
-        const float *hidden = model_encode(&r->model, &r->acts, &batch, 0, 0);
-        head_forward(&r->model, &r->heads, hidden, 0, 0);
-        int n = f->count - first < B ? f->count - first : B;
-        if (r->heads.span) {
-            memcpy(out + (size_t)first * L, r->heads.start, sizeof(float) * (size_t)n * L);
-            memcpy(out_end + (size_t)first * L, r->heads.end, sizeof(float) * (size_t)n * L);
-        } else {
-            memcpy(out + (size_t)first * C, r->heads.logits, sizeof(float) * (size_t)n * C);
+        const float *hidden = model_encode(&r->model, &r->acts, &r->batch, 0, 0);
+        head_forward(&r->model, &r->heads, hidden, &r->batch, 0, 0);
+        int n = f->count - first < B ? f->count - first : B, batch_L = r->batch.L;
+        for (int b = 0; b < n; b++) {
+            size_t i = (size_t)r->rows[b];
+            if (r->heads.span) {
+                float *s = out + i * L, *e = out_end + i * L;
+                memcpy(s, r->heads.start + (size_t)b * batch_L, sizeof(float) * (size_t)batch_L);
+                memcpy(e, r->heads.end + (size_t)b * batch_L, sizeof(float) * (size_t)batch_L);
+                for (int l = batch_L; l < L; l++)
+                    s[l] = e[l] = -INFINITY;
+            } else {
+                memcpy(out + i * C, r->heads.logits + (size_t)b * C, sizeof(float) * (size_t)C);
+            }
         }
     }
+    free(order);
     return 1;
 }
 

@@ -24,10 +24,11 @@ typedef struct {
     Model model;
     Activations acts;
     HeadBuffers heads;
-    int B, L;
-    int *rows, *input_ids, *token_type_ids, *attention_mask; /* one batch: [B], [B, L] x 3 */
+    int B, L; /* the largest batch: task.batch_size x task.max_seq_len (the activation layout) */
+    int *rows, *input_ids, *token_type_ids, *attention_mask; /* one batch: [B], [B, batch.L] x 3 */
     int *labels, *start, *end;                               /* [B] targets */
     float *values;                                           /* [B] */
+    Batch batch; /* the last batch task_fill_batch built: shape [B, L' <= L] over the arrays above */
     int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
 } TaskRunner;
 
@@ -61,7 +62,11 @@ void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const C
 /* Batch buffers and head buffers for the runner's model (after the model exists). */
 void task_runner_buffers(TaskRunner *r);
 void task_runner_free(TaskRunner *r);
-/* Copy sequences rows[0..B) (< 0: padding) into the batch buffers and their targets. */
+/* Copy sequences rows[0..B) (< 0: padding) into the batch buffers and their targets and set
+ * r->batch: [B, L'] with L' = their longest sequence rounded up to TASK_PAD_MULTIPLE
+ * (task.padding = longest) or task.max_seq_len (max_length). A padded position is masked
+ * everywhere (attention keys, span logits), so the logits do not depend on L' beyond float
+ * summation order. */
 void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows);
 
 /* The task's primary metric, by which fine-tuning keeps its best checkpoint: SQuAD F1, Pearson
