@@ -14,7 +14,7 @@ LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, i
 
 ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int training, uint64_t step_key) {
     if (h->kind == LOSS_MLM)
-        return model_forward(m, h->acts, &tb->batch, training, step_key, NULL);
+        return model_mlm_forward(m, h->acts, &tb->batch, training, step_key, NULL);
     const float *hidden = model_encode(m, h->acts, &tb->batch, training, step_key);
     head_forward(m, h->heads, hidden, &tb->batch, training, step_key);
     ForwardStats st = {0, h->kind == LOSS_REGRESSION ? 0 : tb->batch.B, 0};
@@ -24,7 +24,7 @@ ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int
 
 void loss_backward(Model *m, LossHead *h, const TrainBatch *tb, float loss_scale) {
     if (h->kind == LOSS_MLM) {
-        model_backward(m, h->acts, &tb->batch, loss_scale);
+        model_mlm_backward(m, h->acts, &tb->batch, loss_scale);
         return;
     }
     head_backward(m, h->heads, h->acts->encoder_out, &tb->targets, h->kind == LOSS_REGRESSION, loss_scale,

@@ -110,14 +110,14 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
  * head; clobbered), accumulating into m->grads. */
 void model_encode_backward(Model *m, Activations *a, const Batch *batch);
 
-/* Mean MLM loss of a batch; training = 1 enables dropout keyed by step_key. Fatal if the batch
+/* Encoder + MLM head: the mean MLM loss of a batch; training = 1 enables dropout keyed by step_key. Fatal if the batch
  * does not fit the activation layout. If logits_copy is non-NULL the [M, V] logits of the
  * labelled positions (row-major (b, l) order) are copied there. */
-ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
-                           uint64_t step_key, float *logits_copy);
-/* Gradients of the last forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, int training,
+                               uint64_t step_key, float *logits_copy);
+/* Gradients of the last model_mlm_forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
  * e.g. 1/grad_accum_steps). Overwrites a->head.logits. */
-void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
+void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
 /* Model FLOPs of one forward+backward for a batch shape (6 x params-in-matmuls x tokens plus
  * attention), for MFU/GFLOP/s reports. */
 double model_flops_per_step(const ModelConfig *cfg, int B, int L, int num_predictions);

@@ -179,11 +179,11 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
     return x;
 }
 
-ForwardStats model_forward(const Model *m, Activations *a, const Batch *batch, int training,
-                           uint64_t step_key, float *logits_copy) {
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, int training,
+                               uint64_t step_key, float *logits_copy) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
-    RP_CHECK(m->heads.mlm, "internal: model_forward needs the MLM head");
+    RP_CHECK(m->heads.mlm, "internal: model_mlm_forward needs the MLM head");
     int M = 0;
     for (int n = 0; n < N; n++) {
         if (batch->labels[n] == IGNORE_LABEL)
@@ -233,7 +233,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
                        batch->token_type_ids, B, L, H);
 }
 
-void model_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
