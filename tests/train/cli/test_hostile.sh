@@ -135,7 +135,7 @@ cp $cfg "$tmp/c.ini"
 expect_error "init CONFIG --out CONFIG" "are the same file" $T "$RP" init "$tmp/c.ini" --out "$tmp/c.ini"
 check "... and the config is intact" cmp -s $cfg "$tmp/c.ini"
 mkdir -p "$tmp/sh"; cp "$tmp/corpus.txt" "$tmp/sh/index.json"
-expect_error "prepare whose corpus is its own output index" "are the same file" \
+expect_error "prepare whose corpus is its own output index" "lies inside [data] shard_dir" \
   $T "$RP" prepare $cfg --set data.corpus="$tmp/sh/index.json" --set data.shard_dir="$tmp/sh" --set data.vocab=$FX/vocab.txt
 
 # ---- vocabularies ---------------------------------------------------------------------------------
