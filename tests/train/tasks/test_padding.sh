@@ -119,7 +119,7 @@ pid=$!
 signal_when TERM $pid grep -qs '"step":100,' "$tmp/gB/metrics.jsonl"; wait $pid; rc=$?
 check "group_by_length: SIGTERM mid-run saves a checkpoint (status $rc)" \
   bash -c "[ $rc -eq 0 ] && test -s '$tmp/gB/latest' && ! test -e '$tmp/gB/model.h5'"
-"$RP" finetune /dev/null "${grouped[@]}" --set train.run_dir="$tmp/gB" --resume "$tmp/gB/$(cat "$tmp/gB/latest")" \
+"$RP" finetune /dev/null "${grouped[@]}" --set train.run_dir="$tmp/gB" --resume "$tmp/gB/latest" \
   >/dev/null 2>"$tmp/gB2.err"
 check "group_by_length: SIGTERM + --resume (at step $(grep -o 'at step [0-9]*' "$tmp/gB2.err" | head -1 | cut -d' ' -f3)) \
 is bit-identical to the uninterrupted run" same_model "$tmp/gA/model.h5" "$tmp/gB/model.h5"
