@@ -9,6 +9,20 @@
 /* d_gamma/d_beta work unit: one thread owns this many columns and loops over all rows. */
 enum { LN_COL_BLOCK = 64 };
 
+/* y = (x - mu) * rs * gamma + beta for one row of C, rs = 1/sqrt(var + eps) with the two-pass
+ * variance (no cancellation for rows with a large mean); returns rs. */
+static inline float normalize_row(float *restrict y, const float *restrict x, float mu, const float *restrict gamma,
+                                  const float *restrict beta, int C, float eps) {
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int c = 0; c < C; c++)
+        sq += (x[c] - mu) * (x[c] - mu);
+    const float rs = 1.0f / sqrtf(sq / (float)C + eps);
+    for (int c = 0; c < C; c++)
+        y[c] = (x[c] - mu) * rs * gamma[c] + beta[c];
+    return rs;
+}
+
 /* out [N,C] = (in - mean) * rstd * gamma + beta;  mean, rstd [N] (biased variance) */
 void layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
                        const float *restrict in, const float *restrict gamma,
@@ -21,16 +35,8 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
 #pragma omp simd reduction(+ : sum)
         for (int c = 0; c < C; c++)
             sum += x[c];
-        const float mu = sum / (float)C;
-        float sq = 0.0f; /* two-pass variance: no cancellation for rows with a large mean */
-#pragma omp simd reduction(+ : sq)
-        for (int c = 0; c < C; c++)
-            sq += (x[c] - mu) * (x[c] - mu);
-        const float rs = 1.0f / sqrtf(sq / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            y[c] = (x[c] - mu) * rs * gamma[c] + beta[c];
-        mean[n] = mu;
-        rstd[n] = rs;
+        mean[n] = sum / (float)C;
+        rstd[n] = normalize_row(y, x, mean[n], gamma, beta, C, eps);
     }
 }
 
@@ -69,16 +75,8 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
                 total += x[c];
             }
         }
-        const float mu = total / (float)C;
-        float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-        for (int c = 0; c < C; c++)
-            sq += (x[c] - mu) * (x[c] - mu);
-        const float rs = 1.0f / sqrtf(sq / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            y[c] = (x[c] - mu) * rs * gamma[c] + beta[c];
-        mean[n] = mu;
-        rstd[n] = rs;
+        mean[n] = total / (float)C;
+        rstd[n] = normalize_row(y, x, mean[n], gamma, beta, C, eps);
     }
 }
 
