@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/dist.h"
 #include "core/rng.h"
+#include "dist/dist.h"
 #include "optim/dp_adamw.h"
 #include "tests/check.h"
 

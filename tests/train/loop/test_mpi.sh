@@ -28,7 +28,7 @@ wait_exit() {
   wait "$1"
 }
 
-# ---- core/dist and optim/dp_adamw at 2 and 3 ranks (test_dist prints rank 0's checks) -------------
+# ---- dist/dist and optim/dp_adamw at 2 and 3 ranks (test_dist prints rank 0's checks) -------------
 for n in 2 3; do mpi $n build/tests/optim/test_dist | grep -E '^(PASS|FAIL)' | sed "s/^\(PASS\|FAIL\) /\1 np $n: /"; done
 
 # ---- a tiny pretraining setup (the corpus of tests/train/loop/test_pretrain.sh, smaller) ----------------------
