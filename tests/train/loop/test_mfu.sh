@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # MFU in a real pretraining run (core/peak.h): the start-up line names the peak and its source,
 # every train record of metrics.jsonl carries MFU's terms (mfu = gflops / peak_gflops <= 1, the
-# peak's source), the run records its probes in the per-host cache ($XDG_CACHE_HOME), and a
-# peak set far below the machine's (REALPOS_PEAK_GFLOPS) is raised to the observed rate, never
-# exceeded. The slow-probe cases with exact numbers are in tests/core/test_peak.c.
+# peak's source), the run records its probes in the per-host cache ($XDG_CACHE_HOME, which
+# tests/lib.sh points into the test's scratch directory), and a peak set far below the machine's
+# (REALPOS_PEAK_GFLOPS) is raised to the observed rate, never exceeded. The slow-probe cases with exact numbers are in tests/core/test_peak.c.
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
@@ -36,7 +36,6 @@ shard_dir = $tmp/shards
 max_seq_len = 48
 max_predictions_per_seq = 8
 INI
-export XDG_CACHE_HOME=$tmp/cache
 unset REALPOS_PEAK_GFLOPS REALPOS_PEAK_CACHE
 "$RP" prepare "$tmp/run.ini" >/dev/null 2>&1 || fail "prepare"
 
@@ -65,9 +64,9 @@ PY
 
 "$RP" pretrain "$tmp/run.ini" >"$tmp/log" 2>&1 || fail "pretrain runs" "$(tail -3 "$tmp/log")"
 check "the start-up line names the peak, its source and the cache" \
-  grep -qE "MFU peak per rank [0-9.]+ GFLOP/s on 2 threads from the (probe|cache) .*$tmp/cache/realpos/peak-" "$tmp/log"
+  grep -qE "MFU peak per rank [0-9.]+ GFLOP/s on 2 threads from the (probe|cache) .*$XDG_CACHE_HOME/realpos/peak-" "$tmp/log"
 records "$tmp/run/metrics.jsonl" measured
-cached=$(ls "$tmp/cache/realpos/"peak-*-t2.json 2>/dev/null)
+cached=$(ls "$XDG_CACHE_HOME/realpos/"peak-*-t2.json 2>/dev/null)
 check "the run records its best probe in the per-host cache" test -n "$cached"
 check "... whose entry names the thread count and kernel family" \
   "$PY" -c "import json,sys; r=json.load(open('$cached')); sys.exit(not (r['threads'] == 2 and r['gflops'] > 0 and r['openblas_core']))"
