@@ -22,8 +22,9 @@
  *   observed  a metrics window whose achieved model FLOP/s exceeds every probe: the step's GEMMs
  *             ran at least that fast, so the machine can; the peak is raised to it (not cached:
  *             the cache holds sgemm probes only);
- *   REALPOS_PEAK_GFLOPS  the environment fixes the starting peak (no probe, no cache); a faster
- *             window still raises it.
+ *   REALPOS_PEAK_GFLOPS  the environment fixes the starting peak (no start-up or spread probe, no
+ *             cache); a faster window (or a probe the caller runs, as realpos bench does) still
+ *             raises it.
  * Because the peak is raised to any faster window before the fraction is taken, MFU <= 1 holds by
  * construction: no clamp, and a printed 100% means the window ran at the fastest rate seen.
  * REALPOS_PEAK_CACHE=off runs without the cache (neither read nor written). */
