@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training under `mpirun -np 2` (1 thread per rank, oversubscription allowed; each
 # realpos run is a tiny model for a dozen steps):
-# core/dist + ZeRO-1 unit checks at 2 and 3 ranks; N=2 vs N=1 within a stated tolerance (pretraining
+# dist/dist + ZeRO-1 unit checks at 2 and 3 ranks; N=2 vs N=1 within a stated tolerance (pretraining
 # and fine-tuning); bit-identical reruns at N=2; ZeRO-1 equals unsharded bit for bit and their
 # checkpoints resume each other; kill -9 + resume under mpirun ends bit-identical; resuming at
 # another N keeps the data stream; a signal to one rank stops every rank with one save; a bad input
