@@ -35,6 +35,7 @@ vocab = $tmp/vocab.txt
 shard_dir = $tmp/shards
 max_seq_len = 48
 max_predictions_per_seq = 8
+eval_fraction = 0.2
 INI
 unset REALPOS_PEAK_GFLOPS REALPOS_PEAK_CACHE
 "$RP" prepare "$tmp/run.ini" >/dev/null 2>&1 || fail "prepare"
