@@ -12,8 +12,23 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The process-wide hooks (common.h: set once when a job starts, reset when it ends). */
+static JobHooks job_hooks;
+
+void rp_install_job_hooks(JobHooks hooks) { job_hooks = hooks; }
+
+int rp_log_quiet(void) { return job_hooks.quiet_log; }
+
+_Noreturn void rp_fatal_exit(void) {
+    fflush(stdout);
+    fflush(stderr);
+    if (job_hooks.abort_job)
+        job_hooks.abort_job();
+    exit(1);
+}
+
 void rp_log(const char *fmt, ...) {
-    if (dist_quiet())
+    if (job_hooks.quiet_log)
         return;
     time_t t = time(NULL);
     struct tm tm;
@@ -101,18 +116,35 @@ char *read_stream(FILE *f, const char *name, size_t *len, const char *what) {
     return buf;
 }
 
-void mkdir_p(const char *path) {
+/* mkdir -p; 0 or the errno, with the directory that failed in failed[size]. */
+static int make_directories(const char *path, char *failed, size_t size) {
     char partial[4096];
     size_t n = strlen(path);
-    RP_CHECK(n > 0 && n < sizeof partial, "invalid directory path '%s'", path);
+    snprintf(failed, size, "%s", path);
+    if (n == 0 || n >= sizeof partial)
+        return ENAMETOOLONG;
     for (size_t i = 1; i <= n; i++) {
         if (path[i] != '/' && path[i] != '\0')
             continue;
         memcpy(partial, path, i);
         partial[i] = '\0';
-        if (mkdir(partial, 0755) != 0 && errno != EEXIST)
-            RP_FATAL("cannot create directory '%s': %s", partial, strerror(errno));
+        if (mkdir(partial, 0755) != 0 && errno != EEXIST) {
+            snprintf(failed, size, "%s", partial);
+            return errno;
+        }
     }
+    return 0;
+}
+
+int mkdir_p_try(const char *path) {
+    char failed[4096];
+    return make_directories(path, failed, sizeof failed);
+}
+
+void mkdir_p(const char *path) {
+    char failed[4096];
+    int err = make_directories(path, failed, sizeof failed);
+    RP_CHECK(!err, "cannot create directory '%s': %s", failed, strerror(err));
 }
 
 void format_float(char *out, size_t size, float v) {

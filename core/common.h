@@ -5,19 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/dist.h"
 #include "core/paths.h" /* require_regular_file, IoPlan: every path read or written */
 
-/* Print "realpos: error: ..." and exit(1). Every bad input ends here with a message that names
- * the file, key or dataset and what was expected. In a job of several MPI ranks the exit is
- * MPI_Abort (core/dist.h), so one rank's error stops every rank with its message. */
+/* Print "realpos: error: ..." and end the process (rp_fatal_exit). Every bad input ends here with
+ * a message that names the file, key or dataset and what was expected. */
 #define RP_FATAL(...)                                                                              \
     do {                                                                                           \
         fflush(stdout);                                                                            \
         fprintf(stderr, "realpos: error: ");                                                       \
         fprintf(stderr, __VA_ARGS__);                                                              \
         fputc('\n', stderr);                                                                       \
-        dist_fatal_exit();                                                                         \
+        rp_fatal_exit();                                                                           \
     } while (0)
 
 #define RP_CHECK(cond, ...)                                                                        \
@@ -26,7 +24,24 @@
             RP_FATAL(__VA_ARGS__);                                                                 \
     } while (0)
 
-/* Informational log line on stderr, prefixed with the wall-clock time (rank 0 only in an MPI job). */
+/* How this process ends a fatal error and whether it logs. core knows nothing of the job it runs
+ * in: whoever starts a job of several processes installs the hooks once, at start-up (dist_init:
+ * MPI_Abort, so that one rank's error stops every rank instead of leaving them waiting in a
+ * collective; quiet logs on ranks other than 0, so rank 0 alone reports), and resets them to the
+ * default ({NULL, 0}: exit(1), every line logged) when the job ends. The hooks are the one piece
+ * of process-wide mutable state of core: a fatal error can happen anywhere, far from any object
+ * that could carry them. */
+typedef struct {
+    void (*abort_job)(void); /* called after the message; exit(1) follows if it returns */
+    int quiet_log;           /* rp_log drops its lines */
+} JobHooks;
+void rp_install_job_hooks(JobHooks hooks);
+/* The installed quiet_log: nonzero where rp_log prints nothing (for output beside rp_log's). */
+int rp_log_quiet(void);
+/* The end of RP_FATAL: flush stdout and stderr, the job's abort_job if installed, exit(1). */
+_Noreturn void rp_fatal_exit(void);
+
+/* Informational log line on stderr, prefixed with the wall-clock time (none while quiet_log). */
 void rp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 void *xmalloc(size_t bytes);
@@ -48,8 +63,9 @@ char *read_stream(FILE *f, const char *name, size_t *len, const char *what);
  * the system's reason, after removing the temporary file. */
 void write_file(const char *path, const void *data, size_t len);
 
-/* mkdir -p; fatal on failure. */
+/* mkdir -p; fatal on failure. mkdir_p_try returns 0 or the errno instead. */
 void mkdir_p(const char *path);
+int mkdir_p_try(const char *path);
 
 /* The shortest %g text that reads back as the same float (at most 9 significant digits): the
  * one float formatter of configs and file attributes. */

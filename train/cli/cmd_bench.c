@@ -1,8 +1,9 @@
 /* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
  * backward, gradient reduction and clipping, AdamW) on a synthetic batch source, and the
  * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
- * The peak is probed before the first step and after every step (outside the step timings): on a
- * shared machine the best probe is the estimate, and the spread of the probes shows the noise. */
+ * The peak is the step's own (core/peak.h: the one training logs use, start-up probes and the
+ * per-host cache), probed again after every step (outside the step timings); the probes' spread
+ * shows the noise. */
 #include <cjson/cJSON.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -78,7 +79,9 @@ int cmd_bench(int argc, char **argv) {
     const int max_probes = steps + 1;
     double *probes = xmalloc(sizeof(double) * (size_t)max_probes), *step_s = xmalloc(sizeof(double) * (size_t)steps);
     int num_probes = 0;
-    probes[num_probes++] = sgemm_peak_gflops_best(2);
+    PeakEstimate *peak = &ts.peak;
+    peak->spread_left = 0; /* the bench probes after every step itself, outside the timings */
+    probes[num_probes++] = peak->probe_gflops;
     double elapsed = 0, cpu_elapsed = 0, t_forward = 0, t_backward = 0, t_update = 0;
     for (int s = 0; s < warmup + steps; s++) {
         StepPhases before = ts.phases;
@@ -92,23 +95,23 @@ int cmd_bench(int argc, char **argv) {
         t_forward += ts.phases.forward - before.forward;
         t_backward += ts.phases.backward - before.backward;
         t_update += ts.phases.update - before.update;
-        probes[num_probes++] = sgemm_probe_gflops();
+        probes[num_probes++] = peak_probe(peak);
     }
     double tokens_per_s = (double)N * steps / elapsed;
     double gflops = model_flops_per_step(&cfg.model, B, L, M) * steps / elapsed * 1e-9;
-    double peak = 0;
-    for (int i = 0; i < num_probes; i++)
-        peak = probes[i] > peak ? probes[i] : peak;
+    double fraction = peak_utilisation(peak, gflops);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = (double)ru.ru_maxrss / 1024.0;
     char cpu_model[256];
     cpu_model_name(cpu_model, sizeof cpu_model);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
-    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of sgemm peak %.1f, best of %d probes), "
+    printf("realpos: %d threads, %.1f tokens/s, %.1f GFLOP/s (%.0f%% of peak %.1f from the %s; this run's %d "
+           "probes best %.1f), "
            "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
            "%s, OpenBLAS core %s%s%s\n",
-           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * peak_fraction(gflops, peak), peak, num_probes,
+           omp_get_max_threads(), tokens_per_s, gflops, 100.0 * fraction, peak->gflops, peak->source, peak->probes,
+           peak->probe_gflops,
            rss_mb, t_forward / steps, t_backward / steps, t_update / steps, cpu_elapsed / steps, cpu_model,
            blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     if (json_path) {
@@ -121,7 +124,10 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "labelled", M);
         cJSON_AddNumberToObject(o, "tokens_per_s", tokens_per_s);
         cJSON_AddNumberToObject(o, "gflops", gflops);
-        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", peak);
+        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", peak->probe_gflops); /* the best of probes[] */
+        cJSON_AddNumberToObject(o, "peak_gflops", peak->gflops);
+        cJSON_AddStringToObject(o, "peak_source", peak->source);
+        cJSON_AddNumberToObject(o, "peak_fraction", fraction);
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(step_s, steps));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);

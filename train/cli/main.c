@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/dist.h"
+#include "dist/dist.h"
 #include "train/cli/commands.h"
 
 #ifndef REALPOS_GIT_COMMIT /* the Makefile passes `git describe --always --dirty` */

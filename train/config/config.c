@@ -261,8 +261,4 @@ void config_load_string(Config *cfg, const char *text, const char *origin) {
     config_schema_load_text(&config_schema, cfg, text, origin, check_model);
 }
 
-void config_override(Config *cfg, const char *assignment) {
-    config_schema_override(&config_schema, cfg, assignment);
-}
-
 char *config_to_ini(const Config *cfg) { return config_schema_to_ini(&config_schema, cfg); }

@@ -109,8 +109,6 @@ void config_defaults(Config *cfg);
 /* Defaults, then the file, then each "section.key=value" override, then cross-key validation.
  * Fatal (with FILE:LINE) on any error. */
 void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides);
-/* Apply one "section.key=value" override; fatal on error. Call config_validate afterwards. */
-void config_override(Config *cfg, const char *assignment);
 /* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. Key ranges
  * and the cross-key checks of [model] only. */
 void config_load_string(Config *cfg, const char *text, const char *origin);

@@ -71,6 +71,11 @@ void metrics_write(MetricsLog *log, const MetricsRecord *r) {
             fputc(',', log->csv);
     }
     fputc('\n', log->csv);
+    if (!eval) { /* MFU's terms, so that a figure can be checked (jsonl only: the CSV's columns are fixed) */
+        cJSON_AddNumberToObject(rec, "gflops", r->gflops);
+        cJSON_AddNumberToObject(rec, "peak_gflops", r->peak_gflops);
+        cJSON_AddStringToObject(rec, "peak_source", r->peak_source ? r->peak_source : "none");
+    }
     char *text = cJSON_PrintUnformatted(rec);
     RP_CHECK(text, "out of memory formatting a metrics record");
     fprintf(log->jsonl, "%s\n", text);

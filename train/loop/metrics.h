@@ -9,6 +9,8 @@ typedef struct {
     long step, total_steps;
     double loss, accuracy, lr, grad_norm;        /* train */
     double tokens_per_s, mfu, elapsed_s, eta_s;  /* train */
+    double gflops, peak_gflops; /* train: model GFLOP/s of the window; mfu = gflops / peak_gflops */
+    const char *peak_source;    /* train: how the peak was obtained (core/peak.h) */
     double eval_loss, eval_accuracy, eval_perplexity; /* eval */
 } MetricsRecord;
 

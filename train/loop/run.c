@@ -203,9 +203,11 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     TrainStep *ts = &run->ts;
     train_step_init(ts, &sc, model, &run->opt, &run->cfg->optim, task->head, task->source, root ? &run->log : NULL,
                     run->step);
-    rp_log("%s: steps %ld..%ld of %d x %d micro-batches, %d rank%s x %d threads, sgemm peak %.0f GFLOP/s", task->name,
+    char peak[4608];
+    peak_describe(&ts->peak, peak, sizeof peak);
+    rp_log("%s: steps %ld..%ld of %d x %d micro-batches, %d rank%s x %d threads, MFU peak per rank %s", task->name,
            run->step, total, sc.grad_accum_steps, task->head.acts->B, run->dist->size,
-           run->dist->size > 1 ? "s" : "", omp_get_max_threads(), ts->peak_flops * 1e-9);
+           run->dist->size > 1 ? "s" : "", omp_get_max_threads(), peak);
     if (sc.grad_accum_steps % run->dist->size)
         rp_log("note: train.grad_accum_steps = %d is not a multiple of the %d ranks: some ranks idle each step",
                sc.grad_accum_steps, run->dist->size);

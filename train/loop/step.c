@@ -2,6 +2,7 @@
 #include "train/loop/step.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@ void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW
     ts->head = head;
     ts->source = source;
     ts->log = log;
-    ts->peak_flops = sgemm_peak_gflops() * 1e9;
+    ts->peak = peak_estimate(omp_get_max_threads());
     ts->t_begin = now_seconds();
     ts->window_start = first_step;
 }
@@ -52,9 +53,16 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .loss = ts->window_loss / (double)in_window,
         .accuracy = ts->window_predictions ? (double)ts->window_correct / (double)ts->window_predictions : 0,
         .lr = lr, .grad_norm = grad_norm, .tokens_per_s = (double)ts->window_tokens / dt,
-        .mfu = peak_fraction(ts->window_flops / dt, ts->peak_flops * ts->opt->dist->size),
+        .gflops = ts->window_flops / dt * 1e-9,
         .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
+        /* MFU against the peak of all ranks: one more probe between steps, then the peak raised
+         * to this window if it ran faster (core/peak.h), so mfu <= 1 without a clamp. */
+        int ranks = ts->opt->dist->size;
+        peak_refine(&ts->peak);
+        rec.mfu = peak_utilisation(&ts->peak, rec.gflops / ranks);
+        rec.peak_gflops = ts->peak.gflops * ranks;
+        rec.peak_source = ts->peak.source;
         if (ts->log)
             metrics_write(ts->log, &rec);
         ts->window_seconds = ts->window_loss = ts->window_flops = 0;

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/dist.h"
 #include "core/h5io.h"
 #include "layers/layers.h"
 #include "train/model/checkpoint.h"
@@ -53,7 +52,7 @@ void task_runner_build_model(TaskRunner *r, const CheckpointFile *from) {
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    transfer_load(f, ckpt, &r->model, dist_quiet() ? NULL : stderr); /* the table: rank 0 only */
+    transfer_load(f, ckpt, &r->model, rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {

@@ -1,10 +1,13 @@
-/* Data-parallel communication over MPI: the only module that talks to MPI.
+/* Data-parallel communication over MPI: the only module that talks to MPI (no other file may
+ * include mpi.h: tests/core/check_includes.py).
  *
  * Joining. A process started by an MPI launcher (mpirun/mpiexec, srun --mpi=pmix|pmi2: detected
  * from the launcher's environment) joins the job with MPI_Init_thread(FUNNELED: only the main
  * thread calls MPI, OpenMP threads compute). A process started by hand runs alone without
  * initialising MPI: OpenMPI's singleton MPI_Init forks an orted and costs ~0.6 s for nothing. At
- * size 1 every collective below is a copy-free no-op.
+ * size 1 every collective below is a copy-free no-op. In a job of several ranks, dist_init installs
+ * core's job hooks (core/common.h): a fatal error on any rank calls MPI_Abort, and only rank 0
+ * logs; dist_finalize resets them.
  *
  * Determinism. The gradient sum is our own ring reduce-scatter over MPI_Sendrecv: the sum of
  * shard c is ((g_{c+1} + g_{c+2}) + ...) + g_c (ranks mod N), a fixed order for a given N, computed
@@ -67,9 +70,3 @@ void dist_sum_doubles(Dist *d, double *values, int n);
 /* Fatal unless every rank passes the same text (e.g. the effective config): the first rank that
  * differs names the first line that differs (a config key) with both values. */
 void dist_require_same_text(Dist *d, const char *text, const char *what);
-
-/* For core/common.h: nonzero on ranks other than 0 of a running job (their log lines are
- * dropped: rank 0 alone reports); and the exit of a fatal error, which in a job of several ranks
- * calls MPI_Abort so the other ranks stop instead of waiting forever in a collective. */
-int dist_quiet(void);
-_Noreturn void dist_fatal_exit(void);

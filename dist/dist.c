@@ -1,4 +1,4 @@
-#include "core/dist.h"
+#include "dist/dist.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -7,6 +7,17 @@
 #include <string.h>
 
 #include "core/common.h"
+
+/* abort_job of core's error path in a job of several ranks: MPI_Abort, so that the other ranks
+ * stop instead of waiting forever in a collective for this one. */
+static void abort_every_rank(void) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    fprintf(stderr, "realpos: rank %d of %d failed (message above); stopping every rank\n", rank, size);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
 
 static int env_int(const char *name) {
     const char *v = getenv(name);
@@ -53,6 +64,7 @@ void dist_init(Dist *d, int *argc, char ***argv) {
     MPI_Comm_size(local, &d->local_size);
     MPI_Comm_free(&local);
     if (d->size > 1) {
+        rp_install_job_hooks((JobHooks){abort_every_rank, d->rank != 0});
         d->gathered = xmalloc(sizeof(double) * (size_t)d->size * DIST_MAX_VALUES);
         d->piece = xalloc_floats(DIST_PIECE);
     }
@@ -70,6 +82,8 @@ void dist_set_threads(const Dist *d, int configured) {
 void dist_finalize(Dist *d) {
     free(d->gathered);
     free(d->piece);
+    if (d->size > 1)
+        rp_install_job_hooks((JobHooks){NULL, 0}); /* MPI_Abort is no longer valid */
     if (d->initialized)
         MPI_Finalize();
     memset(d, 0, sizeof *d);
@@ -214,30 +228,4 @@ void dist_require_same_text(Dist *d, const char *text, const char *what) {
                  own_line);
     MPI_Barrier(MPI_COMM_WORLD);
     RP_FATAL("rank %d's %s differs from rank 0's at line %d", differs, what, line + 1);
-}
-
-int dist_quiet(void) {
-    int init = 0, fin = 0, rank = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (!init || fin)
-        return 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank != 0;
-}
-
-_Noreturn void dist_fatal_exit(void) {
-    int init = 0, fin = 0, rank = 0, size = 1;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin) {
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-    }
-    if (size > 1) {
-        fprintf(stderr, "realpos: rank %d of %d failed (message above); stopping every rank\n", rank, size);
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    exit(1);
 }
