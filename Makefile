@@ -6,7 +6,7 @@
 #                   PRETRAIN_ARGS="--set train.max_steps=20 ..." shortens it
 #   make NATIVE=1   tune for this CPU (-march=native); the default -march is portable (x86-64-v3)
 # Nothing here runs apt while make reads this file: only the `deps` target does.
-PKGS     := hdf5 inih libcjson libutf8proc openblas ompi-c zlib libzstd # ompi-c: OpenMPI (dist/dist.c); zlib, libzstd: compressed corpora
+PKGS     := hdf5 inih libcjson libutf8proc openblas ompi-c zlib libzstd # ompi-c: OpenMPI (optim/dist.c); zlib, libzstd: compressed corpora
 
 CC       ?= gcc
 ARCH     ?= $(if $(NATIVE),native,x86-64-v3)
@@ -19,7 +19,7 @@ CFLAGS   = -std=c11 -D_GNU_SOURCE -I. $(OPT) -fno-math-errno -fopenmp -Wall -Wex
 LDLIBS   = $(PKG_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
 
 BUILD    := build
-LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c dist/*.c layers/*.c optim/*.c train/*/*.c))
+LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(shell find tests -path tests/fuzz -prune -o -name 'test_*.c' -print | sort)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

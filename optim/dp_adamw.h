@@ -1,5 +1,5 @@
 /* Data-parallel AdamW: the update of a step whose gradients are spread over the ranks of an MPI
- * job (dist/dist.h), with optional ZeRO stage 1 (sharded optimizer moments).
+ * job (optim/dist.h), with optional ZeRO stage 1 (sharded optimizer moments).
  *
  *   dp_adamw_reduce   ring reduce-scatter of the gradient block: each rank holds the sum of its
  *                     micro-batches' gradients (the backward scaled them by 1 / micro-batches of
@@ -14,7 +14,7 @@
  * (dp_adamw_full / dp_adamw_gather / dp_adamw_scatter), so sharded and unsharded runs, and runs
  * with another number of ranks, resume each other. */
 #pragma once
-#include "dist/dist.h"
+#include "optim/dist.h"
 #include "optim/adamw.h"
 
 typedef struct {

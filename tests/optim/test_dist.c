@@ -1,4 +1,4 @@
-/* dist/dist and optim/dp_adamw at whatever size the job has: alone (tests/run.sh) and under
+/* optim/dist and optim/dp_adamw at whatever size the job has: alone (tests/run.sh) and under
  * `mpirun -np 2` and `-np 3` (tests/train/loop/test_mpi.sh). Every check holds on every rank; rank 0 prints
  * one line per check with the number of ranks where it failed.
  *   - shard layout: covers the block, disjoint, 16-float aligned boundaries;
@@ -13,7 +13,7 @@
 
 #include "core/common.h"
 #include "core/rng.h"
-#include "dist/dist.h"
+#include "optim/dist.h"
 #include "optim/dp_adamw.h"
 #include "tests/check.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "optim/dist.h"
 #include "train/cli/commands.h"
 
 #ifndef REALPOS_GIT_COMMIT /* the Makefile passes `git describe --always --dirty` */

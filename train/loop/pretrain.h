@@ -1,7 +1,7 @@
 /* MLM pretraining as a task of the run (run.h), and held-out MLM evaluation (also behind
  * `realpos eval`). The commands are train/cli/cmd_pretrain.c. */
 #pragma once
-#include "dist/dist.h"
+#include "optim/dist.h"
 #include "train/config/config.h"
 #include "train/data/corpus.h"
 #include "train/data/instances.h"

@@ -22,7 +22,7 @@
 #pragma once
 #include <hdf5.h>
 
-#include "dist/dist.h"
+#include "optim/dist.h"
 #include "train/config/config.h"
 #include "train/loop/metrics.h"
 #include "train/loop/run_dir.h"

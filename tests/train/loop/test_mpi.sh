@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training under `mpirun -np 2` (1 thread per rank, oversubscription allowed; each
 # realpos run is a tiny model for a dozen steps):
-# dist/dist + ZeRO-1 unit checks at 2 and 3 ranks; N=2 vs N=1 within a stated tolerance (pretraining
+# optim/dist + ZeRO-1 unit checks at 2 and 3 ranks; N=2 vs N=1 within a stated tolerance (pretraining
 # and fine-tuning); bit-identical reruns at N=2; ZeRO-1 equals unsharded bit for bit and their
 # checkpoints resume each other; kill -9 + resume under mpirun ends bit-identical; resuming at
 # another N keeps the data stream; a signal to one rank stops every rank with one save; a bad input
@@ -28,7 +28,7 @@ wait_exit() {
   wait "$1"
 }
 
-# ---- dist/dist and optim/dp_adamw at 2 and 3 ranks (test_dist prints rank 0's checks) -------------
+# ---- optim/dist and optim/dp_adamw at 2 and 3 ranks (test_dist prints rank 0's checks) -------------
 for n in 2 3; do mpi $n build/tests/optim/test_dist | grep -E '^(PASS|FAIL)' | sed "s/^\(PASS\|FAIL\) /\1 np $n: /"; done
 
 # ---- a tiny pretraining setup (the corpus of tests/train/loop/test_pretrain.sh, smaller) ----------------------

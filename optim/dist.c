@@ -1,4 +1,4 @@
-#include "dist/dist.h"
+#include "optim/dist.h"
 
 #include <limits.h>
 #include <mpi.h>
