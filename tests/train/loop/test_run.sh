@@ -139,6 +139,15 @@ signal_when HUP $pid grep -qs '"step":4,' "$tmp/hup/metrics.jsonl"; wait $pid; r
 check "SIGHUP (a dropped ssh session) saves a checkpoint and exits cleanly (status $rc)" \
   bash -c "[ $rc -eq 0 ] && grep -qF 'signal 1: saving a checkpoint' '$tmp/hup.log' && [ -n \"\$(ls '$tmp/hup'/ckpt-*.h5)\" ]"
 
+# ---- --init loads weights: only the keys that change the parameter table matter -----------------
+"$RP" init "$tmp/p.ini" --set model.relative_k=7 --set model.hidden_dropout=0.3 --out "$tmp/init.h5" >/dev/null 2>&1
+"$RP" pretrain "$tmp/p.ini" --init "$tmp/init.h5" --set train.run_dir="$tmp/initrun" --set train.max_steps=2 \
+  >"$tmp/o" 2>&1; rc=$?
+verdict "--init from a checkpoint whose relative_k and dropout differ (no parameter changes) trains, noting both (status $rc)" \
+  "[ $rc -eq 0 ]" "grep -qF \"note: key 'model.relative_k'\" $tmp/o" "grep -qF \"note: key 'model.hidden_dropout'\" $tmp/o"
+expect_error "--init from a checkpoint of another width is refused, naming the tensor" "word_embeddings" \
+  "$RP" pretrain "$tmp/p.ini" --init "$tmp/init.h5" --set train.run_dir="$tmp/initrun2" --set model.hidden_size=32
+
 # ---- the NaN stop names only a checkpoint that exists --------------------------------------------
 mkdir -p "$tmp/nan"; printf 'ckpt-0000099.h5\n' >"$tmp/nan/latest"
 cp "$tmp/run/ckpt-0000012.h5" "$tmp/huge.h5"

@@ -214,6 +214,11 @@ check "SIGTERM + --resume: model.h5 bit-identical to the uninterrupted run" same
 check "a resumed run appends to metrics.jsonl (both halves' records)" bash -c \
   "grep -q '\"step\":10,' '$work/ftC/metrics.jsonl' && grep -q '\"step\":144,' '$work/ftC/metrics.jsonl'"
 
+head -n 30 $FX/sst_train.tsv >"$work/other_train.tsv"
+expect_error "--resume with another task.train_file names the key and both values" \
+  "key 'task.train_file': the checkpoint has $FX/sst_train.tsv, this run $work/other_train.tsv" \
+  "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --resume "$work/ftC/latest" \
+  --set task.train_file="$work/other_train.tsv"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/abs.h5" >/dev/null 2>"$work/e8"
 check "--resume from a weights-only checkpoint is a clear error" has "$work/e8" "abs.h5: no training state to resume from"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/missing.h5" >/dev/null 2>"$work/e9"
