@@ -225,7 +225,7 @@ int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
         char id[RUN_ID_HEX + 8];
-        found = sscanf(line, "run %40s", id) == 1 && strlen(id) == RUN_ID_HEX && strlen(id) < size;
+        found = sscanf(line, "run %39s", id) == 1 && strlen(id) == RUN_ID_HEX && strlen(id) < size;
         if (found)
             snprintf(out, size, "%s", id);
     }
