@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -46,6 +47,12 @@ void dir_lock_acquire_as(DirLock *lock, const char *dir, const char *name, int s
                      "stop it, or choose another directory", dir, what, holder[0] ? holder : "another process");
         RP_FATAL("%s (%s): cannot lock %s: %s", dir, what, lock->path, strerror(err));
     }
+    /* The lock file opened may have been moved away with its directory (another process's
+     * --overwrite) between open and flock: the lock held must be the one at the path. */
+    struct stat held, at_path;
+    RP_CHECK(fstat(lock->fd, &held) == 0 && stat(lock->path, &at_path) == 0 && held.st_dev == at_path.st_dev &&
+                 held.st_ino == at_path.st_ino,
+             "%s (%s) was moved aside by another process while this one took its lock: run again", dir, what);
     char command[400];
     own_command_line(command, sizeof command);
     char owner[512];

@@ -211,10 +211,10 @@ void dist_require_same_text(Dist *d, const char *text, const char *what) {
     int line = first_differing_line(root_text, text, &root_line, &own_line);
     int *all = xmalloc(sizeof(int) * (size_t)d->size);
     MPI_Allgather(&line, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
-    int differs = -1;
+    int differs = -1, differing_line = -1;
     for (int r = 1; r < d->size && differs < 0; r++)
         if (all[r] >= 0)
-            differs = r;
+            differs = r, differing_line = all[r];
     free(all);
     if (differs < 0) {
         free(root_text);
@@ -227,5 +227,5 @@ void dist_require_same_text(Dist *d, const char *text, const char *what) {
                  line + 1, (int)strcspn(root_line, "\n"), root_line, differs, (int)strcspn(own_line, "\n"),
                  own_line);
     MPI_Barrier(MPI_COMM_WORLD);
-    RP_FATAL("rank %d's %s differs from rank 0's at line %d", differs, what, line + 1);
+    RP_FATAL("rank %d's %s differs from rank 0's at line %d", differs, what, differing_line + 1);
 }

@@ -143,10 +143,11 @@ int cmd_bench(int argc, char **argv) {
         else
             cJSON_AddNullToObject(o, "openblas_coretype_env");
         char *text = cJSON_Print(o);
-        FILE *f = fopen(json_path, "w");
-        RP_CHECK(f, "%s: cannot write", json_path);
-        fprintf(f, "%s\n", text);
-        RP_CHECK(fclose(f) == 0, "%s: write failed", json_path);
+        size_t len = strlen(text);
+        text = realloc(text, len + 2);
+        RP_CHECK(text, "out of memory");
+        memcpy(text + len, "\n", 2);
+        write_file(json_path, text, len + 1); /* temp + fsync + rename */
         free(text);
         cJSON_Delete(o);
     }

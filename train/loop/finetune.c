@@ -1,12 +1,12 @@
-/* The fine-tuning loop (finetune.h).
+/* Fine-tuning as a task of the run (finetune.h).
  *
- * A step is one batch of B sequences from the TaskSampler (train/tasks/task_sampler.h: a fresh
- * permutation each epoch, optionally grouped by length), padded to its longest sequence
- * (task.padding), run by the run's train_step (run.h):
- * AdamW with [optim]'s betas, eps and weight decay, peak task.lr, linear warmup over
- * warmup_proportion of the steps then linear decay to 0, clipping at train.clip_grad_norm, dropout
- * keyed by (task.seed, step). Every train.checkpoint_interval steps and on a stop signal a
- * checkpoint RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
+ * A step is train.grad_accum_steps micro-batches of B sequences each from the TaskSampler
+ * (train/tasks/task_sampler.h: a fresh permutation each epoch, optionally grouped by length), each
+ * padded to its longest sequence (task.padding), run by train_step (step.h): AdamW with [optim]'s
+ * betas, eps and weight decay, peak task.lr, linear warmup over warmup_proportion of the steps then
+ * linear decay to 0, clipping at train.clip_grad_norm, dropout keyed by (task.seed, step, micro).
+ * Every train.checkpoint_interval steps, on a stop signal and after the last step a checkpoint
+ * RUN_DIR/ckpt-NNNNNNN.h5 holds the model, the optimizer moments, /vocab and
  *   /train/step            int64 [1]      updates done
  *   /train/sampler_order   int32 [count]  the epoch's order of the training sequences
  *   /train/sampler_state   uint64 [5]     position in it, then the Rng's 4 state words
@@ -148,6 +148,7 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
         .schedule = {SCHED_LINEAR, task->lr, warmup, total, accum, tc->clip_grad_norm, (uint64_t)task->seed,
                      tc->log_interval, NULL},
         .eval_interval = dev_data ? task->eval_every : 0,
+        .save_final = 1, /* a finished run resumes to "nothing to do" */
         .ctx = &ft,
         .evaluate = evaluate,
         .write_state = write_state,

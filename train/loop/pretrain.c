@@ -75,15 +75,15 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int nu
         correct += st.num_correct;
         predictions += st.num_predicted;
     }
-    if (dist) {
-        double sums[4] = {loss_sum, (double)correct, (double)predictions, (double)unigram_correct};
-        dist_sum_doubles(dist, sums, 4);
-        loss_sum = sums[0];
-        correct = (long)sums[1];
-        predictions = (long)sums[2];
-        unigram_correct = (long)sums[3];
-    }
-    EvalResult r = {0, 0, 0, 0, predictions};
+    double sums[5] = {loss_sum, (double)correct, (double)predictions, (double)unigram_correct,
+                      stop_signal_received() != 0};
+    if (dist)
+        dist_sum_doubles(dist, sums, 5);
+    loss_sum = sums[0];
+    correct = (long)sums[1];
+    predictions = (long)sums[2];
+    unigram_correct = (long)sums[3];
+    EvalResult r = {0, 0, 0, 0, predictions, sums[4] > 0};
     if (predictions) {
         r.unigram_accuracy = (double)unigram_correct / (double)predictions;
         r.loss = loss_sum / (double)predictions;
@@ -124,8 +124,8 @@ static void evaluate(void *ctx, Run *run, int final) {
     (void)final;
     Pretraining *p = ctx;
     EvalResult r = evaluate_mlm(&p->model, &p->acts, &p->data, p->cfg->train.eval_batches, run->dist);
-    if (stop_signal_received() || !dist_is_root(run->dist))
-        return; /* cut short by a stop signal: no partial record; the run saves and stops */
+    if (r.stopped || !dist_is_root(run->dist))
+        return; /* cut short by a stop signal on some rank: no partial record; the run saves and stops */
     MetricsRecord rec = {.kind = "eval", .step = run->step, .total_steps = p->cfg->train.max_steps,
                          .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
     metrics_write(&run->log, &rec);
@@ -183,6 +183,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         int lower;
         char *vocab = checkpoint_read_vocab(run.resume->file, run.resume_path, &lower);
         RP_CHECK(vocab, "%s: no /vocab to resume with", run.resume_path);
+        RP_CHECK(lower == cfg->data.do_lower_case, "%s: its /vocab has do_lower_case = %d, its config %d", run.resume_path,
+                 lower, cfg->data.do_lower_case);
         mlm_data_open(&p.data, cfg, vocab, run.resume_path);
     } else {
         if (init)

@@ -31,6 +31,7 @@ typedef struct {
     double loss, accuracy, perplexity;
     double unigram_accuracy; /* baseline: always predict the most frequent training token */
     long predictions;
+    int stopped; /* a stop signal reached some rank and cut the evaluation short */
 } EvalResult;
 
 /* Held-out MLM loss/accuracy/perplexity over `num_batches` batches of the rewound eval stream.

@@ -38,10 +38,14 @@ static void check_resumed_key(const KeySpec *key, const char *now, const char *s
         return;
     }
     c->num_refused++;
-    if (c->len < sizeof c->refused)
-        c->len += (size_t)snprintf(c->refused + c->len, sizeof c->refused - c->len,
-                                   "\n  key '%s.%s': the checkpoint has %s, this run %s", key->section, key->name,
-                                   stored, now);
+    size_t room = sizeof c->refused - c->len;
+    if (room > 1) {
+        int n = snprintf(c->refused + c->len, room, "\n  key '%s.%s': the checkpoint has %s, this run %s", key->section,
+                         key->name, stored, now);
+        c->len = (size_t)n < room ? c->len + (size_t)n : sizeof c->refused - 1;
+        if ((size_t)n >= room) /* the list goes on past the buffer: say so */
+            memcpy(c->refused + sizeof c->refused - 5, "\n...", 5);
+    }
 }
 
 /* What kind of run wrote a checkpoint, by its training state. */
@@ -61,8 +65,9 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
     run->dir.lock.fd = -1;
     if (start->resume)
         run_dir_resolve_checkpoint(start->resume, run->resume_path, sizeof run->resume_path);
-    for (int i = 0; i < start->num_inputs && !start->resume; i++)
-        run_dir_require_outside(cfg->train.run_dir, start->inputs[i].path, start->inputs[i].what);
+    if (!start->resume) /* a resume reads and writes its own run directory */
+        for (int i = 0; i < start->num_inputs; i++)
+            run_dir_require_outside(cfg->train.run_dir, start->inputs[i].path, start->inputs[i].what);
     if (dist_is_root(dist))
         run_dir_claim(&run->dir, cfg->train.run_dir, start->resume != NULL, start->overwrite);
     if (!start->resume)
@@ -83,12 +88,15 @@ void run_check_resume(Run *run) {
     run->resume_checked = 1;
     ResumeCheck check = {"", 0, 0};
     config_each_difference(run->cfg, &run->resume->cfg, check_resumed_key, &check);
-    RP_CHECK(!check.num_refused, "--resume %s: %d setting%s changed since the checkpoint was written:%s\na resumed run "
-             "continues the same data stream, model and optimizer: undo the change%s, or start a fresh run in "
-             "another train.run_dir (keys that may change: train.max_steps, the intervals, train.eval_batches, "
-             "train.keep_last, train.threads, task.max_steps, task.eval_every, task.dev_file, task.init_checkpoint)",
-             run->resume_path, check.num_refused, check.num_refused > 1 ? "s" : "", check.refused,
-             check.num_refused > 1 ? "s" : "");
+    if (!check.num_refused)
+        return;
+    char allowed[512] = "";
+    for (size_t i = 0, len = 0; i < sizeof RESUMABLE_KEYS / sizeof *RESUMABLE_KEYS && len < sizeof allowed; i++)
+        len += (size_t)snprintf(allowed + len, sizeof allowed - len, "%s%s", i ? ", " : "", RESUMABLE_KEYS[i]);
+    RP_FATAL("--resume %s: %d setting%s changed since the checkpoint was written:%s\na resumed run continues the same "
+             "data stream, model and optimizer: undo the change%s, or start a fresh run in another train.run_dir (keys "
+             "that may change: %s)", run->resume_path, check.num_refused, check.num_refused > 1 ? "s" : "",
+             check.refused, check.num_refused > 1 ? "s" : "", allowed);
 }
 
 /* Weights, moments, step, lineage and the task's state of the resumed checkpoint. */
@@ -112,12 +120,17 @@ static void resume_state(Run *run) {
         run->task.read_state(run->task.ctx, f, path);
     if (dist_is_root(run->dist)) {
         char *id = h5_attr_exists(f, "run_id") ? h5_attr_read_string(f, "run_id", path) : NULL;
-        char there[RUN_ID_HEX + 1];
-        RP_CHECK(!id || !run_dir_latest_id(run->dir.path, there, sizeof there) || !strcmp(there, id),
-                 "--resume %s: train.run_dir %s holds another run (its latest is of run %s, the checkpoint of run "
+        /* a directory holding a run takes only a checkpoint of its own: one inside it, or one whose
+         * lineage its latest records */
+        char there[RUN_ID_HEX + 1] = "";
+        int has_there = run_dir_latest_id(run->dir.path, there, sizeof there);
+        const char *used = run_dir_contains(run->dir.path, path) ? NULL : run_dir_find_run(run->dir.path);
+        RP_CHECK(!used || (run_id_valid(id) && has_there && !strcmp(there, id)),
+                 "--resume %s: train.run_dir %s holds another run (%s; its latest records run %s, the checkpoint run "
                  "%s): resuming there would mix two runs' checkpoints; resume in the checkpoint's own directory or "
-                 "in a new train.run_dir", path, run->dir.path, there, id);
-        if (!id)
+                 "in a new train.run_dir", path, run->dir.path, used, has_there ? there : "none",
+                 run_id_valid(id) ? id : "none");
+        if (!run_id_valid(id))
             rp_log("%s has no run id (written by an older realpos): the run continues as a new lineage; older "
                    "checkpoints in %s are not pruned", path, run->dir.path);
         run_dir_set_id(&run->dir, id);
@@ -158,8 +171,8 @@ void run_save_weights(Run *run, const char *name, void (*write_extra)(hid_t, con
 static void require_agreement(Run *run) {
     size_t len = strlen(run->config_ini) + sizeof run->resume_path + 64;
     char *text = xmalloc(len);
-    snprintf(text, len, "%s[run]\nstart_step = %ld\nresume = %s\n", run->config_ini, run->step,
-             run->resume_path[0] ? run->resume_path : "(none: a fresh run)");
+    snprintf(text, len, "%s[run]\nstart_step = %ld\ntotal_steps = %ld\nresume = %s\n", run->config_ini, run->step,
+             run->task.schedule.total_steps, run->resume_path[0] ? run->resume_path : "(none: a fresh run)");
     dist_require_same_text(run->dist, text, "run (effective configuration and starting step)");
     free(text);
 }
@@ -215,13 +228,13 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     while (run->step < total && !ts->stop) {
         train_step(ts, run->step);
         run->step++;
-        if (task->eval_interval > 0 && run->step % task->eval_interval == 0 && run->step < total)
+        if (task->eval_interval > 0 && run->step % task->eval_interval == 0 && run->step < total && !ts->stop)
             task->evaluate(task->ctx, run, 0);
         if (run->step % tc->checkpoint_interval == 0 && run->step < total && !ts->stop)
             run_save(run);
     }
     train_step_log_communication(ts, run->step - first_step);
-    if (ts->stop) { /* a signal reached some rank: every rank leaves after the same step */
+    if (ts->stop && run->step < total) { /* a signal reached some rank: every rank leaves after the same step */
         stop_and_save(run);
     } else {
         task->evaluate(task->ctx, run, 1);

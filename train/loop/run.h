@@ -12,12 +12,14 @@
  *   run_begin      lock the directory, decide fresh / resume / --overwrite, open the resumed
  *                  checkpoint (run.resume) so the task can build its model and data from it
  *   (the task builds its model, data and RunTask)
- *   run_train      optimizer; weights, moments, step and task state from run.resume; rank 0's
- *                  weights everywhere; every rank agrees; config.ini and metrics; the loop:
+ *   run_train      optimizer; weights, moments, step and task state from run.resume; every
+ *                  rank agrees (config, start and total steps); rank 0's weights everywhere;
+ *                  config.ini (a fresh run) and metrics; the loop:
  *                    while step < total and no stop:  train_step; step++
- *                      every eval_interval steps:      task.evaluate
- *                      every checkpoint_interval:      run_save
- *                    a stop:  run_save;   the end:  task.evaluate(final), task.finish, run_save
+ *                      every eval_interval steps, before the last and without a stop: task.evaluate
+ *                      every checkpoint_interval, before the last and without a stop: run_save
+ *                    a stop before the last step:  run_save
+ *                    else:  task.evaluate(final), task.finish, run_save if task.save_final
  *   run_end        release everything. */
 #pragma once
 #include <hdf5.h>
@@ -92,7 +94,8 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
  * threads, keep_last...) are logged. Once; run_train calls it if the task did not. */
 void run_check_resume(Run *run);
 /* Train `model` with `task` to the end or a stop signal (see above); config_ini is the effective
- * configuration (*cfg) stored in every checkpoint. Returns the exit status. */
+ * configuration (*cfg) stored in every checkpoint. Returns 0 (after the end, a saved stop, or
+ * nothing to do); every failure is fatal. */
 int run_train(Run *run, const char *config_ini, Model *model, const RunTask *task);
 /* A checkpoint of the current step in the run directory (every rank calls; rank 0 writes). */
 void run_save(Run *run);

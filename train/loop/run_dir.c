@@ -38,9 +38,15 @@ int stop_signal_received(void) { return (int)stop_signal; }
 /* The files a run leaves; a directory holding any of them holds a run. */
 static const char *const RUN_FILES[] = {"latest", "lineage.tsv", "metrics.jsonl", "metrics.csv", "config.ini", "model.h5", "best.h5"};
 
+/* "ckpt-" then 7 or more digits then ".h5" (what run_dir_checkpoint_name writes), nothing else. */
 static int is_checkpoint_name(const char *name, long *step) {
-    char tail[8];
-    return sscanf(name, "ckpt-%ld.%3s", step, tail) == 2 && !strcmp(tail, "h5") && strlen(name) == 15;
+    if (strncmp(name, "ckpt-", 5))
+        return 0;
+    size_t digits = strspn(name + 5, "0123456789");
+    if (digits < 7 || digits > 18 || strcmp(name + 5 + digits, ".h5"))
+        return 0;
+    *step = strtol(name + 5, NULL, 10);
+    return 1;
 }
 
 const char *run_dir_find_run(const char *path) {
@@ -102,19 +108,27 @@ void run_dir_claim(RunDir *d, const char *path, int resume, int overwrite) {
     remove_stale_temp_files(path);
 }
 
-void run_dir_require_outside(const char *run_dir, const char *path, const char *what) {
+int run_dir_contains(const char *run_dir, const char *path) {
     char dir_real[PATH_MAX], path_real[PATH_MAX];
     if (!path || !path[0] || !realpath(run_dir, dir_real) || !realpath(path, path_real))
-        return;
+        return 0;
     size_t n = strlen(dir_real);
-    RP_CHECK(strncmp(path_real, dir_real, n) || (path_real[n] != '/' && path_real[n] != '\0'),
+    return !strncmp(path_real, dir_real, n) && (path_real[n] == '/' || path_real[n] == '\0');
+}
+
+void run_dir_require_outside(const char *run_dir, const char *path, const char *what) {
+    RP_CHECK(!run_dir_contains(run_dir, path),
              "%s %s lies inside train.run_dir %s, which a fresh run owns: its files would be mixed with the run's "
              "(or moved aside by --overwrite). Copy it elsewhere, choose another train.run_dir, or resume the run "
              "in %s with --resume %s/latest", what, path, run_dir, run_dir, run_dir);
 }
 
+int run_id_valid(const char *id) {
+    return id && strlen(id) == RUN_ID_HEX && strspn(id, "0123456789abcdef") == RUN_ID_HEX;
+}
+
 void run_dir_set_id(RunDir *d, const char *id) {
-    if (id && id[0]) {
+    if (run_id_valid(id)) {
         snprintf(d->run_id, sizeof d->run_id, "%s", id);
         return;
     }
@@ -141,9 +155,11 @@ void run_dir_checkpoint_name(char *out, size_t size, const char *run_dir, long s
  * pruning knows what is its own without opening any HDF5 file. */
 static void lineage_path(char *out, size_t size, const RunDir *d) { snprintf(out, size, "%s/lineage.tsv", d->path); }
 
-/* Record step's checkpoint in the lineage, then delete all but the newest keep_last of the
- * lineage's checkpoints and drop them from the record; other runs' lines are kept as they are. */
-static void record_and_prune(const RunDir *d, long step, int keep_last) {
+/* Record step's checkpoint in the lineage; with prune, also delete all but the newest keep_last
+ * of the lineage's checkpoints and drop them from the record. Entries beyond step belong to a
+ * future the resumed run abandoned: they leave the record (their files stay, never pruned) so
+ * that they cannot push out what the run writes now. Other runs' lines are kept as they are. */
+static void record_lineage(const RunDir *d, long step, int keep_last, int prune) {
     char path[CONFIG_PATH_MAX + 32], ckpt[CONFIG_PATH_MAX + 32];
     lineage_path(path, sizeof path, d);
     size_t old_len = 0;
@@ -164,8 +180,11 @@ static void record_and_prune(const RunDir *d, long step, int keep_last) {
         long s;
         int parsed = sscanf(line, "%63s %63s", id, name) == 2 && is_checkpoint_name(name, &s);
         if (parsed && !strcmp(id, d->run_id)) {
-            if (s != step)
+            if (s < step)
                 own[n_own++] = s;
+            else if (s > step && prune)
+                rp_log("note: %s of this run's abandoned later steps stays, unpruned (resumed from an earlier step)",
+                       name);
         } else if (line[0]) {
             len += (size_t)snprintf(text + len, cap - len, "%s\n", line); /* another run's record */
         }
@@ -175,7 +194,7 @@ static void record_and_prune(const RunDir *d, long step, int keep_last) {
         for (int j = 0; j < n_own; j++)
             newer += own[j] > own[i];
         run_dir_checkpoint_name(ckpt, sizeof ckpt, d->path, own[i]);
-        if (newer >= keep_last)
+        if (prune && newer >= keep_last && own[i] != step)
             unlink(ckpt);
         else
             len += (size_t)snprintf(text + len, cap - len, "%s\tckpt-%07ld.h5\n", d->run_id, own[i]);
@@ -194,8 +213,11 @@ void run_dir_save_checkpoint(const RunDir *d, long step, int keep_last, const Mo
     char latest[CONFIG_PATH_MAX + 32], text[128];
     snprintf(latest, sizeof latest, "%s/latest", d->path);
     int len = snprintf(text, sizeof text, "ckpt-%07ld.h5\nrun %s\n", step, d->run_id);
+    /* lineage first (a kill before latest leaves the new checkpoint recorded, so pruned later),
+     * then latest, then the pruning: latest always names a checkpoint that exists */
+    record_lineage(d, step, keep_last, 0);
     write_file(latest, text, (size_t)len); /* temp + rename; a failure removes the temp file */
-    record_and_prune(d, step, keep_last);
+    record_lineage(d, step, keep_last, 1);
     rp_log("checkpoint %s", path);
 }
 
@@ -225,7 +247,7 @@ int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
     int found = 0;
     while (!found && fgets(line, sizeof line, f)) {
         char id[RUN_ID_HEX + 8];
-        found = sscanf(line, "run %39s", id) == 1 && strlen(id) == RUN_ID_HEX && strlen(id) < size;
+        found = sscanf(line, "run %39s", id) == 1 && run_id_valid(id) && strlen(id) < size;
         if (found)
             snprintf(out, size, "%s", id);
     }

@@ -26,18 +26,23 @@ typedef struct {
 /* Lock path for this process (fatal naming the holder if another has it). A fresh run (resume =
  * 0) in a directory that holds a run is refused with the choices spelled out, unless overwrite:
  * then the old run is renamed to PATH.replaced-YYYYMMDD-HHMMSS (logged) and PATH starts empty.
- * Stale temp files of killed saves are removed. run_id is left empty: see run_dir_set_id. */
+ * Stale temp files of killed saves are removed. run_id is left empty: see run_dir_set_id. A
+ * directory holds a run when run_dir_find_run finds one of its files. */
 void run_dir_claim(RunDir *d, const char *path, int resume, int overwrite);
+/* Whether path (existing) lies inside run_dir (existing), by real paths. */
+int run_dir_contains(const char *run_dir, const char *path);
 /* Fatal if `path` (named `what`, e.g. "key 'task.init_checkpoint'") lies inside run_dir, which a
  * fresh run is about to own. Nothing to check if either does not
  * exist yet. */
 void run_dir_require_outside(const char *run_dir, const char *path, const char *what);
-/* The lineage: the resumed checkpoint's run id, or a new random one (id NULL or ""). */
+/* A run id: exactly RUN_ID_HEX lower-case hex digits. */
+int run_id_valid(const char *id);
+/* The lineage: the resumed checkpoint's run id, or a new random one (id NULL or not valid). */
 void run_dir_set_id(RunDir *d, const char *id);
 void run_dir_release(RunDir *d);
 
-/* The first file of path that marks a run (latest, a checkpoint, metrics, config.ini, model.h5,
- * best.h5), or NULL: the directory is unused. */
+/* The first file of path that marks a run (latest, lineage.tsv, a checkpoint, metrics, config.ini,
+ * model.h5, best.h5), or NULL: the directory is unused (a .lock alone does not count). */
 const char *run_dir_find_run(const char *path);
 /* Write RUN_DIR/config.ini (temp + rename). */
 void run_dir_write_config(const RunDir *d, const char *config_ini);

@@ -128,6 +128,11 @@ check "pruning removes only the run's own checkpoints (a foreign ckpt-0000001.h5
 verdict "average --last N RUN_DIR takes only the run's own lineage (the foreign ckpt-0000001.h5 is left out; status $rc)" \
   "[ $rc -eq 0 ]" "grep -qF '1 checkpoint of another run' $tmp/o" \
   "\"$PY\" -c \"import h5py, sys; a = h5py.File('$tmp/avg.h5', 'r').attrs['averaged_inputs']; sys.exit('ckpt-0000001' in a or a.count(chr(10)) != 2)\""
+"$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/ckpt-0000010.h5" --set train.max_steps=11 --set train.keep_last=1 \
+  >"$tmp/o" 2>&1; rc=$?
+verdict "resuming an earlier checkpoint never prunes what it writes: latest names ckpt-11, which exists (status $rc)" \
+  "[ $rc -eq 0 ]" "[ \"\$(head -n 1 $tmp/run/latest)\" = ckpt-0000011.h5 ]" "test -s $tmp/run/ckpt-0000011.h5" \
+  "test -s $tmp/run/ckpt-0000012.h5" "grep -qF 'abandoned later steps' $tmp/o"
 expect_error "resume into a directory that holds another run is refused, naming both run ids" "holds another run" \
   "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set train.run_dir="$tmp/other" --set train.max_steps=14
 
@@ -149,7 +154,7 @@ expect_error "--init from a checkpoint of another width is refused, naming the t
   "$RP" pretrain "$tmp/p.ini" --init "$tmp/init.h5" --set train.run_dir="$tmp/initrun2" --set model.hidden_size=32
 
 # ---- the NaN stop names only a checkpoint that exists --------------------------------------------
-mkdir -p "$tmp/nan"; printf 'ckpt-0000099.h5\n' >"$tmp/nan/latest"
+mkdir -p "$tmp/nan"; printf 'ckpt-0000099.h5\nrun %s\n' "$run_id" >"$tmp/nan/latest" # of this lineage
 cp "$tmp/run/ckpt-0000012.h5" "$tmp/huge.h5"
 "$PY" -c "
 import h5py, numpy as np
