@@ -182,7 +182,7 @@ static void record_lineage(const RunDir *d, long step, int keep_last, int prune)
         if (parsed && !strcmp(id, d->run_id)) {
             if (s < step)
                 own[n_own++] = s;
-            else if (s > step && prune)
+            else if (s > step && !prune) /* logged once, by the first of the two calls */
                 rp_log("note: %s of this run's abandoned later steps stays, unpruned (resumed from an earlier step)",
                        name);
         } else if (line[0]) {
