@@ -205,6 +205,7 @@ for bad in -5 4611686018427387904; do
 done
 check "... and writes no checkpoint" test ! -e "$tmp/srun/ckpt-4611686018427387904.h5"
 ln -s /dev/full "$tmp/fullrun" 2>/dev/null; mkdir -p "$tmp/mrun"; ln -sf /dev/full "$tmp/mrun/metrics.jsonl"
+sed -n "1p;/^run /p" "$tmp/prun/latest" >"$tmp/mrun/latest" # the lineage of $ck: a resume may continue there
 expect_error "metrics that cannot be written are an error" "metrics.jsonl: cannot write metrics: No space left on device" \
   $T "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mrun" --resume "$ck" --set train.max_steps=8
 if mountpoint -q "$mnt/full"; then
