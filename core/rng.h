@@ -32,12 +32,28 @@ static inline uint64_t hash_key(uint64_t seed, uint64_t step, uint64_t site) {
     return hash64(hash64(hash64(seed) ^ step) ^ site);
 }
 
-/* The 24 random bits of element `index`: hash_uniform = hash_bits24 * 2^-24. */
-static inline uint32_t hash_bits24(uint64_t key, uint64_t index) {
-    return (uint32_t)(hash64(key ^ (index * 0xd1b54a32d192ed03ULL)) >> 40);
+/* A bijection of 32-bit words, xorshift-multiply (the constants of C. Wellons' "lowbias32"). */
+static inline uint32_t mix32(uint32_t h) {
+    h ^= h >> 16;
+    h *= 0x7feb352dU;
+    h ^= h >> 15;
+    h *= 0x846ca68bU;
+    return h ^ (h >> 16);
 }
 
-static inline float hash_uniform(uint64_t key, uint64_t index) {
+/* The 24 random bits of element `index` under `key`: hash_uniform = hash_bits24 * 2^-24.
+ * mix32(mix32(index ^ key_lo) ^ key_hi): 32-bit lanes only, so a mask loop runs 8 elements per
+ * AVX2 instruction (the 64-bit splitmix form took twice as long per element, being emulated
+ * with 32-bit multiplies). A key covers at most 2^32 elements: every dropout site checks its
+ * size (dropout_indices_fit). */
+static inline uint32_t hash_bits24(uint64_t key, uint32_t index) {
+    return mix32(mix32(index ^ (uint32_t)key) ^ (uint32_t)(key >> 32)) >> 8;
+}
+
+/* Whether n elements fit the 32-bit element index of one dropout key. */
+static inline int dropout_indices_fit(uint64_t n) { return n <= (uint64_t)UINT32_MAX + 1; }
+
+static inline float hash_uniform(uint64_t key, uint32_t index) {
     return (float)hash_bits24(key, index) * (1.0f / 16777216.0f);
 }
 

@@ -66,6 +66,10 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
+    RP_CHECK(s->dropout == 0.0f ||
+                 dropout_indices_fit((uint64_t)s->B * s->num_heads * s->L * (uint64_t)s->L),
+             "attention: B=%d x heads=%d x L=%d x L exceeds one dropout key's 2^32 mask indices",
+             s->B, s->num_heads, s->L);
 }
 
 /* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
@@ -131,7 +135,7 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
             float f;
             uint32_t u;
         } kept = {pj * keep_scale};
-        kept.u &= 0u - (uint32_t)(hash_bits24(dropout_key, first + (size_t)j) >= threshold);
+        kept.u &= 0u - (uint32_t)(hash_bits24(dropout_key, (uint32_t)first + (uint32_t)j) >= threshold);
         row[j] = pj;
         dropped_row[j] = kept.f;
     }

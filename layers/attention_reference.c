@@ -109,7 +109,7 @@ static void score_grads(const AttnShape *s, double *dq, double *dkey, double *d_
 
 /* Dropout's factor for element e: 1/(1-p) if kept, else 0. */
 static double keep_factor(const AttnShape *s, uint64_t dropout_key, size_t e) {
-    return hash_uniform(dropout_key, e) >= s->dropout ? 1.0 / (1.0 - s->dropout) : 0.0;
+    return hash_uniform(dropout_key, (uint32_t)e) >= s->dropout ? 1.0 / (1.0 - s->dropout) : 0.0;
 }
 
 void attention_reference_forward(double *ctx, double *probs, double *carried, const double *qkv,

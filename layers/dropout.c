@@ -8,7 +8,7 @@
 
 void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first) {
     const float scale = 1.0f / (1.0f - p);
-    const uint32_t threshold = hash_threshold(p);
+    const uint32_t threshold = hash_threshold(p), first_index = (uint32_t)first;
 #pragma omp simd
     for (size_t e = 0; e < n; e++) {
         /* keep ? in * scale : +0, as a bit mask so that the loop has no branch to vectorise */
@@ -16,7 +16,7 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
             float f;
             uint32_t u;
         } v = {in[e] * scale};
-        v.u &= 0u - (uint32_t)(hash_bits24(key, first + e) >= threshold);
+        v.u &= 0u - (uint32_t)(hash_bits24(key, first_index + (uint32_t)e) >= threshold);
         out[e] = v.f;
     }
 }
@@ -25,6 +25,7 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
  * gives the same bits; dst may alias src. */
 static void dropout_apply(float *dst, const float *src, size_t n, float p, uint64_t key) {
     RP_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+    RP_CHECK(dropout_indices_fit(n), "dropout: %zu elements exceed one key's 2^32 mask indices", n);
     if (p == 0.0f) {
         if (dst != src)
             memmove(dst, src, n * sizeof *dst);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/common.h"
 #include "core/rng.h"
 
 /* d_gamma/d_beta work unit: one thread owns this many columns and loops over all rows. */
@@ -51,6 +52,8 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
                                 uint64_t key) {
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
+    RP_CHECK(p == 0.0f || dropout_indices_fit((uint64_t)N * (uint64_t)C),
+             "residual_layernorm: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const size_t row = (size_t)n * C;
@@ -64,7 +67,7 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
                     float f;
                     uint32_t u;
                 } kept = {b[c] * scale}; /* keep ? b / (1-p) : +0, as dropout_span */
-                kept.u &= 0u - (uint32_t)(hash_bits24(key, row + (size_t)c) >= threshold);
+                kept.u &= 0u - (uint32_t)(hash_bits24(key, (uint32_t)row + (uint32_t)c) >= threshold);
                 x[c] = r[c] + kept.f;
                 total += x[c];
             }
