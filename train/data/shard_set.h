@@ -6,6 +6,8 @@
  *   s<KEY>-<K>.h5        shard K (0, 1, ...) of the source file whose key is KEY (16 hex digits,
  *                        a hash of the prepare settings and the source path)
  *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done
+ *   prepare-parts.txt    while the set is being prepared: N of the `--part I/N` processes (1: one
+ *                        whole prepare) writing it; removed just before the index is written
  * Each shard holds whole consecutive documents of one source, about data.shard_tokens tokens,
  * split into its training and held-out documents, and is sealed with a CRC-32 (core/h5io.h):
  *   /{train,eval}/tokens            int32 [T]     (contiguous: read in place with pread)
@@ -39,6 +41,19 @@
  * prepare_id, format or counts differ from the index. */
 void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
                     const char *vocab_origin, Shard **train, Shard **eval);
+
+/* ---- the partition of a prepare in progress (the writer's side) ----------------------------- */
+
+#define SHARD_SET_PARTS "prepare-parts.txt"
+
+/* Record that dir's set is being prepared in num_parts parts (created atomically: of processes
+ * starting side by side, one records its N and the others compare with it), or fatal, naming dir,
+ * both N's and what to run, if a prepare in progress there uses another N: two partitions of the
+ * corpus list would leave sources to no part and give others to two parts at once. */
+void shard_set_claim_parts(const char *dir, int num_parts);
+/* Every source is done: forget the partition (called before the index is written, so that a kill
+ * in between leaves a set any prepare completes). */
+void shard_set_release_parts(const char *dir);
 
 /* ---- read access for instance streams (in-memory and lazy shards alike) ---------------------- */
 
