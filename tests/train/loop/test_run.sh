@@ -125,9 +125,19 @@ check "pruning removes only the run's own checkpoints (a foreign ckpt-0000001.h5
   bash -c "[ -s '$tmp/run/ckpt-0000001.h5' ] && [ -s '$tmp/run/ckpt-0000012.h5' ] && [ -s '$tmp/run/ckpt-0000010.h5' ] && [ ! -e '$tmp/run/ckpt-0000008.h5' ]"
 
 "$RP" average --last 2 "$tmp/run" --out "$tmp/avg.h5" >"$tmp/o" 2>&1; rc=$?
-verdict "average --last N RUN_DIR takes only the run's own lineage (the foreign ckpt-0000001.h5 is left out; status $rc)" \
-  "[ $rc -eq 0 ]" "grep -qF '1 checkpoint of another run' $tmp/o" \
-  "\"$PY\" -c \"import h5py, sys; a = h5py.File('$tmp/avg.h5', 'r').attrs['averaged_inputs']; sys.exit('ckpt-0000001' in a or a.count(chr(10)) != 2)\""
+verdict "average --last N RUN_DIR takes the lineage lineage.tsv records for latest (10 and 12; the foreign ckpt-0000001.h5 is left out; status $rc)" \
+  "[ $rc -eq 0 ]" "grep -qF 'average --last 2: steps 10..12 of the 2 checkpoints the lineage of $tmp/run/latest records' $tmp/o" \
+  "\"$PY\" -c \"import h5py, sys; a = h5py.File('$tmp/avg.h5', 'r').attrs['averaged_inputs']; sys.exit(a != '$tmp/run/ckpt-0000010.h5\\t10\\n$tmp/run/ckpt-0000012.h5\\t12\\n')\""
+expect_error "... --last beyond the lineage is refused, naming its size" "the run's lineage ($tmp/run/lineage.tsv) has 2 checkpoints" \
+  "$RP" average --last 3 "$tmp/run" --out "$tmp/avg3.h5"
+cp -r "$tmp/run" "$tmp/nolineage"; rm "$tmp/nolineage/lineage.tsv"
+expect_error "... a run directory without lineage.tsv is refused" "average --last $tmp/nolineage: $tmp/nolineage/lineage.tsv is missing" \
+  "$RP" average --last 2 "$tmp/nolineage" --out "$tmp/avg4.h5"
+cp -r "$tmp/run" "$tmp/holed"; rm "$tmp/holed/ckpt-0000010.h5"
+expect_error "... and so is a lineage naming a checkpoint that does not exist" \
+  "$tmp/holed/lineage.tsv names ckpt-0000010.h5 of run $run_id (the run's latest), but $tmp/holed/ckpt-0000010.h5 does not exist" \
+  "$RP" average --last 1 "$tmp/holed" --out "$tmp/avg5.h5"
+check "... having written nothing" bash -c "[ ! -e '$tmp/avg3.h5' ] && [ ! -e '$tmp/avg4.h5' ] && [ ! -e '$tmp/avg5.h5' ]"
 "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/ckpt-0000010.h5" --set train.max_steps=11 --set train.keep_last=1 \
   >"$tmp/o" 2>&1; rc=$?
 verdict "resuming an earlier checkpoint never prunes what it writes: latest names ckpt-11, which exists (status $rc)" \
