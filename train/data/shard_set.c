@@ -20,6 +20,7 @@
 
 #include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/crc32.h"
 #include "core/h5io.h"
 
 struct ShardPart {
@@ -211,6 +212,40 @@ void shard_set_open(const DataConfig *d, const char *vocab_text, size_t vocab_le
     shard_path(old, sizeof old, d->shard_dir, "eval");
     *eval = shard_load(old);
     shard_check_vocab(*eval, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+}
+
+void shard_set_identity(const DataConfig *d, char *out, size_t size) {
+    char index[CONFIG_PATH_MAX + 32];
+    snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
+    if (access(index, R_OK) == 0) {
+        size_t len;
+        char *text = read_file(index, &len, "shard set index");
+        cJSON *root = cJSON_ParseWithLength(text, len);
+        free(text);
+        RP_CHECK(cJSON_IsObject(root), "%s: not a JSON object", index);
+        SplitCounts train = index_counts(root, "train", index), eval = index_counts(root, "eval", index);
+        snprintf(out, size, "shard set prepare_id %s, %lld + %lld documents, %lld + %lld tokens (train + eval)",
+                 json_string(root, "prepare_id", index), (long long)train.documents, (long long)eval.documents,
+                 (long long)train.tokens, (long long)eval.tokens);
+        cJSON_Delete(root);
+        return;
+    }
+    Crc32Tables *tables = xmalloc(sizeof *tables);
+    crc32_tables_init(tables);
+    uint32_t crc[2];
+    const char *split[2] = {"train", "eval"};
+    for (int i = 0; i < 2; i++) {
+        char path[CONFIG_PATH_MAX + 16], header[H5_USER_BLOCK];
+        shard_path(path, sizeof path, d->shard_dir, split[i]);
+        int fd = open(path, O_RDONLY);
+        RP_CHECK(fd >= 0, "%s: cannot open: %s", path, strerror(errno));
+        ssize_t got = pread(fd, header, sizeof header, 0);
+        close(fd);
+        RP_CHECK(got == (ssize_t)sizeof header, "%s: shorter than its %d-byte checksum header", path, H5_USER_BLOCK);
+        crc[i] = crc32_update(tables, 0, header, sizeof header);
+    }
+    free(tables);
+    snprintf(out, size, "old shards: train.h5 header CRC-32 %08x, eval.h5 %08x", (unsigned)crc[0], (unsigned)crc[1]);
 }
 
 /* ---- the partition of a prepare in progress ------------------------------------------------- */

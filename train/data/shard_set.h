@@ -42,6 +42,11 @@
 void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
                     const char *vocab_origin, Shard **train, Shard **eval);
 
+/* The identity of the data shard_set_open opens, as one line that ranks of a job compare: a set's
+ * prepare_id and its index's train and eval totals; for old train.h5/eval.h5 the CRC-32 of each
+ * file's checksum header (which holds the file's own CRC-32 and length). Reads no shard. */
+void shard_set_identity(const DataConfig *data, char *out, size_t size);
+
 /* ---- the partition of a prepare in progress (the writer's side) ----------------------------- */
 
 #define SHARD_SET_PARTS "prepare-parts.txt"

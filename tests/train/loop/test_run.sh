@@ -5,7 +5,7 @@
 # inputs inside a fresh run's directory are refused, resume refuses changed settings naming each
 # key and does nothing when there is nothing to do, config.ini is not rewritten by a resume, SIGHUP
 # saves like SIGTERM, the NaN stop names only a checkpoint that exists, and under mpirun every rank
-# agrees on the configuration and the starting step.
+# agrees on the configuration, the data (shard set, fine-tuning train file) and the starting step.
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 # verdict NAME CONDITION...: PASS if every CONDITION (a shell test as one string) holds.
@@ -184,13 +184,46 @@ if command -v mpirun >/dev/null 2>&1; then
     timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${a[@]}" : \
       -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${b[@]}" >"$tmp/o" 2>&1; rc=$?
     verdict "mpirun, one rank resuming and one fresh ($order): every rank stops (status $rc), naming rank 1 and the step" \
-      "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 1's run (effective configuration and starting step) differs from rank 0's\" $tmp/o" \
+      "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 1's run (effective configuration, data and starting step) differs from rank 0's\" $tmp/o" \
       "grep -qF start_step $tmp/o"
   done
   timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" : \
     -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" --set optim.lr=0.5 >"$tmp/o" 2>&1; rc=$?
   verdict "mpirun, ranks with different --set: every rank stops (status $rc), naming the key with both values" \
     "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 0 has 'lr = \" $tmp/o" "grep -qF \"rank 1 has 'lr = 0.5'\" $tmp/o"
+  # the same effective configuration (relative data paths), each rank in its own directory (-wdir)
+  # with other data: rank 1's vocabulary lists the same words in another order (another prepare_id)
+  mkdir -p "$tmp/rankA" "$tmp/rankB"; cp "$tmp/corpus.txt" "$tmp/vocab.txt" "$tmp/rankA/"; cp "$tmp/corpus.txt" "$tmp/rankB/"
+  { head -n 5 "$tmp/vocab.txt"; tail -n +6 "$tmp/vocab.txt" | tac; } >"$tmp/rankB/vocab.txt"
+  sed -e 's|^corpus = .*|corpus = corpus.txt|' -e 's|^vocab = .*|vocab = vocab.txt|' -e 's|^shard_dir = .*|shard_dir = shards|' \
+    -e "s|^run_dir = .*|run_dir = $tmp/mpi-data|" "$tmp/p.ini" >"$tmp/rel.ini"
+  for r in rankA rankB; do (cd "$tmp/$r" && "$RP" prepare "$tmp/rel.ini" >/dev/null 2>&1) || fail "setup: prepare in $r"; done
+  id_a=$("$PY" -c "import json; print(json.load(open('$tmp/rankA/shards/index.json'))['prepare_id'])")
+  id_b=$("$PY" -c "import json; print(json.load(open('$tmp/rankB/shards/index.json'))['prepare_id'])")
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" : \
+    -np 1 -wdir "$tmp/rankB" "$RP" pretrain "$tmp/rel.ini" >"$tmp/o" 2>&1; rc=$?
+  verdict "mpirun, ranks with the same configuration but other shard sets: every rank stops before the first step (status $rc), naming rank 1 and both prepare_ids" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "[ $id_a != $id_b ]" \
+    "grep -qF \"rank 0 has 'data = shard set prepare_id $id_a, \" $tmp/o" "grep -qF \"rank 1 has 'data = shard set prepare_id $id_b, \" $tmp/o" \
+    "! grep -qE '^step +[0-9]' $tmp/o" "test ! -e $tmp/mpi-data/metrics.jsonl"
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=2 : \
+    -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=2 >"$tmp/o" 2>&1; rc=$?
+  verdict "... control: the same data on both ranks trains (status $rc)" "[ $rc -eq 0 ]" "test -s $tmp/mpi-data/ckpt-0000002.h5"
+  # fine-tuning: task.train_file of the same size, one label flipped on rank 1
+  FX=$PWD/tests/fixtures/finetune
+  "$RP" init "$FX/tiny.ini" --set data.vocab="$FX/vocab.txt" --out "$tmp/ft-init.h5" >/dev/null 2>&1 || fail "setup: init"
+  cp "$FX/sst_train.tsv" "$tmp/rankA/train.tsv"; awk -F '\t' -v OFS='\t' 'NR == 2 { $NF = 1 - $NF } 1' "$FX/sst_train.tsv" >"$tmp/rankB/train.tsv"
+  ft=(/dev/null --set task.glue_task=sst2 --set task.train_file=train.tsv --set train.threads=1 --set task.batch_size=8
+      --set task.max_steps=1 --set task.max_seq_len=16 --set task.init_checkpoint="$tmp/ft-init.h5" --set train.run_dir="$tmp/mpi-ft")
+  crc() { "$PY" -c "import zlib, sys; print('%08x' % zlib.crc32(open(sys.argv[1], 'rb').read()))" "$1"; }
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" finetune "${ft[@]}" : -np 1 -wdir "$tmp/rankB" "$RP" finetune "${ft[@]}" \
+    >"$tmp/o" 2>&1; rc=$?
+  size=$(stat -c %s "$tmp/rankA/train.tsv")
+  verdict "mpirun fine-tuning, task.train_file of the same size and other content: every rank stops before the first step (status $rc), naming rank 1 and both CRC-32s" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "[ $size -eq $(stat -c %s "$tmp/rankB/train.tsv") ]" \
+    "grep -qF \"rank 0 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankA/train.tsv")'\" $tmp/o" \
+    "grep -qF \"rank 1 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankB/train.tsv")'\" $tmp/o" \
+    "! grep -qE '^step +[0-9]' $tmp/o" "test ! -e $tmp/mpi-ft/metrics.jsonl"
 else
   echo "SKIP test_run: mpirun not found (the rank agreement checks)"
 fi
