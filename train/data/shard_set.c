@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -258,7 +259,7 @@ static const char *partition(char *out, size_t size, long n) {
     return out;
 }
 
-void shard_set_claim_parts(const char *dir, int num_parts) {
+int shard_set_claim_parts(const char *dir, int num_parts) {
     char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64], text[16];
     snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -267,24 +268,27 @@ void shard_set_claim_parts(const char *dir, int num_parts) {
     unlink(tmp);
     if (linked) {
         sync_directory(path);
-        return;
+        return num_parts;
     }
     RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
     size_t len;
     char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
     char *end;
     long was = strtol(recorded, &end, 10);
-    RP_CHECK(end != recorded && *end == '\n' && was >= 1,
+    RP_CHECK(end != recorded && *end == '\n' && was >= 1 && was <= INT_MAX,
              "%s: expected the N of the prepare in progress (a positive number and a newline), got "
              "'%.*s'", path, (int)(len < 32 ? len : 32), recorded);
     free(recorded);
-    if (was == num_parts)
-        return;
-    char before[64], now[64], finish[96];
+    return (int)was;
+}
+
+void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
+    char path[CONFIG_PATH_MAX + 32], before[64], now[64], finish[96];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
     if (was == 1)
         snprintf(finish, sizeof finish, "finish it with a whole `realpos prepare`");
     else
-        snprintf(finish, sizeof finish, "run the remaining parts with --part I/%ld (a lost part again "
+        snprintf(finish, sizeof finish, "run the remaining parts with --part I/%d (a lost part again "
                  "with its own I)", was);
     RP_FATAL("[data] shard_dir %s is being prepared by %s (recorded in %s), this prepare is %s: "
              "two partitions of the corpus would mix in one shard set; %s, or, if no prepare of that "

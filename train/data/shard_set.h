@@ -52,10 +52,14 @@ void shard_set_identity(const DataConfig *data, char *out, size_t size);
 #define SHARD_SET_PARTS "prepare-parts.txt"
 
 /* Record that dir's set is being prepared in num_parts parts (created atomically: of processes
- * starting side by side, one records its N and the others compare with it), or fatal, naming dir,
- * both N's and what to run, if a prepare in progress there uses another N: two partitions of the
- * corpus list would leave sources to no part and give others to two parts at once. */
-void shard_set_claim_parts(const char *dir, int num_parts);
+ * starting side by side, one records its N and the others compare with it). Returns num_parts,
+ * or the other N a prepare in progress there recorded: then the caller may go on only if no
+ * source is left to prepare (it just writes the index, as after concurrent parts that each
+ * finished before seeing the others' manifests), else shard_set_refuse_parts. */
+int shard_set_claim_parts(const char *dir, int num_parts);
+/* Fatal, naming dir, both N's and what to run: two partitions of the corpus list would leave some
+ * sources to no part and give others to two parts at once. */
+_Noreturn void shard_set_refuse_parts(const char *dir, int recorded, int num_parts);
 /* Every source is done: forget the partition (called before the index is written, so that a kill
  * in between leaves a set any prepare completes). */
 void shard_set_release_parts(const char *dir);

@@ -157,6 +157,13 @@ if ls mixed.shards | cmp -s - mixed.before && [ ! -e mixed.shards/index.json ] &
    "$RP" prepare mixed.ini --part 1/2 >/dev/null 2>&1 && cmp -s whole.shards/index.json mixed.shards/index.json; then
   pass "... having written nothing: --part 1/2 then completes the same set as one process"
 else fail "mixed parts" "$(ls mixed.shards | diff mixed.before - | head -5)"; fi
+# Concurrent parts can each finish before seeing the other's manifests: every source is done, no
+# index, the record still there. Any prepare then only writes the index: nothing left to mix.
+rm mixed.shards/index.json; echo 2 >mixed.shards/prepare-parts.txt
+if "$RP" prepare mixed.ini >out 2>err && grep -q 'shards: 0 written' out && cmp -s whole.shards/index.json mixed.shards/index.json &&
+   [ ! -e mixed.shards/prepare-parts.txt ]; then
+  pass "parts of 2 all done but no index: a whole prepare writes the same index, preparing nothing"
+else fail "whole prepare after finished parts" "$(cat out err | tail -3)"; fi
 sed 's/whole.shards/killedwhole.shards/' whole.ini >killedwhole.ini
 mkdir -p killedwhole.shards && echo 1 >killedwhole.shards/prepare-parts.txt # a whole prepare was killed
 refused "--part 0/2 after an unfinished whole prepare is refused" \
