@@ -27,8 +27,7 @@ int atomic_file_open(AtomicFile *a, const char *path, char *why, size_t why_size
     return 0;
 }
 
-/* fsync the directory holding path, so that the rename itself survives a crash. */
-static int sync_directory(const char *path) {
+int sync_directory(const char *path) {
     char dir[PATH_MAX];
     path_directory(dir, sizeof dir, path);
     int fd = open(dir, O_RDONLY | O_DIRECTORY);

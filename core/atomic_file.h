@@ -29,6 +29,10 @@ void atomic_file_abort(AtomicFile *a);
 FILE *atomic_file_open_or_die(AtomicFile *a, const char *path);
 void atomic_file_commit_or_die(AtomicFile *a);
 
+/* fsync the directory holding path, so that a rename (or link, unlink) of path there survives a
+ * crash; 0, or -1 with errno. */
+int sync_directory(const char *path);
+
 /* len bytes of data as the whole new content of path. */
 int write_file_status(const char *path, const void *data, size_t len, char *why, size_t why_size);
 

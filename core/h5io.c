@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
 
 typedef struct {
@@ -114,6 +115,7 @@ void h5_commit(hid_t file, const char *tmp, const char *path) {
         unlink(tmp);
         RP_FATAL("%s: cannot rename %s onto it: %s (removed it)", path, tmp, strerror(err));
     }
+    sync_directory(path); /* best effort, as atomic_file_commit: the file is complete and in place */
 }
 
 int h5_exists(hid_t file, const char *name) {

@@ -1,10 +1,10 @@
 /* realpos average: the mean of several checkpoints' weights (train/model/average.h), written as
  * a weights-only checkpoint (no /optimizer, no /train) with the first input's config and
  * vocabulary; root attributes averaged_count and averaged_inputs ("PATH\tSTEP" per line, STEP -1
- * when the input records none) name the inputs. --last N RUN_DIR takes a run's N checkpoints
- * (ckpt-STEP.h5) with the highest steps, of the lineage its `latest` names (train/loop/run_dir.h):
- * a checkpoint another run left there is not averaged in. */
-#include <dirent.h>
+ * when the input records none) name the inputs. --last N RUN_DIR takes the N newest checkpoints of
+ * the lineage its `latest` names, as RUN_DIR/lineage.tsv records it (run_dir_lineage, what pruning
+ * keeps to): a checkpoint another run left there is not averaged in, and a run directory without
+ * that record, or whose record names a missing file, is refused. */
 #include <string.h>
 #include <sys/stat.h>
 
@@ -16,64 +16,21 @@
 #include "train/loop/run_dir.h"
 #include "train/model/checkpoint.h"
 
-typedef struct {
-    char *path;
-    long step;
-} RunCheckpoint;
-
-static int by_step(const void *a, const void *b) {
-    const RunCheckpoint *x = a, *y = b;
-    return x->step != y->step ? (x->step < y->step ? -1 : 1) : strcmp(x->path, y->path);
-}
-
-/* The paths of RUN_DIR's `last` checkpoints with the highest steps, oldest first (caller frees). */
+/* The paths of the `last` newest checkpoints of RUN_DIR's lineage, oldest first (caller frees). */
 static char **last_checkpoints(const char *run_dir, int last) {
-    DIR *dir = opendir(run_dir);
-    RP_CHECK(dir, "%s: cannot open the run directory", run_dir);
-    RunCheckpoint *found = NULL;
-    int count = 0, foreign = 0;
-    char lineage[RUN_ID_HEX + 1];
-    int has_lineage = run_dir_latest_id(run_dir, lineage, sizeof lineage);
-    for (struct dirent *e; (e = readdir(dir));) {
-        long name_step;
-        int end = 0;
-        if (sscanf(e->d_name, "ckpt-%ld.h5%n", &name_step, &end) != 1 || end != (int)strlen(e->d_name))
-            continue;
-        found = realloc(found, sizeof(RunCheckpoint) * (size_t)(count + 1));
-        RP_CHECK(found, "out of memory listing %s", run_dir);
-        size_t size = strlen(run_dir) + strlen(e->d_name) + 2;
-        char *path = xmalloc(size);
-        snprintf(path, size, "%s/%s", run_dir, e->d_name);
-        CheckpointFile c;
-        checkpoint_file_open(&c, path);
-        char *id = h5_attr_exists(c.file, "run_id") ? h5_attr_read_string(c.file, "run_id", path) : NULL;
-        int own = !has_lineage || (id && !strcmp(id, lineage));
-        free(id);
-        found[count].path = path;
-        found[count].step = checkpoint_step(c.file, path);
-        checkpoint_file_close(&c);
-        if (own) {
-            count++;
-        } else {
-            foreign++;
-            free(path);
-        }
-    }
-    closedir(dir);
-    if (foreign)
-        rp_log("%s: %d checkpoint%s of another run (not the lineage %s of its latest) left out", run_dir, foreign,
-               foreign > 1 ? "s" : "", lineage);
-    RP_CHECK(count >= last, "%s: --last %d: the run directory holds %d checkpoints (ckpt-STEP.h5)", run_dir, last,
-             count);
-    qsort(found, (size_t)count, sizeof *found, by_step);
+    long *steps;
+    int count = run_dir_lineage(run_dir, "average --last", &steps);
+    RP_CHECK(count >= last, "average --last %d %s: the run's lineage (%s/lineage.tsv) has %d checkpoint%s", last,
+             run_dir, run_dir, count, count == 1 ? "" : "s");
     char **paths = xmalloc(sizeof(char *) * (size_t)last);
-    for (int i = 0; i < count; i++) {
-        if (i >= count - last)
-            paths[i - (count - last)] = found[i].path;
-        else
-            free(found[i].path);
+    size_t size = strlen(run_dir) + 32;
+    for (int i = 0; i < last; i++) {
+        paths[i] = xmalloc(size);
+        run_dir_checkpoint_name(paths[i], size, run_dir, steps[count - last + i]);
     }
-    free(found);
+    rp_log("average --last %d: steps %ld..%ld of the %d checkpoint%s the lineage of %s/latest records", last,
+           steps[count - last], steps[count - 1], count, count == 1 ? "" : "s", run_dir);
+    free(steps);
     return paths;
 }
 

@@ -37,7 +37,7 @@ int cmd_finetune(int argc, char **argv) {
     CheckpointFile init_file;
     if (!run.resume)
         checkpoint_file_open(&init_file, task->init_checkpoint);
-    task_runner_build_model(&r, run.resume ? run.resume : &init_file);
+    task_runner_build_model(&r, run.resume ? run.resume : &init_file, run.resume != NULL);
     if (!run.resume)
         checkpoint_file_close(&init_file);
     run_check_resume(&run);

@@ -1,7 +1,8 @@
 /* realpos prepare CONFIG.ini [--part I/N] [--set section.key=value ...]: tokenize the [data]
  * corpus into the shard set of [data] shard_dir (train/data/shard_set.h). With --part I/N this
  * process prepares the corpus files i with i % N == I; the part that finds every file done
- * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). */
+ * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). Every
+ * process of an unfinished set must use the same N (shard_set_claim_parts). */
 #include <omp.h>
 #include <stdio.h>
 #include <sys/stat.h>

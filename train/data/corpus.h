@@ -67,7 +67,8 @@ typedef struct {
  * intact shards is read on from their end, the others are prepared; then, if every source is
  * done, the index is written. Any number of processes, each with its own part, give the same set
  * as one. Fatal, naming the file or key, on a missing corpus file, a duplicate, a vocabulary
- * without the special tokens, CR-only line ends, or a set left without train or eval documents.
+ * without the special tokens, CR-only line ends, a set left without train or eval documents, or
+ * another num_parts than the unfinished prepare of data->shard_dir (shard_set_claim_parts).
  * Tokenization runs on all OpenMP threads; the result does not depend on their number. */
 PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts);
 

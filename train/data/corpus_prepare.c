@@ -456,6 +456,14 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     SetSettings set;
     settings_init(&set, data, vocab_md5, tokenizer_vocab_size(tok));
     mkdir_p(data->shard_dir);
+    int recorded = shard_set_claim_parts(data->shard_dir, num_parts);
+    for (int i = 0; i < list.count && recorded != num_parts; i++) { /* harmless only with nothing left */
+        char stem[18];
+        ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+        source_stem(stem, &set, list.files[i].path);
+        if (!manifest_done(&set, &list.files[i], stem, 0, &ignored))
+            shard_set_refuse_parts(data->shard_dir, recorded, num_parts);
+    }
     if (num_parts == 1)
         remove_stale_temp_files(data->shard_dir); /* another part's live temp files are not stale */
     Round round = {0};
@@ -492,6 +500,7 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     tokenizer_report_unknown(report.unknown_tokens, report.train.tokens + report.eval.tokens,
                              list.files[0].path, data->vocab);
     if (done_all) {
+        shard_set_release_parts(data->shard_dir);
         index_write(&set, &list);
         report.index_written = 1;
     }

@@ -6,18 +6,22 @@
  * a window of SHARD_WINDOW sentence offsets, a sentence's tokens straight into the row. Resident
  * memory is the parts table (a few words per shard), the token counts and the readers' windows,
  * whatever the corpus size; what is read is checked (offsets increasing and in range, ids below
- * vocab_size) as it is read. */
+ * vocab_size) as it is read. The writer's record of a prepare in progress (its N) is here too, beside
+ * the reader of the set it guards. */
 #include "train/data/shard_set.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/crc32.h"
 #include "core/h5io.h"
 
 struct ShardPart {
@@ -209,6 +213,95 @@ void shard_set_open(const DataConfig *d, const char *vocab_text, size_t vocab_le
     shard_path(old, sizeof old, d->shard_dir, "eval");
     *eval = shard_load(old);
     shard_check_vocab(*eval, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+}
+
+void shard_set_identity(const DataConfig *d, char *out, size_t size) {
+    char index[CONFIG_PATH_MAX + 32];
+    snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
+    if (access(index, R_OK) == 0) {
+        size_t len;
+        char *text = read_file(index, &len, "shard set index");
+        cJSON *root = cJSON_ParseWithLength(text, len);
+        free(text);
+        RP_CHECK(cJSON_IsObject(root), "%s: not a JSON object", index);
+        SplitCounts train = index_counts(root, "train", index), eval = index_counts(root, "eval", index);
+        snprintf(out, size, "shard set prepare_id %s, %lld + %lld documents, %lld + %lld tokens (train + eval)",
+                 json_string(root, "prepare_id", index), (long long)train.documents, (long long)eval.documents,
+                 (long long)train.tokens, (long long)eval.tokens);
+        cJSON_Delete(root);
+        return;
+    }
+    Crc32Tables *tables = xmalloc(sizeof *tables);
+    crc32_tables_init(tables);
+    uint32_t crc[2];
+    const char *split[2] = {"train", "eval"};
+    for (int i = 0; i < 2; i++) {
+        char path[CONFIG_PATH_MAX + 16], header[H5_USER_BLOCK];
+        shard_path(path, sizeof path, d->shard_dir, split[i]);
+        int fd = open(path, O_RDONLY);
+        RP_CHECK(fd >= 0, "%s: cannot open: %s", path, strerror(errno));
+        ssize_t got = pread(fd, header, sizeof header, 0);
+        close(fd);
+        RP_CHECK(got == (ssize_t)sizeof header, "%s: shorter than its %d-byte checksum header", path, H5_USER_BLOCK);
+        crc[i] = crc32_update(tables, 0, header, sizeof header);
+    }
+    free(tables);
+    snprintf(out, size, "old shards: train.h5 header CRC-32 %08x, eval.h5 %08x", (unsigned)crc[0], (unsigned)crc[1]);
+}
+
+/* ---- the partition of a prepare in progress ------------------------------------------------- */
+
+static const char *partition(char *out, size_t size, long n) {
+    if (n == 1)
+        snprintf(out, size, "one whole prepare (N = 1)");
+    else
+        snprintf(out, size, "%ld parts (--part I/%ld)", n, n);
+    return out;
+}
+
+int shard_set_claim_parts(const char *dir, int num_parts) {
+    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64], text[16];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    write_file(tmp, text, (size_t)snprintf(text, sizeof text, "%d\n", num_parts));
+    int linked = link(tmp, path) == 0, err = errno; /* link(2) fails if the record exists */
+    unlink(tmp);
+    if (linked) {
+        sync_directory(path);
+        return num_parts;
+    }
+    RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
+    size_t len;
+    char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
+    char *end;
+    long was = strtol(recorded, &end, 10);
+    RP_CHECK(end != recorded && *end == '\n' && was >= 1 && was <= INT_MAX,
+             "%s: expected the N of the prepare in progress (a positive number and a newline), got "
+             "'%.*s'", path, (int)(len < 32 ? len : 32), recorded);
+    free(recorded);
+    return (int)was;
+}
+
+void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
+    char path[CONFIG_PATH_MAX + 32], before[64], now[64], finish[96];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    if (was == 1)
+        snprintf(finish, sizeof finish, "finish it with a whole `realpos prepare`");
+    else
+        snprintf(finish, sizeof finish, "run the remaining parts with --part I/%d (a lost part again "
+                 "with its own I)", was);
+    RP_FATAL("[data] shard_dir %s is being prepared by %s (recorded in %s), this prepare is %s: "
+             "two partitions of the corpus would mix in one shard set; %s, or, if no prepare of that "
+             "set is running any more, remove %s to start over with N = %d",
+             dir, partition(before, sizeof before, was), path, partition(now, sizeof now, num_parts),
+             finish, path, num_parts);
+}
+
+void shard_set_release_parts(const char *dir) {
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
+    sync_directory(path);
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */

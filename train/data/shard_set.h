@@ -6,6 +6,8 @@
  *   s<KEY>-<K>.h5        shard K (0, 1, ...) of the source file whose key is KEY (16 hex digits,
  *                        a hash of the prepare settings and the source path)
  *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done
+ *   prepare-parts.txt    while the set is being prepared: N of the `--part I/N` processes (1: one
+ *                        whole prepare) writing it; removed just before the index is written
  * Each shard holds whole consecutive documents of one source, about data.shard_tokens tokens,
  * split into its training and held-out documents, and is sealed with a CRC-32 (core/h5io.h):
  *   /{train,eval}/tokens            int32 [T]     (contiguous: read in place with pread)
@@ -39,6 +41,28 @@
  * prepare_id, format or counts differ from the index. */
 void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
                     const char *vocab_origin, Shard **train, Shard **eval);
+
+/* The identity of the data shard_set_open opens, as one line that ranks of a job compare: a set's
+ * prepare_id and its index's train and eval totals; for old train.h5/eval.h5 the CRC-32 of each
+ * file's checksum header (which holds the file's own CRC-32 and length). Reads no shard. */
+void shard_set_identity(const DataConfig *data, char *out, size_t size);
+
+/* ---- the partition of a prepare in progress (the writer's side) ----------------------------- */
+
+#define SHARD_SET_PARTS "prepare-parts.txt"
+
+/* Record that dir's set is being prepared in num_parts parts (created atomically: of processes
+ * starting side by side, one records its N and the others compare with it). Returns num_parts,
+ * or the other N a prepare in progress there recorded: then the caller may go on only if no
+ * source is left to prepare (it just writes the index, as after concurrent parts that each
+ * finished before seeing the others' manifests), else shard_set_refuse_parts. */
+int shard_set_claim_parts(const char *dir, int num_parts);
+/* Fatal, naming dir, both N's and what to run: two partitions of the corpus list would leave some
+ * sources to no part and give others to two parts at once. */
+_Noreturn void shard_set_refuse_parts(const char *dir, int recorded, int num_parts);
+/* Every source is done: forget the partition (called before the index is written, so that a kill
+ * in between leaves a set any prepare completes). */
+void shard_set_release_parts(const char *dir);
 
 /* ---- read access for instance streams (in-memory and lazy shards alike) ---------------------- */
 

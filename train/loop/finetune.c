@@ -18,10 +18,13 @@
  * included, /vocab) from which `predict` reproduces the dev predictions, which are written too. */
 #include "train/loop/finetune.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "core/crc32.h"
 #include "core/h5io.h"
 #include "train/model/checkpoint.h"
 #include "train/tasks/task_sampler.h"
@@ -88,6 +91,27 @@ static void read_state(void *ctx, hid_t f, const char *ckpt) {
     ft->best_step = (long)best_step;
 }
 
+/* The identity of task.train_file that every rank must share: its size and CRC-32 (one read). */
+static void train_file_identity(const char *path, char *out, size_t size) {
+    FILE *f = fopen(path, "rb");
+    RP_CHECK(f, "%s (key 'task.train_file'): cannot open: %s", path, strerror(errno));
+    Crc32Tables *tables = xmalloc(sizeof *tables);
+    crc32_tables_init(tables);
+    size_t chunk = 1 << 20, got;
+    char *buf = xmalloc(chunk);
+    uint32_t crc = 0;
+    long long bytes = 0;
+    while ((got = fread(buf, 1, chunk, f)) > 0) {
+        crc = crc32_update(tables, crc, buf, got);
+        bytes += (long long)got;
+    }
+    RP_CHECK(!ferror(f), "%s (key 'task.train_file'): cannot read: %s", path, strerror(errno));
+    fclose(f);
+    free(buf);
+    free(tables);
+    snprintf(out, size, "task.train_file %lld bytes, CRC-32 %08x", bytes, (unsigned)crc);
+}
+
 /* Score the dev set (rank 0); keep RUN_DIR/best.h5 when the task's metric improves (and
  * eval_every > 0: with only the final evaluation best.h5 would be model.h5). The final scoring
  * also writes the dev predictions. */
@@ -139,6 +163,8 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     int warmup = (int)(task->warmup_proportion * (double)total);
     task_sampler_create(&ft.sampler, train_set, (uint64_t)task->seed, B, task->group_by_length);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
+    char data_identity[128];
+    train_file_identity(task->train_file, data_identity, sizeof data_identity);
     rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
            (double)task->epochs, total, accum, B, warmup);
     RunTask rt = {
@@ -149,6 +175,7 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
                      tc->log_interval, NULL},
         .eval_interval = dev_data ? task->eval_every : 0,
         .save_final = 1, /* a finished run resumes to "nothing to do" */
+        .data_identity = data_identity,
         .ctx = &ft,
         .evaluate = evaluate,
         .write_state = write_state,

@@ -195,6 +195,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
     }
     activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg));
     const TrainConfig *tc = &cfg->train;
+    char data_identity[256];
+    shard_set_identity(&cfg->data, data_identity, sizeof data_identity);
     RunTask task = {
         .name = "pretraining",
         .source = {next_mlm_batch, skip_mlm_batch, &p},
@@ -203,6 +205,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
                      tc->clip_grad_norm, (uint64_t)cfg->model.seed, tc->log_interval, NULL},
         .eval_interval = tc->eval_interval,
         .save_final = 1,
+        .data_identity = data_identity,
         .ctx = &p,
         .evaluate = evaluate,
         .write_state = write_state,

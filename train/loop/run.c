@@ -167,13 +167,15 @@ void run_save_weights(Run *run, const char *name, void (*write_extra)(hid_t, con
     checkpoint_save(path, run->model, &extras);
 }
 
-/* Every rank must start the same run: the same effective configuration, from the same step. */
+/* Every rank must start the same run: the same effective configuration and data, from the same step. */
 static void require_agreement(Run *run) {
-    size_t len = strlen(run->config_ini) + sizeof run->resume_path + 64;
+    const char *data = run->task.data_identity ? run->task.data_identity : "(not given)";
+    size_t len = strlen(run->config_ini) + sizeof run->resume_path + strlen(data) + 80;
     char *text = xmalloc(len);
-    snprintf(text, len, "%s[run]\nstart_step = %ld\ntotal_steps = %ld\nresume = %s\n", run->config_ini, run->step,
-             run->task.schedule.total_steps, run->resume_path[0] ? run->resume_path : "(none: a fresh run)");
-    dist_require_same_text(run->dist, text, "run (effective configuration and starting step)");
+    snprintf(text, len, "%s[run]\nstart_step = %ld\ntotal_steps = %ld\nresume = %s\ndata = %s\n", run->config_ini,
+             run->step, run->task.schedule.total_steps, run->resume_path[0] ? run->resume_path : "(none: a fresh run)",
+             data);
+    dist_require_same_text(run->dist, text, "run (effective configuration, data and starting step)");
     free(text);
 }
 

@@ -56,6 +56,7 @@ typedef struct {
     StepConfig schedule;   /* run_dir is set by the run */
     int eval_interval;     /* steps between held-out evaluations (0: only at the end) */
     int save_final;        /* 1: a last checkpoint after the final step (pretraining) */
+    const char *data_identity; /* one line naming the training data, which every rank must share */
     void *ctx;
     /* Held-out evaluation after run->step updates, called on every rank (a task that evaluates on
      * rank 0 only returns on the others); final = after the last step. */

@@ -152,8 +152,13 @@ void run_dir_checkpoint_name(char *out, size_t size, const char *run_dir, long s
 }
 
 /* RUN_DIR/lineage.tsv: "RUN_ID<TAB>ckpt-NNNNNNN.h5" per checkpoint the run's lineage wrote, so that
- * pruning knows what is its own without opening any HDF5 file. */
-static void lineage_path(char *out, size_t size, const RunDir *d) { snprintf(out, size, "%s/lineage.tsv", d->path); }
+ * pruning (and `average --last`) knows what is its own without opening any HDF5 file. */
+static void lineage_path(char *out, size_t size, const char *run_dir) { snprintf(out, size, "%s/lineage.tsv", run_dir); }
+
+/* One line of lineage.tsv: 1 and its run id, checkpoint name and step, or 0. */
+static int lineage_line(const char *line, char id[64], char name[64], long *step) {
+    return sscanf(line, "%63s %63s", id, name) == 2 && is_checkpoint_name(name, step);
+}
 
 /* Record step's checkpoint in the lineage; with prune, also delete all but the newest keep_last
  * of the lineage's checkpoints and drop them from the record. Entries beyond step belong to a
@@ -161,7 +166,7 @@ static void lineage_path(char *out, size_t size, const RunDir *d) { snprintf(out
  * that they cannot push out what the run writes now. Other runs' lines are kept as they are. */
 static void record_lineage(const RunDir *d, long step, int keep_last, int prune) {
     char path[CONFIG_PATH_MAX + 32], ckpt[CONFIG_PATH_MAX + 32];
-    lineage_path(path, sizeof path, d);
+    lineage_path(path, sizeof path, d->path);
     size_t old_len = 0;
     char *old = access(path, F_OK) == 0 ? read_file(path, &old_len, "the run's checkpoint lineage") : xstrdup("");
     int max_own = 1;
@@ -178,8 +183,7 @@ static void record_lineage(const RunDir *d, long step, int keep_last, int prune)
             *next++ = '\0';
         char id[64], name[64];
         long s;
-        int parsed = sscanf(line, "%63s %63s", id, name) == 2 && is_checkpoint_name(name, &s);
-        if (parsed && !strcmp(id, d->run_id)) {
+        if (lineage_line(line, id, name, &s) && !strcmp(id, d->run_id)) {
             if (s < step)
                 own[n_own++] = s;
             else if (s > step && !prune) /* logged once, by the first of the two calls */
@@ -253,6 +257,47 @@ int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
     }
     fclose(f);
     return found;
+}
+
+static int ascending(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+int run_dir_lineage(const char *run_dir, const char *what, long **steps) {
+    char id[RUN_ID_HEX + 1], path[CONFIG_PATH_MAX + 32], ckpt[CONFIG_PATH_MAX + 32];
+    RP_CHECK(run_dir_latest_id(run_dir, id, sizeof id),
+             "%s %s: %s/latest records no run id (not a run directory, or one of an older realpos): name "
+             "the checkpoints instead", what, run_dir, run_dir);
+    lineage_path(path, sizeof path, run_dir);
+    RP_CHECK(access(path, F_OK) == 0,
+             "%s %s: %s is missing: the run's record of its checkpoints (a run directory of an older "
+             "realpos has none): name the checkpoints instead", what, run_dir, path);
+    size_t len;
+    char *text = read_file(path, &len, "the run's checkpoint lineage");
+    int count = 0, cap = 16;
+    *steps = xmalloc(sizeof(long) * (size_t)cap);
+    for (char *line = text, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
+        char line_id[64], name[64];
+        long step;
+        if (!lineage_line(line, line_id, name, &step) || strcmp(line_id, id))
+            continue; /* another run's record */
+        run_dir_checkpoint_name(ckpt, sizeof ckpt, run_dir, step);
+        RP_CHECK(access(ckpt, F_OK) == 0,
+                 "%s %s: %s names %s of run %s (the run's latest), but %s does not exist (removed by hand?): "
+                 "name the checkpoints instead", what, run_dir, path, name, id, ckpt);
+        if (count == cap)
+            *steps = realloc(*steps, sizeof(long) * (size_t)(cap *= 2));
+        RP_CHECK(*steps, "out of memory reading %s", path);
+        (*steps)[count++] = step;
+    }
+    free(text);
+    RP_CHECK(count > 0, "%s %s: %s records no checkpoint of run %s (the run's latest)", what, run_dir, path, id);
+    qsort(*steps, (size_t)count, sizeof **steps, ascending);
+    return count;
 }
 
 void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size) {

@@ -4,6 +4,7 @@
  *   config.ini            the effective configuration of the run's first launch
  *   ckpt-NNNNNNN.h5       numbered checkpoints; the newest keep_last of the run's own lineage stay
  *   latest                "ckpt-NNNNNNN.h5\nrun RUN_ID\n": the newest checkpoint and its lineage
+ *   lineage.tsv           "RUN_ID<TAB>ckpt-NNNNNNN.h5" per checkpoint a lineage wrote and kept
  *   metrics.jsonl/.csv, and what the task adds (fine-tuning: best.h5, model.h5, predictions)
  * A run has an id (32 hex digits), drawn at its first launch, stored in every checkpoint (root
  * attribute run_id) and in `latest`, and kept on --resume: pruning removes only checkpoints of
@@ -57,6 +58,12 @@ void run_dir_save_checkpoint(const RunDir *d, long step, int keep_last, const Mo
 int run_dir_latest(const char *run_dir, char *out, size_t size);
 /* The run id `latest` of run_dir records into out; returns 0 if there is none. */
 int run_dir_latest_id(const char *run_dir, char *out, size_t size);
+/* The run's own checkpoints, the one definition pruning keeps to: the steps lineage.tsv records
+ * for the run id `latest` names, ascending, into *steps (caller frees); returns their number.
+ * Fatal, starting with what (e.g. "average --last") and run_dir, if latest records no run id,
+ * lineage.tsv is missing or records no checkpoint of the run, or a checkpoint it names does not
+ * exist. */
+int run_dir_lineage(const char *run_dir, const char *what, long **steps);
 /* A --resume argument to a checkpoint path: a checkpoint file, RUN_DIR/latest or RUN_DIR itself
  * (then its latest). Fatal, naming the argument, if it leads to no checkpoint. */
 void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size);

@@ -1,10 +1,8 @@
 #include "train/model/checkpoint.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/common.h"
 #include "core/h5io.h"
@@ -24,8 +22,7 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
     char tmp[4096], dir[4096];
     path_directory(dir, sizeof dir, path);
     remove_stale_temp_files(dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    hid_t f = h5_create(tmp);
+    hid_t f = h5_create_temp(path, tmp, sizeof tmp);
     h5_attr_write_string(f, "format", CHECKPOINT_FORMAT);
     h5_attr_write_int64(f, "version", CHECKPOINT_VERSION);
     h5_attr_write_string(f, "config", extras->config_ini);
@@ -41,12 +38,7 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
     }
     if (extras->write_extra)
         extras->write_extra(f, extras->extra_ctx);
-    h5_close(f, tmp); /* checksummed and fsynced before the rename makes it visible */
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        RP_FATAL("cannot rename %s to %s: %s", tmp, path, strerror(err));
-    }
+    h5_commit(f, tmp, path); /* sealed, fsynced, renamed, the directory fsynced */
 }
 
 static hid_t open_verified(const char *path, char **config_ini) {

@@ -3,7 +3,9 @@
  *   /model/...   every parameter, named after its HuggingFace BertForMaskedLM key ('.' -> '/')
  *   /optimizer/exp_avg/..., /optimizer/exp_avg_sq/...   (attribute step)
  * plus whatever the caller's extra writer adds (vocabulary, training state).
- * Writes go to a temporary file in the same directory, renamed into place when complete. */
+ * Writes go to PATH.tmp.PID in the same directory, sealed and fsynced, renamed into place when
+ * complete and the directory fsynced (h5_commit: as durable as core/atomic_file.h); a failure
+ * removes the temporary file and names it (PATH.tmp.PID) with the system's reason. */
 #pragma once
 #include <hdf5.h>
 

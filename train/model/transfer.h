@@ -5,7 +5,8 @@
  * of a mode the checkpoint lacks); checkpoint datasets the new model has no use for (the MLM head)
  * are dropped. A parameter present in both with different shapes is fatal, naming it and both
  * shapes, except the absolute position table with more rows: its first rows load, the rest stay
- * initialised. The table of what happened to each tensor is printed. */
+ * initialised. The table of what happened to each tensor is printed. For a fresh run only: a
+ * resumed run transfers nothing (its weights are its checkpoint's, run.h). */
 #pragma once
 #include <hdf5.h>
 #include <stdio.h>

@@ -34,7 +34,7 @@ void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const C
              r->cfg.model.vocab_size);
 }
 
-void task_runner_build_model(TaskRunner *r, const CheckpointFile *from) {
+void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume) {
     const Config stored = from->cfg;
     const char *ckpt = from->path;
     hid_t f = from->file;
@@ -51,6 +51,14 @@ void task_runner_build_model(TaskRunner *r, const CheckpointFile *from) {
                "only, no change needed", r->cfg.task.max_seq_len, stored.data.max_seq_len);
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
+    if (resume) { /* nothing is transferred: the run loads every weight from the checkpoint */
+        int64_t step;
+        hsize_t one = 1;
+        h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
+        rp_log("fine-tuning resumes from %s at step %lld: its weights, not task.init_checkpoint's", ckpt,
+               (long long)step);
+        return;
+    }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
     transfer_load(f, ckpt, &r->model, rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
 }

@@ -55,8 +55,10 @@ void task_runner_derive(TaskRunner *r);
 ModelHeads task_runner_heads(const TaskRunner *r);
 /* Fine-tuning: the task's model from the init checkpoint (config_adopt_model, the absolute table
  * grown to task.max_seq_len if needed, new parameters initialised with task.seed, the rest
- * transferred by name and shape, the table printed); vocabulary and casing from the checkpoint. */
-void task_runner_build_model(TaskRunner *r, const CheckpointFile *from);
+ * transferred by name and shape, the table printed); vocabulary and casing from the checkpoint.
+ * resume: `from` is the run's own checkpoint; the model is only created (the run loads every
+ * weight from it) and one line names it and its step instead of the table. */
+void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume);
 /* Vocabulary of a checkpoint (/vocab), or the file its stored [data] names; sets the tokenizer. */
 void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored);
 /* Batch buffers and head buffers for the runner's model (after the model exists). */

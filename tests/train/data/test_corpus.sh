@@ -133,6 +133,42 @@ if cmp -s whole.shards/index.json parts.shards/index.json && grep -q 'index: not
    [ "$(ls whole.shards/*.h5 | wc -l)" -gt 3 ]; then
   pass "--part 0/2 + 1/2: the same index (shards, counts, split) as one process ($(ls whole.shards/*.h5 | wc -l) shards)"
 else fail "--part" "$(diff whole.shards/index.json parts.shards/index.json | head -5)"; fi
+if [ ! -e parts.shards/prepare-parts.txt ]; then pass "... and the complete set keeps no record of its partition"
+else fail "partition record left" "$(cat parts.shards/prepare-parts.txt)"; fi
+
+# Parts of another N (or a whole prepare) into a set being prepared in parts are refused, naming
+# the directory and both N's, and write nothing; the set is then finished with its own N.
+# refused NAME TEXT ARGS...: `realpos prepare ARGS` fails (not by a signal) and its stderr holds TEXT.
+refused() {
+  local name=$1 text=$2 rc; shift 2
+  "$RP" prepare "$@" >out 2>err; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "$text" err; then pass "$name"
+  else fail "$name" "status $rc: $(tail -c 400 err)"; fi
+}
+sed 's/whole.shards/mixed.shards/' whole.ini >mixed.ini
+"$RP" prepare mixed.ini --part 0/2 >/dev/null 2>&1
+ls mixed.shards >mixed.before
+refused "--part 0/2 then --part 1/3 is refused, naming the directory and both N's" \
+  "[data] shard_dir mixed.shards is being prepared by 2 parts (--part I/2) (recorded in mixed.shards/prepare-parts.txt), this prepare is 3 parts (--part I/3)" \
+  mixed.ini --part 1/3
+refused "... and so is a whole prepare" "is being prepared by 2 parts (--part I/2) (recorded in mixed.shards/prepare-parts.txt), this prepare is one whole prepare (N = 1)" \
+  mixed.ini
+if ls mixed.shards | cmp -s - mixed.before && [ ! -e mixed.shards/index.json ] &&
+   "$RP" prepare mixed.ini --part 1/2 >/dev/null 2>&1 && cmp -s whole.shards/index.json mixed.shards/index.json; then
+  pass "... having written nothing: --part 1/2 then completes the same set as one process"
+else fail "mixed parts" "$(ls mixed.shards | diff mixed.before - | head -5)"; fi
+# Concurrent parts can each finish before seeing the other's manifests: every source is done, no
+# index, the record still there. Any prepare then only writes the index: nothing left to mix.
+rm mixed.shards/index.json; echo 2 >mixed.shards/prepare-parts.txt
+if "$RP" prepare mixed.ini >out 2>err && grep -q 'shards: 0 written' out && cmp -s whole.shards/index.json mixed.shards/index.json &&
+   [ ! -e mixed.shards/prepare-parts.txt ]; then
+  pass "parts of 2 all done but no index: a whole prepare writes the same index, preparing nothing"
+else fail "whole prepare after finished parts" "$(cat out err | tail -3)"; fi
+sed 's/whole.shards/killedwhole.shards/' whole.ini >killedwhole.ini
+mkdir -p killedwhole.shards && echo 1 >killedwhole.shards/prepare-parts.txt # a whole prepare was killed
+refused "--part 0/2 after an unfinished whole prepare is refused" \
+  "this prepare is 2 parts (--part I/2): two partitions of the corpus would mix in one shard set; finish it with a whole \`realpos prepare\`" \
+  killedwhole.ini --part 0/2
 
 # A prepare killed after its first shards resumes from them and ends with the same set.
 sed 's/whole.shards/killed.shards/' whole.ini >killed.ini

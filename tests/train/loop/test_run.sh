@@ -5,7 +5,7 @@
 # inputs inside a fresh run's directory are refused, resume refuses changed settings naming each
 # key and does nothing when there is nothing to do, config.ini is not rewritten by a resume, SIGHUP
 # saves like SIGTERM, the NaN stop names only a checkpoint that exists, and under mpirun every rank
-# agrees on the configuration and the starting step.
+# agrees on the configuration, the data (shard set, fine-tuning train file) and the starting step.
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 # verdict NAME CONDITION...: PASS if every CONDITION (a shell test as one string) holds.
@@ -125,9 +125,19 @@ check "pruning removes only the run's own checkpoints (a foreign ckpt-0000001.h5
   bash -c "[ -s '$tmp/run/ckpt-0000001.h5' ] && [ -s '$tmp/run/ckpt-0000012.h5' ] && [ -s '$tmp/run/ckpt-0000010.h5' ] && [ ! -e '$tmp/run/ckpt-0000008.h5' ]"
 
 "$RP" average --last 2 "$tmp/run" --out "$tmp/avg.h5" >"$tmp/o" 2>&1; rc=$?
-verdict "average --last N RUN_DIR takes only the run's own lineage (the foreign ckpt-0000001.h5 is left out; status $rc)" \
-  "[ $rc -eq 0 ]" "grep -qF '1 checkpoint of another run' $tmp/o" \
-  "\"$PY\" -c \"import h5py, sys; a = h5py.File('$tmp/avg.h5', 'r').attrs['averaged_inputs']; sys.exit('ckpt-0000001' in a or a.count(chr(10)) != 2)\""
+verdict "average --last N RUN_DIR takes the lineage lineage.tsv records for latest (10 and 12; the foreign ckpt-0000001.h5 is left out; status $rc)" \
+  "[ $rc -eq 0 ]" "grep -qF 'average --last 2: steps 10..12 of the 2 checkpoints the lineage of $tmp/run/latest records' $tmp/o" \
+  "\"$PY\" -c \"import h5py, sys; a = h5py.File('$tmp/avg.h5', 'r').attrs['averaged_inputs']; sys.exit(a != '$tmp/run/ckpt-0000010.h5\\t10\\n$tmp/run/ckpt-0000012.h5\\t12\\n')\""
+expect_error "... --last beyond the lineage is refused, naming its size" "the run's lineage ($tmp/run/lineage.tsv) has 2 checkpoints" \
+  "$RP" average --last 3 "$tmp/run" --out "$tmp/avg3.h5"
+cp -r "$tmp/run" "$tmp/nolineage"; rm "$tmp/nolineage/lineage.tsv"
+expect_error "... a run directory without lineage.tsv is refused" "average --last $tmp/nolineage: $tmp/nolineage/lineage.tsv is missing" \
+  "$RP" average --last 2 "$tmp/nolineage" --out "$tmp/avg4.h5"
+cp -r "$tmp/run" "$tmp/holed"; rm "$tmp/holed/ckpt-0000010.h5"
+expect_error "... and so is a lineage naming a checkpoint that does not exist" \
+  "$tmp/holed/lineage.tsv names ckpt-0000010.h5 of run $run_id (the run's latest), but $tmp/holed/ckpt-0000010.h5 does not exist" \
+  "$RP" average --last 1 "$tmp/holed" --out "$tmp/avg5.h5"
+check "... having written nothing" bash -c "[ ! -e '$tmp/avg3.h5' ] && [ ! -e '$tmp/avg4.h5' ] && [ ! -e '$tmp/avg5.h5' ]"
 "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/ckpt-0000010.h5" --set train.max_steps=11 --set train.keep_last=1 \
   >"$tmp/o" 2>&1; rc=$?
 verdict "resuming an earlier checkpoint never prunes what it writes: latest names ckpt-11, which exists (status $rc)" \
@@ -174,13 +184,46 @@ if command -v mpirun >/dev/null 2>&1; then
     timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${a[@]}" : \
       -np 1 "$RP" pretrain "$tmp/p.ini" "${set_dir[@]}" "${b[@]}" >"$tmp/o" 2>&1; rc=$?
     verdict "mpirun, one rank resuming and one fresh ($order): every rank stops (status $rc), naming rank 1 and the step" \
-      "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 1's run (effective configuration and starting step) differs from rank 0's\" $tmp/o" \
+      "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 1's run (effective configuration, data and starting step) differs from rank 0's\" $tmp/o" \
       "grep -qF start_step $tmp/o"
   done
   timeout 120 "${MPI[@]}" -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" : \
     -np 1 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/mpi" --set optim.lr=0.5 >"$tmp/o" 2>&1; rc=$?
   verdict "mpirun, ranks with different --set: every rank stops (status $rc), naming the key with both values" \
     "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "grep -qF \"rank 0 has 'lr = \" $tmp/o" "grep -qF \"rank 1 has 'lr = 0.5'\" $tmp/o"
+  # the same effective configuration (relative data paths), each rank in its own directory (-wdir)
+  # with other data: rank 1's vocabulary lists the same words in another order (another prepare_id)
+  mkdir -p "$tmp/rankA" "$tmp/rankB"; cp "$tmp/corpus.txt" "$tmp/vocab.txt" "$tmp/rankA/"; cp "$tmp/corpus.txt" "$tmp/rankB/"
+  { head -n 5 "$tmp/vocab.txt"; tail -n +6 "$tmp/vocab.txt" | tac; } >"$tmp/rankB/vocab.txt"
+  sed -e 's|^corpus = .*|corpus = corpus.txt|' -e 's|^vocab = .*|vocab = vocab.txt|' -e 's|^shard_dir = .*|shard_dir = shards|' \
+    -e "s|^run_dir = .*|run_dir = $tmp/mpi-data|" "$tmp/p.ini" >"$tmp/rel.ini"
+  for r in rankA rankB; do (cd "$tmp/$r" && "$RP" prepare "$tmp/rel.ini" >/dev/null 2>&1) || fail "setup: prepare in $r"; done
+  id_a=$("$PY" -c "import json; print(json.load(open('$tmp/rankA/shards/index.json'))['prepare_id'])")
+  id_b=$("$PY" -c "import json; print(json.load(open('$tmp/rankB/shards/index.json'))['prepare_id'])")
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" : \
+    -np 1 -wdir "$tmp/rankB" "$RP" pretrain "$tmp/rel.ini" >"$tmp/o" 2>&1; rc=$?
+  verdict "mpirun, ranks with the same configuration but other shard sets: every rank stops before the first step (status $rc), naming rank 1 and both prepare_ids" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "[ $id_a != $id_b ]" \
+    "grep -qF \"rank 0 has 'data = shard set prepare_id $id_a, \" $tmp/o" "grep -qF \"rank 1 has 'data = shard set prepare_id $id_b, \" $tmp/o" \
+    "! grep -qE '^step +[0-9]' $tmp/o" "test ! -e $tmp/mpi-data/metrics.jsonl"
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=2 : \
+    -np 1 -wdir "$tmp/rankA" "$RP" pretrain "$tmp/rel.ini" --set train.max_steps=2 >"$tmp/o" 2>&1; rc=$?
+  verdict "... control: the same data on both ranks trains (status $rc)" "[ $rc -eq 0 ]" "test -s $tmp/mpi-data/ckpt-0000002.h5"
+  # fine-tuning: task.train_file of the same size, one label flipped on rank 1
+  FX=$PWD/tests/fixtures/finetune
+  "$RP" init "$FX/tiny.ini" --set data.vocab="$FX/vocab.txt" --out "$tmp/ft-init.h5" >/dev/null 2>&1 || fail "setup: init"
+  cp "$FX/sst_train.tsv" "$tmp/rankA/train.tsv"; awk -F '\t' -v OFS='\t' 'NR == 2 { $NF = 1 - $NF } 1' "$FX/sst_train.tsv" >"$tmp/rankB/train.tsv"
+  ft=(/dev/null --set task.glue_task=sst2 --set task.train_file=train.tsv --set train.threads=1 --set task.batch_size=8
+      --set task.max_steps=1 --set task.max_seq_len=16 --set task.init_checkpoint="$tmp/ft-init.h5" --set train.run_dir="$tmp/mpi-ft")
+  crc() { "$PY" -c "import zlib, sys; print('%08x' % zlib.crc32(open(sys.argv[1], 'rb').read()))" "$1"; }
+  timeout 120 "${MPI[@]}" -np 1 -wdir "$tmp/rankA" "$RP" finetune "${ft[@]}" : -np 1 -wdir "$tmp/rankB" "$RP" finetune "${ft[@]}" \
+    >"$tmp/o" 2>&1; rc=$?
+  size=$(stat -c %s "$tmp/rankA/train.tsv")
+  verdict "mpirun fine-tuning, task.train_file of the same size and other content: every rank stops before the first step (status $rc), naming rank 1 and both CRC-32s" \
+    "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "[ $size -eq $(stat -c %s "$tmp/rankB/train.tsv") ]" \
+    "grep -qF \"rank 0 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankA/train.tsv")'\" $tmp/o" \
+    "grep -qF \"rank 1 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankB/train.tsv")'\" $tmp/o" \
+    "! grep -qE '^step +[0-9]' $tmp/o" "test ! -e $tmp/mpi-ft/metrics.jsonl"
 else
   echo "SKIP test_run: mpirun not found (the rank agreement checks)"
 fi

@@ -100,7 +100,7 @@ text = text.decode() if isinstance(text, bytes) else text
 steps = [line.split("\t")[1] for line in text.splitlines()]
 sys.exit(0 if steps == ["30", "40"] and all(np.array_equal(a["model"][n][()], b["model"][n][()]) for n in names) else 1)
 PY
-expect_error "--last N beyond the run's checkpoints is refused" "--last 5: the run directory holds 3 checkpoints" \
+expect_error "--last N beyond the run's checkpoints is refused" "average --last 5 $tmp/run: the run's lineage ($tmp/run/lineage.tsv) has 3 checkpoints" \
   "$RP" average --last 5 "$tmp/run" --out "$tmp/x.h5"
 
 # ---- the averaged checkpoint is accepted downstream -------------------------------------------------------

@@ -44,6 +44,51 @@ expect_error "non-HDF5 checkpoint" "text.h5: not a readable HDF5 file" "$RP" ins
 expect_error "output into a missing directory names the reason" "No such file or directory" \
   "$RP" init "$cfg" --out "$tmp/no/such/dir/x.h5"
 
+# ---- a save is as durable as core/atomic_file: sealed + fsynced, renamed, the directory fsynced ----
+if command -v strace >/dev/null 2>&1; then
+  mkdir -p "$tmp/durable"
+  strace -f -qq -e trace=openat,rename,renameat,renameat2,fsync -o "$tmp/trace" \
+    "$RP" init "$cfg" --out "$tmp/durable/x.h5" >/dev/null 2>&1
+  if "$PY" - "$tmp/trace" "$tmp/durable" <<'PY'; then pass "a checkpoint save fsyncs the file, renames it, then fsyncs its directory"
+import re, sys
+lines, d = open(sys.argv[1]).read().splitlines(), re.escape(sys.argv[2])
+def at(pattern, start):  # the first line from start on matching pattern, or None
+    return None if start is None else next((i for i in range(start, len(lines)) if re.search(pattern, lines[i])), None)
+seal = at(d + r'/x\.h5\.tmp\.\d+", O_RDWR\) = \d+$', 0)  # h5_seal reopens the written file
+ren = at(r'rename\w*\(.*' + d + r'/x\.h5"\) = 0', at(r'fsync\(\d+\)\s+= 0', seal))
+opened = at(r'openat\(AT_FDCWD, "' + d + r'", O_RDONLY\|O_DIRECTORY\) = \d+', ren)
+ok = opened is not None and at(r'fsync\(%s\)\s+= 0' % lines[opened].rsplit('= ', 1)[1], opened) is not None
+sys.exit(not ok)
+PY
+  else fail "checkpoint save durability" "$(grep -E 'durable|fsync' "$tmp/trace" | tail -6)"; fi
+else
+  echo "SKIP test_checkpoint: strace not found (the directory fsync check)"
+fi
+
+# ---- a save that fails mid-run (the disk fills) names the file and the reason and leaves nothing --
+mnt="$tmp/mnt"; mkdir -p "$mnt" "$tmp/p"
+if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
+  trap 'umount "$mnt" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+  synthetic_corpus "$tmp/p" 40 30 3
+  printf '[model]\nhidden_size = 16\nnum_layers = 1\nnum_heads = 2\nintermediate_size = 32\nvocab_size = 45\nmax_position = 32\n[train]\nbatch_size = 4\nmax_steps = 100000\nwarmup_steps = 1\nlog_interval = 2\ncheckpoint_interval = 100000\neval_interval = 100000\neval_batches = 1\nthreads = 1\nrun_dir = %s\n[data]\ncorpus = %s\nvocab = %s\nshard_dir = %s\nmax_seq_len = 16\nmax_predictions_per_seq = 3\neval_fraction = 0.2\n' \
+    "$mnt/run" "$tmp/p/corpus.txt" "$tmp/p/vocab.txt" "$tmp/p/shards" >"$tmp/p/p.ini"
+  "$RP" prepare "$tmp/p/p.ini" >/dev/null 2>&1 || fail "setup: prepare"
+  for room in 0 16384; do # no block left (the temp file cannot be created) / a few (it fills mid-write)
+    rm -rf "$mnt/run" "$mnt/filler"
+    OMP_NUM_THREADS=1 "$RP" pretrain "$tmp/p/p.ini" >"$tmp/full.log" 2>&1 & pid=$!
+    signal_when STOP $pid grep -qs '"step":2,' "$mnt/run/metrics.jsonl"
+    head -c $(( $(stat -f -c '%a * %S' "$mnt") - room )) /dev/zero >"$mnt/filler" 2>/dev/null
+    kill -TERM $pid; kill -CONT $pid; wait $pid; rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE "error: $mnt/run/ckpt-[0-9]+\.h5\.tmp\.$pid: .*No space left on device; removed" "$tmp/full.log" &&
+       ! ls -A "$mnt/run" | grep -q '\.tmp\.' && [ -z "$(ls "$mnt/run" | grep -E '^ckpt-|^latest$')" ]; then
+      pass "a checkpoint save on a full disk ($room bytes free) fails naming the file and the reason, leaving no temp file or checkpoint"
+    else fail "checkpoint save on a full disk ($room bytes free)" "status $rc: $(tail -n 2 "$tmp/full.log") / $(ls -A "$mnt/run" | tr '\n' ' ')"; fi
+  done
+  umount "$mnt"
+else
+  echo "SKIP test_checkpoint: cannot mount a tmpfs (not root?): the full-disk save"
+fi
+
 # Batch files
 bedit() { cp "$tmp/batch.h5" "$1"; "$PY" -c "import h5py, numpy as np; f = h5py.File('$1', 'r+'); $2; f.close()"
   "$PY" scripts/h5seal.py "$1"; }

@@ -197,6 +197,10 @@ killed_at=$(head -n 1 "$work/ftB/latest") # ckpt-0000020.h5, or a later one if t
 killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
 check "resumed run says where it resumed (its model built from that checkpoint, not task.init_checkpoint)" \
   has "$work/ftB2.err" "resumed from .*$killed_at at step $killed_step\b"
+check "... one line names the checkpoint and its step, and no transfer table is printed (the fresh half printed it)" \
+  bash -c "[ \$(grep -cE 'fine-tuning resumes from .*$killed_at at step $killed_step: its weights, not task.init_checkpoint' '$work/ftB2.err') -eq 1 ] &&
+           ! grep -qE '^parameters from|^  [0-9]+ loaded, ' '$work/ftB2.err' &&
+           grep -qF 'parameters from $work/abs.h5:' '$work/ftB1.err' && grep -qE '^  [0-9]+ loaded, ' '$work/ftB1.err'"
 check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftB/model.h5"
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
