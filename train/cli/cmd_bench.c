@@ -9,7 +9,8 @@
  *   --lengths-from FILE   fine-tuning's own batches (train/loop/finetune.h FinetuneBatches): FILE
  *                         read as the task's training data (task_data_load: GLUE TSV per
  *                         task.glue_task or the task.*_column keys, SQuAD JSON with task.type =
- *                         squad), tokenized with [data] vocab and truncated to task.max_seq_len,
+ *                         squad; a malformed example is fatal unless task.bad_examples is set),
+ *                         tokenized with [data] vocab and truncated to task.max_seq_len,
  *                         drawn by the TaskSampler (task.seed, task.group_by_length) in batches of
  *                         task.batch_size padded per task.padding; the task head's loss
  *                         (classifier, regression or span) on a model initialised from model.seed.
@@ -179,8 +180,11 @@ int cmd_bench(int argc, char **argv) {
     }
     Config cfg;
     config_load_model(&cfg, args.positional[0], args.num_sets, args.sets);
-    if (lengths_path)
+    if (lengths_path) {
         config_validate(&cfg); /* the task's keys, and [data]'s, are the bench's too */
+        if (!config_key_is_set(&cfg, "task", "bad_examples"))
+            cfg.task.bad_examples = BAD_FATAL; /* a bench measures the file it is given, all of it */
+    }
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
     int B = lengths_path ? cfg.task.batch_size : (int)cli_int("--batch-size", batch_text, 1, 1 << 20);
