@@ -20,6 +20,7 @@
  * equal in synthetic mode. GFLOP/s is model_flops_per_step of each micro-batch's shape (what the
  * step's MFU counts) over the timed seconds. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,9 +94,9 @@ static void task_bench_create(TaskBench *t, const Config *cfg, const char *path)
     TaskRunner *r = &t->r;
     r->cfg = *cfg;
     const TaskConfig *task = &r->cfg.task;
-    RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it", path);
-    RP_CHECK(task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column"),
-             "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
+    RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
+    int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
+    RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
              "task.glue_task (e.g. --set task.glue_task=sst2), task.type = squad, or the task.*_column keys", path);
     RP_CHECK(cfg->data.vocab[0], "key 'data.vocab': --lengths-from tokenizes %s with the config's vocabulary, got "
              "nothing (e.g. --set data.vocab=data/vocab/bert-base-uncased.txt)", path);
