@@ -77,9 +77,13 @@ for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r name config batch seq steps overrides torch against label_frac lengths_from <<<"$row"
     [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-    if [ -n "$lengths_from" ] && ! { [ -f "$lengths_from" ] && [ -f "$vocab" ]; }; then
-      [ "$round" != 1 ] || echo "== skipping $name: it needs $lengths_from (../shared/data: GLUE and SQuAD)" \
-        "and $vocab (scripts/get_vocab.sh)" >&2
+    missing=""
+    if [ -n "$lengths_from" ]; then
+      [ -f "$lengths_from" ] || missing="$lengths_from (../shared/data holds GLUE and SQuAD)"
+      [ -f "$vocab" ] || missing="${missing:+$missing and }$vocab (scripts/get_vocab.sh)"
+    fi
+    if [ -n "$missing" ]; then
+      [ "$round" != 1 ] || echo "== skipping $name: no $missing" >&2
       continue
     fi
     [ "$quick" = 0 ] || steps=1
