@@ -8,10 +8,12 @@
 # PyTorch 1.13 (/usr/bin/python3) runs with tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and
 # torch.set_num_threads(cores); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
 # set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON).
-# The finetune-sst2-len row is a fine-tuning step's shape (batch 32 padded to task.max_seq_len 64, no
-# MLM labels); its "real tokens/s" counts only the tokens an SST-2 batch really holds (the mean
-# WordPiece length of SST-2 train sentences + [CLS], [SEP], capped at 64, from ../shared/data and
-# data/vocab when present). Each row's effective config is saved (runs/NAME.config.ini) so that
+# The finetune-* rows are fine-tuning steps (`realpos bench --lengths-from`: the task head and loss
+# on batches the TaskSampler draws from the real GLUE / SQuAD training files in ../shared/data,
+# tokenized with data/vocab, padded to their longest sequence, grouped by length in the -grouped
+# row, padded to task.max_seq_len in the -max row); they report real (non-padding) tokens/s next
+# to computed (B x padded length) tokens/s, and are skipped, saying so, when the data or the
+# vocabulary is absent. Each row's effective config is saved (runs/NAME.config.ini) so that
 # bench_table.py can count its FLOPs, the relative terms' included.
 # Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
@@ -33,31 +35,35 @@ tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 [ -f "$tcmalloc" ] || { echo "bench: $tcmalloc missing (scripts/setup.sh installs libtcmalloc-minimal4)" >&2; exit 1; }
 
 m4="model.absolute_position=no model.relative_position=method4"
+glue=../shared/data/glue squad=../shared/data/squad vocab=data/vocab/bert-base-uncased.txt
+ft="data.vocab=$vocab"
 # name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against | label fraction
+#      | fine-tuning data (--lengths-from; batch and seq are then task.batch_size and task.max_seq_len)
 rows=(
-  "mini|configs/bert-mini.ini|32|128|3||yes||0.15"
-  "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini|0.15"
-  "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini|0.15"
-  "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini|0.15"
-  "mini-seq512|configs/bert-mini.ini|8|512|2||no||0.15"
-  "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512|0.15"
-  "finetune-sst2-len|configs/bert-mini.ini|32|64|3||no||0"
-  "finetune-sst2-len-method4-k64|configs/bert-mini.ini|32|64|3|$m4 model.relative_k=64|no|finetune-sst2-len|0"
-  "base|configs/bert-base.ini|8|128|2||yes||0.15"
-  "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15"
+  "mini|configs/bert-mini.ini|32|128|3||yes||0.15|"
+  "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini|0.15|"
+  "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini|0.15|"
+  "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini|0.15|"
+  "mini-seq512|configs/bert-mini.ini|8|512|2||no||0.15|"
+  "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512|0.15|"
+  "finetune-sst2-max|configs/bert-mini.ini|32|64|10|$ft task.glue_task=sst2 task.padding=max_length|no|||$glue/SST-2/train.tsv"
+  "finetune-sst2|configs/bert-mini.ini|32|64|10|$ft task.glue_task=sst2|no|finetune-sst2-max||$glue/SST-2/train.tsv"
+  "finetune-sst2-grouped|configs/bert-mini.ini|32|64|10|$ft task.glue_task=sst2 task.group_by_length=yes|no|finetune-sst2-max||$glue/SST-2/train.tsv"
+  "finetune-sst2-method4-k64|configs/bert-mini.ini|32|64|10|$ft task.glue_task=sst2 $m4 model.relative_k=64|no|finetune-sst2||$glue/SST-2/train.tsv"
+  "finetune-mrpc-max|configs/bert-mini.ini|32|128|6|$ft task.glue_task=mrpc task.padding=max_length|no|||$glue/MRPC/train.tsv"
+  "finetune-mrpc|configs/bert-mini.ini|32|128|6|$ft task.glue_task=mrpc|no|finetune-mrpc-max||$glue/MRPC/train.tsv"
+  "finetune-mrpc-grouped|configs/bert-mini.ini|32|128|6|$ft task.glue_task=mrpc task.group_by_length=yes|no|finetune-mrpc-max||$glue/MRPC/train.tsv"
+  "finetune-squad|configs/bert-mini.ini|16|256|3|$ft task.type=squad|no|||$squad/train-half.json"
+  "base|configs/bert-base.ini|8|128|2||yes||0.15|"
+  "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15|"
 )
-# mean real length of an SST-2 batch row (tokens + [CLS] + [SEP], capped at 64), if the data is here
-sst2=../shared/data/glue/SST-2/train.tsv vocab=data/vocab/bert-base-uncased.txt sst2_len=""
-if [ -f "$sst2" ] && [ -f "$vocab" ]; then
-  sst2_len=$(tail -n +2 "$sst2" | cut -f1 | ./realpos tokenize --vocab "$vocab" |
-             awk '{ n = NF + 2; if (n > 64) n = 64; s += n; c++ } END { if (c) printf "%.3f", s / c }')
-fi
 spec="$out/rows.tsv"; : >"$spec"
 
-run_realpos() { # name round config batch seq steps label_frac sets...
-  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 label_frac=$7; shift 7
+run_realpos() { # name round config batch seq steps label_frac lengths_from sets...
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 label_frac=$7 lengths_from=$8; shift 8
+  local batches=(--label-frac "$label_frac"); [ -z "$lengths_from" ] || batches=(--lengths-from "$lengths_from")
   OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "$@" --batch-size "$batch" \
-    --seq-len "$seq" --steps "$steps" --warmup 1 --label-frac "$label_frac" \
+    --seq-len "$seq" --steps "$steps" --warmup 1 "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
 run_torch() {
@@ -69,21 +75,29 @@ run_torch() {
 
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
-    IFS='|' read -r name config batch seq steps overrides torch against label_frac <<<"$row"
+    IFS='|' read -r name config batch seq steps overrides torch against label_frac lengths_from <<<"$row"
     [ -z "$only" ] || [[ ",$only," == *",$name,"* ]] || continue
-    real_len=""; [[ "$name" != finetune-sst2-len* ]] || real_len=$sst2_len
+    missing=""
+    if [ -n "$lengths_from" ]; then
+      [ -f "$lengths_from" ] || missing="$lengths_from (../shared/data holds GLUE and SQuAD)"
+      [ -f "$vocab" ] || missing="${missing:+$missing and }$vocab (scripts/get_vocab.sh)"
+    fi
+    if [ -n "$missing" ]; then
+      [ "$round" != 1 ] || echo "== skipping $name: no $missing" >&2
+      continue
+    fi
     [ "$quick" = 0 ] || steps=1
     sets=(); for o in $overrides; do sets+=(--set "$o"); done
     if [ "$round" = 1 ]; then
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" "$real_len" >>"$spec"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" "$lengths_from" >>"$spec"
       ./realpos config "$config" "${sets[@]}" >"$out/runs/$name.config.ini"
     fi
-    echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides" >&2
+    echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides${lengths_from:+ on $lengths_from}" >&2
     if [ "$torch" = yes ] && [ $((round % 2)) -eq 0 ]; then
       run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "${sets[@]}"
     else
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "${sets[@]}"
       [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
     fi
   done

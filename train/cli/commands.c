@@ -73,14 +73,17 @@ static const Command commands[] = {
      "  --text TEXT               the text (else lines of standard input)\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
     {"bench", cmd_bench,
-     "bench CONFIG.ini [--set section.key=value ...] --batch-size B --seq-len L [--steps N] [--warmup W] "
-     "[--label-frac F] [--json OUT]",
+     "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
+     "--lengths-from FILE [--batch-size B] [--seq-len L]) [--steps N] [--warmup W] [--json OUT]",
      "time training steps (and print the BLAS kernels in use)",
-     "  --batch-size B            sequences per step\n"
-     "  --seq-len L               tokens per sequence\n"
+     "  --batch-size B            sequences per step (with --lengths-from: task.batch_size, the default)\n"
+     "  --seq-len L               tokens per sequence (with --lengths-from: task.max_seq_len, the default)\n"
      "  --steps N                 steps to time (default 10)\n"
      "  --warmup W                untimed steps first (default 2)\n"
-     "  --label-frac F            fraction of positions with an MLM label (default 0.15)\n"
+     "  --label-frac F            synthetic MLM batch: fraction of positions labelled (default 0.15)\n"
+     "  --lengths-from FILE       fine-tuning steps on the task's batches of FILE (GLUE TSV per task.glue_task,\n"
+     "                            or SQuAD JSON with task.type = squad; tokenized with data.vocab, padded per\n"
+     "                            task.padding, task.group_by_length): real and computed tokens/s\n"
      "  --json OUT                also write the timings as JSON\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT",

@@ -27,25 +27,31 @@
 #include "core/crc32.h"
 #include "core/h5io.h"
 #include "train/model/checkpoint.h"
-#include "train/tasks/task_sampler.h"
 
-/* The fine-tuning task: the task runner, its data, sampler and best dev score. */
+/* The fine-tuning task: the task runner, its training batches and best dev score. */
 typedef struct {
     TaskRunner *r;
-    const TaskFeatures *train_set;
+    FinetuneBatches batches;
     TaskData *dev;
-    TaskSampler sampler;
     double best; /* best dev metric so far, NaN: none */
     long best_step;
 } FineTuning;
 
+void finetune_batches_create(FinetuneBatches *fb, TaskRunner *r, const TaskFeatures *train_set) {
+    fb->r = r;
+    fb->train_set = train_set;
+    task_sampler_create(&fb->sampler, train_set, (uint64_t)r->cfg.task.seed, r->B, r->cfg.task.group_by_length);
+}
+
+void finetune_batches_free(FinetuneBatches *fb) { task_sampler_free(&fb->sampler); }
+
 /* BatchSource: the next B sequences of the epoch's permutation. */
 static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
-    FineTuning *ft = ctx;
-    TaskRunner *r = ft->r;
-    task_sampler_next(&ft->sampler, r->rows);
-    task_fill_batch(r, ft->train_set, r->rows); /* r->batch: [B, its longest sequence] */
+    FinetuneBatches *fb = ctx;
+    TaskRunner *r = fb->r;
+    task_sampler_next(&fb->sampler, r->rows);
+    task_fill_batch(r, fb->train_set, r->rows); /* r->batch: [B, its longest sequence] */
     long tokens = 0;
     for (int n = 0; n < r->batch.B * r->batch.L; n++)
         tokens += r->attention_mask[n];
@@ -55,8 +61,15 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
 /* Another rank's micro-batch: the sampler moves on, nothing is built. */
 static void skip_task_batch(void *ctx, long step, int micro) {
     (void)step, (void)micro;
-    FineTuning *ft = ctx;
-    task_sampler_next(&ft->sampler, ft->r->rows);
+    FinetuneBatches *fb = ctx;
+    task_sampler_next(&fb->sampler, fb->r->rows);
+}
+
+BatchSource finetune_batch_source(FinetuneBatches *fb) { return (BatchSource){next_task_batch, skip_task_batch, fb}; }
+
+LossHead finetune_loss_head(TaskRunner *r) {
+    int regression = r->layout.type == TASK_REGRESSION && r->cfg.task.type != TASK_SQUAD;
+    return loss_head_task(&r->model, &r->acts, &r->heads, regression);
 }
 
 static void write_vocab(hid_t file, const void *ctx) {
@@ -68,7 +81,7 @@ static void write_state(hid_t file, const void *ctx) {
     const FineTuning *ft = ctx;
     write_vocab(file, ft->r);
     hsize_t one = 1;
-    task_sampler_save(&ft->sampler, file);
+    task_sampler_save(&ft->batches.sampler, file);
     int64_t best_step = ft->best_step;
     h5_write_double(file, "train/best_metric", ft->best);
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
@@ -77,14 +90,14 @@ static void write_state(hid_t file, const void *ctx) {
 /* Sampler and best score of a fine-tuning checkpoint. */
 static void read_state(void *ctx, hid_t f, const char *ckpt) {
     FineTuning *ft = ctx;
-    hsize_t one = 1, count = (hsize_t)ft->sampler.count;
+    hsize_t one = 1, count = (hsize_t)ft->batches.sampler.count;
     hsize_t dims[4];
     int rank = h5_shape(f, ckpt, "train/sampler_order", dims);
     RP_CHECK(rank == 1 && dims[0] == count, "%s: the checkpoint's sampler covers %llu training sequences, %s has "
              "%d: key 'task.train_file' (or its content, or the keys that shape sequences) changed; a resumed run "
              "continues the same data", ckpt, rank == 1 ? (unsigned long long)dims[0] : 0ull, ft->r->cfg.task.train_file,
-             ft->sampler.count);
-    task_sampler_load(&ft->sampler, f, ckpt);
+             ft->batches.sampler.count);
+    task_sampler_load(&ft->batches.sampler, f, ckpt);
     int64_t best_step;
     ft->best = h5_read_double(f, ckpt, "train/best_metric");
     h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
@@ -155,13 +168,12 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     const TrainConfig *tc = &r->cfg.train;
     const TaskFeatures *train_set = &train_data->features;
     int B = r->B, accum = tc->grad_accum_steps;
-    int regression = r->layout.type == TASK_REGRESSION && task->type != TASK_SQUAD;
-    FineTuning ft = {r, train_set, dev_data, .best = NAN, .best_step = -1};
+    FineTuning ft = {r, .dev = dev_data, .best = NAN, .best_step = -1};
     long total = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum));
     if (task->max_steps > 0 && task->max_steps < total)
         total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)total);
-    task_sampler_create(&ft.sampler, train_set, (uint64_t)task->seed, B, task->group_by_length);
+    finetune_batches_create(&ft.batches, r, train_set);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
     char data_identity[128];
     train_file_identity(task->train_file, data_identity, sizeof data_identity);
@@ -169,8 +181,8 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
            (double)task->epochs, total, accum, B, warmup);
     RunTask rt = {
         .name = "fine-tuning",
-        .source = {next_task_batch, skip_task_batch, &ft},
-        .head = loss_head_task(&r->model, &r->acts, &r->heads, regression),
+        .source = finetune_batch_source(&ft.batches),
+        .head = finetune_loss_head(r),
         .schedule = {SCHED_LINEAR, task->lr, warmup, total, accum, tc->clip_grad_norm, (uint64_t)task->seed,
                      tc->log_interval, NULL},
         .eval_interval = dev_data ? task->eval_every : 0,
@@ -183,6 +195,6 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
         .finish = finish,
     };
     int rc = run_train(run, config_ini, &r->model, &rt);
-    task_sampler_free(&ft.sampler);
+    finetune_batches_free(&ft.batches);
     return rc;
 }
