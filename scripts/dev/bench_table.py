@@ -17,6 +17,12 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     those of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c)
     plus the relative terms' GEMMs as the kernels run them (flops_per_step below), summed over the
     timed batches' padded lengths;
+  - the same two measured at each step's own moment ("local"): the sgemm speed the host gave at
+    that moment (bench probes right after every step, outside the timings) times the step's
+    seconds is the sgemm work the host could have done meanwhile; "local % peak" is the row's
+    FLOPs over that, "local overhead" the row's local work per real token over that of the other
+    row, minus 1, round by round. Load on a shared host slows a probe and the step next to it
+    alike, so these hold where wall-clock medians swing by tens of percent;
   - peak RSS.
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
@@ -93,6 +99,22 @@ def cpu_per_real_token(run):
     return run["cpu_seconds_per_step"] * run["steps"] / run["real_tokens"]
 
 
+def real_tokens(run):
+    """Real tokens of a run's timed steps (every token of a synthetic row)."""
+    return run.get("real_tokens", run["batch_size"] * run["seq_len"] * run["steps"])
+
+
+def local_sgemm_work(run):
+    """GFLOP the sgemm probe's speed at each timed step's moment would have done in the step's
+    seconds, summed over the steps: bench probes after every step, so step k sits between probes
+    k and k+1 (probe 0 comes before the warm-up; the first step takes the probe after it only).
+    None for JSON without per-step probes."""
+    t, p = run.get("step_seconds"), run.get("sgemm_probes_gflops")
+    if not t or not p or len(p) < len(t) + 1:
+        return None
+    return sum(s * (p[k + 1] if k == 0 else 0.5 * (p[k] + p[k + 1])) for k, s in enumerate(t))
+
+
 def load_runs(out):
     runs = {}  # (name, engine) -> {round: result}
     for path in glob.glob(os.path.join(out, "runs", "*.json")):
@@ -126,12 +148,13 @@ def summarise(out):
     rows = [(line.rstrip("\n").split("\t") + [""] * 7)[:7]
             for line in open(os.path.join(out, "rows.tsv")) if line.strip()]
     runs = load_runs(out)
-    flops = {}
+    flops, models = {}, {}
     for name, _torch, _against, batch, seq, _overrides, _lengths_from in rows:
         path = os.path.join(out, "runs", name + ".config.ini")
         some = next(iter(runs.get((name, "realpos"), {}).values()), None)
         if os.path.exists(path) and some:
-            flops[name] = run_flops(load_model_config(path), some, int(batch), int(seq))
+            models[name] = load_model_config(path)
+            flops[name] = run_flops(models[name], some, int(batch), int(seq))
     probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
               for p in r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]])]
     peak = max(probes) if probes else 0.0
@@ -139,6 +162,12 @@ def summarise(out):
     for name, _torch, against, batch, seq, overrides, lengths_from in rows:
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
         ref = runs.get((against, "realpos"), {}) if against else {}
+        local = {r: local_sgemm_work(run) for r, run in rp.items() if local_sgemm_work(run)}
+        local_ref = {r: local_sgemm_work(run) for r, run in ref.items() if local_sgemm_work(run)}
+        local_frac = [run_flops(models[name], rp[r], int(batch), int(seq))[1] * real_tokens(rp[r]) * 1e-9 / w
+                      for r, w in local.items()] if name in models else []
+        local_overhead = [local[r] / real_tokens(rp[r]) / (local_ref[r] / real_tokens(ref[r])) - 1
+                          for r in sorted(local) if r in local_ref]
         gflops = spread([r["gflops"] for r in rp.values()])
         frac = None
         if gflops and peak > 0:
@@ -158,6 +187,8 @@ def summarise(out):
             if against and name in flops and against in flops else None,
             "peak_fraction_all_flops": None if not frac or name not in flops else
             {k: v * flops[name][1] / flops[name][0] if k != "n" else v for k, v in frac.items()},
+            "local_peak_fraction": spread(local_frac),
+            "local_overhead": spread(local_overhead),
             "lengths_from": lengths_from or None,
             "real_tokens_per_s": spread([real_rate(r) for r in rp.values()]) if lengths_from else None,
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
@@ -207,7 +238,8 @@ def main(out):
               "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s (B x L)", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
-            "% peak", "% peak (all FLOPs)", "overhead", "FLOP overhead", "CPU-time overhead",
+            "% peak", "% peak (all FLOPs)", "local % peak", "overhead", "FLOP overhead", "CPU-time overhead",
+            "local overhead",
             "RSS MB realpos/PyTorch"]
     table = [head]
     for r in results:
@@ -217,9 +249,10 @@ def main(out):
             fmt(r["torch_tokens_per_s"], "%.0f"),
             fmt(r["speed_ratio"], "%.2f"), fmt(r["cpu_time_ratio"], "%.2f"), fmt(r["gflops"], "%.1f"),
             fmt_fraction(r["peak_fraction"]), fmt_fraction(r["peak_fraction_all_flops"]),
+            fmt_fraction(r["local_peak_fraction"]),
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
             f"{100 * r['flop_overhead']:+.1f}%" if r["flop_overhead"] is not None else "-",
-            fmt(r["cpu_overhead"], "%+.1f%%", 100.0),
+            fmt(r["cpu_overhead"], "%+.1f%%", 100.0), fmt(r["local_overhead"], "%+.1f%%", 100.0),
             f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]

@@ -35,8 +35,12 @@ PY
 mkdir -p "$tmp/b/runs"
 printf 'm\tyes\t\t32\t128\t\nm-rel\tno\tm\t32\t128\tx=y\n' >"$tmp/b/rows.tsv"
 printf 'ft-max\tno\t\t4\t64\t\tf.tsv\nft\tno\tft-max\t4\t64\t\tf.tsv\n' >>"$tmp/b/rows.tsv"
+# Local rows (per-step probes): lm-slow's steps take 2x, 1.1x and 1.5x lm's while the probes around
+# them read 1/2, 1 and 2/3 of lm's: its local overhead is 0%, +10%, 0% (median 0), its wall one
+# (1 - tokens/s ratio) 50%, 9%, 33%.
+printf 'lm\tno\t\t4\t64\t\t\nlm-slow\tno\tlm\t4\t64\t\t\n' >>"$tmp/b/rows.tsv"
 "$RP" config configs/tiny.ini >"$tmp/b/runs/ft-max.config.ini"
-cp "$tmp/b/runs/ft-max.config.ini" "$tmp/b/runs/ft.config.ini"
+for n in ft lm lm-slow; do cp "$tmp/b/runs/ft-max.config.ini" "$tmp/b/runs/$n.config.ini"; done
 "$PY" - "$tmp/b/runs" <<'PY'
 import json, sys
 def run(path, **kw):
@@ -54,6 +58,15 @@ for rnd, (rp, pt, rel, gf) in enumerate([(300, 100, 270, 5.0), (100, 50, 80, 9.0
     run(f"ft-max.realpos.r{rnd}.json", **dict(ft, tokens_per_s=1000, real_tokens_per_s=250, batch_lengths=[64, 64]))
     run(f"ft.realpos.r{rnd}.json", **dict(ft, tokens_per_s=800, real_tokens_per_s=400, batch_lengths=[30, 20],
                                           cpu_seconds_per_step=0.5))
+    lm = dict(base, steps=2, batch_size=4, seq_len=64, labelled=0, gflops=1.0, sgemm_peak_gflops=5.0)
+    # (lm's step seconds, its probes; lm-slow's): probe 0 precedes the warm-up and is not used
+    fast_t, fast_p, slow_t, slow_p = [([1, 1], [5, 4, 4], [2, 2], [5, 2, 2]),
+                                      ([1, 1], [5, 4, 4], [1.1, 1.1], [5, 4, 4]),
+                                      ([1, 1], [5, 4, 6], [1.5, 1.5], [5, 3, 3])][rnd - 1]
+    run(f"lm.realpos.r{rnd}.json", **dict(lm, tokens_per_s=256 / sum(fast_t), step_seconds=fast_t,
+                                          sgemm_probes_gflops=fast_p))
+    run(f"lm-slow.realpos.r{rnd}.json", **dict(lm, tokens_per_s=256 / sum(slow_t), step_seconds=slow_t,
+                                               sgemm_probes_gflops=slow_p))
 PY
 if "$PY" "$ROOT/scripts/dev/bench_table.py" "$tmp/b" >"$tmp/table" 2>&1; then pass "bench_table runs"
 else fail "bench_table runs" "$(head -c 300 "$tmp/table")"; fi
@@ -86,6 +99,17 @@ f = lambda L: bench_table.flops_per_step(model, 4, L, 0)[1]
 want = (f(30) + f(20)) / (2 * f(64)) - 1
 check("bench table: FLOP overhead per real token over the padded lengths", abs(ft["flop_overhead"] - want) < 1e-9,
       f"{ft['flop_overhead']} vs {want}")
+lm, slow = rows["lm"], rows["lm-slow"]
+lo = slow["local_overhead"]
+check("bench table: local overhead takes each step's probes (0%, +10%, 0%), not the wall clock (50%, 9%, 33%)",
+      lo and abs(lo["median"]) < 1e-9 and abs(lo["max"] - 0.1) < 1e-9 and abs(slow["overhead"]["median"] - 0.5 / 1.5) < 1e-9,
+      f"local {lo}, wall {slow['overhead']}")
+# lm, round 1: 2 steps of 4 x 64 tokens; local work 1 s x 4 (the probe after the first step) + 1 s x (4+4)/2
+# = 8 GFLOP; round 3: 1 s x 4 + 1 s x (4+6)/2 = 9
+want = 2 * f(64) * 1e-9 / 8.0
+lf = lm["local_peak_fraction"]
+check("bench table: local fraction of peak = FLOPs / sum of step seconds x the probes around each step",
+      lf and abs(lf["max"] - want) < 1e-12 and abs(lf["min"] - 2 * f(64) * 1e-9 / 9.0) < 1e-12, f"{lf} vs {want}")
 PY
 if grep -Eq '^m  .* 83% \[67%?\.\.150%\]!' "$tmp/table" && grep -q '^!: above 100% of the sgemm peak' "$tmp/table" &&
    ! grep -Eq '^ft.*\]!' "$tmp/table"; then pass "bench table: a fraction above 100% printed as it is, flagged"
