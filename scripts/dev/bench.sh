@@ -14,7 +14,10 @@
 # row, padded to task.max_seq_len in the -max row); they report real (non-padding) tokens/s next
 # to computed (B x padded length) tokens/s, and are skipped, saying so, when the data or the
 # vocabulary is absent. Each row's effective config is saved (runs/NAME.config.ini) so that
-# bench_table.py can count its FLOPs, the relative terms' included.
+# bench_table.py can count its FLOPs, the relative terms' included. A row with an overhead row
+# runs as `realpos bench ROW.config.ini --against THAT.config.ini`: the two configurations step
+# for step alternately in one process, so the paired time ratio (bench_table's "paired overhead")
+# sees the same load on both sides.
 # Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
 set -euo pipefail
@@ -58,10 +61,18 @@ rows=(
   "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15|"
 )
 spec="$out/rows.tsv"; : >"$spec"
+for row in "${rows[@]}"; do # every row's effective config first: a paired row needs its overhead row's
+  IFS='|' read -r name config _ _ _ overrides _ _ _ _ <<<"$row"
+  sets=(); for o in $overrides; do sets+=(--set "$o"); done
+  ./realpos config "$config" "${sets[@]}" >"$out/runs/$name.config.ini"
+done
 
-run_realpos() { # name round config batch seq steps label_frac lengths_from sets...
-  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 label_frac=$7 lengths_from=$8; shift 8
+run_realpos() { # name round config batch seq steps label_frac lengths_from against sets...
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 label_frac=$7 lengths_from=$8 against=$9; shift 9
   local batches=(--label-frac "$label_frac"); [ -z "$lengths_from" ] || batches=(--lengths-from "$lengths_from")
+  if [ -n "$against" ]; then # the effective configs, complete: no --set (it would apply to both sides)
+    config=$out/runs/$name.config.ini; set -- --against "$out/runs/$against.config.ini"
+  fi
   OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "$@" --batch-size "$batch" \
     --seq-len "$seq" --steps "$steps" --warmup 1 "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
@@ -90,14 +101,13 @@ for round in $(seq 1 "$rounds"); do
     sets=(); for o in $overrides; do sets+=(--set "$o"); done
     if [ "$round" = 1 ]; then
       printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$torch" "$against" "$batch" "$seq" "$overrides" "$lengths_from" >>"$spec"
-      ./realpos config "$config" "${sets[@]}" >"$out/runs/$name.config.ini"
     fi
     echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides${lengths_from:+ on $lengths_from}" >&2
     if [ "$torch" = yes ] && [ $((round % 2)) -eq 0 ]; then
       run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "$against" "${sets[@]}"
     else
-      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "${sets[@]}"
+      run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "$against" "${sets[@]}"
       [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
     fi
   done

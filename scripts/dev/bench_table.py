@@ -23,6 +23,9 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     FLOPs over that, "local overhead" the row's local work per real token over that of the other
     row, minus 1, round by round. Load on a shared host slows a probe and the step next to it
     alike, so these hold where wall-clock medians swing by tens of percent;
+  - "paired overhead": the rows with an overhead row ran `realpos bench --against` that row's
+    config, the two stepping alternately in one process; per run the median over step pairs of
+    (seconds per real token of the row / of the other) - 1, then its median over the rounds;
   - peak RSS.
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
@@ -189,6 +192,7 @@ def summarise(out):
             {k: v * flops[name][1] / flops[name][0] if k != "n" else v for k, v in frac.items()},
             "local_peak_fraction": spread(local_frac),
             "local_overhead": spread(local_overhead),
+            "paired_overhead": spread([r["paired"]["ratio_median"] - 1 for r in rp.values() if r.get("paired")]),
             "lengths_from": lengths_from or None,
             "real_tokens_per_s": spread([real_rate(r) for r in rp.values()]) if lengths_from else None,
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
@@ -239,7 +243,7 @@ def main(out):
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s (B x L)", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
             "% peak", "% peak (all FLOPs)", "local % peak", "overhead", "FLOP overhead", "CPU-time overhead",
-            "local overhead",
+            "local overhead", "paired overhead",
             "RSS MB realpos/PyTorch"]
     table = [head]
     for r in results:
@@ -253,6 +257,7 @@ def main(out):
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
             f"{100 * r['flop_overhead']:+.1f}%" if r["flop_overhead"] is not None else "-",
             fmt(r["cpu_overhead"], "%+.1f%%", 100.0), fmt(r["local_overhead"], "%+.1f%%", 100.0),
+            fmt(r["paired_overhead"], "%+.1f%%", 100.0),
             f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]

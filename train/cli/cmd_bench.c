@@ -18,7 +18,13 @@
  *   real      attention_mask = 1 positions (what fine-tuning's logs count as tokens)
  *   computed  B x the batch's padded length (what the GEMMs multiply)
  * equal in synthetic mode. GFLOP/s is model_flops_per_step of each micro-batch's shape (what the
- * step's MFU counts) over the timed seconds. */
+ * step's MFU counts) over the timed seconds.
+ * --against OTHER.ini times a second configuration in the same process (the same --set overrides,
+ * options and batch shapes), step for step alternately with the first: step s of both runs back to
+ * back, the order swapped every step. Its ratio per step pair (seconds per real token of CONFIG
+ * over those of OTHER) sees the same load of a shared host on both sides, unlike runs minutes
+ * apart: the overhead of a position mode measured where separate runs' timings swing by tens of
+ * percent. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <omp.h>
@@ -155,94 +161,178 @@ static void add_task_override(CliArgs *args, char *buffer, size_t size, const ch
     args->sets[args->num_sets++] = buffer;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *usage = command_usage(argv[0]);
-    const char *json_path = NULL, *batch_text = NULL, *seq_text = NULL, *steps_text = "10", *warmup_text = "2",
-               *label_text = NULL, *lengths_path = NULL;
-    CliOption options[] = {{"batch-size", &batch_text}, {"seq-len", &seq_text},     {"steps", &steps_text},
-                           {"warmup", &warmup_text},    {"label-frac", &label_text}, {"json", &json_path},
-                           {"lengths-from", &lengths_path}};
-    CliArgs args = cli_parse(argc, argv, options, 7);
-    RP_CHECK(args.num_positional == 1 && (lengths_path || (batch_text && seq_text)), "usage: realpos %s", usage);
-    RP_CHECK(!(lengths_path && label_text), "--label-frac sets the MLM labels of the synthetic batch; with "
-             "--lengths-from the step trains the task's head; usage: realpos %s", usage);
-    int steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
-    double label_frac = 0.15;
-    if (label_text) {
-        char *end;
-        label_frac = strtod(label_text, &end);
-        RP_CHECK(*label_text && !*end && label_frac >= 0 && label_frac <= 1, "option '--label-frac': expected a "
-                 "number in [0, 1], got '%s'", label_text);
-    }
-    char batch_set[64], seq_set[64];
-    if (lengths_path) {
-        add_task_override(&args, batch_set, sizeof batch_set, "batch_size", batch_text);
-        add_task_override(&args, seq_set, sizeof seq_set, "max_seq_len", seq_text);
-    }
-    Config cfg;
-    config_load_model(&cfg, args.positional[0], args.num_sets, args.sets);
-    if (lengths_path) {
-        config_validate(&cfg); /* the task's keys, and [data]'s, are the bench's too */
-        if (!config_key_is_set(&cfg, "task", "bad_examples"))
-            cfg.task.bad_examples = BAD_FATAL; /* a bench measures the file it is given, all of it */
-    }
-    if (cfg.train.threads > 0)
-        omp_set_num_threads(cfg.train.threads);
-    int B = lengths_path ? cfg.task.batch_size : (int)cli_int("--batch-size", batch_text, 1, 1 << 20);
-    int L = lengths_path ? cfg.task.max_seq_len : (int)cli_int("--seq-len", seq_text, 1, 1 << 20);
+typedef struct {
+    const char *batch_text, *seq_text, *lengths_path;
+    double label_frac;
+    int warmup, steps;
+} BenchOptions;
 
+/* One configuration the bench times: its model and batches, optimizer, step and timings. */
+typedef struct {
+    const char *config_path;
+    char batch_set[64], seq_set[64];
+    Config cfg;
+    int B, L, M; /* M: MLM labels per batch (synthetic) */
     SyntheticBench synthetic;
     TaskBench task;
+    DpAdamW opt;
+    CountedSource counted;
+    TrainStep ts;
+    double *step_s;   /* [steps] seconds of each timed step */
+    long *step_real;  /* [steps] real tokens of each timed step */
+    double elapsed, cpu_elapsed, t_forward, t_backward, t_update;
+} BenchSide;
+
+static void bench_side_create(BenchSide *b, const char *config_path, CliArgs args, const BenchOptions *o,
+                              Dist *dist) {
+    memset(b, 0, sizeof *b);
+    b->config_path = config_path;
+    if (o->lengths_path) {
+        add_task_override(&args, b->batch_set, sizeof b->batch_set, "batch_size", o->batch_text);
+        add_task_override(&args, b->seq_set, sizeof b->seq_set, "max_seq_len", o->seq_text);
+    }
+    Config *cfg = &b->cfg;
+    config_load_model(cfg, config_path, args.num_sets, args.sets);
+    if (o->lengths_path) {
+        config_validate(cfg); /* the task's keys, and [data]'s, are the bench's too */
+        if (!config_key_is_set(cfg, "task", "bad_examples"))
+            cfg->task.bad_examples = BAD_FATAL; /* a bench measures the file it is given, all of it */
+    }
+    if (cfg->train.threads > 0) /* before train_step_init's peak probes */
+        omp_set_num_threads(cfg->train.threads);
+    b->B = o->lengths_path ? cfg->task.batch_size : (int)cli_int("--batch-size", o->batch_text, 1, 1 << 20);
+    b->L = o->lengths_path ? cfg->task.max_seq_len : (int)cli_int("--seq-len", o->seq_text, 1, 1 << 20);
+    const int total = o->warmup + o->steps;
+    StepConfig sc = {SCHED_CONSTANT, cfg->optim.lr, 0, total, 1, cfg->train.clip_grad_norm,
+                     (uint64_t)cfg->model.seed, total + 1, NULL};
     Model *m;
     LossHead head;
     BatchSource inner;
-    StepConfig sc = {SCHED_CONSTANT, cfg.optim.lr, 0, warmup + steps, 1, cfg.train.clip_grad_norm,
-                     (uint64_t)cfg.model.seed, warmup + steps + 1, NULL};
-    int M = 0; /* MLM labels per batch */
-    if (lengths_path) {
-        task_bench_create(&task, &cfg, lengths_path);
-        m = &task.r.model;
-        head = finetune_loss_head(&task.r);
-        inner = finetune_batch_source(&task.batches);
-        sc.peak_lr = cfg.task.lr, sc.dropout_seed = (uint64_t)cfg.task.seed;
+    if (o->lengths_path) {
+        task_bench_create(&b->task, cfg, o->lengths_path);
+        m = &b->task.r.model;
+        head = finetune_loss_head(&b->task.r);
+        inner = finetune_batch_source(&b->task.batches);
+        sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
     } else {
-        synthetic_create(&synthetic, &cfg, B, L, label_frac);
-        m = &synthetic.model;
-        head = loss_head_mlm(&synthetic.acts);
-        inner = (BatchSource){next_random_batch, NULL, &synthetic};
-        M = synthetic.labelled;
+        synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
+        m = &b->synthetic.model;
+        head = loss_head_mlm(&b->synthetic.acts);
+        inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
+        b->M = b->synthetic.labelled;
     }
+    dp_adamw_create(&b->opt, dist, &m->table, 0);
+    b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
+    train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
+                    NULL, 0);
+    b->step_s = xmalloc(sizeof(double) * (size_t)o->steps);
+    b->step_real = xmalloc(sizeof(long) * (size_t)o->steps);
+}
+
+/* Step s (timed from s = warmup on). */
+static void bench_side_step(BenchSide *b, int s, int warmup) {
+    if (s == warmup) /* count the timed steps' micro-batches only */
+        b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
+    const StepPhases before = b->ts.phases;
+    const long real_before = b->counted.real_tokens;
+    double t0 = now_seconds(), c0 = cpu_seconds();
+    train_step(&b->ts, s);
+    double t1 = now_seconds(), c1 = cpu_seconds();
+    if (s < warmup)
+        return;
+    b->step_s[s - warmup] = t1 - t0;
+    b->step_real[s - warmup] = b->counted.real_tokens - real_before;
+    b->elapsed += t1 - t0, b->cpu_elapsed += c1 - c0;
+    b->t_forward += b->ts.phases.forward - before.forward;
+    b->t_backward += b->ts.phases.backward - before.backward;
+    b->t_update += b->ts.phases.update - before.update;
+}
+
+static void bench_side_free(BenchSide *b, int is_task) {
+    free(b->step_s), free(b->step_real), free(b->counted.lengths);
+    dp_adamw_free(&b->opt);
+    if (is_task)
+        task_bench_free(&b->task);
+    else
+        synthetic_free(&b->synthetic);
+}
+
+static int compare_doubles(const void *x, const void *y) {
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Per step pair: (seconds per real token of a) / (that of b). Sorted copy's median, min, max. */
+static void pair_ratios(const BenchSide *a, const BenchSide *b, int steps, double *ratios, double *median,
+                        double *lo, double *hi) {
+    double *sorted = xmalloc(sizeof(double) * (size_t)steps);
+    for (int k = 0; k < steps; k++) {
+        ratios[k] = (a->step_s[k] / (double)a->step_real[k]) / (b->step_s[k] / (double)b->step_real[k]);
+        sorted[k] = ratios[k];
+    }
+    qsort(sorted, (size_t)steps, sizeof(double), compare_doubles);
+    *median = steps % 2 ? sorted[steps / 2] : 0.5 * (sorted[steps / 2 - 1] + sorted[steps / 2]);
+    *lo = sorted[0], *hi = sorted[steps - 1];
+    free(sorted);
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *usage = command_usage(argv[0]);
+    const char *json_path = NULL, *steps_text = "10", *warmup_text = "2", *label_text = NULL, *against_path = NULL;
+    BenchOptions o = {0};
+    CliOption options[] = {{"batch-size", &o.batch_text}, {"seq-len", &o.seq_text},     {"steps", &steps_text},
+                           {"warmup", &warmup_text},      {"label-frac", &label_text}, {"json", &json_path},
+                           {"lengths-from", &o.lengths_path}, {"against", &against_path}};
+    CliArgs args = cli_parse(argc, argv, options, 8);
+    RP_CHECK(args.num_positional == 1 && (o.lengths_path || (o.batch_text && o.seq_text)), "usage: realpos %s", usage);
+    RP_CHECK(!(o.lengths_path && label_text), "--label-frac sets the MLM labels of the synthetic batch; with "
+             "--lengths-from the step trains the task's head; usage: realpos %s", usage);
+    o.steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), o.warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
+    o.label_frac = 0.15;
+    if (label_text) {
+        char *end;
+        o.label_frac = strtod(label_text, &end);
+        RP_CHECK(*label_text && !*end && o.label_frac >= 0 && o.label_frac <= 1, "option '--label-frac': expected a "
+                 "number in [0, 1], got '%s'", label_text);
+    }
+    const int steps = o.steps, warmup = o.warmup;
+    const char *lengths_path = o.lengths_path;
     Dist dist;
     dist_init(&dist, NULL, NULL);
-    DpAdamW opt;
-    dp_adamw_create(&opt, &dist, &m->table, 0);
-    CountedSource counted = {inner, 0, 0, xmalloc(sizeof(int) * (size_t)(warmup + steps)), 0, warmup + steps};
-    TrainStep ts;
-    train_step_init(&ts, &sc, m, &opt, &cfg.optim, head, (BatchSource){next_counted, NULL, &counted}, NULL, 0);
+    BenchSide side, other;
+    bench_side_create(&side, args.positional[0], args, &o, &dist);
+    const Config cfg = side.cfg;
+    if (against_path) {
+        bench_side_create(&other, against_path, args, &o, &dist);
+        RP_CHECK(other.cfg.train.threads == cfg.train.threads, "--against %s: train.threads is %d there and %d in %s: "
+                 "the two sides of a pair must run on the same threads", against_path, other.cfg.train.threads,
+                 cfg.train.threads, args.positional[0]);
+        RP_CHECK(other.B == side.B && other.L == side.L, "--against %s: batches of %d x %d there, %d x %d in %s: the "
+                 "two sides of a pair time the same shapes", against_path, other.B, other.L, side.B, side.L,
+                 args.positional[0]);
+    }
+    const int B = side.B, L = side.L, M = side.M;
 
     const int max_probes = steps + 1;
-    double *probes = xmalloc(sizeof(double) * (size_t)max_probes), *step_s = xmalloc(sizeof(double) * (size_t)steps);
+    double *probes = xmalloc(sizeof(double) * (size_t)max_probes);
     int num_probes = 0;
-    PeakEstimate *peak = &ts.peak;
+    PeakEstimate *peak = &side.ts.peak;
     peak->spread_left = 0; /* the bench probes after every step itself, outside the timings */
     probes[num_probes++] = peak->probe_gflops;
-    double elapsed = 0, cpu_elapsed = 0, t_forward = 0, t_backward = 0, t_update = 0;
     for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup) /* count the timed steps' micro-batches only */
-            counted.real_tokens = counted.computed_tokens = counted.count = 0;
-        StepPhases before = ts.phases;
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        train_step(&ts, s);
-        double t1 = now_seconds(), c1 = cpu_seconds();
-        if (s < warmup)
-            continue;
-        step_s[s - warmup] = t1 - t0;
-        elapsed += t1 - t0, cpu_elapsed += c1 - c0;
-        t_forward += ts.phases.forward - before.forward;
-        t_backward += ts.phases.backward - before.backward;
-        t_update += ts.phases.update - before.update;
-        probes[num_probes++] = peak_probe(peak);
+        /* --against: both configurations take step s back to back, alternating which goes first, so
+         * that a shared host's load meets both alike and neither always follows the probe */
+        BenchSide *first = &side, *second = against_path ? &other : NULL;
+        if (against_path && s % 2)
+            first = &other, second = &side;
+        bench_side_step(first, s, warmup);
+        if (second)
+            bench_side_step(second, s, warmup);
+        if (s >= warmup)
+            probes[num_probes++] = peak_probe(peak);
     }
+    const CountedSource counted = side.counted;
+    const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
     double flops = 0;
     for (int i = 0; i < counted.count; i++)
         flops += model_flops_per_step(&cfg.model, B, counted.lengths[i], M);
@@ -261,7 +351,7 @@ int cmd_bench(int argc, char **argv) {
     if (lengths_path) {
         printf("bench: fine-tuning %s on %s: %d sequences of %.1f tokens on average (at most %d), batches of %d "
                "padded to %s%s; the timed batches: %.1f real tokens per sequence, padded to %.1f\n", task_name,
-               lengths_path, task.data.features.count, task.mean_length, L, B,
+               lengths_path, side.task.data.features.count, side.task.mean_length, L, B,
                cfg.task.padding == PAD_LONGEST ? "their longest sequence" : "task.max_seq_len",
                cfg.task.group_by_length ? ", grouped by length" : "",
                (double)counted.real_tokens / ((double)B * counted.count), mean_padded);
@@ -276,8 +366,16 @@ int cmd_bench(int argc, char **argv) {
            "%s, OpenBLAS core %s%s%s\n",
            omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, peak->gflops, peak->source, peak->probes,
            peak->probe_gflops,
-           rss_mb, t_forward / steps, t_backward / steps, t_update / steps, cpu_elapsed / steps, cpu_model,
-           blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
+           rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
+           cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
+    double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
+    if (against_path) {
+        pair_ratios(&side, &other, steps, ratios, &ratio, &ratio_lo, &ratio_hi);
+        printf("paired with %s (%.3f s per step, %ld real tokens): per step pair, seconds per real token of %s "
+               "over those of %s: median %.4f [%.4f..%.4f] over %d pairs, i.e. %+.1f%%\n",
+               against_path, other.elapsed / steps, other.counted.real_tokens, args.positional[0], against_path,
+               ratio, ratio_lo, ratio_hi, steps, 100.0 * (ratio - 1.0));
+    }
     if (json_path) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "impl", "realpos");
@@ -296,8 +394,8 @@ int cmd_bench(int argc, char **argv) {
             cJSON *ft = cJSON_AddObjectToObject(o, "finetune");
             cJSON_AddStringToObject(ft, "file", lengths_path);
             cJSON_AddStringToObject(ft, "task", task_name);
-            cJSON_AddNumberToObject(ft, "sequences", task.data.features.count);
-            cJSON_AddNumberToObject(ft, "mean_length", task.mean_length);
+            cJSON_AddNumberToObject(ft, "sequences", side.task.data.features.count);
+            cJSON_AddNumberToObject(ft, "mean_length", side.task.mean_length);
             cJSON_AddStringToObject(ft, "padding", cfg.task.padding == PAD_LONGEST ? "longest" : "max_length");
             cJSON_AddBoolToObject(ft, "group_by_length", cfg.task.group_by_length);
         } else {
@@ -309,13 +407,24 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "peak_source", peak->source);
         cJSON_AddNumberToObject(o, "peak_fraction", fraction);
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
-        cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(step_s, steps));
+        cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
         cJSON_AddNumberToObject(o, "seconds_per_step", elapsed / steps);
         cJSON_AddNumberToObject(o, "cpu_seconds_per_step", cpu_elapsed / steps);
-        cJSON_AddNumberToObject(o, "forward_s", t_forward / steps);
-        cJSON_AddNumberToObject(o, "backward_s", t_backward / steps);
-        cJSON_AddNumberToObject(o, "update_s", t_update / steps);
+        cJSON_AddNumberToObject(o, "forward_s", side.t_forward / steps);
+        cJSON_AddNumberToObject(o, "backward_s", side.t_backward / steps);
+        cJSON_AddNumberToObject(o, "update_s", side.t_update / steps);
+        if (against_path) {
+            cJSON *pair = cJSON_AddObjectToObject(o, "paired");
+            cJSON_AddStringToObject(pair, "against", against_path);
+            cJSON_AddItemToObject(pair, "step_seconds", cJSON_CreateDoubleArray(other.step_s, steps));
+            cJSON_AddNumberToObject(pair, "seconds_per_step", other.elapsed / steps);
+            cJSON_AddNumberToObject(pair, "real_tokens", (double)other.counted.real_tokens);
+            cJSON_AddItemToObject(pair, "ratios", cJSON_CreateDoubleArray(ratios, steps));
+            cJSON_AddNumberToObject(pair, "ratio_median", ratio);
+        } else {
+            cJSON_AddNullToObject(o, "paired");
+        }
         cJSON_AddStringToObject(o, "cpu_model", cpu_model);
         cJSON_AddStringToObject(o, "openblas_corename", blas_core_name());
         if (coretype)
@@ -331,12 +440,10 @@ int cmd_bench(int argc, char **argv) {
         free(text);
         cJSON_Delete(o);
     }
-    free(probes), free(step_s), free(counted.lengths);
-    dp_adamw_free(&opt);
+    free(probes), free(ratios);
+    if (against_path)
+        bench_side_free(&other, lengths_path != NULL);
+    bench_side_free(&side, lengths_path != NULL);
     dist_finalize(&dist);
-    if (lengths_path)
-        task_bench_free(&task);
-    else
-        synthetic_free(&synthetic);
     return 0;
 }

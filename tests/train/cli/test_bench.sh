@@ -28,6 +28,33 @@ check("bench json: OPENBLAS_CORETYPE as found", r.get("openblas_coretype_env") =
 check("bench json: step times and CPU time", len(r.get("step_seconds", [])) == 2 and r["cpu_seconds_per_step"] > 0)
 PY
 
+# --against: a 4-layer tiny model stepping alternately with the 2-layer one; per step pair the
+# ratio of seconds per token, which must be each pair's step_seconds ratio (same tokens) and, the
+# first model doing half the layers' work, clearly below 1.
+"$RP" config configs/tiny.ini --set model.num_layers=4 >"$tmp/tiny4.ini"
+if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --against "$tmp/tiny4.ini" --batch-size 4 --seq-len 64 --steps 7 \
+    --warmup 1 --json "$tmp/pair.json" >"$tmp/pair.out" 2>&1; then
+  pass "bench --against runs"
+else
+  fail "bench --against runs" "$(head -c 300 "$tmp/pair.out")"
+fi
+"$PY" - "$tmp/pair.json" <<'PY'
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+p = r.get("paired") or {}
+def check(name, ok, why=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + why))
+ratios = [a / b for a, b in zip(r["step_seconds"], p.get("step_seconds", []))]
+check("bench --against: one ratio per step pair, this side's seconds over the other's (same tokens)",
+      len(p.get("ratios", [])) == 7 and all(abs(x - y) < 1e-9 * y for x, y in zip(p["ratios"], ratios)), str(p))
+check("bench --against: the reported ratio is the pairs' median", p and p["ratio_median"] == statistics.median(p["ratios"]))
+check("bench --against: 2 layers against 4 take clearly less time per pair", p and p["ratio_median"] < 0.9,
+      str(p.get("ratios")))
+PY
+"$RP" config configs/tiny.ini --set train.threads=2 >"$tmp/tiny_threads.ini"
+expect_error "bench --against with other threads is refused, naming both" "train.threads is 2 there and 0" \
+  "$RP" bench configs/tiny.ini --against "$tmp/tiny_threads.ini" --batch-size 2 --seq-len 8 --steps 1
+
 # Synthetic rounds: realpos 300/100/200 tok/s, torch 100/50/100 (paired ratios 3, 2, 2); one
 # realpos run reads more GFLOP/s than any probe (9 against 6). Two fine-tuning rows on the same
 # 400 real tokens per 2 steps of 4 sequences: ft-max padded to 64 (1 CPU s per step, 250 real
@@ -66,7 +93,8 @@ for rnd, (rp, pt, rel, gf) in enumerate([(300, 100, 270, 5.0), (100, 50, 80, 9.0
     run(f"lm.realpos.r{rnd}.json", **dict(lm, tokens_per_s=256 / sum(fast_t), step_seconds=fast_t,
                                           sgemm_probes_gflops=fast_p))
     run(f"lm-slow.realpos.r{rnd}.json", **dict(lm, tokens_per_s=256 / sum(slow_t), step_seconds=slow_t,
-                                               sgemm_probes_gflops=slow_p))
+                                               sgemm_probes_gflops=slow_p,
+                                               paired={"ratio_median": [1.0, 1.1, 1.02][rnd - 1]}))
 PY
 if "$PY" "$ROOT/scripts/dev/bench_table.py" "$tmp/b" >"$tmp/table" 2>&1; then pass "bench_table runs"
 else fail "bench_table runs" "$(head -c 300 "$tmp/table")"; fi
@@ -100,6 +128,9 @@ want = (f(30) + f(20)) / (2 * f(64)) - 1
 check("bench table: FLOP overhead per real token over the padded lengths", abs(ft["flop_overhead"] - want) < 1e-9,
       f"{ft['flop_overhead']} vs {want}")
 lm, slow = rows["lm"], rows["lm-slow"]
+po = slow["paired_overhead"]
+check("bench table: paired overhead, the rounds' median of bench --against's ratio - 1",
+      po and abs(po["median"] - 0.02) < 1e-9 and abs(po["max"] - 0.1) < 1e-9 and lm["paired_overhead"] is None, str(po))
 lo = slow["local_overhead"]
 check("bench table: local overhead takes each step's probes (0%, +10%, 0%), not the wall clock (50%, 9%, 33%)",
       lo and abs(lo["median"]) < 1e-9 and abs(lo["max"] - 0.1) < 1e-9 and abs(slow["overhead"]["median"] - 0.5 / 1.5) < 1e-9,
