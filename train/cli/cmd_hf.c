@@ -1,7 +1,9 @@
 /* realpos import-hf / export-hf: HuggingFace BERT folders <-> realpos checkpoints
  * (train/model/hf.h, docs/huggingface.md). */
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,6 +105,30 @@ static void check_out_dir(const char *dir) {
     closedir(d);
 }
 
+/* Remove the temporary folders OUT.tmp.PID that an export killed mid-write left beside out, when
+ * process PID is gone (a live one may still be writing its own). Only this exact name is touched. */
+static void remove_stale_exports(const char *out) {
+    char parent[PATH_MAX];
+    path_directory(parent, sizeof parent, out);
+    const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out;
+    const size_t base_len = strlen(base);
+    DIR *d = opendir(parent);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char *end;
+        if (strncmp(e->d_name, base, base_len) || strncmp(e->d_name + base_len, ".tmp.", 5))
+            continue;
+        const long pid = strtol(e->d_name + base_len + 5, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* a malformed name, or a writer still alive */
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        remove_temp_dir(path);
+        rp_log("removed %s, left by an export that was killed (process %ld is gone)", path, pid);
+    }
+    if (d)
+        closedir(d);
+}
+
 /* The folder's files, written into tmp: 0, or -1 with the reason in why. */
 static int write_export(const char *tmp, const LoadedModel *lm, const char *const *label_names, char *why,
                         size_t why_size) {
@@ -151,6 +177,7 @@ int cmd_export_hf(int argc, char **argv) {
         for (int i = 0; named && i < layout.num_labels; i++)
             label_names[i] = layout.label_names[i];
     }
+    remove_stale_exports(out);
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     RP_CHECK(mkdir(tmp, 0755) == 0, "%s: cannot create the temporary folder %s: %s", out, tmp, strerror(errno));

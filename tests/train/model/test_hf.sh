@@ -220,6 +220,19 @@ refuse "trained longer than max_position" "trained on sequences of 64 tokens" --
   --set model.relative_position=shaw --set data.max_seq_len=64
 mkdir -p "$tmp/full" && touch "$tmp/full/x"
 expect_error "export into a non-empty directory" "already exists" "$RP" export-hf "$tmp/mlm-absolute.h5" --out "$tmp/full"
+# A killed export's OUT.tmp.PID (PID gone: above the kernel's pid_max) is swept by the next export
+# to OUT; a live process's folder and another OUT's are left alone.
+dead=$(( $(cat /proc/sys/kernel/pid_max) + 1 ))
+mkdir -p "$tmp/swept.tmp.$dead" "$tmp/swept.tmp.$$" "$tmp/swept2.tmp.$dead"
+touch "$tmp/swept.tmp.$dead/model.safetensors" "$tmp/swept.tmp.$$/config.json" "$tmp/swept2.tmp.$dead/x"
+if "$RP" export-hf "$tmp/mlm-absolute.h5" --out "$tmp/swept" >"$tmp/swept.log" 2>&1 && [ ! -e "$tmp/swept.tmp.$dead" ] &&
+   [ -e "$tmp/swept.tmp.$$/config.json" ] && [ -e "$tmp/swept2.tmp.$dead/x" ] && [ -f "$tmp/swept/config.json" ] &&
+   grep -q "removed $tmp/swept.tmp.$dead, left by an export that was killed" "$tmp/swept.log"; then
+  pass "export-hf sweeps a killed export's temporary folder, not a live one's or another folder's"
+else
+  fail "export-hf sweeps a killed export's temporary folder, not a live one's or another folder's" \
+    "$(ls -d "$tmp"/swept* 2>&1 | tr '\n' ' '); $(tail -c 300 "$tmp/swept.log")"
+fi
 
 # ---- bad input ---------------------------------------------------------------------------------
 $PY - "$tmp" <<'EOF' || fail "writing the bad inputs"
