@@ -83,6 +83,12 @@ last=$(ls "$tmp/run-corrupt"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
 check "the run's last checkpoint ($(basename "${last:-none}")) is intact" \
   bash -c '"$0" inspect --verify "$1" >/dev/null' "$RP" "${last:-$tmp/none}"
 
+# prepare --verify: every shard now.
+out=$("$RP" prepare "$cfg" --verify --set data.shard_dir="$tmp/intact" 2>&1); rc=$?
+check "prepare --verify passes an intact set" test $rc -eq 0 -a -n "$(grep "$shards shards verified" <<<"$out")"
+expect_error "prepare --verify names the corrupt shard" "$(basename "$victim"): corrupt: CRC-32" \
+  "$RP" prepare "$cfg" --verify
+
 # Start-up still refuses what one header read shows: a truncated shard, a missing one.
 cp -r "$tmp/intact" "$tmp/trunc"; f=$(ls "$tmp/trunc"/s*-*.h5 | head -n 1)
 truncate -s -1 "$f"
