@@ -1,26 +1,26 @@
 /* Opening a shard set for training and reading it lazily (shard_set.h).
  *
- * Each shard's CRC-32 seal is verified once, when the set is opened (h5_open reads the file
- * through; the page cache keeps it, the process does not). After that, tokens and offsets are
- * read with pread(2) from the file offsets of the contiguous datasets: a document's two offsets,
- * a window of SHARD_WINDOW sentence offsets, a sentence's tokens straight into the row. Resident
- * memory is the parts table (a few words per shard), the token counts and the readers' windows,
- * whatever the corpus size; what is read is checked (offsets increasing and in range, ids below
- * vocab_size) as it is read. The writer's record of a prepare in progress (its N) is here too, beside
- * the reader of the set it guards. */
+ * Opening reads index.json and, per shard file, opens a descriptor and reads its 512-byte
+ * checksum header (length and format; the descriptor is shared by the train and eval splits).
+ * A shard's whole CRC-32 seal is verified at the first read of it (file_ready: the CRC through
+ * that descriptor, then libhdf5 on the verified file for its attributes and dataset offsets),
+ * once per process. After that, tokens and offsets are read with pread(2) from the file offsets
+ * of the contiguous datasets: a document's two offsets, a window of SHARD_WINDOW sentence
+ * offsets, a sentence's tokens straight into the row. Resident memory is the parts and files
+ * tables (a few words per shard), the token counts and the readers' windows, whatever the corpus
+ * size; what is read is checked (offsets increasing and in range, ids below vocab_size) as it is
+ * read. (The writer's record of a prepare in progress, its N, is in shard_parts.c.) */
 #include "train/data/shard_set.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
 #include "core/crc32.h"
 #include "core/h5io.h"
@@ -93,8 +93,8 @@ static void file_ready(const ShardFiles *set, ShardFile *f) {
     char path[CONFIG_PATH_MAX + 80], why[256];
     file_path(path, sizeof path, set, f);
     RP_CHECK(h5_check_seal_fd(f->fd, 1, why, sizeof why) == H5_SEAL_OK,
-             "%s: %s (a shard of %s, verified when the data stream first reached it): run `realpos "
-             "prepare CONFIG.ini` again, which prepares this shard's source anew",
+             "%s: %s (a shard of %s, verified at its first read): run `realpos prepare CONFIG.ini` "
+             "again, which prepares this shard's source anew",
              path, why, set->index);
     struct stat held, named;
     RP_CHECK(fstat(f->fd, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
@@ -361,61 +361,6 @@ void shard_set_identity(const DataConfig *d, char *out, size_t size) {
     }
     free(tables);
     snprintf(out, size, "old shards: train.h5 header CRC-32 %08x, eval.h5 %08x", (unsigned)crc[0], (unsigned)crc[1]);
-}
-
-/* ---- the partition of a prepare in progress ------------------------------------------------- */
-
-static const char *partition(char *out, size_t size, long n) {
-    if (n == 1)
-        snprintf(out, size, "one whole prepare (N = 1)");
-    else
-        snprintf(out, size, "%ld parts (--part I/%ld)", n, n);
-    return out;
-}
-
-int shard_set_claim_parts(const char *dir, int num_parts) {
-    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64], text[16];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    write_file(tmp, text, (size_t)snprintf(text, sizeof text, "%d\n", num_parts));
-    int linked = link(tmp, path) == 0, err = errno; /* link(2) fails if the record exists */
-    unlink(tmp);
-    if (linked) {
-        sync_directory(path);
-        return num_parts;
-    }
-    RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
-    size_t len;
-    char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
-    char *end;
-    long was = strtol(recorded, &end, 10);
-    RP_CHECK(end != recorded && *end == '\n' && was >= 1 && was <= INT_MAX,
-             "%s: expected the N of the prepare in progress (a positive number and a newline), got "
-             "'%.*s'", path, (int)(len < 32 ? len : 32), recorded);
-    free(recorded);
-    return (int)was;
-}
-
-void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
-    char path[CONFIG_PATH_MAX + 32], before[64], now[64], finish[96];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    if (was == 1)
-        snprintf(finish, sizeof finish, "finish it with a whole `realpos prepare`");
-    else
-        snprintf(finish, sizeof finish, "run the remaining parts with --part I/%d (a lost part again "
-                 "with its own I)", was);
-    RP_FATAL("[data] shard_dir %s is being prepared by %s (recorded in %s), this prepare is %s: "
-             "two partitions of the corpus would mix in one shard set; %s, or, if no prepare of that "
-             "set is running any more, remove %s to start over with N = %d",
-             dir, partition(before, sizeof before, was), path, partition(now, sizeof now, num_parts),
-             finish, path, num_parts);
-}
-
-void shard_set_release_parts(const char *dir) {
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
-    sync_directory(path);
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */

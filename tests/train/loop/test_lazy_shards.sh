@@ -76,7 +76,7 @@ b = f.read(1); f.seek(n // 2); f.write(bytes([b[0] ^ 0x40])); f.close()" "$victi
 check "a corrupt shard fails the run (status $rc)" test $rc -ne 0 -a $rc -lt 128
 check "the message names the shard and what is wrong" \
   grep -qF "$(basename "$victim"): corrupt: CRC-32" "$tmp/corrupt.log"
-check "the message says when it was found" grep -q "verified when the data stream first reached it" "$tmp/corrupt.log"
+check "the message says when it was found" grep -q "^realpos: error: .*(a shard of .*, verified at its first read)" "$tmp/corrupt.log"
 steps=$(grep -c '"kind":"train"' "$tmp/run-corrupt/metrics.jsonl" 2>/dev/null)
 check "start-up did not read it: the run trained until the stream reached it ($steps steps)" test "${steps:-0}" -ge 2
 last=$(ls "$tmp/run-corrupt"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
