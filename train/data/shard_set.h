@@ -2,7 +2,8 @@
  *
  * Files (shard_dir):
  *   index.json           the set: format, prepare_id, settings, vocabulary, every source file with
- *                        its shards and counts; written last (its presence means complete)
+ *                        its shards and counts, train_token_counts (the shards' /train/token_counts
+ *                        summed); written last (its presence means complete)
  *   s<KEY>-<K>.h5        shard K (0, 1, ...) of the source file whose key is KEY (16 hex digits,
  *                        a hash of the prepare settings and the source path)
  *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done

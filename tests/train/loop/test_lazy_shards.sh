@@ -48,6 +48,20 @@ cfg=$tmp/run.ini
 shards=$(ls "$tmp/shards"/s*-*.h5 2>/dev/null | wc -l)
 check "prepare writes a set of several shards ($shards)" test "$shards" -ge 8
 
+counts=$("$PY" - "$tmp/shards" <<'PY'
+import glob, json, sys, h5py, numpy as np
+total, bad = 0, []
+for p in glob.glob(sys.argv[1] + "/s*-*.h5"):
+    with h5py.File(p, "r") as f:
+        c = f["train/token_counts"][()]
+        total = total + c
+        if c.sum() != f["train/tokens"].shape[0] or not np.array_equal(c, np.bincount(f["train/tokens"][()], minlength=len(c))):
+            bad.append(p.split("/")[-1])
+index = json.load(open(sys.argv[1] + "/index.json"))["train_token_counts"]
+print("ok" if not bad and list(total) == index else "shards %s; index equal: %s" % (bad, list(total) == index))
+PY
+)
+check "each shard's token counts are its own train tokens' and the index holds their sum ($counts)" test "$counts" = ok
 cp -r "$tmp/shards" "$tmp/intact"
 # Eager reference: the same set with an index that predates train_token_counts.
 cp -r "$tmp/shards" "$tmp/eager"
