@@ -66,6 +66,14 @@ hid_t h5_create(const char *path) {
     return f;
 }
 
+static hid_t open_checked(const char *path, int writable) {
+    RP_CHECK(H5Fis_hdf5(path) > 0, "%s: not a readable HDF5 file (truncated or wrong format)",
+             path);
+    hid_t f = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
+    RP_CHECK(f >= 0, "%s: cannot open HDF5 file (truncated or corrupt)", path);
+    return f;
+}
+
 hid_t h5_open(const char *path, int writable) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     RP_CHECK(access(path, F_OK) == 0 || errno != ENOENT, "%s: no such file", path);
@@ -77,11 +85,12 @@ hid_t h5_open(const char *path, int writable) {
              "another tool); if you trust it, add the checksum with `/usr/bin/python3 scripts/h5seal.py %s`",
              path, why, path);
     RP_CHECK(seal == H5_SEAL_OK, "%s: %s", path, why);
-    RP_CHECK(H5Fis_hdf5(path) > 0, "%s: not a readable HDF5 file (truncated or wrong format)",
-             path);
-    hid_t f = H5Fopen(path, writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
-    RP_CHECK(f >= 0, "%s: cannot open HDF5 file (truncated or corrupt)", path);
-    return f;
+    return open_checked(path, writable);
+}
+
+hid_t h5_open_verified(const char *path) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return open_checked(path, 0);
 }
 
 void h5_close(hid_t file, const char *path) {

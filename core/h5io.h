@@ -29,6 +29,12 @@ void h5_commit(hid_t file, const char *tmp, const char *path);
 typedef enum { H5_SEAL_OK, H5_SEAL_ABSENT, H5_SEAL_BAD } H5SealStatus;
 /* Verify path's checksum; why receives the verdict ("CRC-32 ... verified", "corrupt: ..."). */
 H5SealStatus h5_check_seal(const char *path, char *why, size_t why_size);
+/* The same through an open descriptor; whole = 0 checks only the header and that the file has the
+ * length it records (one 512-byte read: catches truncation and extension, not corruption). */
+H5SealStatus h5_check_seal_fd(int fd, int whole, char *why, size_t why_size);
+/* Open read-only a file whose whole seal the caller has just verified (h5_check_seal_fd on a
+ * descriptor of this same file): h5_open without its second full read. */
+hid_t h5_open_verified(const char *path);
 /* Write the checksum of a closed file created by h5_create (fatal, removing it, on failure). */
 void h5_seal(const char *path);
 /* The operating system's or HDF5's reason for the last HDF5 failure. */

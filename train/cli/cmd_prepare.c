@@ -1,10 +1,12 @@
-/* realpos prepare CONFIG.ini [--part I/N] [--set section.key=value ...]: tokenize the [data]
+/* realpos prepare CONFIG.ini [--part I/N | --verify] [--set section.key=value ...]: tokenize the [data]
  * corpus into the shard set of [data] shard_dir (train/data/shard_set.h). With --part I/N this
  * process prepares the corpus files i with i % N == I; the part that finds every file done
  * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). Every
- * process of an unfinished set must use the same N (shard_set_claim_parts). */
+ * process of an unfinished set must use the same N (shard_set_claim_parts). --verify prepares
+ * nothing and verifies every shard of the set now (pretraining verifies each at its first read). */
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "core/cli.h"
@@ -19,6 +21,7 @@
 int cmd_prepare(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *part_text = NULL;
+    int verify = cli_take_flag(&argc, argv, "verify");
     CliOption options[] = {{"part", &part_text}};
     CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
@@ -32,6 +35,15 @@ int cmd_prepare(int argc, char **argv) {
     Config cfg;
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
+    if (verify) { /* the whole set now, as pretraining's first reads would */
+        RP_CHECK(!part_text, "--verify prepares nothing: give it without --part; usage: realpos %s", usage);
+        char *vocab = read_file(d->vocab, NULL, "vocabulary ([data] vocab)");
+        Shard *train, *eval;
+        shard_set_open(d, vocab, strlen(vocab), d->vocab, &train, &eval);
+        shard_set_verify(train);
+        shard_free(train), shard_free(eval), free(vocab);
+        return 0;
+    }
     /* every path before any work (core/paths.h); an absent shard_dir is made by prepare */
     IoPlan *plan = xmalloc(sizeof *plan);
     io_plan_init(plan);

@@ -10,9 +10,11 @@ static const Command commands[] = {
     {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]",
      "print the effective, validated configuration (every key with its type, range and origin)",
      "  --set section.key=value   override a key of CONFIG.ini (repeatable)\n"},
-    {"prepare", cmd_prepare, "prepare CONFIG.ini [--part I/N] [--set section.key=value ...]",
+    {"prepare", cmd_prepare, "prepare CONFIG.ini [--part I/N | --verify] [--set section.key=value ...]",
      "tokenize the [data] corpus into the train and eval shards of [data] shard_dir",
-     "  --set section.key=value   override a key (repeatable)\n"},
+     "  --set section.key=value   override a key (repeatable)\n"
+     "  --verify                  prepare nothing: verify every shard of the set now (pretraining\n"
+     "                            verifies each at its first read)\n"},
     {"pretrain", cmd_pretrain,
      "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest | --init CKPT] [--overwrite]",
      "MLM pretraining into [train] run_dir",

@@ -164,9 +164,7 @@ void shard_free(Shard *s) {
     free(s->sentence_offsets);
     free(s->document_offsets);
     free(s->sources);
-    for (int i = 0; i < s->num_fds; i++)
-        close(s->fds[i]);
-    free(s->fds);
+    shard_files_release(s->files);
     free(s->parts);
     free(s->token_counts);
     free(s);

@@ -25,7 +25,8 @@
 
 #define SHARD_FORMAT "realpos-shard-1"
 
-typedef struct ShardPart ShardPart; /* one split of one shard file, read lazily (shard_set.c) */
+typedef struct ShardPart ShardPart;   /* one split of one shard file, read lazily (shard_set.c) */
+typedef struct ShardFiles ShardFiles; /* a set's open shard files, shared by its two splits */
 
 /* The documents of one split: in memory (tokens and offsets arrays: an old-format shard, tests),
  * or lazily read from the shard files of a set (parts != NULL, the arrays NULL; read them with
@@ -39,9 +40,9 @@ typedef struct {
     int vocab_size, do_lower_case;
     char vocab_md5[33];
     char *sources; /* corpus paths, one per line */
-    ShardPart *parts;          /* lazy: [num_parts], with num_fds open shard files in fds */
-    int num_parts, num_fds;
-    int *fds;
+    ShardPart *parts;          /* lazy: [num_parts], in the shard files of `files` */
+    int num_parts;
+    ShardFiles *files;
     int64_t *token_counts;     /* lazy: [vocab_size] token frequencies of the split */
 } Shard;
 
@@ -79,6 +80,8 @@ void shard_path(char *out, size_t size, const char *shard_dir, const char *split
  * no empty sentence or document); fatal with the path and dataset on any mismatch. */
 Shard *shard_load(const char *path);
 void shard_free(Shard *shard);
+/* Drop one Shard's hold on its set's files; the last closes them (shard_set.c). */
+void shard_files_release(ShardFiles *files);
 /* Fatal unless the shard was made from exactly this vocabulary text and lower-casing, e.g. the
  * vocabulary file read for training or the copy stored in a checkpoint. */
 void shard_check_vocab(const Shard *shard, const char *vocab_text, size_t len, int do_lower_case,

@@ -1,8 +1,8 @@
 /* Streaming corpus preparation: corpus files -> a shard set (shard_set.h), in bounded memory.
  *
  * Each source file is read in rounds of data.read_chunk_mb (decompressed) bytes cut at a line
- * end; a round's lines are tokenized in parallel (blocks of UNIT_BLOCK lines, each with its own
- * buffers, so the result does not depend on the thread count) and then walked in order: lines
+ * end; a round's lines are tokenized in parallel (corpus_round.h: the result does not depend on
+ * the thread count) and then walked in order, here: lines
  * join the pending document, a document end sends it whole to the train or eval side of the
  * shard being filled, and a shard of data.shard_tokens tokens or more is written at that document
  * end. Memory: the round (bytes + ids + per-line records), the shard, the largest document.
@@ -13,7 +13,6 @@
  * the file, format, compression, position, process count or round size. */
 #include "train/data/corpus.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,42 +22,14 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "train/data/corpus_reader.h"
+#include "train/data/corpus_round.h"
 #include "train/data/shard_set.h"
 #include "train/data/shard_write.h"
 #include "train/data/tokenizer.h"
 
 #define SPLIT_SALT 0x73706c6974ULL /* "split" */
-#define UNIT_BLOCK 512             /* lines per tokenization work item */
 #define BAD_NAMED 10               /* bad records named per source; the rest are counted */
 #define MAX_LINE (1u << 30)        /* longest line (bytes) a round may grow to */
-
-typedef enum { UNIT_BLANK, UNIT_SENTENCE, UNIT_RECORD, UNIT_BAD_JSON, UNIT_NO_FIELD,
-               UNIT_NOT_STRING } UnitKind;
-
-typedef struct {
-    const char *text; /* the line without '\n' and a trailing '\r' */
-    size_t len;
-    size_t end;       /* offset after its '\n' in the round's buffer */
-} Unit;
-
-typedef struct { /* one work item's output */
-    int *ids;
-    size_t used, cap;
-    int64_t *lens; /* sentence lengths */
-    size_t num_lens, cap_lens;
-    int64_t unknown;
-    int failed; /* out of memory */
-} Block;
-
-typedef struct {
-    Unit *units;
-    unsigned char *kind;
-    int32_t *num_sentences;
-    uint64_t *hash;
-    size_t cap_units;
-    Block *blocks;
-    size_t cap_blocks;
-} Round;
 
 /* One source being prepared. */
 typedef struct {
@@ -79,120 +50,6 @@ typedef struct {
     int64_t bad_named, bad_total;
     PrepareReport *report;
 } Source;
-
-static void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return p;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need)
-        c *= 2;
-    p = realloc(p, c * elem);
-    if (p)
-        *cap = c;
-    return p;
-}
-
-/* ---- tokenization of one round (parallel) ---------------------------------------------------- */
-
-static int is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!strchr(" \t\r\f\v", s[i]))
-            return 0;
-    return 1;
-}
-
-/* Tokenize one sentence into the block; returns 0 on out of memory. */
-static int block_sentence(Block *b, const Tokenizer *tok, const char *text, size_t len) {
-    int unk = tokenizer_special(tok).unk;
-    if (b->cap - b->used < len / 3 + 16) {
-        int *grown = grow_to(b->ids, &b->cap, b->used + len / 3 + 16, sizeof(int));
-        if (!grown)
-            return 0;
-        b->ids = grown;
-    }
-    size_t n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
-    if (n > b->cap - b->used) {
-        int *grown = grow_to(b->ids, &b->cap, b->used + n, sizeof(int));
-        if (!grown)
-            return 0;
-        b->ids = grown;
-        n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
-    }
-    int64_t *lens = grow_to(b->lens, &b->cap_lens, b->num_lens + 1, sizeof(int64_t));
-    if (!lens)
-        return 0;
-    b->lens = lens;
-    b->lens[b->num_lens++] = (int64_t)n;
-    for (size_t i = 0; i < n; i++)
-        b->unknown += b->ids[b->used + i] == unk;
-    b->used += n;
-    return 1;
-}
-
-/* A JSON Lines record: its text member's lines are the document's sentences. */
-static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *field, const Unit *u,
-                                int32_t *num_sentences, uint64_t *hash) {
-    cJSON *rec = cJSON_ParseWithLength(u->text, u->len);
-    if (!cJSON_IsObject(rec)) {
-        cJSON_Delete(rec);
-        return UNIT_BAD_JSON;
-    }
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(rec, field);
-    UnitKind kind = !item ? UNIT_NO_FIELD : !cJSON_IsString(item) ? UNIT_NOT_STRING : UNIT_RECORD;
-    if (kind == UNIT_RECORD) {
-        const char *text = item->valuestring;
-        size_t len = strlen(text);
-        uint64_t h = 0; /* as walk_round chains a text document's line hashes */
-        for (size_t start = 0; start < len && !b->failed;) {
-            const char *nl = memchr(text + start, '\n', len - start);
-            size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
-            n -= n && text[end - 1] == '\r';
-            if (!is_blank(text + start, n)) {
-                h = hash64(h ^ text_hash(text + start, n));
-                b->failed = !block_sentence(b, tok, text + start, n);
-                ++*num_sentences;
-            }
-            start = end + 1;
-        }
-        *hash = h;
-    }
-    cJSON_Delete(rec);
-    return kind;
-}
-
-static void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
-                           const char *field) {
-    size_t num_blocks = (num_units + UNIT_BLOCK - 1) / UNIT_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (size_t c = 0; c < num_blocks; c++) {
-        Block *b = &r->blocks[c];
-        b->used = b->num_lens = 0;
-        b->unknown = 0;
-        size_t last = (c + 1) * UNIT_BLOCK < num_units ? (c + 1) * UNIT_BLOCK : num_units;
-        for (size_t i = c * UNIT_BLOCK; i < last && !b->failed; i++) {
-            const Unit *u = &r->units[i];
-            r->num_sentences[i] = 0;
-            r->hash[i] = 0;
-            if (is_blank(u->text, u->len)) {
-                r->kind[i] = UNIT_BLANK;
-            } else if (jsonl) {
-                r->kind[i] = (unsigned char)tokenize_record(b, tok, field, u, &r->num_sentences[i],
-                                                            &r->hash[i]);
-            } else {
-                r->kind[i] = UNIT_SENTENCE;
-                r->hash[i] = text_hash(u->text, u->len);
-                r->num_sentences[i] = 1;
-                b->failed = !block_sentence(b, tok, u->text, u->len);
-            }
-        }
-    }
-    for (size_t c = 0; c < num_blocks; c++)
-        RP_CHECK(!r->blocks[c].failed,
-                 "out of memory tokenizing the corpus: lower data.read_chunk_mb (%zu ids in a block)",
-                 r->blocks[c].cap);
-}
-
-/* ---- documents and shards (sequential) ------------------------------------------------------- */
 
 static void flush_shard(Source *s, int64_t input_end, int64_t line_end) {
     double t0 = now_seconds();
@@ -258,8 +115,8 @@ static void bad_record(Source *s, UnitKind kind, int64_t line) {
 static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base, int64_t line_base) {
     size_t id_pos = 0, len_pos = 0;
     for (size_t i = 0; i < num_units; i++) {
-        const Block *b = &r->blocks[i / UNIT_BLOCK];
-        if (i % UNIT_BLOCK == 0)
+        const Block *b = &r->blocks[i / ROUND_UNIT_BLOCK];
+        if (i % ROUND_UNIT_BLOCK == 0)
             id_pos = len_pos = 0;
         int64_t line = line_base + (int64_t)i + 1, end = base + (int64_t)r->units[i].end;
         switch ((UnitKind)r->kind[i]) {
@@ -280,60 +137,8 @@ static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base
         default:
             bad_record(s, (UnitKind)r->kind[i], line);
         }
-        s->report->unknown_tokens += i % UNIT_BLOCK == 0 ? b->unknown : 0;
+        s->report->unknown_tokens += i % ROUND_UNIT_BLOCK == 0 ? b->unknown : 0;
     }
-}
-
-/* Cut buf[0, n) into units (lines); returns their number. */
-static size_t split_units(Round *r, const char *buf, size_t n) {
-    size_t count = 0;
-    for (size_t start = 0; start < n;) {
-        const char *nl = memchr(buf + start, '\n', n - start);
-        size_t end = nl ? (size_t)(nl - buf) : n;
-        Unit *units = grow_to(r->units, &r->cap_units, count + 1, sizeof(Unit));
-        RP_CHECK(units, "out of memory splitting the corpus into lines");
-        r->units = units;
-        size_t len = end - start;
-        if (len && buf[end - 1] == '\r')
-            len--; /* CRLF */
-        r->units[count++] = (Unit){buf + start, len, nl ? end + 1 : end};
-        start = end + 1;
-    }
-    size_t cap = r->cap_units, blocks = (count + UNIT_BLOCK - 1) / UNIT_BLOCK, old = r->cap_blocks;
-    r->kind = realloc(r->kind, cap);
-    r->num_sentences = realloc(r->num_sentences, cap * sizeof *r->num_sentences);
-    r->hash = realloc(r->hash, cap * sizeof *r->hash);
-    RP_CHECK(r->kind && r->num_sentences && r->hash, "out of memory splitting the corpus into lines");
-    if (blocks > old) {
-        r->blocks = realloc(r->blocks, blocks * sizeof *r->blocks);
-        RP_CHECK(r->blocks, "out of memory");
-        memset(r->blocks + old, 0, (blocks - old) * sizeof *r->blocks);
-        r->cap_blocks = blocks;
-    }
-    return count;
-}
-
-/* auto: JSON Lines iff the first non-blank line is a JSON object. */
-static int detect_jsonl(const DataConfig *d, const char *buf, size_t n) {
-    if (d->corpus_format != CORPUS_AUTO)
-        return d->corpus_format == CORPUS_JSONL;
-    for (size_t start = 0; start < n;) {
-        const char *nl = memchr(buf + start, '\n', n - start);
-        size_t end = nl ? (size_t)(nl - buf) : n;
-        if (!is_blank(buf + start, end - start)) {
-            size_t i = start;
-            while (i < end && strchr(" \t\r", buf[i]))
-                i++;
-            if (buf[i] != '{')
-                return 0;
-            cJSON *j = cJSON_ParseWithLength(buf + start, end - start);
-            int object = cJSON_IsObject(j);
-            cJSON_Delete(j);
-            return object;
-        }
-        start = end + 1;
-    }
-    return 0;
 }
 
 static size_t fill(CorpusReader *in, char *buf, size_t have, size_t cap, int *eof, double *seconds) {
@@ -505,9 +310,7 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
         report.index_written = 1;
     }
     memcpy(report.prepare_id, set.prepare_id, sizeof report.prepare_id);
-    for (size_t c = 0; c < round.cap_blocks; c++)
-        free(round.blocks[c].ids), free(round.blocks[c].lens);
-    free(round.blocks), free(round.units), free(round.kind), free(round.num_sentences), free(round.hash);
+    round_free(&round);
     corpus_list_free(&list);
     tokenizer_free(tok);
     free(vocab_text);

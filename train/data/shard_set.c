@@ -1,36 +1,54 @@
 /* Opening a shard set for training and reading it lazily (shard_set.h).
  *
- * Each shard's CRC-32 seal is verified once, when the set is opened (h5_open reads the file
- * through; the page cache keeps it, the process does not). After that, tokens and offsets are
- * read with pread(2) from the file offsets of the contiguous datasets: a document's two offsets,
- * a window of SHARD_WINDOW sentence offsets, a sentence's tokens straight into the row. Resident
- * memory is the parts table (a few words per shard), the token counts and the readers' windows,
- * whatever the corpus size; what is read is checked (offsets increasing and in range, ids below
- * vocab_size) as it is read. The writer's record of a prepare in progress (its N) is here too, beside
- * the reader of the set it guards. */
+ * Opening reads index.json and, per shard file, opens a descriptor and reads its 512-byte
+ * checksum header (length and format; the descriptor is shared by the train and eval splits).
+ * A shard's whole CRC-32 seal is verified at the first read of it (file_ready: the CRC through
+ * that descriptor, then libhdf5 on the verified file for its attributes and dataset offsets),
+ * once per process. After that, tokens and offsets are read with pread(2) from the file offsets
+ * of the contiguous datasets: a document's two offsets, a window of SHARD_WINDOW sentence
+ * offsets, a sentence's tokens straight into the row. Resident memory is the parts and files
+ * tables (a few words per shard), the token counts and the readers' windows, whatever the corpus
+ * size; what is read is checked (offsets increasing and in range, ids below vocab_size) as it is
+ * read. (The writer's record of a prepare in progress, its N, is in shard_parts.c.) */
 #include "train/data/shard_set.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
-#include <limits.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
 #include "core/crc32.h"
 #include "core/h5io.h"
 
+/* One shard file of a set, shared by the set's train and eval Shards. */
+typedef struct {
+    int fd;               /* opened at start-up and kept: every read is of this one file */
+    int ready;            /* seal verified, datasets located: at the first read of either split */
+    char name[64];        /* in shard_dir */
+    SplitCounts count[2]; /* train, eval: from index.json */
+    off_t at[2][3];       /* file offsets of {train, eval} x {tokens, sentence_offsets, document_offsets} */
+} ShardFile;
+
+struct ShardFiles { /* released by the last of the set's two Shards */
+    int refs, count;
+    char dir[CONFIG_PATH_MAX], index[CONFIG_PATH_MAX + 32], prepare_id[17];
+    ShardFile file[];
+};
+
 struct ShardPart {
-    int fd;
-    char file[64];                             /* name in shard_dir, for messages */
-    off_t tokens_at, sentences_at, documents_at; /* file offsets of the datasets' bytes */
+    ShardFile *file;
+    int split;                                 /* 0 train, 1 eval */
     int64_t doc_base, sent_base, tok_base;     /* global index of the part's first element */
     int64_t num_documents, num_sentences, num_tokens;
 };
+
+enum { AT_TOKENS, AT_SENTENCES, AT_DOCUMENTS };
+static const char *const split_names[2] = {"train", "eval"};
 
 /* ---- opening --------------------------------------------------------------------------------- */
 
@@ -63,6 +81,51 @@ static off_t dataset_at(hid_t f, const char *path, const char *name, hid_t type,
     return n == 0 ? 0 : (off_t)at;
 }
 
+static void file_path(char *out, size_t size, const ShardFiles *set, const ShardFile *f) {
+    snprintf(out, size, "%s/%s", set->dir, f->name);
+}
+
+/* Make f readable: verify its whole seal through the descriptor reads will use, then (libhdf5
+ * sees only a verified file) check its format and prepare_id and locate both splits' datasets,
+ * their sizes checked against the index. Once per file and process: the descriptor stays open,
+ * so later reads are of these same verified bytes. */
+static void file_ready(const ShardFiles *set, ShardFile *f) {
+    char path[CONFIG_PATH_MAX + 80], why[256];
+    file_path(path, sizeof path, set, f);
+    RP_CHECK(h5_check_seal_fd(f->fd, 1, why, sizeof why) == H5_SEAL_OK,
+             "%s: %s (a shard of %s, verified at its first read): run `realpos prepare CONFIG.ini` "
+             "again, which prepares this shard's source anew",
+             path, why, set->index);
+    struct stat held, named;
+    RP_CHECK(fstat(f->fd, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
+                 held.st_ino == named.st_ino,
+             "%s: replaced since the run opened %s (a prepare writing into the set?): restart the run",
+             path, set->index);
+    hid_t h = h5_open_verified(path);
+    char *fmt = h5_attr_read_string(h, "format", path), *id = h5_attr_read_string(h, "prepare_id", path);
+    RP_CHECK(!strcmp(fmt, SHARD_SET_FORMAT), "%s: attribute 'format': expected '%s', got '%s'", path,
+             SHARD_SET_FORMAT, fmt);
+    RP_CHECK(!strcmp(id, set->prepare_id),
+             "%s: made by another prepare (prepare_id %s) than %s (prepare_id %s): run realpos "
+             "prepare CONFIG.ini again",
+             path, id, set->index, set->prepare_id);
+    free(fmt), free(id);
+    for (int k = 0; k < 2; k++) {
+        const SplitCounts *n = &f->count[k];
+        if (n->documents == 0)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "%s/tokens", split_names[k]);
+        f->at[k][AT_TOKENS] = dataset_at(h, path, name, H5T_NATIVE_INT32, n->tokens);
+        snprintf(name, sizeof name, "%s/sentence_offsets", split_names[k]);
+        f->at[k][AT_SENTENCES] = dataset_at(h, path, name, H5T_NATIVE_INT64, n->sentences + 1);
+        snprintf(name, sizeof name, "%s/document_offsets", split_names[k]);
+        f->at[k][AT_DOCUMENTS] = dataset_at(h, path, name, H5T_NATIVE_INT64, n->documents + 1);
+    }
+    h5_close(h, path);
+    f->ready = 1;
+}
+
 /* Room for `need` more open files (the soft limit raised toward the hard one). */
 static void reserve_files(int need, const char *what) {
     struct rlimit rl;
@@ -79,14 +142,14 @@ static void reserve_files(int need, const char *what) {
     }
 }
 
-static Shard *new_lazy(const char *path, int cap, int vocab_size, int do_lower_case,
+static Shard *new_lazy(const char *path, ShardFiles *set, int vocab_size, int do_lower_case,
                        const char *md5, const char *split) {
     Shard *s = xcalloc(1, sizeof *s);
     int n = snprintf(s->path, sizeof s->path, "%.*s (%s)", (int)sizeof s->path - 16, path, split);
     RP_CHECK(n > 0 && (size_t)n < sizeof s->path, "%s: path too long", path);
-    s->parts = xcalloc((size_t)cap, sizeof *s->parts);
-    s->fds = xcalloc((size_t)cap, sizeof *s->fds);
-    s->token_counts = xcalloc((size_t)vocab_size, sizeof *s->token_counts);
+    s->parts = xcalloc((size_t)set->count, sizeof *s->parts);
+    s->files = set;
+    set->refs++;
     s->vocab_size = vocab_size;
     s->do_lower_case = do_lower_case;
     memcpy(s->vocab_md5, md5, 33);
@@ -94,38 +157,101 @@ static Shard *new_lazy(const char *path, int cap, int vocab_size, int do_lower_c
     return s;
 }
 
-static void add_part(Shard *s, const char *dir, const char *file, hid_t f, const char *path,
-                     const char *split, const SplitCounts *n) {
+void shard_files_release(ShardFiles *set) {
+    if (!set || --set->refs > 0)
+        return;
+    for (int i = 0; i < set->count; i++)
+        close(set->file[i].fd);
+    free(set);
+}
+
+static void add_part(Shard *s, ShardFile *f, int split) {
+    const SplitCounts *n = &f->count[split];
     if (n->documents == 0)
         return;
     ShardPart *p = &s->parts[s->num_parts++];
-    char name[64];
-    snprintf(p->file, sizeof p->file, "%s", file);
-    snprintf(name, sizeof name, "%s/tokens", split);
-    p->tokens_at = dataset_at(f, path, name, H5T_NATIVE_INT32, n->tokens);
-    snprintf(name, sizeof name, "%s/sentence_offsets", split);
-    p->sentences_at = dataset_at(f, path, name, H5T_NATIVE_INT64, n->sentences + 1);
-    snprintf(name, sizeof name, "%s/document_offsets", split);
-    p->documents_at = dataset_at(f, path, name, H5T_NATIVE_INT64, n->documents + 1);
-    p->doc_base = s->num_documents;
-    p->sent_base = s->num_sentences;
-    p->tok_base = s->num_tokens;
-    p->num_documents = n->documents;
-    p->num_sentences = n->sentences;
-    p->num_tokens = n->tokens;
+    *p = (ShardPart){f, split, s->num_documents, s->num_sentences, s->num_tokens,
+                     n->documents, n->sentences, n->tokens};
     s->num_documents += n->documents;
     s->num_sentences += n->sentences;
     s->num_tokens += n->tokens;
-    char full[CONFIG_PATH_MAX + 80];
-    snprintf(full, sizeof full, "%s/%s", dir, file);
-    p->fd = s->fds[s->num_fds++] = open(full, O_RDONLY);
-    RP_CHECK(p->fd >= 0, "%s: cannot open: %s", full, strerror(errno));
 }
 
 static SplitCounts index_counts(const cJSON *o, const char *name, const char *path) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, name);
     return (SplitCounts){json_int(c, "documents", path), json_int(c, "sentences", path),
                          json_int(c, "tokens", path)};
+}
+
+/* The set's shard files from the index, each opened and its seal's header and length checked
+ * (one 512-byte read: a missing, truncated or foreign file fails here; corruption inside it is
+ * found by file_ready at its first read). */
+static ShardFiles *open_files(const DataConfig *d, const char *index_path, const cJSON *root,
+                              const char *prepare_id) {
+    int num_shards = 0;
+    const cJSON *src, *sh;
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
+        num_shards += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(src, "shards"));
+    RP_CHECK(num_shards > 0, "%s: lists no shard", index_path);
+    reserve_files(num_shards, index_path);
+    ShardFiles *set = xcalloc(1, sizeof *set + (size_t)num_shards * sizeof set->file[0]);
+    snprintf(set->dir, sizeof set->dir, "%s", d->shard_dir);
+    snprintf(set->index, sizeof set->index, "%s", index_path);
+    snprintf(set->prepare_id, sizeof set->prepare_id, "%s", prepare_id);
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
+        cJSON_ArrayForEach(sh, cJSON_GetObjectItemCaseSensitive(src, "shards")) {
+            ShardFile *f = &set->file[set->count];
+            const char *file = json_string(sh, "file", index_path);
+            RP_CHECK(strlen(file) < sizeof f->name && !strchr(file, '/'), "%s: bad shard name '%s'",
+                     index_path, file);
+            snprintf(f->name, sizeof f->name, "%s", file);
+            f->count[0] = index_counts(sh, "train", index_path);
+            f->count[1] = index_counts(sh, "eval", index_path);
+            char path[CONFIG_PATH_MAX + 80], why[256];
+            file_path(path, sizeof path, set, f);
+            require_regular_file(path, "shard");
+            f->fd = open(path, O_RDONLY);
+            RP_CHECK(f->fd >= 0, "%s: cannot open: %s", path, strerror(errno));
+            set->count++;
+            H5SealStatus seal = h5_check_seal_fd(f->fd, 0, why, sizeof why);
+            RP_CHECK(seal == H5_SEAL_OK, "%s: %s (a shard of %s): run `realpos prepare CONFIG.ini` again",
+                     path, why, index_path);
+        }
+    return set;
+}
+
+/* Sum of the shards' /train/token_counts (the unigram baseline): from the index, or, for an index
+ * written before it held them, read from every shard (each verified: the old start-up cost). */
+static int token_counts(const cJSON *root, const char *index_path, ShardFiles *set, int64_t *out,
+                        int vocab_size) {
+    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(root, "train_token_counts"), *c;
+    if (counts) {
+        RP_CHECK(cJSON_IsArray(counts) && cJSON_GetArraySize(counts) == vocab_size,
+                 "%s: member 'train_token_counts': expected an array of vocab_size = %d numbers",
+                 index_path, vocab_size);
+        int v = 0;
+        cJSON_ArrayForEach(c, counts) {
+            RP_CHECK(cJSON_IsNumber(c) && c->valuedouble >= 0,
+                     "%s: member 'train_token_counts': expected counts, got a %s at %d", index_path,
+                     cJSON_IsNumber(c) ? "negative number" : "non-number", v);
+            out[v++] = (int64_t)c->valuedouble;
+        }
+        return 1;
+    }
+    int64_t *one = xmalloc((size_t)vocab_size * sizeof *one);
+    for (int i = 0; i < set->count; i++) {
+        char path[CONFIG_PATH_MAX + 80];
+        file_path(path, sizeof path, set, &set->file[i]);
+        file_ready(set, &set->file[i]);
+        hid_t h = h5_open_verified(path);
+        hsize_t n = (hsize_t)vocab_size;
+        h5_read_int64s(h, path, "train/token_counts", one, 1, &n);
+        h5_close(h, path);
+        for (int v = 0; v < vocab_size; v++)
+            out[v] += one[v];
+    }
+    free(one);
+    return 0;
 }
 
 static void open_set(const DataConfig *d, const char *index_path, const char *vocab_text,
@@ -138,59 +264,47 @@ static void open_set(const DataConfig *d, const char *index_path, const char *vo
     const char *format = json_string(root, "format", index_path);
     RP_CHECK(!strcmp(format, SHARD_SET_FORMAT), "%s: member 'format': expected '%s', got '%s'",
              index_path, SHARD_SET_FORMAT, format);
-    char prepare_id[17], md5[33];
-    snprintf(prepare_id, sizeof prepare_id, "%s", json_string(root, "prepare_id", index_path));
+    char md5[33];
     snprintf(md5, sizeof md5, "%s", json_string(root, "vocab_md5", index_path));
     int vocab_size = (int)json_int(root, "vocab_size", index_path);
     RP_CHECK(vocab_size > 0, "%s: member 'vocab_size': expected a positive number", index_path);
     int lower = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "do_lower_case"));
-    int num_shards = 0;
-    const cJSON *src, *sh;
-    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
-        num_shards += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(src, "shards"));
-    RP_CHECK(num_shards > 0, "%s: lists no shard", index_path);
-    reserve_files(2 * num_shards, index_path);
-    *train = new_lazy(index_path, num_shards, vocab_size, lower, md5, "train");
-    *eval = new_lazy(index_path, num_shards, vocab_size, lower, md5, "eval");
-    shard_check_vocab(*train, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
-    int64_t *counts = xmalloc((size_t)vocab_size * sizeof *counts);
     double t0 = now_seconds();
-    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
-        cJSON_ArrayForEach(sh, cJSON_GetObjectItemCaseSensitive(src, "shards")) {
-            const char *file = json_string(sh, "file", index_path);
-            RP_CHECK(strlen(file) < 64 && !strchr(file, '/'), "%s: bad shard name '%s'", index_path, file);
-            char path[CONFIG_PATH_MAX + 80];
-            snprintf(path, sizeof path, "%s/%s", d->shard_dir, file);
-            hid_t f = h5_open(path, 0); /* verifies the CRC-32 seal */
-            char *fmt = h5_attr_read_string(f, "format", path), *id = h5_attr_read_string(f, "prepare_id", path);
-            RP_CHECK(!strcmp(fmt, SHARD_SET_FORMAT), "%s: attribute 'format': expected '%s', got '%s'",
-                     path, SHARD_SET_FORMAT, fmt);
-            RP_CHECK(!strcmp(id, prepare_id),
-                     "%s: made by another prepare (prepare_id %s) than %s (prepare_id %s): run realpos "
-                     "prepare CONFIG.ini again",
-                     path, id, index_path, prepare_id);
-            free(fmt), free(id);
-            SplitCounts tr = index_counts(sh, "train", index_path), ev = index_counts(sh, "eval", index_path);
-            add_part(*train, d->shard_dir, file, f, path, "train", &tr);
-            add_part(*eval, d->shard_dir, file, f, path, "eval", &ev);
-            hsize_t n = (hsize_t)vocab_size;
-            h5_read_int64s(f, path, "train/token_counts", counts, 1, &n);
-            for (int v = 0; v < vocab_size; v++)
-                (*train)->token_counts[v] += counts[v];
-            h5_close(f, path);
-        }
+    ShardFiles *set = open_files(d, index_path, root, json_string(root, "prepare_id", index_path));
+    *train = new_lazy(index_path, set, vocab_size, lower, md5, "train");
+    *eval = new_lazy(index_path, set, vocab_size, lower, md5, "eval");
+    shard_check_vocab(*train, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
+    for (int i = 0; i < set->count; i++) {
+        add_part(*train, &set->file[i], 0);
+        add_part(*eval, &set->file[i], 1);
+    }
     SplitCounts want_train = index_counts(root, "train", index_path),
                 want_eval = index_counts(root, "eval", index_path);
     RP_CHECK((*train)->num_tokens == want_train.tokens && (*eval)->num_tokens == want_eval.tokens &&
                  (*train)->num_documents == want_train.documents &&
                  (*eval)->num_documents == want_eval.documents,
              "%s: the shards' counts do not add up to the index's totals", index_path);
-    rp_log("data: %s: %d shards, %lld train / %lld eval documents, %lld / %lld tokens "
-           "(checksums verified in %.2f s)",
-           index_path, num_shards, (long long)want_train.documents, (long long)want_eval.documents,
-           (long long)want_train.tokens, (long long)want_eval.tokens, now_seconds() - t0);
-    free(counts);
+    (*train)->token_counts = xcalloc((size_t)vocab_size, sizeof *(*train)->token_counts);
+    int lazy = token_counts(root, index_path, set, (*train)->token_counts, vocab_size);
+    rp_log("data: %s: %d shards, %lld train / %lld eval documents, %lld / %lld tokens (opened in "
+           "%.2f s; %s)",
+           index_path, set->count, (long long)want_train.documents, (long long)want_eval.documents,
+           (long long)want_train.tokens, (long long)want_eval.tokens, now_seconds() - t0,
+           lazy ? "each shard's checksum is verified at its first read"
+                : "every checksum verified now: this index predates 'train_token_counts', `realpos "
+                  "prepare CONFIG.ini` rewrites it and keeps the shards");
     cJSON_Delete(root);
+}
+
+void shard_set_verify(const Shard *s) {
+    if (!s->files)
+        return;
+    double t0 = now_seconds();
+    for (int i = 0; i < s->files->count; i++)
+        if (!s->files->file[i].ready)
+            file_ready(s->files, &s->files->file[i]);
+    rp_log("data: %s: %d shards verified in %.2f s", s->files->index, s->files->count,
+           now_seconds() - t0);
 }
 
 void shard_set_open(const DataConfig *d, const char *vocab_text, size_t vocab_len,
@@ -249,70 +363,19 @@ void shard_set_identity(const DataConfig *d, char *out, size_t size) {
     snprintf(out, size, "old shards: train.h5 header CRC-32 %08x, eval.h5 %08x", (unsigned)crc[0], (unsigned)crc[1]);
 }
 
-/* ---- the partition of a prepare in progress ------------------------------------------------- */
-
-static const char *partition(char *out, size_t size, long n) {
-    if (n == 1)
-        snprintf(out, size, "one whole prepare (N = 1)");
-    else
-        snprintf(out, size, "%ld parts (--part I/%ld)", n, n);
-    return out;
-}
-
-int shard_set_claim_parts(const char *dir, int num_parts) {
-    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64], text[16];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    write_file(tmp, text, (size_t)snprintf(text, sizeof text, "%d\n", num_parts));
-    int linked = link(tmp, path) == 0, err = errno; /* link(2) fails if the record exists */
-    unlink(tmp);
-    if (linked) {
-        sync_directory(path);
-        return num_parts;
-    }
-    RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
-    size_t len;
-    char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
-    char *end;
-    long was = strtol(recorded, &end, 10);
-    RP_CHECK(end != recorded && *end == '\n' && was >= 1 && was <= INT_MAX,
-             "%s: expected the N of the prepare in progress (a positive number and a newline), got "
-             "'%.*s'", path, (int)(len < 32 ? len : 32), recorded);
-    free(recorded);
-    return (int)was;
-}
-
-void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
-    char path[CONFIG_PATH_MAX + 32], before[64], now[64], finish[96];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    if (was == 1)
-        snprintf(finish, sizeof finish, "finish it with a whole `realpos prepare`");
-    else
-        snprintf(finish, sizeof finish, "run the remaining parts with --part I/%d (a lost part again "
-                 "with its own I)", was);
-    RP_FATAL("[data] shard_dir %s is being prepared by %s (recorded in %s), this prepare is %s: "
-             "two partitions of the corpus would mix in one shard set; %s, or, if no prepare of that "
-             "set is running any more, remove %s to start over with N = %d",
-             dir, partition(before, sizeof before, was), path, partition(now, sizeof now, num_parts),
-             finish, path, num_parts);
-}
-
-void shard_set_release_parts(const char *dir) {
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
-    sync_directory(path);
-}
-
 /* ---- reading --------------------------------------------------------------------------------- */
 
-static void read_at(const Shard *s, const ShardPart *p, void *out, size_t bytes, off_t at) {
+/* bytes at offset `at` of dataset `which` of part p's split: the file made ready first. */
+static void read_at(const Shard *s, const ShardPart *p, void *out, size_t bytes, int which, off_t at) {
+    if (!p->file->ready)
+        file_ready(s->files, p->file);
+    at += p->file->at[p->split][which];
     size_t done = 0;
     while (done < bytes) {
-        ssize_t got = pread(p->fd, (char *)out + done, bytes - done, at + (off_t)done);
+        ssize_t got = pread(p->file->fd, (char *)out + done, bytes - done, at + (off_t)done);
         if (got < 0 && errno == EINTR)
             continue;
-        RP_CHECK(got > 0, "%s: shard %s: %s at byte %lld", s->path, p->file,
+        RP_CHECK(got > 0, "%s: shard %s: %s at byte %lld", s->path, p->file->name,
                  got < 0 ? strerror(errno) : "file ends early", (long long)(at + (off_t)done));
         done += (size_t)got;
     }
@@ -339,10 +402,10 @@ void shard_document(const Shard *s, int64_t doc, int64_t *first, int64_t *count)
     }
     const ShardPart *p = find_part(s, doc, offsetof(ShardPart, doc_base));
     int64_t local = doc - p->doc_base, off[2];
-    read_at(s, p, off, sizeof off, p->documents_at + (off_t)local * 8);
+    read_at(s, p, off, sizeof off, AT_DOCUMENTS, (off_t)local * 8);
     RP_CHECK(off[0] >= 0 && off[1] > off[0] && off[1] <= p->num_sentences,
              "%s: shard %s: document_offsets[%lld] = %lld, %lld: expected increasing offsets in [0, %lld]",
-             s->path, p->file, (long long)local, (long long)off[0], (long long)off[1],
+             s->path, p->file->name, (long long)local, (long long)off[0], (long long)off[1],
              (long long)p->num_sentences);
     *first = p->sent_base + off[0];
     *count = off[1] - off[0];
@@ -360,13 +423,13 @@ void shard_sentence(const Shard *s, ShardWindow *w, int64_t sent, int64_t *from,
         const ShardPart *p = find_part(s, sent, offsetof(ShardPart, sent_base));
         int64_t local = sent - p->sent_base, n = p->num_sentences - local;
         n = n < SHARD_WINDOW ? n : SHARD_WINDOW;
-        read_at(s, p, w->offsets, (size_t)(n + 1) * 8, p->sentences_at + (off_t)local * 8);
+        read_at(s, p, w->offsets, (size_t)(n + 1) * 8, AT_SENTENCES, (off_t)local * 8);
         for (int64_t i = 0; i <= n; i++) {
             RP_CHECK((i == 0 ? w->offsets[0] >= 0 : w->offsets[i] > w->offsets[i - 1]) &&
                          w->offsets[i] <= p->num_tokens,
                      "%s: shard %s: sentence_offsets[%lld] = %lld: expected increasing offsets in "
                      "[0, %lld]",
-                     s->path, p->file, (long long)(local + i), (long long)w->offsets[i],
+                     s->path, p->file->name, (long long)(local + i), (long long)w->offsets[i],
                      (long long)p->num_tokens);
         }
         for (int64_t i = 0; i <= n; i++)
@@ -384,9 +447,9 @@ void shard_read_tokens(const Shard *s, int64_t from, int64_t n, int32_t *out) {
         return;
     }
     const ShardPart *p = find_part(s, from, offsetof(ShardPart, tok_base));
-    read_at(s, p, out, (size_t)n * sizeof *out, p->tokens_at + (off_t)(from - p->tok_base) * 4);
+    read_at(s, p, out, (size_t)n * sizeof *out, AT_TOKENS, (off_t)(from - p->tok_base) * 4);
     for (int64_t i = 0; i < n; i++)
         RP_CHECK(out[i] >= 0 && out[i] < s->vocab_size,
                  "%s: shard %s: dataset 'tokens': expected ids in [0, %d), got %d at index %lld",
-                 s->path, p->file, s->vocab_size, out[i], (long long)(from - p->tok_base + i));
+                 s->path, p->file->name, s->vocab_size, out[i], (long long)(from - p->tok_base + i));
 }

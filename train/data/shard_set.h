@@ -2,7 +2,8 @@
  *
  * Files (shard_dir):
  *   index.json           the set: format, prepare_id, settings, vocabulary, every source file with
- *                        its shards and counts; written last (its presence means complete)
+ *                        its shards and counts, train_token_counts (the shards' /train/token_counts
+ *                        summed); written last (its presence means complete)
  *   s<KEY>-<K>.h5        shard K (0, 1, ...) of the source file whose key is KEY (16 hex digits,
  *                        a hash of the prepare settings and the source path)
  *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done
@@ -35,12 +36,20 @@
 
 /* The documents of one split of data->shard_dir for training (split "train") or evaluation
  * ("eval"), checked against this vocabulary text and lower-casing (vocab_origin names it in
- * messages). A shard set is opened lazily (each shard's checksum verified once, here; tokens and
- * offsets read on demand); an old train.h5/eval.h5 pair is loaded whole as before. Fatal, with the
- * one command that fixes it, on a missing or incomplete set, another vocabulary, a shard whose
+ * messages). A shard set is opened from its index alone: each shard file is opened and its
+ * checksum header and length checked (512 bytes each), and the train token counts come from the
+ * index. A shard's whole CRC-32 seal is verified, its format and prepare_id checked and its
+ * datasets located at the first read of it (by either split; once per process: the descriptor
+ * stays open), so a corrupt shard is fatal, naming it, when the stream reaches it. Tokens and
+ * offsets are read on demand. An old train.h5/eval.h5 pair is loaded whole as before. Fatal, with
+ * the one command that fixes it, on a missing or incomplete set, another vocabulary, a shard whose
  * prepare_id, format or counts differ from the index. */
 void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
                     const char *vocab_origin, Shard **train, Shard **eval);
+
+/* Verify every shard of the set s (a Shard from shard_set_open) now, as its first reads would;
+ * nothing for an in-memory shard. Fatal on the first bad shard, naming it. */
+void shard_set_verify(const Shard *s);
 
 /* The identity of the data shard_set_open opens, as one line that ranks of a job compare: a set's
  * prepare_id and its index's train and eval totals; for old train.h5/eval.h5 the CRC-32 of each
@@ -70,7 +79,8 @@ void shard_set_release_parts(const char *dir);
 void shard_document(const Shard *s, int64_t doc, int64_t *first_sentence, int64_t *num_sentences);
 
 /* A window of consecutive sentence offsets, owned by the reader (an instance stream), so that a
- * lazy shard is read in blocks and the Shard itself stays read-only. */
+ * lazy shard is read in blocks. A Shard is shared by its readers; the one thing a read changes is
+ * a shard file's state at its first read (verified, located): readers run on one thread. */
 #define SHARD_WINDOW 1024
 typedef struct {
     int64_t first, count;                /* global sentences [first, first + count) cached */

@@ -59,6 +59,7 @@ static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
 
 void shard_buffer_init(ShardBuffer *b, int vocab_size) {
     memset(b, 0, sizeof *b);
+    b->vocab_size = vocab_size;
     b->token_counts = xcalloc((size_t)vocab_size, sizeof *b->token_counts);
     shard_buffer_clear(b);
 }
@@ -71,6 +72,7 @@ void shard_buffer_clear(ShardBuffer *b) {
         sb->document_offsets = grow(sb->document_offsets, &sb->cap_documents, 1, sizeof(int64_t));
         sb->sentence_offsets[0] = sb->document_offsets[0] = 0;
     }
+    memset(b->token_counts, 0, (size_t)b->vocab_size * sizeof *b->token_counts);
     b->bad_records = b->dropped_sentences = 0;
 }
 
@@ -349,6 +351,10 @@ void index_write(const SetSettings *s, const CorpusList *list) {
     const DataConfig *d = s->data;
     cJSON *root = cJSON_CreateObject(), *sources = cJSON_CreateArray();
     ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+    /* the shards' train token counts, summed (the unigram baseline pretraining reads from here,
+     * so that it opens no shard at start-up): each shard is read through its seal */
+    double *token_counts = xcalloc((size_t)s->vocab_size, sizeof *token_counts);
+    int64_t *one = xmalloc((size_t)s->vocab_size * sizeof *one);
     for (int i = 0; i < list->count; i++) {
         char stem[18];
         source_stem(stem, s, list->files[i].path);
@@ -360,9 +366,22 @@ void index_write(const SetSettings *s, const CorpusList *list) {
         add_counts(&total.eval, &ev);
         total.bad_records += (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "bad_records"));
         total.dropped_sentences += (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "dropped_sentences"));
+        const cJSON *shard;
+        cJSON_ArrayForEach(shard, cJSON_GetObjectItemCaseSensitive(m, "shards")) {
+            char path[CONFIG_PATH_MAX + 64];
+            const char *file = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(shard, "file"));
+            snprintf(path, sizeof path, "%s/%s", d->shard_dir, file ? file : "?");
+            hid_t f = h5_open(path, 0);
+            hsize_t vocab = (hsize_t)s->vocab_size;
+            h5_read_int64s(f, path, "train/token_counts", one, 1, &vocab);
+            h5_close(f, path);
+            for (int v = 0; v < s->vocab_size; v++)
+                token_counts[v] += (double)one[v];
+        }
         cJSON_DeleteItemFromObjectCaseSensitive(m, "prepare_id");
         cJSON_AddItemToArray(sources, m);
     }
+    free(one);
     int64_t docs = total.train.documents + total.eval.documents;
     char fraction[32];
     format_float(fraction, sizeof fraction, d->eval_fraction);
@@ -388,6 +407,8 @@ void index_write(const SetSettings *s, const CorpusList *list) {
     cJSON_AddItemToObject(root, "eval", counts_json(&total.eval));
     cJSON_AddNumberToObject(root, "bad_records", (double)total.bad_records);
     cJSON_AddNumberToObject(root, "dropped_sentences", (double)total.dropped_sentences);
+    cJSON_AddItemToObject(root, "train_token_counts", cJSON_CreateDoubleArray(token_counts, s->vocab_size));
+    free(token_counts);
     cJSON_AddItemToObject(root, "sources", sources);
     char path[CONFIG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", d->shard_dir, SHARD_SET_INDEX);

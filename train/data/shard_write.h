@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
     SplitBuffer split[2]; /* 0 train, 1 eval */
     int64_t *token_counts; /* [vocab_size] of the train split */
+    int vocab_size;
     int64_t bad_records, dropped_sentences;
 } ShardBuffer;
 
@@ -68,5 +69,7 @@ void manifest_write(const SetSettings *s, const CorpusFile *source, const char *
  * with verify, each of its shards must also be sealed intact. Adds its totals to *total. */
 int manifest_done(const SetSettings *s, const CorpusFile *source, const char *stem, int verify,
                   ShardCounts *total);
-/* index.json from the manifests of every source (all done); fatal if a split is empty. */
+/* index.json from the manifests of every source (all done) and the sum of the shards'
+ * train/token_counts (each shard read through its seal); fatal if a split is empty or a shard
+ * fails its seal. */
 void index_write(const SetSettings *s, const CorpusList *list);
