@@ -17,12 +17,13 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     those of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c)
     plus the relative terms' GEMMs as the kernels run them (flops_per_step below), summed over the
     timed batches' padded lengths;
-  - the same two measured at each step's own moment ("local"): the sgemm speed the host gave at
-    that moment (bench probes right after every step, outside the timings) times the step's
-    seconds is the sgemm work the host could have done meanwhile; "local % peak" is the row's
-    FLOPs over that, "local overhead" the row's local work per real token over that of the other
-    row, minus 1, round by round. Load on a shared host slows a probe and the step next to it
-    alike, so these hold where wall-clock medians swing by tens of percent;
+  - "local % peak": the fraction of peak at each step's own moment: the sgemm speed the host gave
+    then (bench probes right after every step, outside the timings) times the step's seconds is
+    the sgemm work the host could have done meanwhile, and the row's FLOPs are taken over that.
+    Load slows a probe and the step next to it alike, so this holds where the best-probe fraction
+    swings by tens of percent; as an overhead between rows run minutes apart it does not (a
+    probe and a step meet a busy host differently: +18.8% where the paired figure was +3.1%),
+    so overheads come from the pairs;
   - "paired overhead": the rows with an overhead row ran `realpos bench --against` that row's
     config, the two stepping alternately in one process; per run the median over step pairs of
     (seconds per real token of the row / of the other) - 1, then its median over the rounds;
@@ -166,11 +167,8 @@ def summarise(out):
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
         ref = runs.get((against, "realpos"), {}) if against else {}
         local = {r: local_sgemm_work(run) for r, run in rp.items() if local_sgemm_work(run)}
-        local_ref = {r: local_sgemm_work(run) for r, run in ref.items() if local_sgemm_work(run)}
         local_frac = [run_flops(models[name], rp[r], int(batch), int(seq))[1] * real_tokens(rp[r]) * 1e-9 / w
                       for r, w in local.items()] if name in models else []
-        local_overhead = [local[r] / real_tokens(rp[r]) / (local_ref[r] / real_tokens(ref[r])) - 1
-                          for r in sorted(local) if r in local_ref]
         gflops = spread([r["gflops"] for r in rp.values()])
         frac = None
         if gflops and peak > 0:
@@ -191,7 +189,6 @@ def summarise(out):
             "peak_fraction_all_flops": None if not frac or name not in flops else
             {k: v * flops[name][1] / flops[name][0] if k != "n" else v for k, v in frac.items()},
             "local_peak_fraction": spread(local_frac),
-            "local_overhead": spread(local_overhead),
             "paired_overhead": spread([r["paired"]["ratio_median"] - 1 for r in rp.values() if r.get("paired")]),
             "lengths_from": lengths_from or None,
             "real_tokens_per_s": spread([real_rate(r) for r in rp.values()]) if lengths_from else None,
@@ -243,7 +240,7 @@ def main(out):
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s (B x L)", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
             "% peak", "% peak (all FLOPs)", "local % peak", "overhead", "FLOP overhead", "CPU-time overhead",
-            "local overhead", "paired overhead",
+            "paired overhead",
             "RSS MB realpos/PyTorch"]
     table = [head]
     for r in results:
@@ -256,8 +253,7 @@ def main(out):
             fmt_fraction(r["local_peak_fraction"]),
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
             f"{100 * r['flop_overhead']:+.1f}%" if r["flop_overhead"] is not None else "-",
-            fmt(r["cpu_overhead"], "%+.1f%%", 100.0), fmt(r["local_overhead"], "%+.1f%%", 100.0),
-            fmt(r["paired_overhead"], "%+.1f%%", 100.0),
+            fmt(r["cpu_overhead"], "%+.1f%%", 100.0), fmt(r["paired_overhead"], "%+.1f%%", 100.0),
             f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
