@@ -26,8 +26,8 @@ typedef struct {
     float scale;  /* 1/sqrt(d) */
     int slots;    /* min(BH, ATTN_SLOTS); slot s owns bh in [s*BH/slots, (s+1)*BH/slots) */
     int block;    /* rows per relative-term GEMM (QA / KA blocks, method3 regions),
-                   * clamp(L/4, 16, 64): a block reaches at most L + block - 1 table rows
-                   * (all rows reach 2L-1 at k >= L-1), and GEMMs keep >= 16 rows */
+                   * clamp(L/4, 32, 64): a block reaches at most L + block - 1 table rows
+                   * (all rows reach 2L-1 at k >= L-1), and GEMMs keep >= 32 rows */
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
     float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */

@@ -75,7 +75,7 @@ def flops_per_step(model, B, L, M):
     terms = {"shaw": 1, "method4": 2}.get(model.get("relative_position", "none"), 0)
     if terms:
         k, d = int(model["relative_k"]), H // heads
-        m, T = min(k, L - 1), min(64, max(16, L // 4))
+        m, T = min(k, L - 1), min(64, max(32, L // 4))
         total += layers * B * heads * terms * 3 * 2.0 * relative_gemm_work(L, m, T) * d
     return model_flops, total
 

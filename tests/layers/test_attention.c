@@ -7,7 +7,9 @@
  *   - the fast d_qkv, d_table and d_carried equal the reference backward's;
  *   - the reference's d_qkv and d_table equal central differences of the reference loss;
  *   - k both below and above L-1, padding keys, dropout cases, and L = 36 where the relative
- *     terms run in several row blocks (block = 16 rows at this L).
+ *     terms run in several row blocks (block = 32 rows at this L), and L = 64, k = 70, whose
+ *     QA / KA blocks reach a quarter fewer table rows than all of them (the plan's choice of
+ *     blocks checked).
  * Also: the table row used for (i, j) is i-j+k (HuggingFace's relative_key[_query] at k >= L-1),
  * d_table accumulates, d_qkv is overwritten, and results are bit-identical with 1 and 2
  * threads. */
@@ -18,6 +20,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "layers/attention.h"
+#include "layers/attention_plan.h"
 #include "layers/attention_reference.h"
 #include "tests/check.h"
 
@@ -400,6 +403,15 @@ int main(void) {
             check_case(&t, &longer, seed++);
         if (rel == REL_SHAW || rel == REL_METHOD3 || rel == REL_METHOD4)
             check_case(&t, &longer_wide, seed++);
+        const Case blocked = {rel, 1, 64, 4, 1, 70, 0, 0, 1, 0.0f};
+        if (rel == REL_SHAW || rel == REL_METHOD4) {
+            AttnPlan plan;
+            const AttnShape shape = layer_shape(&blocked, 0);
+            attn_plan(&plan, &shape, NULL);
+            CHECK(&t, plan.block == 32, "%s: L = 64, k = 70 runs the relative terms in blocks of 32 rows (%d)",
+                  rel_kind_name(rel), plan.block);
+            check_case(&t, &blocked, seed++);
+        }
         /* dropout, plain and residual, every mode */
         const Case dropout_plain = {rel, 2, 7, 12, 2, 2, 0, 0, 1, 0.3f};
         const Case dropout_residual = {rel, 2, 7, 12, 2, 9, 1, 1, 2, 0.2f};
