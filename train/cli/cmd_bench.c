@@ -225,6 +225,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
     train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
                     NULL, 0);
+    b->ts.peak.spread_left = 0; /* no probe inside a timed step: the bench probes between steps */
     b->step_s = xmalloc(sizeof(double) * (size_t)o->steps);
     b->step_real = xmalloc(sizeof(long) * (size_t)o->steps);
 }
@@ -317,7 +318,6 @@ int cmd_bench(int argc, char **argv) {
     double *probes = xmalloc(sizeof(double) * (size_t)max_probes);
     int num_probes = 0;
     PeakEstimate *peak = &side.ts.peak;
-    peak->spread_left = 0; /* the bench probes after every step itself, outside the timings */
     probes[num_probes++] = peak->probe_gflops;
     for (int s = 0; s < warmup + steps; s++) {
         /* --against: both configurations take step s back to back, alternating which goes first, so
