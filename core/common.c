@@ -167,18 +167,25 @@ void write_file(const char *path, const void *data, size_t len) {
     RP_CHECK(write_file_status(path, data, len, why, sizeof why) == 0, "%s", why);
 }
 
+long temp_name_stale_pid(const char *name) {
+    const char *tail = strstr(name, ".tmp.");
+    char *end;
+    if (!tail)
+        return 0;
+    long pid = strtol(tail + 5, &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    return pid;
+}
+
 void remove_stale_temp_files(const char *dir) {
     DIR *d = opendir(dir);
     if (!d)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *tail = strstr(e->d_name, ".tmp.");
-        char *end;
-        if (!tail)
-            continue;
-        long pid = strtol(tail + 5, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        const long pid = temp_name_stale_pid(e->d_name);
+        if (!pid)
             continue; /* not ours to judge: a malformed name, or a writer that is still alive */
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -76,6 +76,9 @@ const char *enum_name(const char *const *names, int value);
 /* Temporary files are NAME.tmp.PID; remove those in dir whose writing process no longer exists
  * (a killed save), logging each. */
 void remove_stale_temp_files(const char *dir);
+/* The PID of a temporary name NAME.tmp.PID whose writer is gone (not this process, not alive),
+ * else 0: a malformed name, or a writer that may still be writing. */
+long temp_name_stale_pid(const char *name);
 /* The directory part of path ("." if none). */
 void path_directory(char *out, size_t size, const char *path);
 

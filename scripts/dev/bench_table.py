@@ -166,7 +166,7 @@ def summarise(out):
     for name, _torch, against, batch, seq, overrides, lengths_from in rows:
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
         ref = runs.get((against, "realpos"), {}) if against else {}
-        local = {r: local_sgemm_work(run) for r, run in rp.items() if local_sgemm_work(run)}
+        local = {r: work for r, run in rp.items() if (work := local_sgemm_work(run))}
         local_frac = [run_flops(models[name], rp[r], int(batch), int(seq))[1] * real_tokens(rp[r]) * 1e-9 / w
                       for r, w in local.items()] if name in models else []
         gflops = spread([r["gflops"] for r in rp.values()])

@@ -302,12 +302,12 @@ int cmd_bench(int argc, char **argv) {
     dist_init(&dist, NULL, NULL);
     BenchSide side, other;
     bench_side_create(&side, args.positional[0], args, &o, &dist);
-    const Config cfg = side.cfg;
+    const Config *cfg = &side.cfg;
     if (against_path) {
         bench_side_create(&other, against_path, args, &o, &dist);
-        RP_CHECK(other.cfg.train.threads == cfg.train.threads, "--against %s: train.threads is %d there and %d in %s: "
+        RP_CHECK(other.cfg.train.threads == cfg->train.threads, "--against %s: train.threads is %d there and %d in %s: "
                  "the two sides of a pair must run on the same threads", against_path, other.cfg.train.threads,
-                 cfg.train.threads, args.positional[0]);
+                 cfg->train.threads, args.positional[0]);
         RP_CHECK(other.B == side.B && other.L == side.L, "--against %s: batches of %d x %d there, %d x %d in %s: the "
                  "two sides of a pair time the same shapes", against_path, other.B, other.L, side.B, side.L,
                  args.positional[0]);
@@ -335,7 +335,7 @@ int cmd_bench(int argc, char **argv) {
     const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
     double flops = 0;
     for (int i = 0; i < counted.count; i++)
-        flops += model_flops_per_step(&cfg.model, B, counted.lengths[i], M);
+        flops += model_flops_per_step(&cfg->model, B, counted.lengths[i], M);
     double tokens_per_s = (double)counted.computed_tokens / elapsed;
     double real_tokens_per_s = (double)counted.real_tokens / elapsed;
     double mean_padded = (double)counted.computed_tokens / ((double)B * counted.count);
@@ -347,13 +347,13 @@ int cmd_bench(int argc, char **argv) {
     char cpu_model[256], tokens_text[160];
     cpu_model_name(cpu_model, sizeof cpu_model);
     const char *coretype = getenv("OPENBLAS_CORETYPE");
-    const char *task_name = cfg.task.type == TASK_SQUAD ? "squad" : glue_task_name(cfg.task.glue_task);
+    const char *task_name = cfg->task.type == TASK_SQUAD ? "squad" : glue_task_name(cfg->task.glue_task);
     if (lengths_path) {
         printf("bench: fine-tuning %s on %s: %d sequences of %.1f tokens on average (at most %d), batches of %d "
                "padded to %s%s; the timed batches: %.1f real tokens per sequence, padded to %.1f\n", task_name,
                lengths_path, side.task.data.features.count, side.task.mean_length, L, B,
-               cfg.task.padding == PAD_LONGEST ? "their longest sequence" : "task.max_seq_len",
-               cfg.task.group_by_length ? ", grouped by length" : "",
+               cfg->task.padding == PAD_LONGEST ? "their longest sequence" : "task.max_seq_len",
+               cfg->task.group_by_length ? ", grouped by length" : "",
                (double)counted.real_tokens / ((double)B * counted.count), mean_padded);
         snprintf(tokens_text, sizeof tokens_text, "%.1f real tokens/s (%.1f computed: B x padded length)",
                  real_tokens_per_s, tokens_per_s);
@@ -396,8 +396,8 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddStringToObject(ft, "task", task_name);
             cJSON_AddNumberToObject(ft, "sequences", side.task.data.features.count);
             cJSON_AddNumberToObject(ft, "mean_length", side.task.mean_length);
-            cJSON_AddStringToObject(ft, "padding", cfg.task.padding == PAD_LONGEST ? "longest" : "max_length");
-            cJSON_AddBoolToObject(ft, "group_by_length", cfg.task.group_by_length);
+            cJSON_AddStringToObject(ft, "padding", cfg->task.padding == PAD_LONGEST ? "longest" : "max_length");
+            cJSON_AddBoolToObject(ft, "group_by_length", cfg->task.group_by_length);
         } else {
             cJSON_AddNullToObject(o, "finetune");
         }

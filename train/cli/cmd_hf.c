@@ -1,9 +1,7 @@
 /* realpos import-hf / export-hf: HuggingFace BERT folders <-> realpos checkpoints
  * (train/model/hf.h, docs/huggingface.md). */
 #include <dirent.h>
-#include <signal.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,12 +112,9 @@ static void remove_stale_exports(const char *out) {
     const size_t base_len = strlen(base);
     DIR *d = opendir(parent);
     for (struct dirent *e; d && (e = readdir(d));) {
-        char *end;
-        if (strncmp(e->d_name, base, base_len) || strncmp(e->d_name + base_len, ".tmp.", 5))
-            continue;
-        const long pid = strtol(e->d_name + base_len + 5, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* a malformed name, or a writer still alive */
+        const long pid = temp_name_stale_pid(e->d_name);
+        if (!pid || strncmp(e->d_name, base, base_len) || strncmp(e->d_name + base_len, ".tmp.", 5))
+            continue; /* another name, or a writer still alive */
         char path[2 * PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
         remove_temp_dir(path);
