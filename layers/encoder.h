@@ -31,7 +31,7 @@ typedef struct {
     float *ctx;                              /* [N, H] */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
-    float *ffn_pre, *ffn_act;                /* [N, I]: W1 h + b1, gelu of it */
+    float *ffn_slope, *ffn_act;              /* [N, I]: gelu'(W1 h + b1), gelu(W1 h + b1) */
     float *sum2;                             /* [N, H] */
 } LayerActs;
 

@@ -46,7 +46,7 @@ static void attention_block_backward(float *d_in, const float *d_proj, LayerPara
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_gelu_forward(a->ffn_pre, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
+    linear_gelu_forward(a->ffn_slope, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
     linear_forward(s->proj, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
 }
 
@@ -55,7 +55,7 @@ static void ffn_block_backward(float *d_in, const float *d_proj, LayerParams *g,
                                const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     linear_backward(s->d_ffn, g->ffn_out_w, g->ffn_out_b, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
-    gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_pre, N, I);
+    gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
     linear_backward(d_in, g->ffn_in_w, NULL, s->d_ffn, in, p->ffn_in_w, N, H, I);
 }
 

@@ -53,29 +53,32 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
 /* Bias-GELU work unit of the fused [N, o] ops below: one thread owns this many columns. */
 enum { GELU_COL_BLOCK = 64 };
 
-/* pre [N,o] = in [N,i] . W [o,i]^T + b [o];  act = gelu(pre): the GEMM writes pre (beta 0), one
- * pass adds the bias and applies GELU (instead of a bias fill, a GEMM reading it back, and a
- * separate GELU pass). */
-void linear_gelu_forward(float *restrict pre, float *restrict act, const float *restrict in,
+/* act [N,o] = gelu(pre), pre = in [N,i] . W [o,i]^T + b [o], and slope [N,o] = gelu'(pre) =
+ * Phi(pre) + pre phi(pre) for the backward: the GEMM writes pre into slope (beta 0), one pass adds
+ * the bias, applies GELU and overwrites pre with its slope. erf(pre / sqrt 2) is computed here once
+ * for both, so the backward needs neither erf nor exp, and pre itself is not kept. */
+void linear_gelu_forward(float *restrict slope, float *restrict act, const float *restrict in,
                          const float *restrict W, const float *restrict b, int N, int i, int o) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f, pre, o);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f, slope, o);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *restrict p = pre + (size_t)n * o, *restrict a = act + (size_t)n * o;
+        float *restrict s = slope + (size_t)n * o, *restrict a = act + (size_t)n * o;
 #pragma omp simd
         for (int c = 0; c < o; c++) {
-            const float x = p[c] + b[c];
-            p[c] = x;
-            a[c] = 0.5f * x * (1.0f + erff(x * GELU_INV_SQRT2));
+            const float x = s[c] + b[c];
+            const float cdf = 0.5f * (1.0f + erff(x * GELU_INV_SQRT2));
+            const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x * x);
+            a[c] = x * cdf;
+            s[c] = cdf + x * pdf;
         }
     }
 }
 
-/* d_pre [N,o] = d_act * gelu'(pre) (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's
- * backward and the bias gradient of the linear before it in one pass. Threads own column blocks
- * and sum over rows in order, so db is the same for any thread count. */
+/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
+ * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
+ * over rows in order, so db is the same for any thread count. */
 void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
-                        const float *restrict pre, int N, int o) {
+                        const float *restrict slope, int N, int o) {
     const int n_blocks = (o + GELU_COL_BLOCK - 1) / GELU_COL_BLOCK;
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < n_blocks; block++) {
@@ -84,14 +87,12 @@ void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
         float acc[GELU_COL_BLOCK] = {0};
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * o + c0;
-            const float *restrict x = pre + row;
+            const float *restrict s = slope + row;
             const float *g = d_act + row;
             float *dx = d_pre + row;
 #pragma omp simd
             for (int c = 0; c < width; c++) {
-                const float cdf = 0.5f * (1.0f + erff(x[c] * GELU_INV_SQRT2));
-                const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x[c] * x[c]);
-                const float d = g[c] * (cdf + x[c] * pdf);
+                const float d = g[c] * s[c];
                 dx[c] = d;
                 acc[c] += d;
             }

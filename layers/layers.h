@@ -51,13 +51,14 @@ void gelu_forward(float *out, const float *in, size_t n);
 /* d_in = d_out * (Phi(x) + x phi(x)); d_in may alias d_out. */
 void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 
-/* The feed-forward input, linear + GELU fused (gelu.c):
- * pre [N,o] = in [N,i] . W [o,i]^T + b;  act = gelu(pre)   (one GEMM, one pass) */
-void linear_gelu_forward(float *pre, float *act, const float *in, const float *W, const float *b,
+/* The feed-forward input, linear + GELU fused (gelu.c), keeping GELU's slope for backward
+ * instead of its input: pre = in [N,i] . W [o,i]^T + b;  act [N,o] = gelu(pre);
+ * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass) */
+void linear_gelu_forward(float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
-/* d_pre [N,o] = d_act * gelu'(pre) (may alias d_act);  db [o] += sum_n d_pre   (one pass; the
- * linear's d_in and dW then come from linear_backward with db = NULL) */
-void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *pre, int N, int o);
+/* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
+ * exp; the linear's d_in and dW then come from linear_backward with db = NULL) */
+void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *slope, int N, int o);
 
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]

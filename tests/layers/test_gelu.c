@@ -9,6 +9,9 @@
 
 
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+static double gelu_slope_ref(double x) {
+    return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+}
 
 static void test_gelu(TestTally *t, Rng *rng) {
     Pool pool = {0};
@@ -50,8 +53,10 @@ static void test_gelu(TestTally *t, Rng *rng) {
 }
 
 /* linear_gelu_forward + gelu_bias_backward (+ linear_backward with db = NULL): the feed-forward
- * input against a double reference, act = gelu(in W^T + b), and d_in, dW, db against central
- * differences of sum(w . act); db accumulates; db and d_pre bit-identical with 1 and 2 threads. */
+ * input against a double reference, act = gelu(in W^T + b) and slope = gelu'(in W^T + b); d_in,
+ * dW, db against central differences of sum(w . act); the fused ops equal the unfused
+ * composition (linear_forward, gelu_forward, gelu_backward, linear_backward's db) up to rounding;
+ * db accumulates; db and d_pre bit-identical with 1 and 2 threads. */
 typedef struct {
     int N, I, O;
     double *in, *W, *b, *w;
@@ -75,34 +80,52 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     const int N = 9, I = 6, O = 70; /* two column blocks of the bias gradient */
     float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
     float *b = uniform(&pool, rng, O, -1, 1), *w = uniform(&pool, rng, N * O, -1, 1);
-    float *pre = nans(&pool, N * O), *act = nans(&pool, N * O);
-    linear_gelu_forward(pre, act, in, W, b, N, I, O);
+    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O);
+    linear_gelu_forward(slope, act, in, W, b, N, I, O);
     LinearGeluRef r = {N, I, O, doubles(&pool, in, N * I), doubles(&pool, W, O * I),
                        doubles(&pool, b, O), doubles(&pool, w, N * O)};
     double *expected = pool_alloc(&pool, N * O, sizeof *expected);
+    double *expected_slope = pool_alloc(&pool, N * O, sizeof *expected_slope);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
             double x = r.b[o];
             for (int c = 0; c < I; c++)
                 x += r.in[n * I + c] * r.W[o * I + c];
             expected[n * O + o] = gelu_ref(x);
+            expected_slope[n * O + o] = gelu_slope_ref(x);
         }
     double err = rel_err(act, expected, N * O);
     CHECK(t, err < 1e-5, "linear_gelu_forward matches gelu(in W^T + b) (rel err %.2e)", err);
+    err = rel_err(slope, expected_slope, N * O);
+    CHECK(t, err < 1e-5, "linear_gelu_forward slope matches gelu'(in W^T + b) (rel err %.2e)", err);
     float *d_pre = copy(&pool, w, N * O), *db = zeros(&pool, O), *dW = zeros(&pool, O * I);
     float *d_in = nans(&pool, N * I);
-    gelu_bias_backward(d_pre, db, d_pre, pre, N, O); /* in place, as the encoder layer calls it */
+    gelu_bias_backward(d_pre, db, d_pre, slope, N, O); /* in place, as the encoder layer calls it */
     linear_backward(d_in, dW, NULL, d_pre, in, W, N, I, O);
     check_grad(t, &pool, "linear_gelu d_in", d_in, r.in, N * I, linear_gelu_loss, &r);
     check_grad(t, &pool, "linear_gelu dW", dW, r.W, O * I, linear_gelu_loss, &r);
     check_grad(t, &pool, "gelu_bias_backward db", db, r.b, O, linear_gelu_loss, &r);
+
+    /* the unfused composition: pre = linear_forward, gelu_forward, gelu_backward(pre), db pass */
+    float *pre = nans(&pool, N * O), *act_unfused = nans(&pool, N * O);
+    float *d_pre_unfused = nans(&pool, N * O), *db_unfused = zeros(&pool, O);
+    float *dW_unused = zeros(&pool, O * I);
+    linear_forward(pre, in, W, b, N, I, O);
+    gelu_forward(act_unfused, pre, N * O);
+    gelu_backward(d_pre_unfused, w, pre, N * O);
+    linear_backward(NULL, dW_unused, db_unfused, d_pre_unfused, in, W, N, I, O);
+    err = fmax(rel_err(act, doubles(&pool, act_unfused, N * O), N * O),
+               fmax(rel_err(d_pre, doubles(&pool, d_pre_unfused, N * O), N * O),
+                    rel_err(db, doubles(&pool, db_unfused, O), O)));
+    CHECK(t, err < 1e-5, "linear_gelu_forward + gelu_bias_backward = linear, gelu forward and backward, "
+          "bias sum (rel err %.2e)", err);
     float *db_once = copy(&pool, db, O), *scratch = copy(&pool, w, N * O);
-    gelu_bias_backward(scratch, db, scratch, pre, N, O);
+    gelu_bias_backward(scratch, db, scratch, slope, N, O);
     err = doubling_err(&pool, db, db_once, O);
     CHECK(t, err < 1e-6, "gelu_bias_backward db accumulates (rel err %.2e)", err);
 
     const int BN = 64, BO = 300;
-    float *x = uniform(&pool, rng, BN * BO, -4, 4), *g = uniform(&pool, rng, BN * BO, -1, 1);
+    float *x = uniform(&pool, rng, BN * BO, -0.2f, 1.2f), *g = uniform(&pool, rng, BN * BO, -1, 1);
     float *dx[2], *dbias[2];
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run + 1);

@@ -66,7 +66,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
         la->norm2 = arena_take(ar, N * H);
         la->norm2_mean = arena_take(ar, N);
         la->norm2_rstd = arena_take(ar, N);
-        la->ffn_pre = arena_take(ar, N * I);
+        la->ffn_slope = arena_take(ar, N * I);
         la->ffn_act = arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
     }
