@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+/* db work unit of dropout_bias_backward: one thread owns this many columns. */
+enum { DROPOUT_COL_BLOCK = 64 };
+
 #include "core/common.h"
 #include "core/rng.h"
 
@@ -45,4 +48,33 @@ void dropout_forward(float *out, const float *in, size_t n, float p, uint64_t ke
 /* d_in [n] = keep(e) ? d_out / (1-p) : 0 (the forward mask, regenerated from key) */
 void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64_t key) {
     dropout_apply(d_in, d_out, n, p, key);
+}
+
+/* d_in [N,C] = keep ? d_out / (1-p) : 0 and db [C] += sum_n d_in. Threads own column blocks and
+ * sum over rows in order, so db is the same for any thread count (as linear_backward's). */
+void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, int N, int C,
+                           float p, uint64_t key) {
+    RP_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+    RP_CHECK(dropout_indices_fit((uint64_t)N * (uint64_t)C),
+             "dropout: [%d, %d] exceeds one key's 2^32 mask indices", N, C);
+    const int n_blocks = (C + DROPOUT_COL_BLOCK - 1) / DROPOUT_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int block = 0; block < n_blocks; block++) {
+        const int c0 = block * DROPOUT_COL_BLOCK;
+        const int width = C - c0 < DROPOUT_COL_BLOCK ? C - c0 : DROPOUT_COL_BLOCK;
+        float acc[DROPOUT_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const size_t first = (size_t)n * C + c0;
+            float *dx = d_in + first;
+            if (p > 0.0f)
+                dropout_span(dx, d_out + first, (size_t)width, p, key, first);
+            else if (dx != d_out + first)
+                memcpy(dx, d_out + first, (size_t)width * sizeof *dx);
+#pragma omp simd
+            for (int c = 0; c < width; c++)
+                acc[c] += dx[c];
+        }
+        for (int c = 0; c < width; c++)
+            db[c0 + c] += acc[c];
+    }
 }

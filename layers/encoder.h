@@ -37,8 +37,9 @@ typedef struct {
 
 /* Scratch shared by all layers (contents do not survive a call). */
 typedef struct {
-    float *proj;        /* [N, H] projection outputs before dropout/residual */
-    float *d_a, *d_b;   /* [N, H] gradient temporaries */
+    float *proj;        /* [N, H] projection outputs before dropout/residual; in the backward,
+                         * the layer norms' row statistics [2N] */
+    float *d_a, *d_b;   /* [N, H] gradient temporaries (d_a: Pre-LN only) */
     float *d_ffn;       /* [N, I] */
     float *d_qkv;       /* [N, 3H] */
     float *d_ctx;       /* [N, H] */

@@ -14,12 +14,6 @@ static void add_vectors(float *y, const float *a, const float *b, size_t n) {
         y[e] = a[e] + b[e];
 }
 
-static void accumulate(float *y, const float *x, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t e = 0; e < n; e++)
-        y[e] += x[e];
-}
-
 /* Attention block: proj [N,H] = W_o . attention(W_qkv . in) + b_o (before dropout). */
 static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *in,
                                     const LayerParams *p, const int *mask, const LayerShape *sh,
@@ -31,15 +25,19 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
     linear_forward(s->proj, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
 }
 
-/* d_in [N,H] (overwrites) from d_proj [N,H] (gradient after dropout backward). */
-static void attention_block_backward(float *d_in, const float *d_proj, LayerParams *g,
-                                     LayerScratch *s, const float *in, const LayerActs *a,
-                                     const LayerParams *p, const LayerShape *sh, uint64_t key) {
+/* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
+ * into the pass that produced d_proj): overwritten, or added to what d_in holds if
+ * add_to_d_in (Post-LN: the residual's gradient is there already). */
+static void attention_block_backward(float *d_in, int add_to_d_in, const float *d_proj,
+                                     LayerParams *g, LayerScratch *s, const float *in,
+                                     const LayerActs *a, const LayerParams *p, const LayerShape *sh,
+                                     uint64_t key) {
     int N = sh->N, H = sh->H;
-    linear_backward(s->d_ctx, g->attn_out_w, g->attn_out_b, d_proj, a->ctx, p->attn_out_w, N, H, H);
+    linear_backward(s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
     attention_backward(s->d_qkv, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
                        p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
-    linear_backward(d_in, g->qkv_w, g->qkv_b, s->d_qkv, in, p->qkv_w, N, H, 3 * H);
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, g->qkv_b, s->d_qkv,
+                                                                in, p->qkv_w, N, H, 3 * H);
 }
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout). */
@@ -50,13 +48,15 @@ static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, co
     linear_forward(s->proj, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
 }
 
-static void ffn_block_backward(float *d_in, const float *d_proj, LayerParams *g, LayerScratch *s,
-                               const float *in, const LayerActs *a, const LayerParams *p,
-                               const LayerShape *sh) {
+/* d_in [N,H] from d_proj [N,H], as attention_block_backward (b2's gradient is the caller's). */
+static void ffn_block_backward(float *d_in, int add_to_d_in, const float *d_proj, LayerParams *g,
+                               LayerScratch *s, const float *in, const LayerActs *a,
+                               const LayerParams *p, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_backward(s->d_ffn, g->ffn_out_w, g->ffn_out_b, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
+    linear_backward(s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
     gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
-    linear_backward(d_in, g->ffn_in_w, NULL, s->d_ffn, in, p->ffn_in_w, N, H, I);
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->ffn_in_w, NULL, s->d_ffn,
+                                                                in, p->ffn_in_w, N, H, I);
 }
 
 const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x,
@@ -89,34 +89,30 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
 void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScratch *s,
                             const float *x, const LayerActs *a, const LayerParams *p,
                             const LayerShape *sh, LayerKeys keys) {
-    size_t NH = (size_t)sh->N * sh->H;
     int N = sh->N, H = sh->H;
-    float p_drop = sh->hidden_dropout;
+    float p_drop = sh->hidden_dropout, *row_stats = s->proj; /* proj is free in the backward */
     if (!sh->pre_norm) {
-        /* d_out -> d_sum2 -> (d_norm1 via residual) + (d_norm1 via ffn) -> d_sum1 -> d_x */
-        float *d_sum2 = d_out, *d_sum1 = s->d_a;
-        layernorm_backward(d_sum2, g->norm2_g, g->norm2_b, d_out, a->sum2, p->norm2_g,
-                           a->norm2_mean, a->norm2_rstd, N, H);
-        dropout_backward(s->d_b, d_sum2, NH, p_drop, keys.ffn_out);
-        ffn_block_backward(d_sum1, s->d_b, g, s, a->norm1, a, p, sh);
-        accumulate(d_sum1, d_sum2, NH); /* d_norm1 */
-        layernorm_backward(d_sum1, g->norm1_g, g->norm1_b, d_sum1, a->sum1, p->norm1_g,
-                           a->norm1_mean, a->norm1_rstd, N, H);
-        dropout_backward(s->d_b, d_sum1, NH, p_drop, keys.attn_out);
-        attention_block_backward(d_x, s->d_b, g, s, x, a, p, sh, keys.attn_probs);
-        accumulate(d_x, d_sum1, NH);
+        /* d_out -> d_sum2 (in place) -> += d_norm1 via ffn -> d_sum1 (into d_x) -> += via attention.
+         * Each residual_layernorm_backward also gives the dropped branch's gradient s->d_b and
+         * the bias gradient of the linear before that dropout. */
+        residual_layernorm_backward(d_out, s->d_b, g->ffn_out_b, g->norm2_g, g->norm2_b, row_stats,
+                                    d_out, NULL, a->sum2, p->norm2_g, a->norm2_mean, a->norm2_rstd,
+                                    N, H, p_drop, keys.ffn_out);
+        ffn_block_backward(d_out, 1, s->d_b, g, s, a->norm1, a, p, sh);
+        residual_layernorm_backward(d_x, s->d_b, g->attn_out_b, g->norm1_g, g->norm1_b, row_stats,
+                                    d_out, NULL, a->sum1, p->norm1_g, a->norm1_mean, a->norm1_rstd,
+                                    N, H, p_drop, keys.attn_out);
+        attention_block_backward(d_x, 1, s->d_b, g, s, x, a, p, sh, keys.attn_probs);
         return;
     }
-    /* d_out = d_sum2 -> d_sum1 (residual + through LN2/ffn) -> d_x (residual + through LN1/attn) */
-    float *d_sum2 = d_out, *d_sum1 = s->d_a;
-    dropout_backward(s->d_b, d_sum2, NH, p_drop, keys.ffn_out);
-    ffn_block_backward(d_sum1, s->d_b, g, s, a->norm2, a, p, sh);
-    layernorm_backward(d_sum1, g->norm2_g, g->norm2_b, d_sum1, a->sum1, p->norm2_g, a->norm2_mean,
-                       a->norm2_rstd, N, H);
-    accumulate(d_sum1, d_sum2, NH);
-    dropout_backward(s->d_b, d_sum1, NH, p_drop, keys.attn_out);
-    attention_block_backward(d_x, s->d_b, g, s, a->norm1, a, p, sh, keys.attn_probs);
-    layernorm_backward(d_x, g->norm1_g, g->norm1_b, d_x, x, p->norm1_g, a->norm1_mean,
-                       a->norm1_rstd, N, H);
-    accumulate(d_x, d_sum1, NH);
+    /* d_out = d_sum2 -> d_sum1 = d_sum2 + via LN2/ffn (in place) -> d_x = d_sum1 + via LN1/attention */
+    float *d_norm = s->d_a;
+    dropout_bias_backward(s->d_b, g->ffn_out_b, d_out, N, H, p_drop, keys.ffn_out);
+    ffn_block_backward(d_norm, 0, s->d_b, g, s, a->norm2, a, p, sh);
+    residual_layernorm_backward(d_out, s->d_b, g->attn_out_b, g->norm2_g, g->norm2_b, row_stats,
+                                d_norm, d_out, a->sum1, p->norm2_g, a->norm2_mean, a->norm2_rstd, N,
+                                H, p_drop, keys.attn_out);
+    attention_block_backward(d_x, 0, s->d_b, g, s, a->norm1, a, p, sh, keys.attn_probs);
+    residual_layernorm_backward(d_x, NULL, NULL, g->norm1_g, g->norm1_b, row_stats, d_x, d_out, x,
+                                p->norm1_g, a->norm1_mean, a->norm1_rstd, N, H, 0.0f, 0);
 }

@@ -131,3 +131,98 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
             dx[c] = rs * (g[c] * gamma[c] - mean_g - (x[c] - mu) * rs * mean_gx);
     }
 }
+
+/* keep ? v : +0 for the dropout mask bit of element `index` (v already scaled by 1/(1-p)), as a
+ * bit mask so that a loop over it has no branch to vectorise (as dropout_span) */
+static inline float dropout_masked(float v, uint64_t key, uint32_t index, uint32_t threshold) {
+    union {
+        float f;
+        uint32_t u;
+    } kept = {v};
+    kept.u &= 0u - (uint32_t)(hash_bits24(key, index) >= threshold);
+    return kept.f;
+}
+
+/* With xhat, g as layernorm_backward, mean_g = mean_c(g * gamma), mean_gx = mean_c(g * gamma *
+ * xhat) per row (the first pass, into row_stats), then per column block over all rows:
+ *   d_sum = rstd * (g * gamma - mean_g - xhat * mean_gx) [+ d_res]
+ *   d_gamma += g * xhat,  d_beta += g,  d_branch = keep ? d_sum / (1-p) : 0,  d_bias += d_branch
+ * Each element is read before it is written, so d_sum may alias d_out or d_res. Threads own
+ * column blocks and sum over rows in order: every result is the same for any thread count. */
+void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict d_bias,
+                                 float *restrict d_gamma, float *restrict d_beta,
+                                 float *restrict row_stats, const float *d_out, const float *d_res,
+                                 const float *restrict in, const float *restrict gamma,
+                                 const float *restrict mean, const float *restrict rstd, int N,
+                                 int C, float p, uint64_t key) {
+    RP_CHECK(!d_branch || (p >= 0.0f && p < 1.0f), "residual_layernorm_backward: dropout %g is "
+             "outside [0, 1)", (double)p);
+    RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),
+             "residual_layernorm_backward: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
+    const float inv_C = 1.0f / (float)C;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *restrict x = in + (size_t)n * C, *restrict g = d_out + (size_t)n * C;
+        const float mu = mean[n], rs = rstd[n];
+        float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (int c = 0; c < C; c++) {
+            const float gc = g[c] * gamma[c];
+            sum_g += gc;
+            sum_gx += gc * ((x[c] - mu) * rs);
+        }
+        row_stats[2 * n] = sum_g * inv_C;
+        row_stats[2 * n + 1] = sum_gx * inv_C;
+    }
+
+    const float scale = 1.0f / (1.0f - p);
+    const uint32_t threshold = hash_threshold(p);
+    const int n_blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+    for (int block = 0; block < n_blocks; block++) {
+        const int c0 = block * LN_COL_BLOCK;
+        const int width = C - c0 < LN_COL_BLOCK ? C - c0 : LN_COL_BLOCK;
+        const float *restrict gam = gamma + c0;
+        float acc_gamma[LN_COL_BLOCK] = {0}, acc_beta[LN_COL_BLOCK] = {0};
+        float acc_bias[LN_COL_BLOCK] = {0}, ds[LN_COL_BLOCK];
+        for (int n = 0; n < N; n++) {
+            const size_t first = (size_t)n * C + c0;
+            const float *restrict x = in + first;
+            const float *g = d_out + first;
+            const float mu = mean[n], rs = rstd[n];
+            const float mean_g = row_stats[2 * n], mean_gx = row_stats[2 * n + 1];
+#pragma omp simd
+            for (int c = 0; c < width; c++) {
+                const float xhat = (x[c] - mu) * rs;
+                acc_gamma[c] += g[c] * xhat;
+                acc_beta[c] += g[c];
+                ds[c] = rs * (g[c] * gam[c] - mean_g - xhat * mean_gx);
+            }
+            if (d_res) {
+                const float *r = d_res + first;
+#pragma omp simd
+                for (int c = 0; c < width; c++)
+                    ds[c] += r[c];
+            }
+            float *dx = d_sum + first;
+#pragma omp simd
+            for (int c = 0; c < width; c++)
+                dx[c] = ds[c];
+            if (d_branch) {
+                float *db = d_branch + first;
+#pragma omp simd
+                for (int c = 0; c < width; c++) {
+                    db[c] = dropout_masked(ds[c] * scale, key, (uint32_t)first + (uint32_t)c,
+                                           threshold);
+                    acc_bias[c] += db[c];
+                }
+            }
+        }
+        for (int c = 0; c < width; c++) {
+            d_gamma[c0 + c] += acc_gamma[c];
+            d_beta[c0 + c] += acc_beta[c];
+            if (d_bias)
+                d_bias[c0 + c] += acc_bias[c];
+        }
+    }
+}

@@ -2,7 +2,8 @@
  *
  * Conventions
  *   - Row-major; N = B*L tokens; shapes are given as [rows, cols].
- *   - Parameter gradients accumulate (+=); input gradients overwrite (=).
+ *   - Parameter gradients accumulate (+=); input gradients overwrite (=), except in the ops
+ *     named *_accumulate, which add the input gradient to the one already there (a residual's).
  *   - No allocation inside a layer: scratch space, if any, is passed in.
  *   - Matrix products go through cblas_sgemm; OpenMP parallelises the rest, and no two threads
  *     ever write the same gradient element.
@@ -37,6 +38,20 @@ void residual_layernorm_forward(float *out, float *sum, float *mean, float *rstd
 void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float *d_out,
                         const float *in, const float *gamma, const float *mean, const float *rstd,
                         int N, int C);
+/* The backward of a residual sum and its layer norm, fused (as residual_layernorm_forward:
+ * in = sum = res + dropout(branch), LN(sum) with mean, rstd):
+ *   d_sum [N,C] = d_res + layernorm_backward(d_out)    (d_res NULL: no residual term)
+ *   d_gamma, d_beta += as layernorm_backward
+ *   d_branch [N,C] = dropout_backward(d_sum, p, key);  d_bias [C] += sum_n d_branch
+ *   (d_branch and d_bias NULL: neither; d_bias is the bias of the linear that produced branch)
+ * d_sum may alias d_out or d_res. row_stats: [2N] scratch. One pass over the rows for their
+ * statistics, one over column blocks for everything else, instead of passes for the layer norm's
+ * parameter gradients, d_sum, the residual add, the dropout, and the bias gradient. */
+void residual_layernorm_backward(float *d_sum, float *d_branch, float *d_bias, float *d_gamma,
+                                 float *d_beta, float *row_stats, const float *d_out,
+                                 const float *d_res, const float *in, const float *gamma,
+                                 const float *mean, const float *rstd, int N, int C, float p,
+                                 uint64_t key);
 
 /* ---- linear.c ---------------------------------------------------------------------------
  * out[N,o] = in[N,i] . W[o,i]^T + b[o]      (b may be NULL) */
@@ -44,6 +59,10 @@ void linear_forward(float *out, const float *in, const float *W, const float *b,
 /* d_in = d_out . W (overwrites; skipped if d_in is NULL);  dW += d_out^T . in;  db += sum_n d_out */
 void linear_backward(float *d_in, float *dW, float *db, const float *d_out, const float *in,
                      const float *W, int N, int i, int o);
+/* The same with d_in += d_out . W: the GEMM adds the input gradient to what d_in holds (the
+ * residual path's gradient) instead of a separate pass adding the two. */
+void linear_backward_accumulate(float *d_in, float *dW, float *db, const float *d_out,
+                                const float *in, const float *W, int N, int i, int o);
 
 /* ---- gelu.c -----------------------------------------------------------------------------
  * out = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))  (exact form, as BERT)      [n] */
@@ -66,6 +85,11 @@ void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float
 void dropout_forward(float *out, const float *in, size_t n, float p, uint64_t key);
 /* d_in[e] = keep(e) ? d_out[e] / (1-p) : 0.  d_in may alias d_out. */
 void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64_t key);
+/* A dropout after a linear, backward, with that linear's bias gradient in the same pass:
+ * d_in [N,C] = dropout_backward(d_out) (elements e = n*C + c);  db [C] += sum_n d_in.
+ * d_in may alias d_out. */
+void dropout_bias_backward(float *d_in, float *db, const float *d_out, int N, int C, float p,
+                           uint64_t key);
 /* The serial kernel of both, for callers inside their own parallel region: elements
  * first .. first+n-1 of a masked tensor, out[e] = keep(first+e) ? in[e] / (1-p) : 0. */
 void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first);

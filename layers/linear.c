@@ -19,13 +19,14 @@ void linear_forward(float *restrict out, const float *restrict in, const float *
                 b ? 1.0f : 0.0f, out, o);
 }
 
-/* d_in [N,i] = d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out */
-void linear_backward(float *restrict d_in, float *restrict dW, float *restrict db,
-                     const float *restrict d_out, const float *restrict in,
-                     const float *restrict W, int N, int i, int o) {
+/* d_in [N,i] = beta d_in + d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out */
+static void linear_backward_beta(float *restrict d_in, float beta, float *restrict dW,
+                                 float *restrict db, const float *restrict d_out,
+                                 const float *restrict in, const float *restrict W, int N, int i,
+                                 int o) {
     if (d_in)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, i, o, 1.0f, d_out, o, W, i,
-                    0.0f, d_in, i);
+                    beta, d_in, i);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, i, N, 1.0f, d_out, o, in, i, 1.0f,
                 dW, i);
     if (!db)
@@ -44,4 +45,18 @@ void linear_backward(float *restrict d_in, float *restrict dW, float *restrict d
         for (int c = 0; c < width; c++)
             db[c0 + c] += acc[c];
     }
+}
+
+/* d_in [N,i] = d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out */
+void linear_backward(float *restrict d_in, float *restrict dW, float *restrict db,
+                     const float *restrict d_out, const float *restrict in,
+                     const float *restrict W, int N, int i, int o) {
+    linear_backward_beta(d_in, 0.0f, dW, db, d_out, in, W, N, i, o);
+}
+
+/* d_in [N,i] += d_out [N,o] . W [o,i] (the GEMM's beta = 1);  dW, db as linear_backward */
+void linear_backward_accumulate(float *restrict d_in, float *restrict dW, float *restrict db,
+                                const float *restrict d_out, const float *restrict in,
+                                const float *restrict W, int N, int i, int o) {
+    linear_backward_beta(d_in, 1.0f, dW, db, d_out, in, W, N, i, o);
 }

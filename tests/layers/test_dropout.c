@@ -1,7 +1,9 @@
 /* layers/dropout.c: the integer mask test equals hash_uniform >= p, NaN inputs dropped to +0;
  * forward = keep ? in/(1-p) : 0 with the documented mask, the kept fraction, backward with the
  * forward's mask and against central differences, aliasing, another key another mask, p = 0
- * copies, bit-identical results with 1 and 2 threads. */
+ * copies, bit-identical results with 1 and 2 threads; dropout_bias_backward against central
+ * differences of sum(w . dropout(x + b)) and against dropout_backward plus a column sum, in place,
+ * p = 0, db accumulating, bit-identical with 1 and 2 threads. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -105,6 +107,68 @@ static void test_dropout(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* loss = sum(w . dropout(x + b)) over [N, C]: d x = dropout_backward(w), d b = its column sums */
+typedef struct {
+    int N, C;
+    float p;
+    uint64_t key;
+    double *x, *b, *w;
+} DropoutBiasRef;
+
+static double dropout_bias_loss(const void *ctx) {
+    const DropoutBiasRef *r = ctx;
+    double loss = 0.0;
+    for (int e = 0; e < r->N * r->C; e++)
+        if (hash_uniform(r->key, (uint32_t)e) >= r->p)
+            loss += r->w[e] * (r->x[e] + r->b[e % r->C]) / (1.0 - r->p);
+    return loss;
+}
+
+static void test_dropout_bias(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    const int N = 9, C = 70; /* two column blocks, the second partial */
+    const float p = 0.3f;
+    const uint64_t key = hash_key(4, 8, 15);
+    float *x = uniform(&pool, rng, N * C, -1, 1), *b = uniform(&pool, rng, C, -1, 1);
+    float *w = uniform(&pool, rng, N * C, -1, 1), *d_in = nans(&pool, N * C), *db = zeros(&pool, C);
+    dropout_bias_backward(d_in, db, w, N, C, p, key);
+    DropoutBiasRef r = {N, C, p, key, doubles(&pool, x, N * C), doubles(&pool, b, C),
+                        doubles(&pool, w, N * C)};
+    check_grad(t, &pool, "dropout_bias_backward d_in (prefilled NaN)", d_in, r.x, N * C,
+               dropout_bias_loss, &r);
+    check_grad(t, &pool, "dropout_bias_backward db", db, r.b, C, dropout_bias_loss, &r);
+    for (int zero_p = 0; zero_p < 2; zero_p++) {
+        const float drop = zero_p ? 0.0f : p;
+        float *unfused = zeros(&pool, N * C), *in_place = copy(&pool, w, N * C);
+        float *db_fused = zeros(&pool, C);
+        double *db_sum = pool_alloc(&pool, C, sizeof *db_sum);
+        dropout_backward(unfused, w, N * C, drop, key);
+        for (int e = 0; e < N * C; e++)
+            db_sum[e % C] += unfused[e];
+        dropout_bias_backward(in_place, db_fused, in_place, N, C, drop, key);
+        const double err = rel_err(db_fused, db_sum, C);
+        CHECK(t, same_bits(in_place, unfused, N * C) && err < 1e-6,
+              "dropout_bias_backward (p=%.1f, d_in == d_out) = dropout_backward (bit-identical) and "
+              "its column sums (rel err %.2e)", (double)drop, err);
+    }
+    float *db_once = copy(&pool, db, C), *scratch = zeros(&pool, N * C);
+    dropout_bias_backward(scratch, db, w, N, C, p, key);
+    double err = doubling_err(&pool, db, db_once, C);
+    CHECK(t, err < 1e-6, "dropout_bias_backward db accumulates (rel err %.2e)", err);
+
+    const int BN = 64, BC = 300;
+    float *g = uniform(&pool, rng, BN * BC, -1, 1), *dx[2], *dbias[2];
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run + 1);
+        dx[run] = zeros(&pool, BN * BC), dbias[run] = zeros(&pool, BC);
+        dropout_bias_backward(dx[run], dbias[run], g, BN, BC, p, key);
+    }
+    omp_set_num_threads(2);
+    CHECK(t, same_bits(dx[0], dx[1], BN * BC) && same_bits(dbias[0], dbias[1], BC),
+          "dropout_bias_backward bit-identical with 1 and 2 threads (%dx%d)", BN, BC);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -112,5 +176,6 @@ int main(void) {
     omp_set_num_threads(2);
     test_dropout_threshold(&t);
     test_dropout(&t, &rng);
+    test_dropout_bias(&t, &rng);
     return tally_exit(&t);
 }

@@ -1,7 +1,11 @@
 /* layers/layernorm.c: forward (out, mean, rstd) against a double reference (two rows of large
  * mean included), backward's d_in, d_gamma, d_beta against central differences of that
  * reference's loss sum(w . out), d_in prefilled with NaN, d_in == d_out aliasing, d_gamma and
- * d_beta accumulating, bit-identical results with 1 and 2 threads over several column blocks. */
+ * d_beta accumulating, bit-identical results with 1 and 2 threads over several column blocks;
+ * residual_layernorm_forward against its unfused composition; residual_layernorm_backward against
+ * central differences of a residual sum through dropout into a layer norm, against its unfused
+ * composition (layernorm_backward, the residual add, dropout_backward, the bias column sum) for
+ * every combination of its optional parts, with aliasing, and bit-identical with 1 and 2 threads. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -126,6 +130,126 @@ static void test_residual_layernorm(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* The fused backward's reference: sum = res + dropout(branch + bias), loss = sum(w . LN(sum)) +
+ * sum(v . sum), so d res = LN'(w) + v (d_sum with d_res = v), d branch = d_branch, d bias = d_bias. */
+typedef struct {
+    LayerNormRef ln;
+    float p;
+    uint64_t key;
+    double *res, *branch, *bias, *v;
+} ResidualRef;
+
+static double residual_loss(const void *ctx) {
+    const ResidualRef *r = ctx;
+    const int N = r->ln.N, C = r->ln.C;
+    double row[128], mu, loss = 0.0;
+    for (int e = 0; e < N * C; e++) {
+        const double kept = hash_uniform(r->key, (uint32_t)e) >= r->p ? 1.0 / (1.0 - r->p) : 0.0;
+        r->ln.in[e] = r->res[e] + kept * (r->branch[e] + r->bias[e % C]);
+        loss += r->v[e] * r->ln.in[e];
+    }
+    for (int n = 0; n < N; n++) {
+        layernorm_ref_row(&r->ln, n, row, &mu);
+        for (int c = 0; c < C; c++)
+            loss += r->ln.w[n * C + c] * row[c];
+    }
+    return loss;
+}
+
+static void test_residual_layernorm_backward(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    const int N = 6, C = 70; /* two column blocks, the second partial */
+    const float p = 0.25f;
+    const uint64_t key = hash_key(9, 2, 6);
+    float *res = uniform(&pool, rng, N * C, -1, 1), *branch = uniform(&pool, rng, N * C, -1, 1);
+    float *bias = uniform(&pool, rng, C, -0.5f, 0.5f), *w = uniform(&pool, rng, N * C, -1, 1);
+    float *v = uniform(&pool, rng, N * C, -1, 1), *gamma = uniform(&pool, rng, C, 0.5f, 1.5f);
+    float *beta = uniform(&pool, rng, C, -1, 1), *biased = zeros(&pool, N * C);
+    for (int e = 0; e < N * C; e++)
+        biased[e] = branch[e] + bias[e % C];
+    float *sum = zeros(&pool, N * C), *out = zeros(&pool, N * C);
+    float *mean = zeros(&pool, N), *rstd = zeros(&pool, N), *stats = nans(&pool, 2 * N);
+    residual_layernorm_forward(out, sum, mean, rstd, res, biased, gamma, beta, N, C, 1e-5f, p, key);
+    float *d_sum = nans(&pool, N * C), *d_branch = nans(&pool, N * C), *d_bias = zeros(&pool, C);
+    float *d_gamma = zeros(&pool, C), *d_beta = zeros(&pool, C);
+    residual_layernorm_backward(d_sum, d_branch, d_bias, d_gamma, d_beta, stats, w, v, sum, gamma,
+                                mean, rstd, N, C, p, key);
+    ResidualRef r = {{N, C, 1e-5f, doubles(&pool, sum, N * C), doubles(&pool, gamma, C),
+                      doubles(&pool, beta, C), doubles(&pool, w, N * C)},
+                     p, key, doubles(&pool, res, N * C), doubles(&pool, branch, N * C),
+                     doubles(&pool, bias, C), doubles(&pool, v, N * C)};
+    check_grad(t, &pool, "residual_layernorm_backward d_sum (d_res given, prefilled NaN)", d_sum,
+               r.res, N * C, residual_loss, &r);
+    check_grad(t, &pool, "residual_layernorm_backward d_branch", d_branch, r.branch, N * C,
+               residual_loss, &r);
+    check_grad(t, &pool, "residual_layernorm_backward d_bias", d_bias, r.bias, C, residual_loss, &r);
+    check_grad(t, &pool, "residual_layernorm_backward d_gamma", d_gamma, r.ln.gamma, C,
+               residual_loss, &r);
+    check_grad(t, &pool, "residual_layernorm_backward d_beta", d_beta, r.ln.beta, C, residual_loss,
+               &r);
+
+    /* against the unfused composition, for each optional part and both aliasings */
+    for (int variant = 0; variant < 6; variant++) {
+        const int with_res = variant & 1, with_branch = variant >= 2;
+        const float drop = variant >= 4 ? 0.0f : p; /* 4, 5: p = 0 copies */
+        Pool vp = {0};
+        float *ln = zeros(&vp, N * C), *u_gamma = zeros(&vp, C), *u_beta = zeros(&vp, C);
+        layernorm_backward(ln, u_gamma, u_beta, w, sum, gamma, mean, rstd, N, C);
+        if (with_res)
+            for (int e = 0; e < N * C; e++)
+                ln[e] += v[e];
+        float *u_branch = zeros(&vp, N * C);
+        double *u_bias = pool_alloc(&vp, C, sizeof *u_bias);
+        dropout_backward(u_branch, ln, N * C, drop, key);
+        for (int e = 0; e < N * C; e++)
+            u_bias[e % C] += u_branch[e];
+        /* d_sum aliases d_res with the residual, d_out without */
+        float *f_sum = copy(&vp, with_res ? v : w, N * C), *f_branch = nans(&vp, N * C);
+        float *f_bias = zeros(&vp, C), *f_gamma = zeros(&vp, C), *f_beta = zeros(&vp, C);
+        residual_layernorm_backward(f_sum, with_branch ? f_branch : NULL, with_branch ? f_bias : NULL,
+                                    f_gamma, f_beta, stats, with_res ? w : f_sum, with_res ? f_sum : NULL,
+                                    sum, gamma, mean, rstd, N, C, drop, key);
+        double err = fmax(rel_err(f_sum, doubles(&vp, ln, N * C), N * C),
+                          fmax(rel_err(f_gamma, doubles(&vp, u_gamma, C), C),
+                               rel_err(f_beta, doubles(&vp, u_beta, C), C)));
+        if (with_branch)
+            err = fmax(err, fmax(rel_err(f_branch, doubles(&vp, u_branch, N * C), N * C),
+                                 rel_err(f_bias, u_bias, C)));
+        CHECK(t, err < 1e-5, "residual_layernorm_backward (%s residual, %s branch, dropout %.2f, d_sum == "
+              "%s) = layernorm_backward, add, dropout_backward, bias sum (rel err %.2e)",
+              with_res ? "with" : "no", with_branch ? "with" : "no", (double)drop,
+              with_res ? "d_res" : "d_out", err);
+        pool_release(&vp);
+    }
+    float *once_gamma = copy(&pool, d_gamma, C), *once_bias = copy(&pool, d_bias, C);
+    residual_layernorm_backward(d_sum, d_branch, d_bias, d_gamma, d_beta, stats, w, v, sum, gamma,
+                                mean, rstd, N, C, p, key);
+    double err = fmax(doubling_err(&pool, d_gamma, once_gamma, C),
+                      doubling_err(&pool, d_bias, once_bias, C));
+    CHECK(t, err < 1e-6, "residual_layernorm_backward d_gamma, d_bias accumulate (rel err %.2e)", err);
+
+    const int BN = 64, BC = 300; /* 5 column blocks, the last one partial */
+    float *x = uniform(&pool, rng, BN * BC, -2, 2), *g = uniform(&pool, rng, BN * BC, -1, 1);
+    float *gr = uniform(&pool, rng, BN * BC, -1, 1), *bg = uniform(&pool, rng, BC, 0.5f, 1.5f);
+    float *bm = zeros(&pool, BN), *br = zeros(&pool, BN), *y = zeros(&pool, BN * BC);
+    float *bstats = zeros(&pool, 2 * BN);
+    layernorm_forward(y, bm, br, x, bg, bg, BN, BC, 1e-12f);
+    float *outs[2][5];
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run + 1);
+        for (int k = 0; k < 5; k++)
+            outs[run][k] = zeros(&pool, k < 2 ? BN * BC : BC);
+        residual_layernorm_backward(outs[run][0], outs[run][1], outs[run][2], outs[run][3],
+                                    outs[run][4], bstats, g, gr, x, bg, bm, br, BN, BC, 0.1f, key);
+    }
+    omp_set_num_threads(2);
+    int same = 1;
+    for (int k = 0; k < 5; k++)
+        same &= same_bits(outs[0][k], outs[1][k], k < 2 ? BN * BC : BC);
+    CHECK(t, same, "residual_layernorm_backward bit-identical with 1 and 2 threads (N=%d C=%d)", BN, BC);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -135,5 +259,6 @@ int main(void) {
     test_layernorm(&t, &rng, 3, 100); /* d_gamma over two column blocks */;
     test_layernorm_threads(&t, &rng);
     test_residual_layernorm(&t, &rng);
+    test_residual_layernorm_backward(&t, &rng);
     return tally_exit(&t);
 }

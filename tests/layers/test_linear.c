@@ -2,7 +2,8 @@
  * dW, db against central differences of the double reference's loss sum(w . out) (d_out = w),
  * d_in prefilled with NaN (overwritten), dW and db accumulating (a second call doubles them),
  * d_in == NULL skipped; bit-identical repeated runs with 2 threads, 1 vs 2 threads within
- * rounding for the GEMM outputs. */
+ * rounding for the GEMM outputs; linear_backward_accumulate adds linear_backward's d_in to what
+ * d_in holds and gives the same dW, db. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -93,6 +94,24 @@ static void test_linear_threads(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+static void test_linear_accumulate(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    const int N = 33, I = 70, O = 45;
+    float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
+    float *d_out = uniform(&pool, rng, N * O, -1, 1), *prior = uniform(&pool, rng, N * I, -1, 1);
+    float *d_in = nans(&pool, N * I), *dW = zeros(&pool, O * I), *db = zeros(&pool, O);
+    linear_backward(d_in, dW, db, d_out, in, W, N, I, O);
+    float *acc = copy(&pool, prior, N * I), *acc_dW = zeros(&pool, O * I), *acc_db = zeros(&pool, O);
+    linear_backward_accumulate(acc, acc_dW, acc_db, d_out, in, W, N, I, O);
+    double *expected = doubles(&pool, prior, N * I);
+    for (int e = 0; e < N * I; e++)
+        expected[e] += d_in[e];
+    const double err = rel_err(acc, expected, N * I);
+    CHECK(t, err < 1e-6 && same_bits(dW, acc_dW, O * I) && same_bits(db, acc_db, O),
+          "linear_backward_accumulate: d_in += linear_backward's d_in (rel err %.2e), same dW, db", err);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -100,5 +119,6 @@ int main(void) {
     omp_set_num_threads(2);
     test_linear(&t, &rng);
     test_linear_threads(&t, &rng);
+    test_linear_accumulate(&t, &rng);
     return tally_exit(&t);
 }
