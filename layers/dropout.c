@@ -3,9 +3,6 @@
 
 #include <string.h>
 
-/* db work unit of dropout_bias_backward: one thread owns this many columns. */
-enum { DROPOUT_COL_BLOCK = 64 };
-
 #include "core/common.h"
 #include "core/rng.h"
 
@@ -57,12 +54,12 @@ void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, 
     RP_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
     RP_CHECK(dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "dropout: [%d, %d] exceeds one key's 2^32 mask indices", N, C);
-    const int n_blocks = (C + DROPOUT_COL_BLOCK - 1) / DROPOUT_COL_BLOCK;
+    const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
-    for (int block = 0; block < n_blocks; block++) {
-        const int c0 = block * DROPOUT_COL_BLOCK;
-        const int width = C - c0 < DROPOUT_COL_BLOCK ? C - c0 : DROPOUT_COL_BLOCK;
-        float acc[DROPOUT_COL_BLOCK] = {0};
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width;
+        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
+        float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t first = (size_t)n * C + c0;
             float *dx = d_in + first;

@@ -50,9 +50,6 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
     }
 }
 
-/* Bias-GELU work unit of the fused [N, o] ops below: one thread owns this many columns. */
-enum { GELU_COL_BLOCK = 64 };
-
 /* act [N,o] = gelu(pre), pre = in [N,i] . W [o,i]^T + b [o], and slope [N,o] = gelu'(pre) =
  * Phi(pre) + pre phi(pre) for the backward: the GEMM writes pre into slope (beta 0), one pass adds
  * the bias, applies GELU and overwrites pre with its slope. erf(pre / sqrt 2) is computed here once
@@ -79,12 +76,12 @@ void linear_gelu_forward(float *restrict slope, float *restrict act, const float
  * over rows in order, so db is the same for any thread count. */
 void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
                         const float *restrict slope, int N, int o) {
-    const int n_blocks = (o + GELU_COL_BLOCK - 1) / GELU_COL_BLOCK;
+    const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
-    for (int block = 0; block < n_blocks; block++) {
-        const int c0 = block * GELU_COL_BLOCK;
-        const int width = o - c0 < GELU_COL_BLOCK ? o - c0 : GELU_COL_BLOCK;
-        float acc[GELU_COL_BLOCK] = {0};
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width;
+        const int width = o - c0 < blocks.width ? o - c0 : blocks.width;
+        float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * o + c0;
             const float *restrict s = slope + row;

@@ -7,9 +7,6 @@
 #include "core/common.h"
 #include "core/rng.h"
 
-/* d_gamma/d_beta work unit: one thread owns this many columns and loops over all rows. */
-enum { LN_COL_BLOCK = 64 };
-
 /* y = (x - mu) * rs * gamma + beta for one row of C, rs = 1/sqrt(var + eps) with the two-pass
  * variance (no cancellation for rows with a large mean); returns rs. */
 static inline float normalize_row(float *restrict y, const float *restrict x, float mu, const float *restrict gamma,
@@ -41,6 +38,17 @@ void layernorm_forward(float *restrict out, float *restrict mean, float *restric
     }
 }
 
+/* keep ? v : +0 for the dropout mask bit of element `index` (v already scaled by 1/(1-p)), as a
+ * bit mask so that a loop over it has no branch to vectorise (as dropout_span) */
+static inline float dropout_masked(float v, uint64_t key, uint32_t index, uint32_t threshold) {
+    union {
+        float f;
+        uint32_t u;
+    } kept = {v};
+    kept.u &= 0u - (uint32_t)(hash_bits24(key, index) >= threshold);
+    return kept.f;
+}
+
 /* sum [N,C] = res + dropout(branch), keep(e) = hash_bits24(key, e) >= hash_threshold(p) for
  * e = n*C + c (exactly dropout_forward's mask and arithmetic), then out = LN(sum) as
  * layernorm_forward: the dropout, the residual add and the statistics in one pass over a row,
@@ -63,12 +71,7 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
         if (p > 0.0f) {
 #pragma omp simd reduction(+ : total)
             for (int c = 0; c < C; c++) {
-                union {
-                    float f;
-                    uint32_t u;
-                } kept = {b[c] * scale}; /* keep ? b / (1-p) : +0, as dropout_span */
-                kept.u &= 0u - (uint32_t)(hash_bits24(key, (uint32_t)row + (uint32_t)c) >= threshold);
-                x[c] = r[c] + kept.f;
+                x[c] = r[c] + dropout_masked(b[c] * scale, key, (uint32_t)row + (uint32_t)c, threshold);
                 total += x[c];
             }
         } else {
@@ -90,12 +93,12 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
 void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_beta,
                         const float *d_out, const float *restrict in, const float *restrict gamma,
                         const float *restrict mean, const float *restrict rstd, int N, int C) {
-    const int n_blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
+    const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
-    for (int block = 0; block < n_blocks; block++) {
-        const int c0 = block * LN_COL_BLOCK;
-        const int width = C - c0 < LN_COL_BLOCK ? C - c0 : LN_COL_BLOCK;
-        float acc_gamma[LN_COL_BLOCK] = {0}, acc_beta[LN_COL_BLOCK] = {0};
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width;
+        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
+        float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const float *restrict x = in + (size_t)n * C + c0;
             const float *restrict g = d_out + (size_t)n * C + c0;
@@ -132,17 +135,6 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
     }
 }
 
-/* keep ? v : +0 for the dropout mask bit of element `index` (v already scaled by 1/(1-p)), as a
- * bit mask so that a loop over it has no branch to vectorise (as dropout_span) */
-static inline float dropout_masked(float v, uint64_t key, uint32_t index, uint32_t threshold) {
-    union {
-        float f;
-        uint32_t u;
-    } kept = {v};
-    kept.u &= 0u - (uint32_t)(hash_bits24(key, index) >= threshold);
-    return kept.f;
-}
-
 /* With xhat, g as layernorm_backward, mean_g = mean_c(g * gamma), mean_gx = mean_c(g * gamma *
  * xhat) per row (the first pass, into row_stats), then per column block over all rows:
  *   d_sum = rstd * (g * gamma - mean_g - xhat * mean_gx) [+ d_res]
@@ -177,14 +169,14 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
 
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
-    const int n_blocks = (C + LN_COL_BLOCK - 1) / LN_COL_BLOCK;
+    const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
-    for (int block = 0; block < n_blocks; block++) {
-        const int c0 = block * LN_COL_BLOCK;
-        const int width = C - c0 < LN_COL_BLOCK ? C - c0 : LN_COL_BLOCK;
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width;
+        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
         const float *restrict gam = gamma + c0;
-        float acc_gamma[LN_COL_BLOCK] = {0}, acc_beta[LN_COL_BLOCK] = {0};
-        float acc_bias[LN_COL_BLOCK] = {0}, ds[LN_COL_BLOCK];
+        float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
+        float acc_bias[COL_BLOCK_MAX] = {0}, ds[COL_BLOCK_MAX];
         for (int n = 0; n < N; n++) {
             const size_t first = (size_t)n * C + c0;
             const float *restrict x = in + first;

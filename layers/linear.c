@@ -4,9 +4,6 @@
 #include <cblas.h>
 #include <string.h>
 
-/* db work unit: one thread owns this many output columns and loops over all rows. */
-enum { LINEAR_COL_BLOCK = 64 };
-
 /* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1. */
 void linear_forward(float *restrict out, const float *restrict in, const float *restrict W,
                     const float *restrict b, int N, int i, int o) {
@@ -31,12 +28,12 @@ static void linear_backward_beta(float *restrict d_in, float beta, float *restri
                 dW, i);
     if (!db)
         return;
-    const int n_blocks = (o + LINEAR_COL_BLOCK - 1) / LINEAR_COL_BLOCK;
+    const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
-    for (int block = 0; block < n_blocks; block++) {
-        const int c0 = block * LINEAR_COL_BLOCK;
-        const int width = o - c0 < LINEAR_COL_BLOCK ? o - c0 : LINEAR_COL_BLOCK;
-        float acc[LINEAR_COL_BLOCK] = {0};
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width;
+        const int width = o - c0 < blocks.width ? o - c0 : blocks.width;
+        float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const float *restrict g = d_out + (size_t)n * o + c0;
             for (int c = 0; c < width; c++)
