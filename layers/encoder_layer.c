@@ -14,7 +14,8 @@ static void add_vectors(float *y, const float *a, const float *b, size_t n) {
         y[e] = a[e] + b[e];
 }
 
-/* Attention block: proj [N,H] = W_o . attention(W_qkv . in) + b_o (before dropout). */
+/* Attention block: proj [N,H] = W_o . attention(W_qkv . in) (before b_o, which the residual sum
+ * adds, and dropout). */
 static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *in,
                                     const LayerParams *p, const int *mask, const LayerShape *sh,
                                     uint64_t key) {
@@ -22,7 +23,7 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
     linear_forward(a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
                       a->qkv, p->rel_table, mask, &sh->attn, key);
-    linear_forward(s->proj, a->ctx, p->attn_out_w, p->attn_out_b, N, H, H);
+    linear_forward(s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
 /* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
@@ -40,12 +41,13 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                                                 in, p->qkv_w, N, H, 3 * H);
 }
 
-/* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout). */
+/* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
+ * residual sum adds it. */
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
-                              const LayerShape *sh) {
+                              const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     linear_gelu_forward(a->ffn_slope, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
-    linear_forward(s->proj, a->ffn_act, p->ffn_out_w, p->ffn_out_b, N, I, H);
+    linear_forward(s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
 }
 
 /* d_in [N,H] from d_proj [N,H], as attention_block_backward (b2's gradient is the caller's). */
@@ -64,23 +66,24 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
                                    LayerKeys keys) {
     size_t NH = (size_t)sh->N * sh->H;
     float p_drop = sh->hidden_dropout;
-    if (!sh->pre_norm) { /* sum = x + drop(branch) and its layer norm: one fused op each */
+    if (!sh->pre_norm) { /* sum = x + drop(branch + bias) and its layer norm: one fused op each */
         attention_block_forward(a, s, x, p, mask, sh, keys.attn_probs);
         residual_layernorm_forward(a->norm1, a->sum1, a->norm1_mean, a->norm1_rstd, x, s->proj,
-                                   p->norm1_g, p->norm1_b, sh->N, sh->H, sh->eps, p_drop,
-                                   keys.attn_out);
-        ffn_block_forward(a, s, a->norm1, p, sh);
+                                   p->attn_out_b, p->norm1_g, p->norm1_b, sh->N, sh->H, sh->eps,
+                                   p_drop, keys.attn_out);
+        ffn_block_forward(a, s, a->norm1, p, NULL, sh);
         residual_layernorm_forward(a->norm2, a->sum2, a->norm2_mean, a->norm2_rstd, a->norm1,
-                                   s->proj, p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop,
-                                   keys.ffn_out);
+                                   s->proj, p->ffn_out_b, p->norm2_g, p->norm2_b, sh->N, sh->H,
+                                   sh->eps, p_drop, keys.ffn_out);
         return a->norm2;
     }
     layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, x, p->norm1_g, p->norm1_b, sh->N,
                       sh->H, sh->eps);
     attention_block_forward(a, s, a->norm1, p, mask, sh, keys.attn_probs);
     residual_layernorm_forward(a->norm2, a->sum1, a->norm2_mean, a->norm2_rstd, x, s->proj,
-                               p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop, keys.attn_out);
-    ffn_block_forward(a, s, a->norm2, p, sh);
+                               p->attn_out_b, p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop,
+                               keys.attn_out);
+    ffn_block_forward(a, s, a->norm2, p, p->ffn_out_b, sh);
     dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
     add_vectors(a->sum2, a->sum1, s->proj, NH);
     return a->sum2;

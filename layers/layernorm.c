@@ -49,15 +49,16 @@ static inline float dropout_masked(float v, uint64_t key, uint32_t index, uint32
     return kept.f;
 }
 
-/* sum [N,C] = res + dropout(branch), keep(e) = hash_bits24(key, e) >= hash_threshold(p) for
- * e = n*C + c (exactly dropout_forward's mask and arithmetic), then out = LN(sum) as
- * layernorm_forward: the dropout, the residual add and the statistics in one pass over a row,
- * the normalisation in a second, instead of a pass over [N,C] for each. p = 0: no dropout. */
+/* sum [N,C] = res + dropout(branch + branch_bias), keep(e) = hash_bits24(key, e) >=
+ * hash_threshold(p) for e = n*C + c (exactly dropout_forward's mask and arithmetic), then
+ * out = LN(sum) as layernorm_forward: the bias, the dropout, the residual add and the statistics
+ * in one pass over a row, the normalisation in a second, instead of a pass over [N,C] for each
+ * (and the linear before needs no bias fill). p = 0: no dropout. */
 void residual_layernorm_forward(float *restrict out, float *restrict sum, float *restrict mean,
                                 float *restrict rstd, const float *restrict res,
-                                const float *restrict branch, const float *restrict gamma,
-                                const float *restrict beta, int N, int C, float eps, float p,
-                                uint64_t key) {
+                                const float *restrict branch, const float *restrict branch_bias,
+                                const float *restrict gamma, const float *restrict beta, int N,
+                                int C, float eps, float p, uint64_t key) {
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
     RP_CHECK(p == 0.0f || dropout_indices_fit((uint64_t)N * (uint64_t)C),
@@ -71,13 +72,14 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
         if (p > 0.0f) {
 #pragma omp simd reduction(+ : total)
             for (int c = 0; c < C; c++) {
-                x[c] = r[c] + dropout_masked(b[c] * scale, key, (uint32_t)row + (uint32_t)c, threshold);
+                const float v = (b[c] + branch_bias[c]) * scale;
+                x[c] = r[c] + dropout_masked(v, key, (uint32_t)row + (uint32_t)c, threshold);
                 total += x[c];
             }
         } else {
 #pragma omp simd reduction(+ : total)
             for (int c = 0; c < C; c++) {
-                x[c] = r[c] + b[c];
+                x[c] = r[c] + (b[c] + branch_bias[c]);
                 total += x[c];
             }
         }

@@ -50,11 +50,12 @@ void embedding_backward(float *d_word, float *d_type, float *d_pos, const float 
  * Saves mean[N] and rstd[N] = 1/sqrt(var + eps) (biased variance) for backward. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *in, const float *gamma,
                        const float *beta, int N, int C, float eps);
-/* The residual sum before a layer norm, fused: sum [N,C] = res + dropout(branch) (the mask of
- * dropout_forward(.., p, key) on [N,C]), out = LN(sum) with mean, rstd as layernorm_forward. */
+/* The residual sum before a layer norm, fused: sum [N,C] = res + dropout(branch + branch_bias)
+ * (the mask of dropout_forward(.., p, key) on [N,C]; branch_bias [C], the bias of the linear that
+ * produced branch), out = LN(sum) with mean, rstd as layernorm_forward. */
 void residual_layernorm_forward(float *out, float *sum, float *mean, float *rstd, const float *res,
-                                const float *branch, const float *gamma, const float *beta, int N,
-                                int C, float eps, float p, uint64_t key);
+                                const float *branch, const float *branch_bias, const float *gamma,
+                                const float *beta, int N, int C, float eps, float p, uint64_t key);
 /* d_in (overwrites);  d_gamma += sum_n d_out * xhat;  d_beta += sum_n d_out.
  * d_in may alias d_out. */
 void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float *d_out,
@@ -65,7 +66,7 @@ void layernorm_backward(float *d_in, float *d_gamma, float *d_beta, const float 
  *   d_sum [N,C] = d_res + layernorm_backward(d_out)    (d_res NULL: no residual term)
  *   d_gamma, d_beta += as layernorm_backward
  *   d_branch [N,C] = dropout_backward(d_sum, p, key);  d_bias [C] += sum_n d_branch
- *   (d_branch and d_bias NULL: neither; d_bias is the bias of the linear that produced branch)
+ *   (d_branch and d_bias NULL: neither)
  * d_sum may alias d_out or d_res. row_stats: [2N] scratch. One pass over the rows for their
  * statistics, one over column blocks for everything else, instead of passes for the layer norm's
  * parameter gradients, d_sum, the residual add, the dropout, and the bias gradient. */

@@ -100,32 +100,37 @@ static void test_layernorm_threads(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
-/* residual_layernorm_forward = dropout_forward, the residual add and layernorm_forward in one
- * pass: the same sum (bit for bit) and the same normalised output, with and without dropout. */
+/* residual_layernorm_forward = the bias add, dropout_forward, the residual add and
+ * layernorm_forward in one pass: the same sum (bit for bit) and the same normalised output, with
+ * and without dropout, with and without the bias. */
 static void test_residual_layernorm(TestTally *t, Rng *rng) {
     Pool pool = {0};
     const int N = 37, C = 100;
     const uint64_t key = hash_key(3, 4, 5);
     float *res = uniform(&pool, rng, N * C, -1, 1), *branch = uniform(&pool, rng, N * C, -1, 1);
     float *gamma = uniform(&pool, rng, C, 0.5f, 1.5f), *beta = uniform(&pool, rng, C, -1, 1);
-    for (int dropout = 0; dropout < 2; dropout++) {
-        const float p = dropout ? 0.1f : 0.0f;
-        float *dropped = zeros(&pool, N * C), *sum = zeros(&pool, N * C), *out = zeros(&pool, N * C);
+    float *bias = uniform(&pool, rng, C, -1, 1), *no_bias = zeros(&pool, C);
+    for (int variant = 0; variant < 4; variant++) {
+        const float p = variant & 1 ? 0.1f : 0.0f;
+        const float *b = variant & 2 ? bias : no_bias;
+        float *biased = zeros(&pool, N * C), *sum = zeros(&pool, N * C), *out = zeros(&pool, N * C);
         float *mean = zeros(&pool, N), *rstd = zeros(&pool, N);
-        dropout_forward(dropped, branch, N * C, p, key);
         for (int e = 0; e < N * C; e++)
-            sum[e] = res[e] + dropped[e];
+            biased[e] = branch[e] + b[e % C];
+        dropout_forward(biased, biased, N * C, p, key);
+        for (int e = 0; e < N * C; e++)
+            sum[e] = res[e] + biased[e];
         layernorm_forward(out, mean, rstd, sum, gamma, beta, N, C, 1e-5f);
         float *f_sum = nans(&pool, N * C), *f_out = nans(&pool, N * C);
         float *f_mean = nans(&pool, N), *f_rstd = nans(&pool, N);
-        residual_layernorm_forward(f_out, f_sum, f_mean, f_rstd, res, branch, gamma, beta, N, C,
+        residual_layernorm_forward(f_out, f_sum, f_mean, f_rstd, res, branch, b, gamma, beta, N, C,
                                    1e-5f, p, key);
         const double err = fmax(rel_err(f_out, doubles(&pool, out, N * C), N * C),
                                 fmax(rel_err(f_mean, doubles(&pool, mean, N), N),
                                      rel_err(f_rstd, doubles(&pool, rstd, N), N)));
         CHECK(t, same_bits(f_sum, sum, N * C) && err < 1e-6,
-              "residual_layernorm_forward (dropout %.1f) = dropout, add, layernorm: sum bit-identical, "
-              "out, mean, rstd within %.2e", (double)p, err);
+              "residual_layernorm_forward (dropout %.1f, %s bias) = bias, dropout, add, layernorm: sum "
+              "bit-identical, out, mean, rstd within %.2e", (double)p, variant & 2 ? "with" : "zero", err);
     }
     pool_release(&pool);
 }
@@ -169,7 +174,7 @@ static void test_residual_layernorm_backward(TestTally *t, Rng *rng) {
         biased[e] = branch[e] + bias[e % C];
     float *sum = zeros(&pool, N * C), *out = zeros(&pool, N * C);
     float *mean = zeros(&pool, N), *rstd = zeros(&pool, N), *stats = nans(&pool, 2 * N);
-    residual_layernorm_forward(out, sum, mean, rstd, res, biased, gamma, beta, N, C, 1e-5f, p, key);
+    residual_layernorm_forward(out, sum, mean, rstd, res, branch, bias, gamma, beta, N, C, 1e-5f, p, key);
     float *d_sum = nans(&pool, N * C), *d_branch = nans(&pool, N * C), *d_bias = zeros(&pool, C);
     float *d_gamma = zeros(&pool, C), *d_beta = zeros(&pool, C);
     residual_layernorm_backward(d_sum, d_branch, d_bias, d_gamma, d_beta, stats, w, v, sum, gamma,
