@@ -65,9 +65,25 @@ def relative_gemm_work(L, m, T):
     return reach(T) if 10 * reach(T) <= 9 * full else full
 
 
+def method3_region_work(L, k, T):
+    """Multiply-adds / d of method3's clipped-region GEMMs per (b,h): (Q (.) a_row) . K^T over the
+    keys j >= i+k (rows i < L-k) and j <= i-k (rows i >= k), in blocks of T query rows, each
+    spanning the key columns of its last (right: first) row (layers/relpos.c region_block)."""
+    work = 0
+    if k < L:
+        for i0 in range(0, L - k, T):
+            work += min(T, L - k - i0) * (L - i0 - k)
+        for i0 in range(k, L, T):
+            nb = min(T, L - i0)
+            work += nb * (i0 + nb - k)
+    return work
+
+
 def flops_per_step(model, B, L, M):
     """(model_flops_per_step, that + the relative terms' GEMM FLOPs (shaw: q.a_r; method4: q.a_r
-    and k.a_r), forward (one GEMM per term) and backward (two), per (b,h) and layer)."""
+    and k.a_r; method3: the clipped regions' GEMMs instead of q_i.k_j's, its band |i-j| < k
+    being no GEMM), forward (one GEMM per term) and backward (two), per (b,h) and layer;
+    tests/train/cli/test_gemm_ceiling.sh checks them against the GEMMs a step runs)."""
     H, I, V = int(model["hidden_size"]), int(model["intermediate_size"]), int(model["vocab_size"])
     layers, heads, N = int(model["num_layers"]), int(model["num_heads"]), B * L
     per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * N * L * H
@@ -77,6 +93,9 @@ def flops_per_step(model, B, L, M):
         k, d = int(model["relative_k"]), H // heads
         m, T = min(k, L - 1), min(64, max(32, L // 4))
         total += layers * B * heads * terms * 3 * 2.0 * relative_gemm_work(L, m, T) * d
+    if model.get("relative_position") == "method3":  # its regions replace the GEMMs of q_i.k_j
+        k, d, T = int(model["relative_k"]), H // heads, min(64, max(32, L // 4))
+        total += layers * B * heads * 3 * 2.0 * (method3_region_work(L, k, T) - L * L) * d
     return model_flops, total
 
 

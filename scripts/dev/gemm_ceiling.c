@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
         const int n = counted_steps(side, warmup);
         RP_CHECK(n > 0, "gemm_ceiling: side %d has no timed step to count (%d steps, --warmup %d, the last not "
                  "counted): give --steps 2 or more", s + 1, side->num_steps, warmup);
-        printf("%d | %d | %.3f | %.3f | %ld | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f\n", s + 1, n,
+        printf("%d | %d | %.3f | %.3f | %ld | %.6f | %.1f | %.1f | %.1f | %.1f | %.1f\n", s + 1, n,
                side_median(side, warmup, step_s), side_median(side, warmup, replay_s), side->steps[warmup].calls,
                side_median(side, warmup, gemm_over_model), 100 * side_median(side, warmup, local_peak),
                100 * side_median(side, warmup, ceiling), 100 * side_median(side, warmup, local_peak_all),
