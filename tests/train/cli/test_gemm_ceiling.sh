@@ -12,7 +12,7 @@ else fail "gemm_ceiling builds and runs" "$(tail -c 400 "$tmp/build.out")"; exit
 tool=build/profile/gemm_ceiling
 
 # mode k B L (tiny: hidden 32, 2 heads, d = 16): blocks of 32 rows at L = 64; k = 70 > L - 1
-cases=("none 0 2 16" "method1 8 2 32" "method3 8 2 32" "method3 5 2 64" "method3 70 1 64" "shaw 8 2 32" "method4 8 3 40" "method4 70 2 64"
+cases=("none 0 2 16" "method1 8 2 32" "method2 8 2 48" "method3 8 2 32" "method3 5 2 64" "method3 70 1 64" "shaw 8 2 32" "method4 8 3 40" "method4 70 2 64"
        "shaw 20 1 64")
 for c in "${cases[@]}"; do
   read -r mode k B L <<<"$c"
