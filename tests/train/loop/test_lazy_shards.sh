@@ -13,36 +13,9 @@ awk 'BEGIN { srand(11); for (d = 0; d < 120; d++) { ns = 2 + int(rand() * 5);
          for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }
          print line "." }
        print "" } }' >"$tmp/corpus.txt"
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 32
-num_layers = 1
-num_heads = 2
-intermediate_size = 64
-vocab_size = 85
-max_position = 32
-[optim]
-lr = 3e-3
-[train]
-batch_size = 2
-max_steps = 12
-warmup_steps = 2
-log_interval = 1
-eval_interval = 6
-checkpoint_interval = 6
-keep_last = 3
-eval_batches = 2
-threads = 1
-run_dir = $tmp/run
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 32
-max_predictions_per_seq = 4
-eval_fraction = 0.1
-shard_tokens = 500
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=32 model.intermediate_size=64 optim.lr=3e-3 \
+  train.batch_size=2 train.max_steps=12 train.warmup_steps=2 train.eval_interval=6 train.checkpoint_interval=6 \
+  train.keep_last=3 data.shard_tokens=500
 cfg=$tmp/run.ini
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1
 shards=$(ls "$tmp/shards"/s*-*.h5 2>/dev/null | wc -l)
