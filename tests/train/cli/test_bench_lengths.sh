@@ -109,6 +109,24 @@ expect_error "--label-frac is the synthetic batch's" "--label-frac sets the MLM 
   "$RP" bench configs/tiny.ini "${set_vocab[@]}" --set task.glue_task=sst2 --lengths-from "$tmp/single.tsv" \
   --label-frac 0.2 --steps 1
 
+# --against with --lengths-from: each side batches as its own config's task.batch_size and
+# task.max_seq_len (unless --batch-size / --seq-len set both); the two sides of a pair must time
+# the same shapes, so a pair whose configs differ in either is refused, naming both shapes.
+"$RP" config configs/tiny.ini --set task.batch_size=$B --set task.max_seq_len=$L >"$tmp/side.ini"
+"$RP" config "$tmp/side.ini" --set task.batch_size=8 >"$tmp/side_b8.ini"
+"$RP" config "$tmp/side.ini" --set task.max_seq_len=24 >"$tmp/side_l24.ini"
+pair() { "$RP" bench "$tmp/side.ini" "${set_vocab[@]}" --set task.glue_task=sst2 --lengths-from "$tmp/single.tsv" \
+  --steps 1 --warmup 0 "$@"; }
+if pair --against "$tmp/side.ini" >"$tmp/pair_same.out" 2>&1; then pass "bench --against --lengths-from: the same shapes run"
+else fail "bench --against --lengths-from: the same shapes run" "$(head -c 400 "$tmp/pair_same.out")"; fi
+expect_error "bench --against --lengths-from: another task.batch_size is refused, naming both shapes" \
+  "--against $tmp/side_b8.ini: batches of 8 x $L there, $B x $L in $tmp/side.ini" pair --against "$tmp/side_b8.ini"
+expect_error "bench --against --lengths-from: another task.max_seq_len is refused, naming both shapes" \
+  "--against $tmp/side_l24.ini: batches of $B x 24 there, $B x $L in $tmp/side.ini" pair --against "$tmp/side_l24.ini"
+if pair --against "$tmp/side_b8.ini" --batch-size $B >"$tmp/pair_set.out" 2>&1; then
+  pass "bench --against --lengths-from: --batch-size sets both sides' shape"
+else fail "bench --against --lengths-from: --batch-size sets both sides' shape" "$(head -c 400 "$tmp/pair_set.out")"; fi
+
 # The synthetic mode: B x L random tokens per step, all real, MLM labels.
 if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --batch-size 3 --seq-len 8 --steps 2 --warmup 1 \
      --json "$tmp/synthetic.json" >"$tmp/synthetic.out" 2>&1 &&
