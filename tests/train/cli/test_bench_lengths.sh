@@ -3,7 +3,8 @@
 # counts it reports equal what the examples hold, computed here independently (WordPiece lengths
 # from `realpos tokenize`, + [CLS] and [SEP]s, truncated as fine-tuning truncates), batches padded
 # per task.padding (to the longest sequence, or to task.max_seq_len) and grouped per
-# task.group_by_length; a missing or malformed file fails naming it; the synthetic mode is as it was.
+# task.group_by_length; a missing or malformed file fails naming it; --against refuses a config of
+# other batch shapes (task.batch_size, task.max_seq_len); the synthetic mode is as it was.
 source "$(dirname "$0")/../../lib.sh"
 
 # A 100-token vocabulary for configs/tiny.ini: words w0..w89 and continuations ##a..##e, so that
