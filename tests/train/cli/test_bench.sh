@@ -30,9 +30,13 @@ PY
 
 # --against: a 4-layer tiny model stepping alternately with the 2-layer one; per step pair the
 # ratio of seconds per token, which must be each pair's step_seconds ratio (same tokens) and, the
-# first model doing half the layers' work, clearly below 1.
+# first model doing half the layers' work, clearly below 1. Both sides are widened to 128 (--set
+# applies to both): steps of tens of ms, which one preemption on a shared host does not double as
+# it did the 2-3 ms steps of width 32 (pairs read up to 1.8 there, and a median above 0.9 once in
+# three runs; 0.33-0.69 here).
 "$RP" config configs/tiny.ini --set model.num_layers=4 >"$tmp/tiny4.ini"
-if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --against "$tmp/tiny4.ini" --batch-size 4 --seq-len 64 --steps 7 \
+if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --against "$tmp/tiny4.ini" --set model.hidden_size=128 \
+    --set model.intermediate_size=512 --batch-size 4 --seq-len 64 --steps 7 \
     --warmup 1 --json "$tmp/pair.json" >"$tmp/pair.out" 2>&1; then
   pass "bench --against runs"
 else
