@@ -78,13 +78,18 @@ tiny_pretrain_ini() {
   err=$("$RP" config "$out" 2>&1 >/dev/null) || { fail "tiny_pretrain_ini $out" "$err"; exit 1; }
 }
 
-# synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (the five special tokens, then w0 ..
-# w{WORDS-1}) and DIR/corpus.txt (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent
-# words first, a blank line after each document).
+# synthetic_vocab FILE WORDS: the five special tokens, then w0 .. w{WORDS-1}, one a line.
+synthetic_vocab() {
+  local i
+  { printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]'; for ((i = 0; i < $2; i++)); do echo "w$i"; done; } >"$1"
+}
+
+# synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (synthetic_vocab) and DIR/corpus.txt
+# (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent words first, a blank line after
+# each document).
 synthetic_corpus() {
   local dir=$1 words=$2 docs=$3 seed=$4
-  { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 $((words - 1))); do echo "w$i"; done; } \
-    >"$dir/vocab.txt"
+  synthetic_vocab "$dir/vocab.txt" "$words"
   awk -v W="$words" -v D="$docs" -v S="$seed" 'BEGIN { srand(S); for (d = 0; d < D; d++) {
          ns = 3 + int(rand() * 6);
          for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";

@@ -9,8 +9,8 @@ source "$(dirname "$0")/../../lib.sh"
 
 # A 100-token vocabulary for configs/tiny.ini: words w0..w89 and continuations ##a..##e, so that
 # "w7ab" is 3 WordPieces.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 89); do echo "w$i"; done
-  for c in a b c d e; do echo "##$c"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 90
+printf '##%s\n' a b c d e >>"$tmp/vocab.txt"
 L=16 B=4
 # SST-2 layout (header; sentence, label): 12 sentences = 3 batches of 4, one epoch; the last one
 # is longer than L - 2 tokens and is truncated.

@@ -152,7 +152,7 @@ expect_error "vocab on an empty corpus" "empty_corpus.txt: no words" \
 check "... writes no vocabulary" test ! -e "$tmp/v.txt"
 
 # ---- pretraining data, eval, resume ------------------------------------------------------------------
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 39); do echo "w$i"; done; } >"$tmp/pvocab.txt"
+synthetic_vocab "$tmp/pvocab.txt" 40
 awk 'BEGIN { srand(3); for (d = 0; d < 30; d++) { for (s = 0; s < 5; s++) { line = "";
        for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * 40); print line } print "" } }' >"$tmp/pcorpus.txt"
 tiny_pretrain_ini "$tmp/p.ini" model.vocab_size=45 train.run_dir="$tmp/prun" data.corpus="$tmp/pcorpus.txt" \

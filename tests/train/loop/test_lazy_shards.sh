@@ -7,7 +7,7 @@ source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
 # Vocabulary: the five specials and 80 words; corpus: 120 documents, ~500 tokens per shard.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(11); for (d = 0; d < 120; d++) { ns = 2 + int(rand() * 5);
        for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";
          for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(3); for (d = 0; d < 30; d++) { for (s = 0; s < 6; s++) { line = "";
        for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * 80); print line "." }
        print "" } }' >"$tmp/corpus.txt"
