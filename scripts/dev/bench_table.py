@@ -9,10 +9,11 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     fraction, above 100%, flagged with "!";
   - the fine-tuning rows' (realpos bench --lengths-from) real tokens/s: non-padding tokens, next to
     the computed tokens/s (B x padded length) of the "realpos tok/s (B x L)" column;
-  - overhead against the row named in rows.tsv (1 - real tokens/s of the row / of that one,
-    paired), and the same from CPU seconds per real token (row / that one - 1); for rows of the
-    same batches (every synthetic row, or fine-tuning rows on the same data and padding) that is
-    the time per step;
+  - time overhead against the row named in rows.tsv: seconds per real token of the row over those
+    of that one, minus 1 (that one's real tokens/s over the row's), paired by round, the same
+    measure as "paired overhead" (a row 3.3x as fast reads -70%, a row twice as slow +100%); and
+    the same from CPU seconds per real token; for rows of the same batches (every synthetic row, or
+    fine-tuning rows on the same data and padding) that is the time per step;
   - FLOP overhead against that row, next to the time overhead: FLOPs per real token of the row over
     those of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c)
     plus the relative terms' GEMMs as the kernels run them (flops_per_step below), summed over the
@@ -201,7 +202,7 @@ def summarise(out):
                                             a["cpu_seconds_per_step"])),
             "gflops": gflops, "peak_fraction": frac,
             "overhead_vs": against or None,
-            "overhead": spread(paired(rp, ref, lambda a, b: 1 - real_rate(a) / real_rate(b))),
+            "overhead": spread(paired(rp, ref, lambda a, b: real_rate(b) / real_rate(a) - 1)),
             "cpu_overhead": spread(paired(rp, ref, lambda a, b: cpu_per_real_token(a) / cpu_per_real_token(b) - 1)),
             "flop_overhead": flops[name][1] / flops[against][1] - 1
             if against and name in flops and against in flops else None,
@@ -258,7 +259,7 @@ def main(out):
               "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s (B x L)", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
-            "% peak", "% peak (all FLOPs)", "local % peak", "overhead", "FLOP overhead", "CPU-time overhead",
+            "% peak", "% peak (all FLOPs)", "local % peak", "time overhead", "FLOP overhead", "CPU-time overhead",
             "paired overhead",
             "RSS MB realpos/PyTorch"]
     table = [head]
