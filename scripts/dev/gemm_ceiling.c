@@ -16,7 +16,11 @@
  *   replay   the same calls replayed right after the step on the same operands, with the same
  *            strides, in the same order, each parallel run on the threads that made its calls
  *            (best of --replays): the step with everything else removed, caches included;
- *   probe    the mean of a 1024^3 sgemm probe (core/peak.h) before and after the replays.
+ *   probe    the mean of a 1024^3 sgemm probe (core/peak.h's) before and after the replays.
+ * --clock cpu times all of these in this process's CPU seconds instead of wall seconds (a call in
+ * a parallel region: its thread's, summed over the region's threads), which other processes of a
+ * shared host do not inflate; the fractions then compare CPU time with CPU time. --shapes prints
+ * every counted step's calls grouped by shape, with their time and rate in the step.
  * The replays write only what the step's GEMMs wrote (activations, gradients the next step
  * zeroes): the weights are not touched, so later steps are the bench's own. The bench's own
  * summary lines time around train_step, so they include the replays: read this tool's table.
@@ -27,7 +31,9 @@
  *                  "% peak (all FLOPs)");
  *   ceiling        the same over the replay's time: the most the step can reach with these GEMMs;
  *   non-GEMM       1 - in-step / step: the share a non-GEMM change can work on;
- * and with --against, per step pair: step and replay time ratios (side 1 over side 2) - 1.
+ * and with --against, per step pair: step and replay time ratios (side 1 over side 2) - 1, and
+ * the floor of the step overhead, (replay 1 - replay 2) / step 2: what side 1 would cost over
+ * side 2 if its extra non-GEMM work were free.
  *
  * A link-time interposer has no caller to hand it a context, so the recorder is this file's one
  * static state. */
@@ -36,13 +42,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/common.h"
-#include "core/peak.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
 
 enum { MAX_CALLS = 1 << 18, MAX_SIDES = 2, MAX_STEPS = 4096 };
+
+/* The wrapped functions themselves (ld --wrap). */
+void __real_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
+                        blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
+                        float beta, float *C, blasint ldc);
+void __real_train_step(TrainStep *ts, long step);
 
 typedef struct {
     CBLAS_ORDER order;
@@ -69,6 +81,8 @@ typedef struct {
 
 typedef struct {
     int recording, replays;
+    int cpu_clock; /* --clock cpu: CPU seconds (process; a parallel region's calls their thread's) */
+    int shapes;    /* --shapes: each side's last counted step's GEMMs by shape */
     GemmCall *calls;
     size_t num_calls;
     SideRecord sides[MAX_SIDES];
@@ -77,10 +91,31 @@ typedef struct {
 
 static Recorder recorder;
 
-void __real_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
-                        blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
-                        float beta, float *C, blasint ldc);
-void __real_train_step(TrainStep *ts, long step);
+/* The clock of every timing: wall seconds, or this process's CPU seconds (its threads summed),
+ * which the other processes of a shared host do not inflate. */
+static double clock_seconds(void) { return recorder.cpu_clock ? cpu_seconds() : now_seconds(); }
+
+/* A call's own time: inside a parallel region with the CPU clock, the calling thread's. */
+static double call_clock_seconds(int parallel) {
+    if (!recorder.cpu_clock || !parallel)
+        return clock_seconds();
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* core/peak.h's probe, one 1024^3 sgemm, on this tool's clock: GFLOP/s. */
+static double probe_gflops(void) {
+    enum { n = 1024 };
+    float *a = xalloc_floats((size_t)n * n), *b = xalloc_floats((size_t)n * n), *c = xalloc_floats((size_t)n * n);
+    for (size_t e = 0; e < (size_t)n * n; e++)
+        a[e] = (float)(e % 7) * 0.1f, b[e] = (float)(e % 5) * 0.1f, c[e] = 0.0f;
+    double t0 = clock_seconds();
+    __real_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    double seconds = clock_seconds() - t0;
+    free(a), free(b), free(c);
+    return 2.0 * n * n * (double)n / seconds * 1e-9;
+}
 
 void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
                         blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
@@ -91,10 +126,11 @@ void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
     }
     size_t slot = __atomic_fetch_add(&recorder.num_calls, 1, __ATOMIC_RELAXED);
     RP_CHECK(slot < MAX_CALLS, "gemm_ceiling: more than %d sgemm calls in one step", MAX_CALLS);
-    double t0 = now_seconds();
+    const int parallel = omp_in_parallel();
+    double t0 = call_clock_seconds(parallel);
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     recorder.calls[slot] = (GemmCall){order, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C,
-                                      omp_in_parallel(), omp_get_thread_num(), now_seconds() - t0};
+                                      parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0};
 }
 
 static void replay_call(const GemmCall *c) {
@@ -126,14 +162,15 @@ static double in_step_seconds(const GemmCall *calls, size_t n) {
             continue;
         }
         size_t end = parallel_run_end(calls, i, n);
-        double busiest = 0;
+        double busiest = 0, all = 0;
         for (int t = 0; t < run_team(calls, i, end); t++) {
             double sum = 0;
             for (size_t j = i; j < end; j++)
                 sum += calls[j].thread == t ? calls[j].seconds : 0;
             busiest = sum > busiest ? sum : busiest;
+            all += sum;
         }
-        total += busiest;
+        total += recorder.cpu_clock ? all : busiest;
         i = end;
     }
     return total;
@@ -142,7 +179,7 @@ static double in_step_seconds(const GemmCall *calls, size_t n) {
 /* The recorded calls once more, in order: serial ones on OpenBLAS's threads, each parallel run
  * with every thread replaying its own calls. Returns the wall time. */
 static double replay_seconds(const GemmCall *calls, size_t n) {
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     for (size_t i = 0; i < n;) {
         if (!calls[i].parallel) {
             replay_call(&calls[i++]);
@@ -159,7 +196,52 @@ static double replay_seconds(const GemmCall *calls, size_t n) {
         }
         i = end;
     }
-    return now_seconds() - t0;
+    return clock_seconds() - t0;
+}
+
+typedef struct {
+    const GemmCall *call; /* the first of its shape */
+    long count;
+    double seconds, flops;
+} ShapeTotal;
+
+/* The step's calls grouped by shape (transposes, M, N, K, and whether made in a parallel region),
+ * largest in-step time first: calls, seconds, and GFLOP/s on the step's clock (a parallel
+ * region's calls each on their thread, so per thread there). */
+static void print_shapes(int side, long step, const GemmCall *calls, size_t n) {
+    enum { MAX_SHAPES = 256 };
+    ShapeTotal shapes[MAX_SHAPES];
+    int num_shapes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const GemmCall *c = &calls[i];
+        int k = 0;
+        while (k < num_shapes && !(shapes[k].call->trans_a == c->trans_a && shapes[k].call->trans_b == c->trans_b &&
+                                   shapes[k].call->M == c->M && shapes[k].call->N == c->N &&
+                                   shapes[k].call->K == c->K && shapes[k].call->parallel == c->parallel))
+            k++;
+        if (k == num_shapes) {
+            if (num_shapes == MAX_SHAPES)
+                k = MAX_SHAPES - 1; /* the rest share the last row */
+            else
+                shapes[num_shapes++] = (ShapeTotal){c, 0, 0, 0};
+        }
+        shapes[k].count++;
+        shapes[k].seconds += c->seconds;
+        shapes[k].flops += 2.0 * c->M * c->N * (double)c->K;
+    }
+    for (int a = 1; a < num_shapes; a++) /* by seconds, descending (insertion sort) */
+        for (int b = a; b > 0 && shapes[b].seconds > shapes[b - 1].seconds; b--) {
+            ShapeTotal t = shapes[b];
+            shapes[b] = shapes[b - 1], shapes[b - 1] = t;
+        }
+    printf("side %d step %ld: GEMMs by shape (op(A) M x K times op(B) K x N)\n"
+           "  trans | M | N | K | in parallel region | calls | seconds | GFLOP/s\n", side, step);
+    for (int k = 0; k < num_shapes; k++) {
+        const GemmCall *c = shapes[k].call;
+        printf("  %c%c | %d | %d | %d | %s | %ld | %.4f | %.1f\n", c->trans_a == CblasTrans ? 'T' : 'N',
+               c->trans_b == CblasTrans ? 'T' : 'N', c->M, c->N, c->K, c->parallel ? "yes" : "no", shapes[k].count,
+               shapes[k].seconds, shapes[k].flops * 1e-9 / shapes[k].seconds);
+    }
 }
 
 static SideRecord *side_of(const TrainStep *ts) {
@@ -178,9 +260,9 @@ void __wrap_train_step(TrainStep *ts, long step) {
     const double flops_before = ts->window_flops;
     recorder.num_calls = 0;
     __atomic_store_n(&recorder.recording, 1, __ATOMIC_RELAXED);
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     __real_train_step(ts, step);
-    double t1 = now_seconds();
+    double t1 = clock_seconds();
     __atomic_store_n(&recorder.recording, 0, __ATOMIC_RELAXED);
 
     const size_t n = recorder.num_calls;
@@ -190,15 +272,17 @@ void __wrap_train_step(TrainStep *ts, long step) {
     r->counted = r->model_flops > 0;
     if (!r->counted)
         return;
+    if (recorder.shapes)
+        print_shapes((int)(side - recorder.sides) + 1, step, recorder.calls, n);
     for (size_t i = 0; i < n; i++)
         r->gemm_flops += 2.0 * recorder.calls[i].M * recorder.calls[i].N * (double)recorder.calls[i].K;
-    double probe_before = sgemm_probe_gflops(NULL);
+    double probe_before = probe_gflops();
     r->replay = 1e30;
     for (int k = 0; k < recorder.replays; k++) {
         double seconds = replay_seconds(recorder.calls, n);
         r->replay = seconds < r->replay ? seconds : r->replay;
     }
-    r->probe = 0.5 * (probe_before + sgemm_probe_gflops(NULL));
+    r->probe = 0.5 * (probe_before + probe_gflops());
     fprintf(stderr, "gemm_ceiling: side %d step %ld: step %.3f s, its GEMMs %.3f s, replay %.3f s, %ld calls, "
             "%.2f model GFLOP, probe %.1f GFLOP/s\n", (int)(side - recorder.sides) + 1, step, r->step, r->in_step,
             r->replay, r->calls, r->model_flops * 1e-9, r->probe);
@@ -250,13 +334,37 @@ static double pair_overhead(const SideRecord *a, const SideRecord *b, int warmup
     return median(values, n);
 }
 
+/* Median over step pairs of (replay_a - replay_b) / step_b: side a's step overhead over side b's
+ * if a's extra work outside GEMMs cost nothing, b's step unchanged. A target overhead below it
+ * needs fewer GEMM FLOPs, faster GEMMs or a cheaper b. */
+static double gemm_floor_overhead(const SideRecord *a, const SideRecord *b, int warmup) {
+    double values[MAX_STEPS];
+    int n = 0;
+    for (int s = warmup; s < a->num_steps && s < b->num_steps; s++)
+        if (a->steps[s].counted && b->steps[s].counted)
+            values[n++] = (a->steps[s].replay - b->steps[s].replay) / b->steps[s].step;
+    return median(values, n);
+}
+
 int main(int argc, char **argv) {
-    const char *usage = "usage: gemm_ceiling [--replays R] CONFIG.ini BENCH_OPTIONS... (realpos bench's)";
+    const char *usage = "usage: gemm_ceiling [--replays R] [--clock wall|cpu] [--shapes] CONFIG.ini BENCH_OPTIONS... (realpos bench's)";
     int first = 1;
     recorder.replays = 3;
-    if (argc > 2 && !strcmp(argv[1], "--replays")) {
-        recorder.replays = atoi(argv[2]);
-        first = 3;
+    while (first + 1 < argc && (!strcmp(argv[first], "--replays") || !strcmp(argv[first], "--clock") ||
+                                !strcmp(argv[first], "--shapes"))) {
+        if (!strcmp(argv[first], "--shapes")) {
+            recorder.shapes = 1;
+            first += 1;
+            continue;
+        }
+        if (!strcmp(argv[first], "--replays")) {
+            recorder.replays = atoi(argv[first + 1]);
+        } else {
+            RP_CHECK(!strcmp(argv[first + 1], "wall") || !strcmp(argv[first + 1], "cpu"),
+                     "gemm_ceiling --clock: expected wall or cpu, got '%s'", argv[first + 1]);
+            recorder.cpu_clock = !strcmp(argv[first + 1], "cpu");
+        }
+        first += 2;
     }
     RP_CHECK(recorder.replays > 0 && argc > first, "%s", usage);
     int warmup = 2; /* realpos bench's default */
@@ -288,10 +396,13 @@ int main(int argc, char **argv) {
                100 * side_median(side, warmup, ceiling), 100 * side_median(side, warmup, local_peak_all),
                100 * side_median(side, warmup, ceiling_all), 100 * side_median(side, warmup, non_gemm));
     }
-    if (recorder.num_sides == 2)
-        printf("pairs (side 1 / side 2 - 1, median over step pairs): step %+.1f%%, GEMM-only replay %+.1f%%\n",
-               100 * pair_overhead(&recorder.sides[0], &recorder.sides[1], warmup, step_s),
-               100 * pair_overhead(&recorder.sides[0], &recorder.sides[1], warmup, replay_s));
+    if (recorder.num_sides == 2) {
+        const SideRecord *a = &recorder.sides[0], *b = &recorder.sides[1];
+        printf("pairs, medians over step pairs: step time overhead (side 1 / side 2 - 1) %+.1f%%, GEMM-only "
+               "replay overhead %+.1f%%, step overhead with side 1's extra non-GEMM work free "
+               "((replay 1 - replay 2) / step 2) %+.1f%%\n", 100 * pair_overhead(a, b, warmup, step_s),
+               100 * pair_overhead(a, b, warmup, replay_s), 100 * gemm_floor_overhead(a, b, warmup));
+    }
     free(recorder.calls);
     return 0;
 }

@@ -2,7 +2,7 @@
 # The GEMM-only ceiling of realpos bench's step (scripts/dev/gemm_ceiling.c): builds the tool over
 # build/librealpos.a (run `make` first) and runs it with realpos bench's arguments, OpenMP waiting
 # passively as in scripts/dev/bench.sh. OMP_NUM_THREADS is the caller's.
-# Usage: scripts/dev/gemm_ceiling.sh [--replays R] CONFIG.ini --batch-size B --seq-len L [--against OTHER.ini] ...
+# Usage: scripts/dev/gemm_ceiling.sh [--replays R] [--clock wall|cpu] CONFIG.ini --batch-size B --seq-len L [--against OTHER.ini] ...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build/profile; mkdir -p "$out"
