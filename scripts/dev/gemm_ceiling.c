@@ -8,8 +8,8 @@
  * -Wl,--wrap=cblas_sgemm,--wrap=train_step; its main is realpos bench's (cmd_bench), so it takes
  * the bench's arguments, --against included (each side is recorded on its own). After every
  * train_step it has:
- *   step     the step's wall time;
- *   in-step  the wall time of its sgemm calls: a call from outside a parallel region counts its
+ *   step     the step's time (wall seconds, or CPU seconds with --clock cpu);
+ *   in-step  the time of its sgemm calls: a call from outside a parallel region counts its
  *            own time (OpenBLAS runs it on every thread); calls from inside one (attention's
  *            per-(batch, head) products) count, per run of consecutive such calls, the busiest
  *            thread's sum;
@@ -82,7 +82,7 @@ typedef struct {
 typedef struct {
     int recording, replays;
     int cpu_clock; /* --clock cpu: CPU seconds (process; a parallel region's calls their thread's) */
-    int shapes;    /* --shapes: each side's last counted step's GEMMs by shape */
+    int shapes;    /* --shapes: every counted step's GEMMs by shape */
     GemmCall *calls;
     size_t num_calls;
     SideRecord sides[MAX_SIDES];
