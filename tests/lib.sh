@@ -44,13 +44,52 @@ signal_when() {
 # kill9_when FILE PID: SIGKILL PID as soon as FILE exists (see signal_when).
 kill9_when() { signal_when KILL "$2" test -e "$1"; }
 
-# synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (the five special tokens, then w0 ..
-# w{WORDS-1}) and DIR/corpus.txt (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent
-# words first, a blank line after each document).
+# tiny_pretrain_ini OUT [SECTION.KEY=VALUE ...]: write OUT, the shell tests' tiny pretraining
+# config: a 1-layer model of width 16 (2 heads, feed-forward 32, 85 tokens, 32 positions), 4 steps
+# of 4 sequences of 32 tokens (a checkpoint and an eval every 2, the last 2 checkpoints kept, 1
+# thread) on $tmp/corpus.txt and $tmp/vocab.txt, shards in $tmp/shards, the run in $tmp/run. Each
+# SECTION.KEY=VALUE replaces that key's value, or adds the key to its section where the template
+# lacks it. OUT is then read back by `realpos config`: a key realpos does not know, or a value it
+# refuses, prints a FAIL line with realpos's message and exits the test.
+tiny_pretrain_ini() {
+  local out=$1 entry key section err
+  shift
+  local -a keys=() sections=()
+  local -A value=()
+  for entry in model.hidden_size=16 model.num_layers=1 model.num_heads=2 model.intermediate_size=32 \
+      model.vocab_size=85 model.max_position=32 \
+      train.batch_size=4 train.max_steps=4 train.warmup_steps=1 train.log_interval=1 train.eval_interval=2 \
+      train.checkpoint_interval=2 train.keep_last=2 train.eval_batches=2 train.threads=1 train.run_dir="$tmp/run" \
+      data.corpus="$tmp/corpus.txt" data.vocab="$tmp/vocab.txt" data.shard_dir="$tmp/shards" data.max_seq_len=32 \
+      data.max_predictions_per_seq=4 data.eval_fraction=0.1 "$@"; do
+    key=${entry%%=*}
+    [[ $entry == *=* && $key =~ ^[a-z_]+\.[a-z0-9_]+$ ]] ||
+      { fail "tiny_pretrain_ini $out" "'$entry': expected section.key=value"; exit 1; }
+    [[ -v value[$key] ]] || keys+=("$key")
+    value[$key]=${entry#*=}
+    [[ " ${sections[*]} " == *" ${key%%.*} "* ]] || sections+=("${key%%.*}")
+  done
+  for section in "${sections[@]}"; do
+    echo "[$section]"
+    for key in "${keys[@]}"; do
+      if [ "${key%%.*}" = "$section" ]; then echo "${key#*.} = ${value[$key]}"; fi
+    done
+  done >"$out"
+  err=$("$RP" config "$out" 2>&1 >/dev/null) || { fail "tiny_pretrain_ini $out" "$err"; exit 1; }
+}
+
+# synthetic_vocab FILE WORDS: the five special tokens, then w0 .. w{WORDS-1}, one a line.
+synthetic_vocab() {
+  local i
+  { printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]'; for ((i = 0; i < $2; i++)); do echo "w$i"; done; } >"$1"
+}
+
+# synthetic_corpus DIR WORDS DOCUMENTS SEED: DIR/vocab.txt (synthetic_vocab) and DIR/corpus.txt
+# (DOCUMENTS documents of 3-8 sentences of 3-10 words, frequent words first, a blank line after
+# each document).
 synthetic_corpus() {
   local dir=$1 words=$2 docs=$3 seed=$4
-  { printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 $((words - 1))); do echo "w$i"; done; } \
-    >"$dir/vocab.txt"
+  synthetic_vocab "$dir/vocab.txt" "$words"
   awk -v W="$words" -v D="$docs" -v S="$seed" 'BEGIN { srand(S); for (d = 0; d < D; d++) {
          ns = 3 + int(rand() * 6);
          for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";

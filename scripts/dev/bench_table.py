@@ -9,10 +9,11 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     fraction, above 100%, flagged with "!";
   - the fine-tuning rows' (realpos bench --lengths-from) real tokens/s: non-padding tokens, next to
     the computed tokens/s (B x padded length) of the "realpos tok/s (B x L)" column;
-  - overhead against the row named in rows.tsv (1 - real tokens/s of the row / of that one,
-    paired), and the same from CPU seconds per real token (row / that one - 1); for rows of the
-    same batches (every synthetic row, or fine-tuning rows on the same data and padding) that is
-    the time per step;
+  - time overhead against the row named in rows.tsv: seconds per real token of the row over those
+    of that one, minus 1 (that one's real tokens/s over the row's), paired by round, the same
+    measure as "paired overhead" (a row 3.3x as fast reads -70%, a row twice as slow +100%); and
+    the same from CPU seconds per real token; for rows of the same batches (every synthetic row, or
+    fine-tuning rows on the same data and padding) that is the time per step;
   - FLOP overhead against that row, next to the time overhead: FLOPs per real token of the row over
     those of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c)
     plus the relative terms' GEMMs as the kernels run them (flops_per_step below), summed over the
@@ -65,9 +66,25 @@ def relative_gemm_work(L, m, T):
     return reach(T) if 10 * reach(T) <= 9 * full else full
 
 
+def method3_region_work(L, k, T):
+    """Multiply-adds / d of method3's clipped-region GEMMs per (b,h): (Q (.) a_row) . K^T over the
+    keys j >= i+k (rows i < L-k) and j <= i-k (rows i >= k), in blocks of T query rows, each
+    spanning the key columns of its last (right: first) row (layers/relpos.c region_block)."""
+    work = 0
+    if k < L:
+        for i0 in range(0, L - k, T):
+            work += min(T, L - k - i0) * (L - i0 - k)
+        for i0 in range(k, L, T):
+            nb = min(T, L - i0)
+            work += nb * (i0 + nb - k)
+    return work
+
+
 def flops_per_step(model, B, L, M):
     """(model_flops_per_step, that + the relative terms' GEMM FLOPs (shaw: q.a_r; method4: q.a_r
-    and k.a_r), forward (one GEMM per term) and backward (two), per (b,h) and layer)."""
+    and k.a_r; method3: the clipped regions' GEMMs instead of q_i.k_j's, its band |i-j| < k
+    being no GEMM), forward (one GEMM per term) and backward (two), per (b,h) and layer;
+    tests/train/cli/test_gemm_ceiling.sh checks them against the GEMMs a step runs)."""
     H, I, V = int(model["hidden_size"]), int(model["intermediate_size"]), int(model["vocab_size"])
     layers, heads, N = int(model["num_layers"]), int(model["num_heads"]), B * L
     per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * N * L * H
@@ -77,6 +94,9 @@ def flops_per_step(model, B, L, M):
         k, d = int(model["relative_k"]), H // heads
         m, T = min(k, L - 1), min(64, max(32, L // 4))
         total += layers * B * heads * terms * 3 * 2.0 * relative_gemm_work(L, m, T) * d
+    if model.get("relative_position") == "method3":  # its regions replace the GEMMs of q_i.k_j
+        k, d, T = int(model["relative_k"]), H // heads, min(64, max(32, L // 4))
+        total += layers * B * heads * 3 * 2.0 * (method3_region_work(L, k, T) - L * L) * d
     return model_flops, total
 
 
@@ -182,7 +202,7 @@ def summarise(out):
                                             a["cpu_seconds_per_step"])),
             "gflops": gflops, "peak_fraction": frac,
             "overhead_vs": against or None,
-            "overhead": spread(paired(rp, ref, lambda a, b: 1 - real_rate(a) / real_rate(b))),
+            "overhead": spread(paired(rp, ref, lambda a, b: real_rate(b) / real_rate(a) - 1)),
             "cpu_overhead": spread(paired(rp, ref, lambda a, b: cpu_per_real_token(a) / cpu_per_real_token(b) - 1)),
             "flop_overhead": flops[name][1] / flops[against][1] - 1
             if against and name in flops and against in flops else None,
@@ -239,7 +259,7 @@ def main(out):
               "CPU's capability. A user may select the right kernels with OPENBLAS_CORETYPE (e.g. SkylakeX "
               "or Haswell); the bench never sets it.")
     head = ["config", "realpos tok/s (B x L)", "real tok/s", "PyTorch tok/s", "ratio", "CPU-time ratio", "GFLOP/s",
-            "% peak", "% peak (all FLOPs)", "local % peak", "overhead", "FLOP overhead", "CPU-time overhead",
+            "% peak", "% peak (all FLOPs)", "local % peak", "time overhead", "FLOP overhead", "CPU-time overhead",
             "paired overhead",
             "RSS MB realpos/PyTorch"]
     table = [head]

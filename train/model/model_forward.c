@@ -108,6 +108,21 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
              "matrices per batch (lower the batch size or sequence length)", B, L, c->num_heads, INT_MAX);
     RP_CHECK(!c->absolute_position || L <= c->max_position,
              "sequence length %d exceeds model.max_position = %d (absolute positions)", L, c->max_position);
+    /* Each dropout site draws its mask over 32-bit element indices (core/rng.h); the largest are
+     * attention's B*heads*L^2 scores and the hidden states' B*L*H. Refused here, before the
+     * activations of such a shape are allocated, rather than at the first forward. */
+    const uint64_t scores = (uint64_t)B * (uint64_t)c->num_heads * (uint64_t)L * (uint64_t)L;
+    RP_CHECK(c->attention_dropout == 0.0f || dropout_indices_fit(scores),
+             "batch of %d sequences of %d tokens with %d heads: %llu attention scores, over the 2^32 one "
+             "dropout mask indexes (model.attention_dropout = %g): lower the batch size or sequence length, "
+             "or set model.attention_dropout = 0", B, L, c->num_heads, (unsigned long long)scores,
+             (double)c->attention_dropout);
+    const uint64_t hidden = (uint64_t)B * (uint64_t)L * (uint64_t)c->hidden_size;
+    RP_CHECK(c->hidden_dropout == 0.0f || dropout_indices_fit(hidden),
+             "batch of %d sequences of %d tokens at hidden size %d: %llu hidden values, over the 2^32 one "
+             "dropout mask indexes (model.hidden_dropout = %g): lower the batch size or sequence length, or "
+             "set model.hidden_dropout = 0", B, L, c->hidden_size, (unsigned long long)hidden,
+             (double)c->hidden_dropout);
     memset(a, 0, sizeof *a);
     a->B = B;
     a->L = L;

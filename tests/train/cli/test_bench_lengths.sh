@@ -3,13 +3,14 @@
 # counts it reports equal what the examples hold, computed here independently (WordPiece lengths
 # from `realpos tokenize`, + [CLS] and [SEP]s, truncated as fine-tuning truncates), batches padded
 # per task.padding (to the longest sequence, or to task.max_seq_len) and grouped per
-# task.group_by_length; a missing or malformed file fails naming it; the synthetic mode is as it was.
+# task.group_by_length; a missing or malformed file fails naming it; --against refuses a config of
+# other batch shapes (task.batch_size, task.max_seq_len); the synthetic mode is as it was.
 source "$(dirname "$0")/../../lib.sh"
 
 # A 100-token vocabulary for configs/tiny.ini: words w0..w89 and continuations ##a..##e, so that
 # "w7ab" is 3 WordPieces.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 89); do echo "w$i"; done
-  for c in a b c d e; do echo "##$c"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 90
+printf '##%s\n' a b c d e >>"$tmp/vocab.txt"
 L=16 B=4
 # SST-2 layout (header; sentence, label): 12 sentences = 3 batches of 4, one epoch; the last one
 # is longer than L - 2 tokens and is truncated.
@@ -108,6 +109,24 @@ expect_error "no vocabulary named" "key 'data.vocab'" \
 expect_error "--label-frac is the synthetic batch's" "--label-frac sets the MLM labels" \
   "$RP" bench configs/tiny.ini "${set_vocab[@]}" --set task.glue_task=sst2 --lengths-from "$tmp/single.tsv" \
   --label-frac 0.2 --steps 1
+
+# --against with --lengths-from: each side batches as its own config's task.batch_size and
+# task.max_seq_len (unless --batch-size / --seq-len set both); the two sides of a pair must time
+# the same shapes, so a pair whose configs differ in either is refused, naming both shapes.
+"$RP" config configs/tiny.ini --set task.batch_size=$B --set task.max_seq_len=$L >"$tmp/side.ini"
+"$RP" config "$tmp/side.ini" --set task.batch_size=8 >"$tmp/side_b8.ini"
+"$RP" config "$tmp/side.ini" --set task.max_seq_len=24 >"$tmp/side_l24.ini"
+pair() { "$RP" bench "$tmp/side.ini" "${set_vocab[@]}" --set task.glue_task=sst2 --lengths-from "$tmp/single.tsv" \
+  --steps 1 --warmup 0 "$@"; }
+if pair --against "$tmp/side.ini" >"$tmp/pair_same.out" 2>&1; then pass "bench --against --lengths-from: the same shapes run"
+else fail "bench --against --lengths-from: the same shapes run" "$(head -c 400 "$tmp/pair_same.out")"; fi
+expect_error "bench --against --lengths-from: another task.batch_size is refused, naming both shapes" \
+  "--against $tmp/side_b8.ini: batches of 8 x $L there, $B x $L in $tmp/side.ini" pair --against "$tmp/side_b8.ini"
+expect_error "bench --against --lengths-from: another task.max_seq_len is refused, naming both shapes" \
+  "--against $tmp/side_l24.ini: batches of $B x 24 there, $B x $L in $tmp/side.ini" pair --against "$tmp/side_l24.ini"
+if pair --against "$tmp/side_b8.ini" --batch-size $B >"$tmp/pair_set.out" 2>&1; then
+  pass "bench --against --lengths-from: --batch-size sets both sides' shape"
+else fail "bench --against --lengths-from: --batch-size sets both sides' shape" "$(head -c 400 "$tmp/pair_set.out")"; fi
 
 # The synthetic mode: B x L random tokens per step, all real, MLM labels.
 if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --batch-size 3 --seq-len 8 --steps 2 --warmup 1 \

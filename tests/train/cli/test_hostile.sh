@@ -152,35 +152,12 @@ expect_error "vocab on an empty corpus" "empty_corpus.txt: no words" \
 check "... writes no vocabulary" test ! -e "$tmp/v.txt"
 
 # ---- pretraining data, eval, resume ------------------------------------------------------------------
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 39); do echo "w$i"; done; } >"$tmp/pvocab.txt"
+synthetic_vocab "$tmp/pvocab.txt" 40
 awk 'BEGIN { srand(3); for (d = 0; d < 30; d++) { for (s = 0; s < 5; s++) { line = "";
        for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * 40); print line } print "" } }' >"$tmp/pcorpus.txt"
-cat >"$tmp/p.ini" <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-vocab_size = 45
-max_position = 32
-[train]
-batch_size = 4
-max_steps = 4
-warmup_steps = 1
-log_interval = 1
-eval_interval = 2
-checkpoint_interval = 2
-eval_batches = 2
-threads = 1
-run_dir = $tmp/prun
-[data]
-corpus = $tmp/pcorpus.txt
-vocab = $tmp/pvocab.txt
-shard_dir = $tmp/pshards
-max_seq_len = 16
-max_predictions_per_seq = 3
-eval_fraction = 0.2
-INI
+tiny_pretrain_ini "$tmp/p.ini" model.vocab_size=45 train.run_dir="$tmp/prun" data.corpus="$tmp/pcorpus.txt" \
+  data.vocab="$tmp/pvocab.txt" data.shard_dir="$tmp/pshards" data.max_seq_len=16 data.max_predictions_per_seq=3 \
+  data.eval_fraction=0.2
 $T "$RP" prepare "$tmp/p.ini" >/dev/null 2>&1 && $T "$RP" pretrain "$tmp/p.ini" >"$tmp/p.log" 2>&1
 check "control: a tiny pretraining run" test -s "$tmp/prun/ckpt-0000004.h5"
 check "metrics at full precision (cJSON shortest round trip, not %.6f)" \

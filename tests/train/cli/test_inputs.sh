@@ -271,3 +271,20 @@ expect_error "an unknown command lists the commands" "realpos fill-mask CKPT.h5"
 out=$("$RP" init 2>&1); usage_line=$("$RP" init --help | head -1)
 if has "$out" "$usage_line"; then pass "a usage error prints the table's usage line"
 else fail "a usage error prints the table's usage line" "$out"; fi
+
+# A batch whose dropout masks would need more than the 2^32 element indices of one key
+# (core/rng.h) is refused when the activations are laid out, before they are allocated: under a
+# 2 GB address-space limit the refusal comes first; at exactly 2^32, or without that dropout, the
+# same shape gets as far as the allocation (and fails there, for lack of memory).
+big=(bench configs/tiny.ini --set model.absolute_position=no --set model.relative_position=shaw
+     --set model.num_heads=16 --seq-len 2048 --steps 1 --warmup 0)
+expect_error "attention dropout over 2^32 scores is refused before allocating" \
+  "4362076160 attention scores, over the 2^32" bash -c 'ulimit -v 2000000; exec "$@"' _ "$RP" "${big[@]}" --batch-size 65
+expect_error "2^32 attention scores with dropout reach the allocation" "out of memory" \
+  bash -c 'ulimit -v 2000000; exec "$@"' _ "$RP" "${big[@]}" --batch-size 64
+expect_error "hidden dropout over 2^32 values is refused before allocating" \
+  "4297064448 hidden values, over the 2^32" bash -c 'ulimit -v 2000000; exec "$@"' _ "$RP" "${big[@]}" \
+  --set model.attention_dropout=0 --set model.num_heads=1 --set model.hidden_size=1024 --batch-size 2049
+expect_error "2^32 hidden values with dropout reach the allocation" "out of memory" \
+  bash -c 'ulimit -v 2000000; exec "$@"' _ "$RP" "${big[@]}" --set model.attention_dropout=0 \
+  --set model.num_heads=1 --set model.hidden_size=1024 --batch-size 2048

@@ -1,48 +1,21 @@
 #!/usr/bin/env bash
 # Shard seals verified lazily (train/data/shard_set.c): start-up reads no shard through, a shard
-# corrupted after prepare fails the run, naming it, when the stream first reaches it (the last
-# checkpoint intact), and training is bit-identical to the eager open (an index without
-# train_token_counts still verifies every shard at start-up, as before).
+# corrupted after prepare, or replaced after the run opened it, fails the run, naming it, when the
+# stream first reaches it (the last checkpoint intact), and training is bit-identical to the eager
+# open (an index without train_token_counts still verifies every shard at start-up, as before).
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
 # Vocabulary: the five specials and 80 words; corpus: 120 documents, ~500 tokens per shard.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(11); for (d = 0; d < 120; d++) { ns = 2 + int(rand() * 5);
        for (s = 0; s < ns; s++) { n = 3 + int(rand() * 8); line = "";
          for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }
          print line "." }
        print "" } }' >"$tmp/corpus.txt"
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 32
-num_layers = 1
-num_heads = 2
-intermediate_size = 64
-vocab_size = 85
-max_position = 32
-[optim]
-lr = 3e-3
-[train]
-batch_size = 2
-max_steps = 12
-warmup_steps = 2
-log_interval = 1
-eval_interval = 6
-checkpoint_interval = 6
-keep_last = 3
-eval_batches = 2
-threads = 1
-run_dir = $tmp/run
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 32
-max_predictions_per_seq = 4
-eval_fraction = 0.1
-shard_tokens = 500
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=32 model.intermediate_size=64 optim.lr=3e-3 \
+  train.batch_size=2 train.max_steps=12 train.warmup_steps=2 train.eval_interval=6 train.checkpoint_interval=6 \
+  train.keep_last=3 data.shard_tokens=500
 cfg=$tmp/run.ini
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1
 shards=$(ls "$tmp/shards"/s*-*.h5 2>/dev/null | wc -l)
@@ -95,6 +68,34 @@ steps=$(grep -c '"kind":"train"' "$tmp/run-corrupt/metrics.jsonl" 2>/dev/null)
 check "start-up did not read it: the run trained until the stream reached it ($steps steps)" test "${steps:-0}" -ge 2
 last=$(ls "$tmp/run-corrupt"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
 check "the run's last checkpoint ($(basename "${last:-none}")) is intact" \
+  bash -c '"$0" inspect --verify "$1" >/dev/null' "$RP" "${last:-$tmp/none}"
+
+# A shard replaced under a running run by another valid shard of the set (as a prepare writing
+# into it would): the descriptor opened at start-up still reads the original, intact bytes, but
+# the name now holds another file (device and inode differ), and the first read of it refuses.
+# Start-up opens every shard; shard 3 is first read in step 8. The model is wider for this run
+# (the data stream does not depend on it) so that its first 7 steps take far longer than one of
+# signal_when's 20 ms slices: the swap happens while the run is stopped, before it reads shard 3.
+cp -r "$tmp/intact" "$tmp/swap"
+swapped=$tmp/swap/$(basename "$victim")
+swap_once_open() { # PID: once PID holds $swapped open, rename a copy of shard 0 over it
+  ls -l "/proc/$1/fd" 2>/dev/null | grep -qF -- "-> $swapped" || return 1
+  cp "$tmp/swap"/s*-0.h5 "$swapped.new" && mv "$swapped.new" "$swapped"
+}
+"$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-swap" --set data.shard_dir="$tmp/swap" \
+  --set train.max_steps=200 --set train.checkpoint_interval=2 --set model.hidden_size=256 \
+  --set model.intermediate_size=1024 >"$tmp/swap.log" 2>&1 &
+pid=$!
+signal_when CONT $pid swap_once_open $pid; swap_rc=$?
+wait $pid; rc=$?
+check "a shard replaced after start-up fails the run (swapped: $([ $swap_rc -eq 0 ] && echo yes || echo no), status $rc)" \
+  test $swap_rc -eq 0 -a $rc -ne 0 -a $rc -lt 128
+check "the message names the replaced shard and the set" \
+  grep -qF "realpos: error: $swapped: replaced since the run opened $tmp/swap/index.json" "$tmp/swap.log"
+steps=$(grep -c '"kind":"train"' "$tmp/run-swap/metrics.jsonl" 2>/dev/null)
+check "it is found at the shard's first read: the run trained until then ($steps steps)" test "${steps:-0}" -ge 2
+last=$(ls "$tmp/run-swap"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
+check "the swapped run's last checkpoint ($(basename "${last:-none}")) is intact" \
   bash -c '"$0" inspect --verify "$1" >/dev/null' "$RP" "${last:-$tmp/none}"
 
 # prepare --verify: every shard now.

@@ -7,36 +7,14 @@
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(3); for (d = 0; d < 30; d++) { for (s = 0; s < 6; s++) { line = "";
        for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * 80); print line "." }
        print "" } }' >"$tmp/corpus.txt"
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 64
-num_layers = 2
-num_heads = 4
-intermediate_size = 128
-vocab_size = 85
-max_position = 64
-[train]
-batch_size = 8
-max_steps = 30
-warmup_steps = 5
-log_interval = 10
-eval_interval = 1000
-checkpoint_interval = 1000
-eval_batches = 1
-threads = 2
-run_dir = $tmp/run
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 48
-max_predictions_per_seq = 8
-eval_fraction = 0.2
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=64 model.num_layers=2 model.num_heads=4 model.intermediate_size=128 \
+  model.max_position=64 train.batch_size=8 train.max_steps=30 train.warmup_steps=5 train.log_interval=10 \
+  train.eval_interval=1000 train.checkpoint_interval=1000 train.eval_batches=1 train.threads=2 data.max_seq_len=48 \
+  data.max_predictions_per_seq=8 data.eval_fraction=0.2
 unset REALPOS_PEAK_GFLOPS REALPOS_PEAK_CACHE
 "$RP" prepare "$tmp/run.ini" >/dev/null 2>&1 || fail "prepare"
 

@@ -33,36 +33,10 @@ for n in 2 3; do mpi $n build/tests/optim/test_dist | grep -E '^(PASS|FAIL)' | s
 
 # ---- a tiny pretraining setup (the corpus of tests/train/loop/test_pretrain.sh, smaller) ----------------------
 synthetic_corpus "$tmp" 60 40 11
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 32
-num_layers = 2
-num_heads = 2
-intermediate_size = 64
-vocab_size = 65
-max_position = 32
-[optim]
-lr = 3e-3
-[train]
-batch_size = 4
-grad_accum_steps = 4
-max_steps = 12
-warmup_steps = 2
-log_interval = 3
-eval_interval = 6
-checkpoint_interval = 4
-keep_last = 10
-eval_batches = 3
-threads = 1
-run_dir = $tmp/run1
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 32
-max_predictions_per_seq = 5
-eval_fraction = 0.15
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=32 model.num_layers=2 model.intermediate_size=64 model.vocab_size=65 \
+  optim.lr=3e-3 train.grad_accum_steps=4 train.max_steps=12 train.warmup_steps=2 train.log_interval=3 \
+  train.eval_interval=6 train.checkpoint_interval=4 train.keep_last=10 train.eval_batches=3 train.run_dir="$tmp/run1" \
+  data.max_predictions_per_seq=5 data.eval_fraction=0.15
 cfg=$tmp/run.ini
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1 || { fail "prepare" "$(tail -3 "$tmp/prepare.log")"; exit 1; }
 

@@ -5,41 +5,16 @@ source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
 # Vocabulary: the five specials and 80 words; corpus: 60 documents of 4-12 sentences.
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(7); for (d = 0; d < 60; d++) { ns = 4 + int(rand() * 9);
        for (s = 0; s < ns; s++) { n = 3 + int(rand() * 10); line = "";
          for (w = 0; w < n; w++) { z = int(rand() * rand() * 80); line = line (w ? " " : "") "w" z }
          print line "." }
        print "" } }' >"$tmp/corpus.txt"
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 48
-num_layers = 2
-num_heads = 4
-intermediate_size = 96
-vocab_size = 85
-max_position = 64
-[optim]
-lr = 3e-3
-[train]
-batch_size = 8
-max_steps = 240
-warmup_steps = 10
-log_interval = 20
-eval_interval = 120
-checkpoint_interval = 40
-keep_last = 2
-eval_batches = 2
-threads = 2
-run_dir = $tmp/runA
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 48
-max_predictions_per_seq = 8
-eval_fraction = 0.1
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=48 model.num_layers=2 model.num_heads=4 model.intermediate_size=96 \
+  model.max_position=64 optim.lr=3e-3 train.batch_size=8 train.max_steps=240 train.warmup_steps=10 \
+  train.log_interval=20 train.eval_interval=120 train.checkpoint_interval=40 train.threads=2 train.run_dir="$tmp/runA" \
+  data.max_seq_len=48 data.max_predictions_per_seq=8
 cfg=$tmp/run.ini
 
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1

@@ -12,33 +12,8 @@ check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; f
 verdict() { local name=$1 c; shift; for c in "$@"; do eval "$c" >/dev/null 2>&1 || { fail "$name" "not: $c"; return; }; done; pass "$name"; }
 export OMP_NUM_THREADS=1
 synthetic_corpus "$tmp" 60 60 11
-cat >"$tmp/p.ini" <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-vocab_size = 65
-max_position = 32
-[train]
-batch_size = 4
-max_steps = 6
-warmup_steps = 1
-log_interval = 2
-eval_interval = 3
-checkpoint_interval = 2
-keep_last = 2
-eval_batches = 1
-threads = 1
-run_dir = $tmp/run
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 24
-max_predictions_per_seq = 4
-eval_fraction = 0.1
-INI
+tiny_pretrain_ini "$tmp/p.ini" model.vocab_size=65 train.max_steps=6 train.log_interval=2 train.eval_interval=3 \
+  train.eval_batches=1 data.max_seq_len=24
 "$RP" prepare "$tmp/p.ini" >/dev/null 2>&1 || { fail "prepare"; exit 1; }
 "$RP" pretrain "$tmp/p.ini" >"$tmp/first.log" 2>&1
 check "a fresh run in a new directory trains and keeps keep_last checkpoints" \

@@ -6,40 +6,13 @@
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
-{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 0 79); do echo "w$i"; done; } >"$tmp/vocab.txt"
+synthetic_vocab "$tmp/vocab.txt" 80
 awk 'BEGIN { srand(3); for (d = 0; d < 40; d++) { for (s = 0; s < 6; s++) { line = "";
        for (w = 0; w < 8; w++) line = line (w ? " " : "") "w" int(rand() * rand() * 80); print line "." }
        print "" } }' >"$tmp/corpus.txt"
-cat >"$tmp/run.ini" <<INI
-[model]
-hidden_size = 16
-num_layers = 2
-num_heads = 2
-intermediate_size = 32
-vocab_size = 85
-max_position = 64
-absolute_position = no
-relative_position = method4
-relative_k = 4
-[train]
-batch_size = 4
-max_steps = 40
-warmup_steps = 4
-log_interval = 10
-eval_interval = 40
-checkpoint_interval = 10
-keep_last = 3
-eval_batches = 2
-threads = 1
-run_dir = $tmp/run
-[data]
-corpus = $tmp/corpus.txt
-vocab = $tmp/vocab.txt
-shard_dir = $tmp/shards
-max_seq_len = 32
-max_predictions_per_seq = 5
-eval_fraction = 0.1
-INI
+tiny_pretrain_ini "$tmp/run.ini" model.num_layers=2 model.max_position=64 model.absolute_position=no \
+  model.relative_position=method4 model.relative_k=4 train.max_steps=40 train.warmup_steps=4 train.log_interval=10 \
+  train.eval_interval=40 train.checkpoint_interval=10 train.keep_last=3 data.max_predictions_per_seq=5
 "$RP" prepare "$tmp/run.ini" >"$tmp/prepare.log" 2>&1 && "$RP" pretrain "$tmp/run.ini" >"$tmp/pretrain.log" 2>&1
 check "a tiny run keeps checkpoints at steps 20, 30, 40" test -s "$tmp/run/ckpt-0000020.h5" -a -s "$tmp/run/ckpt-0000040.h5"
 c20=$tmp/run/ckpt-0000020.h5 c30=$tmp/run/ckpt-0000030.h5 c40=$tmp/run/ckpt-0000040.h5
