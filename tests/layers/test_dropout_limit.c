@@ -4,7 +4,8 @@
  * buffers that do not exist (NULL): a refusal exits 1 with the message; a missing check would
  * read or write them and die by a signal. The shapes, one past 2^32 elements:
  *   dropout_forward / dropout_backward  n = 2^32 + 1
- *   residual_layernorm_forward          [N, C] = [65537, 65536] (2^32 + 2^16)
+ *   residual_layernorm_forward, _backward, dropout_bias_backward
+ *                                       [N, C] = [65537, 65536] (2^32 + 2^16)
  *   attention_forward / _backward       B x heads x L x L = 1 x 1 x 65537^2 (2^32 + 2^17 + 1) */
 #include <stdint.h>
 #include <string.h>
@@ -15,7 +16,10 @@
 #include "layers/layers.h"
 #include "tests/check.h"
 
-typedef enum { DROPOUT_FORWARD, DROPOUT_BACKWARD, RESIDUAL_LAYERNORM, ATTENTION_FORWARD, ATTENTION_BACKWARD } Site;
+typedef enum {
+    DROPOUT_FORWARD, DROPOUT_BACKWARD, RESIDUAL_LAYERNORM, RESIDUAL_LAYERNORM_BACKWARD,
+    DROPOUT_BIAS_BACKWARD, ATTENTION_FORWARD, ATTENTION_BACKWARD
+} Site;
 
 static const AttnShape too_many_scores = {.B = 1, .L = 65537, .H = 64, .num_heads = 1, .rel = REL_NONE,
                                           .dropout = 0.1f, .threads = 1};
@@ -25,8 +29,16 @@ static void call(Site site) {
     case DROPOUT_FORWARD: dropout_forward(NULL, NULL, (size_t)UINT32_MAX + 2, 0.1f, 7); break;
     case DROPOUT_BACKWARD: dropout_backward(NULL, NULL, (size_t)UINT32_MAX + 2, 0.1f, 7); break;
     case RESIDUAL_LAYERNORM:
-        residual_layernorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 65537, 65536, 1e-12f, 0.1f, 7);
+        residual_layernorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 65537, 65536, 1e-12f,
+                                   0.1f, 7);
         break;
+    case RESIDUAL_LAYERNORM_BACKWARD: { /* d_branch non-NULL asks for the mask; never touched */
+        static float untouched;
+        residual_layernorm_backward(NULL, &untouched, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                    NULL, 65537, 65536, 0.1f, 7);
+        break;
+    }
+    case DROPOUT_BIAS_BACKWARD: dropout_bias_backward(NULL, NULL, NULL, 65537, 65536, 0.1f, 7); break;
     case ATTENTION_FORWARD:
         attention_forward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &too_many_scores, 7);
         break;
@@ -80,6 +92,10 @@ int main(void) {
                    "dropout: 4294967297 elements exceed one key's 2^32 mask indices");
     expect_refusal(&t, "residual_layernorm_forward of [65537, 65536] with p = 0.1", RESIDUAL_LAYERNORM,
                    "residual_layernorm: [65537, 65536] exceeds one dropout key's 2^32 mask indices");
+    expect_refusal(&t, "residual_layernorm_backward of [65537, 65536] with p = 0.1", RESIDUAL_LAYERNORM_BACKWARD,
+                   "residual_layernorm_backward: [65537, 65536] exceeds one dropout key's 2^32 mask indices");
+    expect_refusal(&t, "dropout_bias_backward of [65537, 65536] with p = 0.1", DROPOUT_BIAS_BACKWARD,
+                   "dropout: [65537, 65536] exceeds one key's 2^32 mask indices");
     expect_refusal(&t, "attention_forward of 1 x 1 x 65537 x 65537 scores with dropout 0.1", ATTENTION_FORWARD,
                    "attention: B=1 x heads=1 x L=65537 x L exceeds one dropout key's 2^32 mask indices");
     expect_refusal(&t, "attention_backward of the same", ATTENTION_BACKWARD,
