@@ -1,6 +1,5 @@
 /* Encoder layer: attention block and feed-forward block with residuals, Post-LN or Pre-LN.
  * Composition only; every product and nonlinearity is a primitive from layers.h. */
-#include <string.h>
 
 #include "layers/encoder.h"
 #include "layers/layers.h"
