@@ -88,6 +88,23 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
     }
 }
 
+/* One row's layer-norm backward statistics: mean_g = mean_c(g * gamma) and
+ * mean_gx = mean_c(g * gamma * xhat), xhat = (x - mu) * rstd. */
+static inline void row_grad_means(float *mean_g, float *mean_gx, const float *restrict g,
+                                  const float *restrict x, const float *restrict gamma, float mu,
+                                  float rs, int C) {
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+    for (int c = 0; c < C; c++) {
+        const float gc = g[c] * gamma[c];
+        sum_g += gc;
+        sum_gx += gc * ((x[c] - mu) * rs);
+    }
+    const float inv_C = 1.0f / (float)C;
+    *mean_g = sum_g * inv_C;
+    *mean_gx = sum_gx * inv_C;
+}
+
 /* With xhat = (in - mean) * rstd and g = d_out * gamma (per row, C columns):
  *   d_in = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat))
  *   d_gamma += sum_n d_out * xhat,  d_beta += sum_n d_out
@@ -116,21 +133,14 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
         }
     }
 
-    const float inv_C = 1.0f / (float)C;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *restrict x = in + (size_t)n * C;
         const float *g = d_out + (size_t)n * C;
         float *dx = d_in + (size_t)n * C;
         const float mu = mean[n], rs = rstd[n];
-        float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-        for (int c = 0; c < C; c++) {
-            const float gc = g[c] * gamma[c];
-            sum_g += gc;
-            sum_gx += gc * ((x[c] - mu) * rs);
-        }
-        const float mean_g = sum_g * inv_C, mean_gx = sum_gx * inv_C;
+        float mean_g, mean_gx;
+        row_grad_means(&mean_g, &mean_gx, g, x, gamma, mu, rs, C);
 #pragma omp simd
         for (int c = 0; c < C; c++)
             dx[c] = rs * (g[c] * gamma[c] - mean_g - (x[c] - mu) * rs * mean_gx);
@@ -153,20 +163,10 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
              "outside [0, 1)", (double)p);
     RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "residual_layernorm_backward: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
-    const float inv_C = 1.0f / (float)C;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *restrict x = in + (size_t)n * C, *restrict g = d_out + (size_t)n * C;
-        const float mu = mean[n], rs = rstd[n];
-        float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-        for (int c = 0; c < C; c++) {
-            const float gc = g[c] * gamma[c];
-            sum_g += gc;
-            sum_gx += gc * ((x[c] - mu) * rs);
-        }
-        row_stats[2 * n] = sum_g * inv_C;
-        row_stats[2 * n + 1] = sum_gx * inv_C;
+        row_grad_means(&row_stats[2 * n], &row_stats[2 * n + 1], g, x, gamma, mean[n], rstd[n], C);
     }
 
     const float scale = 1.0f / (1.0f - p);
