@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "core/common.h"
+#include "core/peak.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
 
@@ -83,6 +84,8 @@ typedef struct {
     int recording, replays;
     int cpu_clock; /* --clock cpu: CPU seconds (process; a parallel region's calls their thread's) */
     int shapes;    /* --shapes: every counted step's GEMMs by shape */
+    int timing_probe;                   /* the next call is core/peak.h's probe: time it */
+    double probe_seconds, probe_flops;  /* that call's time on this tool's clock, and FLOPs */
     GemmCall *calls;
     size_t num_calls;
     SideRecord sides[MAX_SIDES];
@@ -104,22 +107,25 @@ static double call_clock_seconds(int parallel) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* core/peak.h's probe, one 1024^3 sgemm, on this tool's clock: GFLOP/s. */
+/* core/peak.h's probe (sgemm_probe_gflops: one 1024^3 sgemm) timed on this tool's clock: the
+ * wrapper times the probe's one call while timing_probe is set. GFLOP/s. */
 static double probe_gflops(void) {
-    enum { n = 1024 };
-    float *a = xalloc_floats((size_t)n * n), *b = xalloc_floats((size_t)n * n), *c = xalloc_floats((size_t)n * n);
-    for (size_t e = 0; e < (size_t)n * n; e++)
-        a[e] = (float)(e % 7) * 0.1f, b[e] = (float)(e % 5) * 0.1f, c[e] = 0.0f;
-    double t0 = clock_seconds();
-    __real_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-    double seconds = clock_seconds() - t0;
-    free(a), free(b), free(c);
-    return 2.0 * n * n * (double)n / seconds * 1e-9;
+    recorder.timing_probe = 1;
+    sgemm_probe_gflops(NULL);
+    recorder.timing_probe = 0;
+    return recorder.probe_flops / recorder.probe_seconds * 1e-9;
 }
 
 void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
                         blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
                         float beta, float *C, blasint ldc) {
+    if (recorder.timing_probe) {
+        double t0 = clock_seconds();
+        __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        recorder.probe_seconds = clock_seconds() - t0;
+        recorder.probe_flops = 2.0 * M * N * (double)K;
+        return;
+    }
     if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
         __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
