@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -71,6 +72,15 @@ float *xalloc_floats_for(size_t count, const char *what) {
              "out of memory allocating %.2f GB (%zu floats) for %s", (double)bytes / 1e9, count, what);
     memset(p, 0, bytes);
     return p;
+}
+
+void zero_floats(float *x, size_t count) {
+#pragma omp parallel
+    {
+        size_t threads = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t lo = count * t / threads, hi = count * (t + 1) / threads;
+        memset(x + lo, 0, sizeof(float) * (hi - lo));
+    }
 }
 
 double now_seconds(void) {
