@@ -21,13 +21,13 @@ void adamw_free(AdamW *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                const OptimConfig *cfg, float lr, float grad_scale) {
+void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
+                float lr, float grad_scale) {
     adamw_step_range(opt, table, params, grads, cfg, lr, grad_scale, 0, table->block_floats);
 }
 
-void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                      const OptimConfig *cfg, float lr, float grad_scale, size_t lo, size_t hi) {
+void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
+                      float lr, float grad_scale, size_t lo, size_t hi) {
     opt->step++;
     float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
     float c1 = 1.0f, c2_sqrt = 1.0f;
@@ -49,11 +49,12 @@ void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, const 
         float *restrict p = params + first;
         float *restrict m = opt->exp_avg + (first - lo);
         float *restrict v = opt->exp_avg_sq + (first - lo);
-        const float *restrict g = grads + first;
+        float *restrict g = grads + first;
         long n = (long)(end - first);
 #pragma omp for schedule(static) nowait
         for (long e = 0; e < n; e++) {
             const float grad = g[e] * grad_scale;
+            g[e] = 0.0f; /* consumed: the next step accumulates from zero */
             p[e] *= decay;
             m[e] = b1 * m[e] + (1.0f - b1) * grad;
             v[e] = b2 * v[e] + (1.0f - b2) * grad * grad;

@@ -33,14 +33,18 @@ void adamw_create(AdamW *opt, const ParamTable *table);
 void adamw_create_floats(AdamW *opt, size_t count);
 void adamw_free(AdamW *opt);
 /* One update of every tensor in the table with learning rate lr, using grads * grad_scale as
- * the gradient (grad_scale carries the clipping factor, so clipping costs no extra pass). */
-void adamw_step(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                const OptimConfig *cfg, float lr, float grad_scale);
+ * the gradient (grad_scale carries the clipping factor, so clipping costs no extra pass).
+ * The update consumes the gradient: each element is set to 0 once read, which leaves the block
+ * ready for the next step's accumulation (+=) at no cost, the line being in cache already
+ * (a separate zeroing pass took 2.2 ms of a bert-mini step with 2 threads; this one, ~0.2 ms).
+ * Alignment padding between tensors is not touched. */
+void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
+                float lr, float grad_scale);
 /* The same update for the elements [lo, hi) of the block only, opt's moments holding those
  * elements (exp_avg[e - lo]); element by element the arithmetic of adamw_step, so updating every
- * shard gives the bits of one whole-block update. */
-void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, const float *grads,
-                      const OptimConfig *cfg, float lr, float grad_scale, size_t lo, size_t hi);
+ * shard gives the bits of one whole-block update. Zeroes grads[lo, hi) as adamw_step does. */
+void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
+                      float lr, float grad_scale, size_t lo, size_t hi);
 
 /* L2 norm of a whole block: double accumulation over fixed chunks added in order, so the result
  * does not depend on the thread count. */

@@ -35,6 +35,8 @@ void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *
                      float lr, float grad_scale) {
     if (o->sharded) {
         adamw_step_range(&o->opt, table, params, grads, cfg, lr, grad_scale, o->lo, o->hi);
+        zero_floats(grads, o->lo); /* the other slices hold the ring's partial sums */
+        zero_floats(grads + o->hi, o->shards.n - o->hi);
         dist_allgather(o->dist, &o->shards, params);
     } else {
         dist_allgather(o->dist, &o->shards, grads);
@@ -47,6 +49,7 @@ AdamW dp_adamw_full(DpAdamW *o, float *scratch) {
         return o->opt;
     if (!o->spare)
         o->spare = xalloc_floats(o->shards.n);
+    o->lent = scratch;
     return (AdamW){scratch, o->spare, o->opt.step};
 }
 
@@ -71,6 +74,9 @@ void dp_adamw_scatter(DpAdamW *o, const AdamW *full) {
 }
 
 void dp_adamw_release(DpAdamW *o) {
+    if (o->lent)
+        zero_floats(o->lent, o->shards.n);
+    o->lent = NULL;
     free(o->spare);
     o->spare = NULL;
 }

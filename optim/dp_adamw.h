@@ -24,6 +24,7 @@ typedef struct {
     size_t lo, hi; /* this rank's slice of the block */
     AdamW opt;     /* moments of the whole block, or of [lo, hi) when sharded */
     float *spare;  /* sharded, between dp_adamw_full and dp_adamw_release: a block for exp_avg_sq */
+    float *lent;   /* ... and the caller's block holding exp_avg, zeroed when given back */
 } DpAdamW;
 
 void dp_adamw_create(DpAdamW *o, Dist *dist, const ParamTable *table, int sharded);
@@ -33,13 +34,15 @@ void dp_adamw_free(DpAdamW *o);
  * grads; the rest may hold partial sums) and return the global norm and clipping factor. */
 GradClip dp_adamw_reduce(DpAdamW *o, float *grads, double max_norm);
 /* AdamW with lr and grad_scale (the clipping factor); afterwards every rank holds the same
- * parameters. grads is clobbered. */
+ * parameters, and grads is all zero, ready for the next step's accumulation (adamw_step zeroes
+ * what it reads; sharded, the other slices are zeroed here). */
 void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
                      float lr, float grad_scale);
 
 /* Full-size moments for checkpoint I/O: unsharded, the optimizer's own; sharded, exp_avg in
  * `scratch` (a block-sized buffer the caller lends, e.g. the gradient block between steps) and
- * exp_avg_sq in a block allocated until dp_adamw_release. */
+ * exp_avg_sq in a block allocated until dp_adamw_release, which gives `scratch` back zeroed, as
+ * the gradient block must be between steps. */
 AdamW dp_adamw_full(DpAdamW *o, float *scratch);
 /* Saving (every rank calls): rank 0's `full` receives every rank's slice of the moments. */
 void dp_adamw_gather(DpAdamW *o, AdamW *full);

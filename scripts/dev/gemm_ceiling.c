@@ -21,8 +21,9 @@
  * a parallel region: its thread's, summed over the region's threads), which other processes of a
  * shared host do not inflate; the fractions then compare CPU time with CPU time. --shapes prints
  * every counted step's calls grouped by shape, with their time and rate in the step.
- * The replays write only what the step's GEMMs wrote (activations, gradients the next step
- * zeroes): the weights are not touched, so later steps are the bench's own. The bench's own
+ * The replays write only what the step's GEMMs wrote (activations, and gradients, which are
+ * zeroed again after them: the update left them zero for the next step): the weights are not
+ * touched, so later steps are the bench's own. The bench's own
  * summary lines time around train_step, so they include the replays: read this tool's table.
  * Printed per side, medians over the timed steps (after --warmup; not the run's last, whose
  * metrics window the step resets):
@@ -289,6 +290,7 @@ void __wrap_train_step(TrainStep *ts, long step) {
         r->replay = seconds < r->replay ? seconds : r->replay;
     }
     r->probe = 0.5 * (probe_before + probe_gflops());
+    zero_floats(ts->model->grads, ts->model->table.block_floats); /* as the step's update left them */
     fprintf(stderr, "gemm_ceiling: side %d step %ld: step %.3f s, its GEMMs %.3f s, replay %.3f s, %ld calls, "
             "%.2f model GFLOP, probe %.1f GFLOP/s\n", (int)(side - recorder.sides) + 1, step, r->step, r->in_step,
             r->replay, r->calls, r->model_flops * 1e-9, r->probe);

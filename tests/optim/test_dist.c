@@ -114,6 +114,13 @@ static ParamTable test_table(ParamInfo items[3]) {
     return (ParamTable){items, 3, offset};
 }
 
+static int in_a_tensor(const ParamTable *table, size_t e) {
+    for (int i = 0; i < table->count; i++)
+        if (e >= table->items[i].offset && e < table->items[i].offset + table->items[i].count)
+            return 1;
+    return 0;
+}
+
 static void check_adamw(Dist *d, TestTally *t) {
     ParamInfo items[3];
     ParamTable table = test_table(items);
@@ -122,24 +129,42 @@ static void check_adamw(Dist *d, TestTally *t) {
                        .bias_correction = 1};
     /* AdamW on uneven slices == AdamW on the whole block (no MPI involved). */
     float *p_whole = xalloc_floats(n), *p_parts = xalloc_floats(n), *g = xalloc_floats(n);
-    for (size_t e = 0; e < n; e++) {
+    float *g_parts = xalloc_floats(n);
+    for (size_t e = 0; e < n; e++)
         p_whole[e] = p_parts[e] = hash_uniform(3, e) - 0.5f;
-        g[e] = grad_value(0, e);
-    }
     AdamW whole, part[3];
     adamw_create(&whole, &table);
     size_t cut[4] = {0, 700, 1030, n};
     for (int i = 0; i < 3; i++)
         adamw_create_floats(&part[i], cut[i + 1] - cut[i]);
+    /* the padding after each tensor holds a sentinel: the update must leave it alone */
+    const float sentinel = 7.0f;
+    int consumed = 1;
     for (int step = 0; step < 3; step++) {
+        for (size_t e = 0; e < n; e++)
+            g[e] = g_parts[e] = sentinel;
+        for (int i = 0; i < 3; i++)
+            for (size_t e = items[i].offset; e < items[i].offset + items[i].count; e++)
+                g[e] = g_parts[e] = grad_value(step, e);
         adamw_step(&whole, &table, p_whole, g, &cfg, 1e-3f, 0.5f);
         for (int i = 0; i < 3; i++)
-            adamw_step_range(&part[i], &table, p_parts, g, &cfg, 1e-3f, 0.5f, cut[i], cut[i + 1]);
+            adamw_step_range(&part[i], &table, p_parts, g_parts, &cfg, 1e-3f, 0.5f, cut[i], cut[i + 1]);
+        size_t in_tensors = 0;
+        for (int i = 0; i < 3; i++)
+            for (size_t e = items[i].offset; e < items[i].offset + items[i].count; e++, in_tensors++)
+                consumed &= g[e] == 0.0f && g_parts[e] == 0.0f;
+        size_t sentinels = 0;
+        for (size_t e = 0; e < n; e++)
+            sentinels += g[e] == sentinel && g_parts[e] == sentinel;
+        consumed &= sentinels == n - in_tensors;
     }
+    dcheck(d, t, consumed, "adamw_step and adamw_step_range leave every gradient they read at 0, and the padding "
+                           "between tensors as it was");
     int same = !memcmp(p_whole, p_parts, sizeof(float) * n);
     for (int i = 0; i < 3; i++)
         same &= !memcmp(part[i].exp_avg_sq, whole.exp_avg_sq + cut[i], sizeof(float) * (cut[i + 1] - cut[i]));
     dcheck(d, t, same, "adamw_step_range over three slices equals adamw_step on the block");
+    free(g_parts);
     adamw_free(&whole);
     for (int i = 0; i < 3; i++)
         adamw_free(&part[i]);
@@ -152,15 +177,20 @@ static void check_adamw(Dist *d, TestTally *t) {
     for (size_t e = 0; e < n; e++)
         p_whole[e] = p_parts[e] = hash_uniform(3, e) - 0.5f;
     double norm_a = 0, norm_b = 0;
+    int zeroed = 1;
     for (int step = 0; step < 3; step++) {
-        for (size_t e = 0; e < n; e++)
-            g[e] = g2[e] = grad_value(d->rank + 10 * step, e) * 1e-3f;
+        for (size_t e = 0; e < n; e++) /* zero in the padding, as a model's backward leaves it */
+            g[e] = g2[e] = in_a_tensor(&table, e) ? grad_value(d->rank + 10 * step, e) * 1e-3f : 0.0f;
         GradClip ca = dp_adamw_reduce(&plain, g, 1.0), cb = dp_adamw_reduce(&shard, g2, 1.0);
         norm_a = ca.norm;
         norm_b = cb.norm;
         dp_adamw_update(&plain, &table, p_whole, g, &cfg, 1e-3f, ca.scale);
         dp_adamw_update(&shard, &table, p_parts, g2, &cfg, 1e-3f, cb.scale);
+        for (size_t e = 0; e < n; e++)
+            zeroed &= g[e] == 0.0f && g2[e] == 0.0f;
     }
+    dcheck(d, t, zeroed, "dp_adamw_update leaves the whole gradient block zero, sharded (the other ranks' slices "
+                         "too) and unsharded");
     dcheck(d, t, norm_a == norm_b && norm_a > 1.0, "sharded and unsharded see the same global norm (clipping on)");
     dcheck(d, t, !memcmp(p_whole, p_parts, sizeof(float) * n), "ZeRO-1 parameters equal unsharded bit for bit");
     AdamW full_plain = dp_adamw_full(&plain, NULL), full_shard = dp_adamw_full(&shard, g2);
@@ -183,6 +213,15 @@ static void check_adamw(Dist *d, TestTally *t) {
            "scattered full moments give each rank its slice");
     dp_adamw_free(&again);
     dp_adamw_free(&plain);
+    int held_moments = 0; /* g2 holds the gathered exp_avg until the release gives it back */
+    for (size_t e = 0; e < n; e++)
+        held_moments |= g2[e] != 0.0f;
+    dp_adamw_release(&shard);
+    int given_back_zero = 1;
+    for (size_t e = 0; e < n; e++)
+        given_back_zero &= g2[e] == 0.0f;
+    dcheck(d, t, held_moments && given_back_zero,
+           "the block lent to dp_adamw_full (the gradient block) comes back zeroed from dp_adamw_release");
     dp_adamw_free(&shard);
     free(p_whole);
     free(p_parts);

@@ -81,7 +81,7 @@ void train_step(TrainStep *ts, long step) {
     double t_step = now_seconds(), comm_before = dist->comm_seconds;
     int first = (int)((long)accum * dist->rank / dist->size), end = (int)((long)accum * (dist->rank + 1) / dist->size);
     StepTotals totals = {0, 0, 0, 0, 0};
-    zero_floats(m->grads, m->table.block_floats);
+    /* m->grads is zero here: allocated zeroed, and every update (dp_adamw_update) leaves it so */
     for (int micro = 0; micro < accum; micro++) {
         if (micro < first || micro >= end) { /* another rank's micro-batch */
             if (ts->source.skip) {

@@ -142,6 +142,18 @@ static void check_step(TestTally *t) {
           "at the scheduled rate (clip scale %.3f)", ACCUM, (double)clip.scale);
     CHECK(t, !memcmp(plain.exp_avg, opt.opt.exp_avg, sizeof(float) * n) && plain.step == opt.opt.step,
           "... and the same moments (step %lld)", (long long)opt.opt.step);
+    /* A second step: train_step does not zero the gradient block itself (the update left it zero);
+     * by hand it is zeroed explicitly. */
+    train_step(&ts, 2);
+    memset(ref.grads, 0, sizeof(float) * n);
+    for (int micro = 0; micro < ACCUM; micro++) {
+        loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 2, (uint64_t)micro));
+        loss_backward(&ref, &rh, &src.batch, 1.0f / ACCUM);
+    }
+    clip = grad_clip(ref.grads, n, clip_norm);
+    adamw_step(&plain, &ref.table, ref.params, ref.grads, &oc, lr_schedule(SCHED_LINEAR, 1e-3f, 2, 1, 4), clip.scale);
+    CHECK(t, !memcmp(ref.params, m.params, sizeof(float) * n),
+          "a second step's parameters are bit for bit the update from freshly zeroed gradients");
     adamw_free(&plain);
     head_buffers_free(&rhb);
     activations_free(&ra);
