@@ -2,6 +2,8 @@
  * Composition only; every product and nonlinearity is a primitive from layers.h. */
 
 #include "layers/encoder.h"
+
+#include "core/common.h"
 #include "layers/layers.h"
 
 const char *const norm_kind_names[] = {"post", "pre", NULL};
@@ -41,11 +43,12 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
 }
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
- * residual sum adds it. */
+ * residual sum adds it. GELU's slope is kept for the backward unless forward_only. */
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_gelu_forward(a->ffn_slope, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
+    linear_gelu_forward(sh->forward_only ? NULL : a->ffn_slope, a->ffn_act, in, p->ffn_in_w,
+                        p->ffn_in_b, N, H, I);
     linear_forward(s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
 }
 
@@ -91,6 +94,8 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
 void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScratch *s,
                             const float *x, const LayerActs *a, const LayerParams *p,
                             const LayerShape *sh, LayerKeys keys) {
+    RP_CHECK(!sh->forward_only, "encoder_layer_backward: the shape says forward_only (the forward "
+             "kept no GELU slope)");
     int N = sh->N, H = sh->H;
     float p_drop = sh->hidden_dropout, *row_stats = s->proj; /* proj is free in the backward */
     if (!sh->pre_norm) {

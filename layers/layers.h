@@ -95,7 +95,8 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 
 /* The feed-forward input, linear + GELU fused (gelu.c), keeping GELU's slope for backward
  * instead of its input: pre = in [N,i] . W [o,i]^T + b;  act [N,o] = gelu(pre);
- * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass) */
+ * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass).
+ * slope NULL: forward only (no backward follows), act alone, with the same bits. */
 void linear_gelu_forward(float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
