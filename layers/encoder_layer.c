@@ -36,10 +36,10 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_backward(s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
-    attention_backward(s->d_qkv, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
+    attention_backward(s->d_qkv, g->qkv_b, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
                        p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
-    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, g->qkv_b, s->d_qkv,
-                                                                in, p->qkv_w, N, H, 3 * H);
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, NULL, s->d_qkv, in,
+                                                                p->qkv_w, N, H, 3 * H);
 }
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
