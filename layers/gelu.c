@@ -94,8 +94,7 @@ void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = o - c0 < blocks.width ? o - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * o + c0;

@@ -23,7 +23,7 @@
  * accumulators live on the stack) and whole cache lines wide. Call outside parallel regions. */
 enum { COL_BLOCK_MAX = 1024 };
 typedef struct {
-    int count, width; /* block b: columns [b * width, min(cols, (b + 1) * width)) */
+    int count, width, cols; /* block b: columns [b * width, min(cols, (b + 1) * width)) */
 } ColBlocks;
 
 static inline ColBlocks col_blocks(int cols) {
@@ -32,7 +32,13 @@ static inline ColBlocks col_blocks(int cols) {
     count = (count + threads - 1) / threads * threads;
     int width = ((cols + count - 1) / count + 15) / 16 * 16;
     width = width < 16 ? 16 : width;
-    return (ColBlocks){(cols + width - 1) / width, width};
+    return (ColBlocks){(cols + width - 1) / width, width, cols};
+}
+
+/* Columns in block b (from b * width): width, fewer in the last block. */
+static inline int col_block_width(ColBlocks blocks, int block) {
+    const int left = blocks.cols - block * blocks.width;
+    return left < blocks.width ? left : blocks.width;
 }
 
 /* ---- embedding.c ------------------------------------------------------------------------
