@@ -29,7 +29,8 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
 
 /* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
  * into the pass that produced d_proj): overwritten, or added to what d_in holds if
- * add_to_d_in (Post-LN: the residual's gradient is there already). */
+ * add_to_d_in (Post-LN: the residual's gradient is there already). qkv_b's gradient is summed
+ * by attention_backward where it writes d_qkv, so the linear's backward has no bias pass. */
 static void attention_block_backward(float *d_in, int add_to_d_in, const float *d_proj,
                                      LayerParams *g, LayerScratch *s, const float *in,
                                      const LayerActs *a, const LayerParams *p, const LayerShape *sh,
