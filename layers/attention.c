@@ -234,10 +234,26 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, const 
     }
 }
 
+/* sums [3d] = the column sums of one (b,h)'s dq | dk | dv, [L, d] each at row stride ld: read
+ * back right after backward_bh wrote them, while they are in cache. */
+static void head_column_sums(float *restrict sums, const float *dq, int L, int d, int H, int ld) {
+    for (int part = 0; part < 3; part++) {
+        float *restrict acc = sums + (size_t)part * d;
+        const float *g = dq + (size_t)part * H;
+        memset(acc, 0, (size_t)d * sizeof *acc);
+        for (int i = 0; i < L; i++) {
+            const float *restrict row = g + (size_t)i * ld;
+#pragma omp simd
+            for (int t = 0; t < d; t++)
+                acc[t] += row[t];
+        }
+    }
+}
+
 static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *part, float *d_qkv,
-                        float *d_carried, const float *d_ctx, const float *qkv, const float *table,
-                        const float *probs, const float *raw_scores, const AttnShape *s,
-                        uint64_t dropout_key) {
+                        float *bias_sums, float *d_carried, const float *d_ctx, const float *qkv,
+                        const float *table, const float *probs, const float *raw_scores,
+                        const AttnShape *s, uint64_t dropout_key) {
     const int L = p->L, d = p->d, ld = p->ld, H = p->H, b = bh / p->heads, h = bh % p->heads;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
@@ -270,10 +286,12 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     }
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
         relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);
+    if (bias_sums)
+        head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
 }
 
-void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
-                        const float *d_ctx, const float *qkv, const float *table,
+void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried,
+                        float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
                         uint64_t dropout_key) {
     AttnPlan p;
@@ -296,10 +314,25 @@ void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *s
                 memset(part, 0, p.slot_floats * sizeof(float));
             const int first = slot * p.BH / p.slots, last = (slot + 1) * p.BH / p.slots;
             for (int bh = first; bh < last; bh++)
-                backward_bh(&p, &w, bh, part, d_qkv, d_carried, d_ctx, qkv, table, probs,
-                            raw_scores, s, dropout_key);
+                backward_bh(&p, &w, bh, part, d_qkv, d_qkv_bias ? p.bias_part : NULL, d_carried,
+                            d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
         }
     }
     if (p.rel != REL_NONE)
         relpos_finish(&p, d_table);
+    if (!d_qkv_bias)
+        return;
+    /* column part*H + h*d + t of the bias: bias_part[b, h][part*d + t] summed over b in order */
+    const size_t head_stride = (size_t)p.heads * 3 * p.d;
+    for (int h = 0; h < p.heads; h++)
+        for (int part = 0; part < 3; part++) {
+            const float *sums = p.bias_part + ((size_t)h * 3 + part) * p.d;
+            float *db = d_qkv_bias + (size_t)part * p.H + (size_t)h * p.d;
+            for (int t = 0; t < p.d; t++) {
+                float total = 0.0f;
+                for (int b = 0; b < p.B; b++)
+                    total += sums[(size_t)b * head_stride + t];
+                db[t] += total;
+            }
+        }
 }

@@ -65,12 +65,15 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
                        uint64_t dropout_key);
 
 /* d_qkv    [B*L, 3H] out (overwrites)
+ * d_qkv_bias [3H] accumulates (+=) sum_n d_qkv[n] (the gradient of the Q|K|V projection's bias),
+ *          summed per (b,h) over its L rows where they are written, then over b in order: the
+ *          same bits for any thread count. NULL: not computed.
  * d_table  table-shaped, accumulates (+=); NULL for REL_NONE
  * d_carried [B, heads, L, L] in/out (residual only): on entry dL/dC_{l+1} as carried down from
  *          the layer above (zero at the top layer); on exit dL/dC_l, which is also dL/dC_{l-1}
  *          for the layer below. NULL unless s->residual.
  * d_ctx    [B*L, H] in. Other arguments as saved by attention_forward (same dropout_key). */
-void attention_backward(float *d_qkv, float *d_table, float *d_carried, float *scratch,
-                        const float *d_ctx, const float *qkv, const float *table,
+void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried,
+                        float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
                         uint64_t dropout_key);

@@ -100,6 +100,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     }
     if (p->slot_floats)
         p->slot_grad = arena_take(&arena, p->slots * p->slot_floats);
+    p->bias_part = arena_take(&arena, (size_t)p->BH * 3 * d);
     Arena one_thread = arena_measuring();
     lay_out_work(p, &one_thread);
     p->work_floats = one_thread.used;

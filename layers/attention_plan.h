@@ -34,6 +34,8 @@ typedef struct {
     float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] by r'
                           * (shaw, method3, method4), [2L-1] by u (methods 1, 2) */
     size_t slot_floats;
+    float *bias_part;    /* backward: [BH, 3d] per-(b,h) column sums of d_qkv over its L rows
+                          * (dq | dk | dv), summed over b into the qkv bias gradient */
     float *work;         /* per-thread buffers: thread t owns work + t*work_floats */
     size_t work_floats;
     int threads;         /* work buffers laid out: the parallel regions' team size at most */

@@ -57,8 +57,7 @@ void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, 
     const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t first = (size_t)n * C + c0;

@@ -31,7 +31,8 @@ typedef struct {
     float *ctx;                              /* [N, H] */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
-    float *ffn_slope, *ffn_act;              /* [N, I]: gelu'(W1 h + b1), gelu(W1 h + b1) */
+    float *ffn_slope, *ffn_act;              /* [N, I]: gelu'(W1 h + b1) (not with
+                                              * forward_only), gelu(W1 h + b1) */
     float *sum2;                             /* [N, H] */
 } LayerActs;
 
@@ -59,6 +60,8 @@ typedef struct {
     float eps;          /* LayerNorm epsilon */
     float hidden_dropout;
     AttnShape attn;     /* includes attention dropout, residual flags for this layer */
+    int forward_only;   /* 1: no backward follows (evaluation, prediction): the forward skips
+                         * what only the backward needs (acts->ffn_slope is left unset) */
 } LayerShape;
 
 /* Dropout keys of one layer's three sites, derived from the step key. */
@@ -85,13 +88,17 @@ typedef struct {
 
 typedef struct {
     float *gathered;               /* [M, H] hidden rows at the labelled positions */
-    float *pre, *act, *out;        /* [M, H] each */
+    float *slope;                  /* [M, H] gelu'(pre), pre = gathered W_t^T + b_t (not with
+                                    * forward_only) */
+    float *act, *out;              /* [M, H] gelu(pre), LN(act) */
     float *mean, *rstd;            /* [M] */
     float *logits;                 /* [M, V]; holds softmax probabilities after the loss */
 } HeadActs;
 
+/* forward_only = 1: no backward follows; acts->slope is left unset, every output is the same. */
 void mlm_head_forward(HeadActs *acts, const float *hidden, const int *rows, int M,
-                      const HeadParams *p, const float *word_emb, int H, int V, float eps);
+                      const HeadParams *p, const float *word_emb, int H, int V, float eps,
+                      int forward_only);
 /* d_logits [M,V] in (clobbered); d_hidden [N,H] += scattered row gradients (caller zeroes it);
  * grads += into g and d_word_emb. d_tmp: [2, M, H] scratch. */
 void mlm_head_backward(float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,

@@ -2,6 +2,8 @@
  * Composition only; every product and nonlinearity is a primitive from layers.h. */
 
 #include "layers/encoder.h"
+
+#include "core/common.h"
 #include "layers/layers.h"
 
 const char *const norm_kind_names[] = {"post", "pre", NULL};
@@ -27,25 +29,27 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
 
 /* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
  * into the pass that produced d_proj): overwritten, or added to what d_in holds if
- * add_to_d_in (Post-LN: the residual's gradient is there already). */
+ * add_to_d_in (Post-LN: the residual's gradient is there already). qkv_b's gradient is summed
+ * by attention_backward where it writes d_qkv, so the linear's backward has no bias pass. */
 static void attention_block_backward(float *d_in, int add_to_d_in, const float *d_proj,
                                      LayerParams *g, LayerScratch *s, const float *in,
                                      const LayerActs *a, const LayerParams *p, const LayerShape *sh,
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_backward(s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
-    attention_backward(s->d_qkv, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
+    attention_backward(s->d_qkv, g->qkv_b, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
                        p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
-    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, g->qkv_b, s->d_qkv,
-                                                                in, p->qkv_w, N, H, 3 * H);
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, NULL, s->d_qkv, in,
+                                                                p->qkv_w, N, H, 3 * H);
 }
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
- * residual sum adds it. */
+ * residual sum adds it. GELU's slope is kept for the backward unless forward_only. */
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_gelu_forward(a->ffn_slope, a->ffn_act, in, p->ffn_in_w, p->ffn_in_b, N, H, I);
+    linear_gelu_forward(sh->forward_only ? NULL : a->ffn_slope, a->ffn_act, in, p->ffn_in_w,
+                        p->ffn_in_b, N, H, I);
     linear_forward(s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
 }
 
@@ -91,6 +95,8 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
 void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScratch *s,
                             const float *x, const LayerActs *a, const LayerParams *p,
                             const LayerShape *sh, LayerKeys keys) {
+    RP_CHECK(!sh->forward_only, "encoder_layer_backward: the shape says forward_only (the forward "
+             "kept no GELU slope)");
     int N = sh->N, H = sh->H;
     float p_drop = sh->hidden_dropout, *row_stats = s->proj; /* proj is free in the backward */
     if (!sh->pre_norm) {

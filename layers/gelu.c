@@ -53,10 +53,25 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
 /* act [N,o] = gelu(pre), pre = in [N,i] . W [o,i]^T + b [o], and slope [N,o] = gelu'(pre) =
  * Phi(pre) + pre phi(pre) for the backward: the GEMM writes pre into slope (beta 0), one pass adds
  * the bias, applies GELU and overwrites pre with its slope. erf(pre / sqrt 2) is computed here once
- * for both, so the backward needs neither erf nor exp, and pre itself is not kept. */
+ * for both, so the backward needs neither erf nor exp, and pre itself is not kept.
+ * slope NULL (forward only): the GEMM writes pre into act and the pass skips the slope's exp; the
+ * two loops share every operation that act depends on, so act has the same bits either way. */
 void linear_gelu_forward(float *restrict slope, float *restrict act, const float *restrict in,
                          const float *restrict W, const float *restrict b, int N, int i, int o) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f, slope, o);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f,
+                slope ? slope : act, o);
+    if (!slope) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) {
+            float *restrict a = act + (size_t)n * o;
+#pragma omp simd
+            for (int c = 0; c < o; c++) {
+                const float x = a[c] + b[c];
+                a[c] = x * (0.5f * (1.0f + erff(x * GELU_INV_SQRT2)));
+            }
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *restrict s = slope + (size_t)n * o, *restrict a = act + (size_t)n * o;
@@ -79,8 +94,7 @@ void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act,
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = o - c0 < blocks.width ? o - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * o + c0;

@@ -115,8 +115,7 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
     const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const float *restrict x = in + (size_t)n * C + c0;
@@ -174,8 +173,7 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
     const ColBlocks blocks = col_blocks(C);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = C - c0 < blocks.width ? C - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         const float *restrict gam = gamma + c0;
         float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
         float acc_bias[COL_BLOCK_MAX] = {0}, ds[COL_BLOCK_MAX];

@@ -23,7 +23,7 @@
  * accumulators live on the stack) and whole cache lines wide. Call outside parallel regions. */
 enum { COL_BLOCK_MAX = 1024 };
 typedef struct {
-    int count, width; /* block b: columns [b * width, min(cols, (b + 1) * width)) */
+    int count, width, cols; /* block b: columns [b * width, min(cols, (b + 1) * width)) */
 } ColBlocks;
 
 static inline ColBlocks col_blocks(int cols) {
@@ -32,7 +32,13 @@ static inline ColBlocks col_blocks(int cols) {
     count = (count + threads - 1) / threads * threads;
     int width = ((cols + count - 1) / count + 15) / 16 * 16;
     width = width < 16 ? 16 : width;
-    return (ColBlocks){(cols + width - 1) / width, width};
+    return (ColBlocks){(cols + width - 1) / width, width, cols};
+}
+
+/* Columns in block b (from b * width): width, fewer in the last block. */
+static inline int col_block_width(ColBlocks blocks, int block) {
+    const int left = blocks.cols - block * blocks.width;
+    return left < blocks.width ? left : blocks.width;
 }
 
 /* ---- embedding.c ------------------------------------------------------------------------
@@ -95,7 +101,8 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 
 /* The feed-forward input, linear + GELU fused (gelu.c), keeping GELU's slope for backward
  * instead of its input: pre = in [N,i] . W [o,i]^T + b;  act [N,o] = gelu(pre);
- * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass) */
+ * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass).
+ * slope NULL: forward only (no backward follows), act alone, with the same bits. */
 void linear_gelu_forward(float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or

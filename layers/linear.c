@@ -31,8 +31,7 @@ static void linear_backward_beta(float *restrict d_in, float beta, float *restri
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        const int width = o - c0 < blocks.width ? o - c0 : blocks.width;
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const float *restrict g = d_out + (size_t)n * o + c0;

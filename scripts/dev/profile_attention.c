@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
         double t0 = thread_seconds();
         attention_forward(ctx, probs, raw, carried, scratch, qkv, table, mask, &s, 7);
         double t1 = thread_seconds();
-        attention_backward(d_qkv, d_table, d_carried, scratch, d_ctx, qkv, table, probs, raw, &s, 7);
+        attention_backward(d_qkv, NULL, d_table, d_carried, scratch, d_ctx, qkv, table, probs, raw, &s, 7);
         double t2 = thread_seconds();
         if (r > 0)
             forward += t1 - t0, backward += t2 - t1;

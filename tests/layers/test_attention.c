@@ -4,15 +4,16 @@
  * carried_scale 1 and 1/l}, the carried buffer threaded through the forward calls and back
  * through the backward calls, d_ctx_l = G_l fixed random (loss sum_l sum ctx_l (.) G_l):
  *   - the fast forward's ctx and probs equal the reference's;
- *   - the fast d_qkv, d_table and d_carried equal the reference backward's;
+ *   - the fast d_qkv, d_table and d_carried equal the reference backward's, and the fast
+ *     d_qkv_bias (summed per (b,h) inside the backward) the column sums of the fast d_qkv;
  *   - the reference's d_qkv and d_table equal central differences of the reference loss;
  *   - k both below and above L-1, padding keys, dropout cases, and L = 36 where the relative
  *     terms run in several row blocks (block = 32 rows at this L), and L = 64, k = 70, whose
  *     QA / KA blocks reach a quarter fewer table rows than all of them (the plan's choice of
  *     blocks checked).
  * Also: the table row used for (i, j) is i-j+k (HuggingFace's relative_key[_query] at k >= L-1),
- * d_table accumulates, d_qkv is overwritten, and results are bit-identical with 1 and 2
- * threads. */
+ * d_table and d_qkv_bias accumulate, d_qkv is overwritten, and results (d_qkv_bias too) are
+ * bit-identical with 1 and 2 threads. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -43,10 +44,11 @@ typedef struct {
     int *mask;
 } Inputs;
 
-/* What a run of the layers gives: per layer ctx, probs (forward), d_qkv, d_table (backward),
- * and d_carried after the last backward call (dL/dC_1; residual only). */
+/* What a run of the layers gives: per layer ctx, probs (forward), d_qkv, d_qkv_bias, d_table
+ * (backward), and d_carried after the last backward call (dL/dC_1; residual only). */
 typedef struct {
     float *ctx[MAX_LAYERS], *probs[MAX_LAYERS], *d_qkv[MAX_LAYERS], *d_table[MAX_LAYERS];
+    float *d_bias[MAX_LAYERS];
     float *d_carried;
 } FastRun;
 
@@ -129,9 +131,10 @@ static FastRun run_fast(const Case *c, const Inputs *x) {
         s = layer_shape(c, l);
         run.d_qkv[l] = xalloc_floats(x->n_qkv);
         run.d_table[l] = xcalloc(x->n_table ? x->n_table : 1, sizeof(float));
+        run.d_bias[l] = xcalloc(3 * (size_t)c->H, sizeof(float));
         for (size_t e = 0; e < x->n_qkv; e++)
             run.d_qkv[l][e] = NAN;
-        attention_backward(run.d_qkv[l], c->rel ? run.d_table[l] : NULL,
+        attention_backward(run.d_qkv[l], run.d_bias[l], c->rel ? run.d_table[l] : NULL,
                            c->residual ? run.d_carried : NULL, scratch, x->G[l], x->qkv[l],
                            x->table[l], run.probs[l], raw[l], &s, layer_key(l));
     }
@@ -144,7 +147,8 @@ static FastRun run_fast(const Case *c, const Inputs *x) {
 
 static void free_fast(FastRun *run, int layers) {
     for (int l = 0; l < layers; l++)
-        free(run->ctx[l]), free(run->probs[l]), free(run->d_qkv[l]), free(run->d_table[l]);
+        free(run->ctx[l]), free(run->probs[l]), free(run->d_qkv[l]), free(run->d_table[l]),
+            free(run->d_bias[l]);
     free(run->d_carried);
 }
 
@@ -251,7 +255,16 @@ static void check_case(TestTally *t, const Case *c, uint64_t seed) {
     run_reference(c, &x, qkv, table, &ref);
 
     double fwd = 0.0, gq = 0.0, gt = 0.0, fdq = 0.0, fdt = 0.0, edge = 0.0, edge_size = INFINITY;
+    double gb = 0.0;
+    const size_t n_bias = 3 * (size_t)c->H, rows = (size_t)c->B * c->L;
+    double *column_sums = xmalloc(n_bias * sizeof(double));
     for (int l = 0; l < c->layers; l++) {
+        for (size_t col = 0; col < n_bias; col++) { /* the unfused bias gradient, in double */
+            column_sums[col] = 0.0;
+            for (size_t n = 0; n < rows; n++)
+                column_sums[col] += fast.d_qkv[l][n * n_bias + col];
+        }
+        gb = fmax(gb, err_f(fast.d_bias[l], column_sums, 0, n_bias, max_abs(column_sums, 0, n_bias)));
         fwd = fmax(fwd, err_f(fast.ctx[l], ref.ctx[l], 0, x.n_ctx, max_abs(ref.ctx[l], 0, x.n_ctx)));
         fwd = fmax(fwd, err_f(fast.probs[l], ref.probs[l], 0, x.n_sq, 1.0));
         gq = fmax(gq, err_f(fast.d_qkv[l], ref.d_qkv[l], 0, x.n_qkv,
@@ -278,6 +291,8 @@ static void check_case(TestTally *t, const Case *c, uint64_t seed) {
     CHECK(t, fwd < FAST_TOL, "%s: forward ctx, probs equal the reference (rel err %.1e)", name,
           fwd);
     CHECK(t, gq < FAST_TOL, "%s: d_qkv equals the reference backward (rel err %.1e)", name, gq);
+    CHECK(t, gb < 1e-6, "%s: d_qkv_bias equals the column sums of d_qkv (rel err %.1e)", name, gb);
+    free(column_sums);
     CHECK(t, fdq < FD_TOL, "%s: reference d_qkv equals finite differences (rel err %.1e)", name,
           fdq);
     if (c->residual) {
@@ -347,14 +362,18 @@ static void check_threads(TestTally *t, RelKind rel) {
         same &= !memcmp(run[0].ctx[l], run[1].ctx[l], x.n_ctx * sizeof(float));
         same &= !memcmp(run[0].d_qkv[l], run[1].d_qkv[l], x.n_qkv * sizeof(float));
         same &= !memcmp(run[0].d_table[l], run[1].d_table[l], x.n_table * sizeof(float));
+        same &= !memcmp(run[0].d_bias[l], run[1].d_bias[l], 3 * (size_t)c.H * sizeof(float));
     }
-    CHECK(t, same, "%s: ctx, d_qkv, d_table bit-identical with 1 and 2 threads", rel_kind_name(rel));
+    CHECK(t, same, "%s: ctx, d_qkv, d_qkv_bias, d_table bit-identical with 1 and 2 threads",
+          rel_kind_name(rel));
     /* a second backward of the last layer into the same d_table, d_qkv prefilled with NaN */
     const int l = c.layers - 1;
     AttnShape s = layer_shape(&c, l);
     s.residual = 0;
     float *scratch = xalloc_floats(attention_scratch_floats(&s));
     float *once = xcalloc(x.n_table + 1, sizeof(float)), *twice = xcalloc(x.n_table + 1, sizeof(float));
+    float *bias_once = xcalloc(3 * (size_t)c.H, sizeof(float));
+    float *bias_twice = xcalloc(3 * (size_t)c.H, sizeof(float));
     float *d_qkv = xalloc_floats(x.n_qkv), *d_qkv2 = xalloc_floats(x.n_qkv);
     float *raw = xalloc_floats(x.n_sq), *probs = xalloc_floats(x.n_sq), *ctx = xalloc_floats(x.n_ctx);
     attention_forward(ctx, probs, raw, NULL, scratch, x.qkv[l], x.table[l], x.mask, &s, 5);
@@ -362,19 +381,28 @@ static void check_threads(TestTally *t, RelKind rel) {
         float *dq = call ? d_qkv2 : d_qkv;
         for (size_t e = 0; e < x.n_qkv; e++)
             dq[e] = NAN;
-        attention_backward(dq, rel ? twice : NULL, NULL, scratch, x.G[l], x.qkv[l], x.table[l],
-                           probs, raw, &s, 5);
-        if (!call)
+        attention_backward(dq, bias_twice, rel ? twice : NULL, NULL, scratch, x.G[l], x.qkv[l],
+                           x.table[l], probs, raw, &s, 5);
+        if (!call) {
             memcpy(once, twice, x.n_table * sizeof(float));
+            memcpy(bias_once, bias_twice, 3 * (size_t)c.H * sizeof(float));
+        }
     }
-    double err = 0.0, size = 1e-30;
+    double err = 0.0, size = 1e-30, bias_err = 0.0, bias_size = 1e-30;
     for (size_t e = 0; e < x.n_table; e++) {
         err = fmax(err, fabs(twice[e] - 2.0 * once[e]));
         size = fmax(size, fabs(once[e]));
     }
-    CHECK(t, !memcmp(d_qkv, d_qkv2, x.n_qkv * sizeof(float)) && err / size < 1e-6,
-          "%s: d_qkv overwritten, d_table accumulated by a second backward", rel_kind_name(rel));
+    for (size_t e = 0; e < 3 * (size_t)c.H; e++) {
+        bias_err = fmax(bias_err, fabs(bias_twice[e] - 2.0 * bias_once[e]));
+        bias_size = fmax(bias_size, fabs(bias_once[e]));
+    }
+    CHECK(t, !memcmp(d_qkv, d_qkv2, x.n_qkv * sizeof(float)) && err / size < 1e-6 &&
+                 bias_err / bias_size < 1e-6,
+          "%s: d_qkv overwritten, d_table and d_qkv_bias accumulated by a second backward",
+          rel_kind_name(rel));
     free(scratch), free(once), free(twice), free(d_qkv), free(d_qkv2), free(raw), free(probs);
+    free(bias_once), free(bias_twice);
     free(ctx);
     for (int r = 0; r < 2; r++)
         free_fast(&run[r], c.layers);

@@ -43,7 +43,7 @@ static void call(Site site) {
         attention_forward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &too_many_scores, 7);
         break;
     case ATTENTION_BACKWARD:
-        attention_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &too_many_scores, 7);
+        attention_backward(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, &too_many_scores, 7);
         break;
     }
 }

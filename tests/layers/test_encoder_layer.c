@@ -4,7 +4,8 @@
  * and residual attention (method4) or plain absolute attention. Every gradient of
  * encoder_layer_backward (d_x, prefilled with NaN, and each parameter tensor) against central
  * differences of the reference's loss sum(w . out); parameter gradients accumulate (a second call
- * doubles them), d_x is overwritten. */
+ * doubles them), d_x is overwritten; the forward_only forward gives the same output and saved
+ * activations bit for bit (without GELU's slope). */
 #include <omp.h>
 
 #include "layers/attention_reference.h"
@@ -205,6 +206,22 @@ static void test_encoder_layer(TestTally *t, Rng *rng, int pre_norm, RelKind rel
     err = doubling_err(&pool, grads, once, n_params);
     CHECK(t, err < 1e-6 && same_bits(d_x, d_x_again, N * H),
           "%s: parameter gradients accumulate, d_x is overwritten (rel err %.2e)", what, err);
+
+    /* forward only: the same output and saved activations (bits), GELU's slope not written */
+    LayerShape eval_shape = shape;
+    eval_shape.forward_only = 1;
+    LayerActs f = {nans(&pool, N * H), nans(&pool, N), nans(&pool, N), nans(&pool, N * 3 * H),
+                   nans(&pool, scores), NULL, nans(&pool, N * H), nans(&pool, N * H),
+                   nans(&pool, N * H), nans(&pool, N), nans(&pool, N), nans(&pool, N * I),
+                   nans(&pool, N * I), nans(&pool, N * H)};
+    float *slope_before = copy(&pool, f.ffn_slope, N * I);
+    const float *out_only = encoder_layer_forward(&f, &s, x, &p, mask, &eval_shape, keys);
+    const int same = same_bits(out_only, out, N * H) && same_bits(f.norm1, a.norm1, N * H) &&
+                     same_bits(f.norm2, a.norm2, N * H) && same_bits(f.ffn_act, a.ffn_act, N * I) &&
+                     same_bits(f.qkv, a.qkv, N * 3 * H) && same_bits(f.probs, a.probs, scores);
+    CHECK(t, same && same_bits(f.ffn_slope, slope_before, N * I),
+          "%s: forward_only gives the training forward's output and activations bit for bit, "
+          "without GELU's slope", what);
     pool_release(&pool);
 }
 

@@ -56,7 +56,9 @@ static void test_gelu(TestTally *t, Rng *rng) {
  * input against a double reference, act = gelu(in W^T + b) and slope = gelu'(in W^T + b); d_in,
  * dW, db against central differences of sum(w . act); the fused ops equal the unfused
  * composition (linear_forward, gelu_forward, gelu_backward, linear_backward's db) up to rounding;
- * db accumulates; db and d_pre bit-identical with 1 and 2 threads. */
+ * db accumulates; db and d_pre bit-identical with 1 and 2 threads; the forward-only call (slope
+ * NULL) gives act bit-identical to the one keeping the slope, at a width with a vector remainder
+ * and over many rows with 1 and 2 threads. */
 typedef struct {
     int N, I, O;
     double *in, *W, *b, *w;
@@ -98,6 +100,10 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     CHECK(t, err < 1e-5, "linear_gelu_forward matches gelu(in W^T + b) (rel err %.2e)", err);
     err = rel_err(slope, expected_slope, N * O);
     CHECK(t, err < 1e-5, "linear_gelu_forward slope matches gelu'(in W^T + b) (rel err %.2e)", err);
+    float *act_only = nans(&pool, N * O);
+    linear_gelu_forward(NULL, act_only, in, W, b, N, I, O);
+    CHECK(t, same_bits(act_only, act, N * O),
+          "linear_gelu_forward without a slope (forward only): act bit-identical (%dx%d)", N, O);
     float *d_pre = copy(&pool, w, N * O), *db = zeros(&pool, O), *dW = zeros(&pool, O * I);
     float *d_in = nans(&pool, N * I);
     gelu_bias_backward(d_pre, db, d_pre, slope, N, O); /* in place, as the encoder layer calls it */
@@ -134,6 +140,21 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     }
     CHECK(t, same_bits(dx[0], dx[1], BN * BO) && same_bits(dbias[0], dbias[1], BO),
           "gelu_bias_backward bit-identical with 1 and 2 threads (%dx%d)", BN, BO);
+
+    /* forward only at the feed-forward's shape class: the same act bits, with any thread count */
+    const int FN = 96, FI = 32, FO = 1030;
+    float *f_in = uniform(&pool, rng, FN * FI, -1, 1), *f_W = uniform(&pool, rng, FO * FI, -0.5f, 0.5f);
+    float *f_b = uniform(&pool, rng, FO, -1, 1), *f_slope = nans(&pool, FN * FO);
+    float *f_act = nans(&pool, FN * FO), *f_only[2];
+    linear_gelu_forward(f_slope, f_act, f_in, f_W, f_b, FN, FI, FO);
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run + 1);
+        f_only[run] = nans(&pool, FN * FO);
+        linear_gelu_forward(NULL, f_only[run], f_in, f_W, f_b, FN, FI, FO);
+    }
+    CHECK(t, same_bits(f_only[0], f_act, FN * FO) && same_bits(f_only[1], f_act, FN * FO),
+          "linear_gelu_forward forward only: act bit-identical to the training forward with 1 and 2 "
+          "threads (%dx%d)", FN, FO);
     pool_release(&pool);
 }
 

@@ -2,7 +2,10 @@
  * (gather, linear, gelu, layernorm, tied output embedding + bias), and every gradient of
  * mlm_head_backward against central differences of that reference's loss sum(w . logits):
  * d_hidden (added into a prefilled buffer, unlabelled rows untouched), d_word_emb, and the
- * head's parameters; parameter gradients accumulate (a second call doubles them). */
+ * head's parameters; parameter gradients accumulate (a second call doubles them). The backward
+ * (GELU's slope kept by the forward) equals the composition that recomputes it from pre
+ * (linear_forward, gelu_forward; layernorm_backward, gelu_backward, linear_backward) up to
+ * rounding, and the forward-only forward gives bit-identical outputs. */
 #include <omp.h>
 
 #include "layers/encoder.h"
@@ -61,7 +64,7 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
     HeadActs a = {zeros(&pool, M * H), zeros(&pool, M * H), zeros(&pool, M * H),
                   zeros(&pool, M * H), zeros(&pool, M), zeros(&pool, M), nans(&pool, M * V)};
     float *w = uniform(&pool, rng, M * V, -1, 1);
-    mlm_head_forward(&a, hidden, ROWS, M, &p, word_emb, H, V, EPS);
+    mlm_head_forward(&a, hidden, ROWS, M, &p, word_emb, H, V, EPS, 0);
     HeadRef r = {doubles(&pool, hidden, N * H), doubles(&pool, p.transform_w, H * H),
                  doubles(&pool, p.transform_b, H), doubles(&pool, p.norm_g, H),
                  doubles(&pool, p.norm_b, H), doubles(&pool, p.bias, V),
@@ -100,6 +103,64 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
                fmax(doubling_err(&pool, d_word_emb, once_emb, V * H),
                     doubling_err(&pool, g.bias, once_bias, V)));
     CHECK(t, err < 1e-6, "mlm_head parameter gradients accumulate (rel err %.2e)", err);
+
+    /* forward only: no slope written, every output bit-identical */
+    HeadActs f = {zeros(&pool, M * H), nans(&pool, M * H), nans(&pool, M * H), nans(&pool, M * H),
+                  nans(&pool, M), nans(&pool, M), nans(&pool, M * V)};
+    float *slope_before = copy(&pool, f.slope, M * H);
+    mlm_head_forward(&f, hidden, ROWS, M, &p, word_emb, H, V, EPS, 1);
+    CHECK(t, same_bits(f.logits, a.logits, M * V) && same_bits(f.out, a.out, M * H) &&
+                 same_bits(f.act, a.act, M * H) && same_bits(f.mean, a.mean, M) &&
+                 same_bits(f.rstd, a.rstd, M) && same_bits(f.slope, slope_before, M * H),
+          "mlm_head_forward forward only: outputs bit-identical, slope untouched");
+    pool_release(&pool);
+}
+
+/* The backward against the composition it replaced: pre kept by the forward and GELU's backward
+ * recomputing erf and exp from it, the transform's bias gradient in linear_backward. */
+static void test_mlm_head_unfused(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    enum { UM = 40, UH = 96, UV = 50, UN = 64 }; /* two bias column blocks with 2 threads */
+    int rows[UM];
+    for (int m = 0; m < UM; m++)
+        rows[m] = (m * 37) % UN;
+    float *hidden = uniform(&pool, rng, UN * UH, -1, 1), *word_emb = uniform(&pool, rng, UV * UH, -1, 1);
+    HeadParams p = {uniform(&pool, rng, UH * UH, -0.2f, 0.2f), uniform(&pool, rng, UH, -0.5f, 0.5f),
+                    uniform(&pool, rng, UH, 0.5f, 1.5f), uniform(&pool, rng, UH, -0.5f, 0.5f),
+                    uniform(&pool, rng, UV, -0.5f, 0.5f)};
+    HeadParams g = {zeros(&pool, UH * UH), zeros(&pool, UH), zeros(&pool, UH), zeros(&pool, UH),
+                    zeros(&pool, UV)};
+    HeadActs a = {zeros(&pool, UM * UH), zeros(&pool, UM * UH), zeros(&pool, UM * UH),
+                  zeros(&pool, UM * UH), zeros(&pool, UM), zeros(&pool, UM), nans(&pool, UM * UV)};
+    float *d_logits = uniform(&pool, rng, UM * UV, -1, 1);
+    float *d_hidden = zeros(&pool, UN * UH), *d_word_emb = zeros(&pool, UV * UH);
+    mlm_head_forward(&a, hidden, rows, UM, &p, word_emb, UH, UV, EPS, 0);
+    mlm_head_backward(d_hidden, &g, d_word_emb, copy(&pool, d_logits, UM * UV),
+                      zeros(&pool, 2 * UM * UH), &a, rows, UM, &p, word_emb, UH, UV);
+
+    float *pre = nans(&pool, UM * UH), *act = nans(&pool, UM * UH), *d = nans(&pool, UM * UH);
+    float *d_gathered = nans(&pool, UM * UH), *d_hidden_ref = zeros(&pool, UN * UH);
+    HeadParams gr = {zeros(&pool, UH * UH), zeros(&pool, UH), zeros(&pool, UH), zeros(&pool, UH),
+                     zeros(&pool, UV)};
+    float *d_word_emb_ref = zeros(&pool, UV * UH);
+    linear_forward(pre, a.gathered, p.transform_w, p.transform_b, UM, UH, UH);
+    gelu_forward(act, pre, UM * UH);
+    linear_backward(d, d_word_emb_ref, gr.bias, d_logits, a.out, word_emb, UM, UH, UV);
+    layernorm_backward(d, gr.norm_g, gr.norm_b, d, act, p.norm_g, a.mean, a.rstd, UM, UH);
+    gelu_backward(d, d, pre, UM * UH);
+    linear_backward(d_gathered, gr.transform_w, gr.transform_b, d, a.gathered, p.transform_w, UM,
+                    UH, UH);
+    for (int m = 0; m < UM; m++)
+        for (int c = 0; c < UH; c++)
+            d_hidden_ref[rows[m] * UH + c] += d_gathered[m * UH + c];
+    double err = fmax(rel_err(a.act, doubles(&pool, act, UM * UH), UM * UH),
+                      rel_err(d_hidden, doubles(&pool, d_hidden_ref, UN * UH), UN * UH));
+    err = fmax(err, rel_err(g.transform_w, doubles(&pool, gr.transform_w, UH * UH), UH * UH));
+    err = fmax(err, rel_err(g.transform_b, doubles(&pool, gr.transform_b, UH), UH));
+    err = fmax(err, rel_err(g.norm_g, doubles(&pool, gr.norm_g, UH), UH));
+    err = fmax(err, rel_err(d_word_emb, doubles(&pool, d_word_emb_ref, UV * UH), UV * UH));
+    CHECK(t, err < 1e-5, "mlm_head backward from the kept slope = the composition recomputing GELU's "
+          "slope from pre (rel err %.2e)", err);
     pool_release(&pool);
 }
 
@@ -109,5 +170,6 @@ int main(void) {
     rng_seed(&rng, 20240617);
     omp_set_num_threads(2);
     test_mlm_head(&t, &rng);
+    test_mlm_head_unfused(&t, &rng);
     return tally_exit(&t);
 }

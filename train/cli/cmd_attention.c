@@ -139,7 +139,7 @@ int cmd_attention(int argc, char **argv) {
     size_t map = (size_t)B * heads * L * L;
     CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
     Batch batch = {B, L, ids, types, mask, NULL};
-    model_encode_observed(model, &acts, &batch, 0, 0, keep_carried, &carried);
+    model_encode_observed(model, &acts, &batch, FORWARD_EVAL, 0, keep_carried, &carried);
 
     char tmp[4096];
     hid_t o = h5_create_temp(out, tmp, sizeof tmp);

@@ -78,7 +78,7 @@ static void fill_line(FillMask *fm, const char *line, int line_number, int top_k
         fm->labels[l] = fm->ids[l] == mask_id ? mask_id : IGNORE_LABEL; /* labelled = the positions whose logits we want */
     }
     Batch batch = {1, L, fm->ids, fm->types, fm->attn, fm->labels};
-    model_mlm_forward(&fm->lm->model, &fm->acts, &batch, 0, 0, fm->logits);
+    model_mlm_forward(&fm->lm->model, &fm->acts, &batch, FORWARD_EVAL, 0, fm->logits);
     printf("%s\n", line);
     for (int k = 0; k < masks; k++) {
         printf("  %s %d of %d\n", MASK_TEXT, k + 1, masks);

@@ -187,7 +187,7 @@ int cmd_dump(int argc, char **argv) {
     hid_t out = h5_create_temp(out_path, tmp, sizeof tmp);
     if (train_steps == 0) {
         float *logits = xalloc_floats((size_t)(M ? M : 1) * cfg.model.vocab_size);
-        ForwardStats st = model_mlm_forward(&m, &acts, &batch, 0, 0, logits);
+        ForwardStats st = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, 0, logits);
         model_mlm_backward(&m, &acts, &batch, 1.0f);
         h5_write_double(out, "loss", st.loss);
         hsize_t dims[2] = {(hsize_t)M, (hsize_t)cfg.model.vocab_size};
@@ -200,7 +200,7 @@ int cmd_dump(int argc, char **argv) {
         double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
         for (int s = 0; s < train_steps; s++) {
             memset(m.grads, 0, sizeof(float) * m.table.block_floats);
-            losses[s] = model_mlm_forward(&m, &acts, &batch, 0, (uint64_t)s, NULL).loss;
+            losses[s] = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, (uint64_t)s, NULL).loss;
             model_mlm_backward(&m, &acts, &batch, 1.0f);
             adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
         }

@@ -52,6 +52,16 @@ typedef struct {
     const int *input_ids, *token_type_ids, *attention_mask, *labels; /* [B, L] each */
 } Batch;
 
+/* What a forward pass is for (the mode of model_encode, model_mlm_forward): dropout
+ * (keyed by step_key) or not, and whether a backward follows. FORWARD_EVAL skips what only the
+ * backward needs (GELU's slopes); its outputs are bit-identical to the same forward keeping them,
+ * and a backward after it is refused. */
+typedef enum {
+    FORWARD_EVAL = 0,      /* no dropout, no backward: evaluation, prediction */
+    FORWARD_TRAIN = 1,     /* dropout, the backward follows: a training step */
+    FORWARD_EVAL_GRAD = 2, /* no dropout, the backward follows: gradient dumps and checks */
+} ForwardMode;
+
 typedef struct {
     int B, L, max_predictions; /* largest shape the block was laid out for */
     int threads;               /* OpenMP threads the attention scratch was laid out for */
@@ -68,7 +78,8 @@ typedef struct {
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
     /* set by model_encode for the backward pass */
-    int training;
+    int training;     /* dropout on (FORWARD_TRAIN) */
+    int forward_only; /* FORWARD_EVAL: nothing kept for a backward */
     uint64_t step_key;
     const float *encoder_out;
 } Activations;
@@ -96,7 +107,7 @@ void activations_free(Activations *a);
 /* Encoder only: embeddings and every layer (and the Pre-LN final norm). Returns the hidden
  * states [B*L, H] of the batch's own B and L (also a->encoder_out). Fatal if the batch does not
  * fit the layout (batch->B > a->B or batch->L > a->L). */
-const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                           uint64_t step_key);
 /* Called by model_encode_observed after layer l's forward: its saved activations (probs
  * [B, heads, L, L], ...) and, with residual attention, the carried scores C_l [B, heads, L, L]
@@ -104,19 +115,19 @@ const float *model_encode(const Model *m, Activations *a, const Batch *batch, in
 typedef void (*LayerObserver)(void *user, int layer, const LayerActs *acts, const float *carried);
 /* model_encode that hands every layer to `observe` (e.g. `realpos attention` keeping the
  * carried scores); model_encode is this with no observer. */
-const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, int training,
+const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                    uint64_t step_key, LayerObserver observe, void *user);
 /* Backward through the encoder from d_hidden = a->d_hidden_a [B*L, H] (filled by the caller's
- * head; clobbered), accumulating into m->grads. */
+ * head; clobbered), accumulating into m->grads. Fatal after a FORWARD_EVAL forward. */
 void model_encode_backward(Model *m, Activations *a, const Batch *batch);
 
-/* Encoder + MLM head: the mean MLM loss of a batch; training = 1 enables dropout keyed by step_key. Fatal if the batch
- * does not fit the activation layout. If logits_copy is non-NULL the [M, V] logits of the
+/* Encoder + MLM head: the mean MLM loss of a batch; mode as ForwardMode (FORWARD_TRAIN: dropout keyed by
+ * step_key). Fatal if the batch does not fit the activation layout. If logits_copy is non-NULL the [M, V] logits of the
  * labelled positions (row-major (b, l) order) are copied there. */
-ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, int training,
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                uint64_t step_key, float *logits_copy);
 /* Gradients of the last model_mlm_forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
- * e.g. 1/grad_accum_steps). Overwrites a->head.logits. */
+ * e.g. 1/grad_accum_steps). Overwrites a->head.logits. Fatal after a FORWARD_EVAL forward. */
 void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
 /* Model FLOPs of one forward+backward for a batch shape (6 x params-in-matmuls x tokens plus
  * attention), for MFU/GFLOP/s reports. */

@@ -34,12 +34,15 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
     };
 }
 
-static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training) {
+/* The shape of layer l for a forward (forward_only as a->forward_only) or for its backward. */
+static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training,
+                              int forward_only) {
     return (LayerShape){
         .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
         .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
         .attn = attn_shape(c, a, B, L, l, training),
+        .forward_only = forward_only,
     };
 }
 
@@ -77,7 +80,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
     }
     HeadActs *h = &a->head;
     h->gathered = arena_take(ar, M * H);
-    h->pre = arena_take(ar, M * H);
+    h->slope = arena_take(ar, M * H);
     h->act = arena_take(ar, M * H);
     h->out = arena_take(ar, M * H);
     h->mean = arena_take(ar, M);
@@ -156,19 +159,23 @@ static const float *layer_output(const ModelConfig *c, const Activations *a, int
     return c->norm == NORM_PRE ? a->layer[l].sum2 : a->layer[l].norm2;
 }
 
-const float *model_encode(const Model *m, Activations *a, const Batch *batch, int training,
+const float *model_encode(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                           uint64_t step_key) {
-    return model_encode_observed(m, a, batch, training, step_key, NULL, NULL);
+    return model_encode_observed(m, a, batch, mode, step_key, NULL, NULL);
 }
 
-const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, int training,
+const float *model_encode_observed(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                    uint64_t step_key, LayerObserver observe, void *user) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
     int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
     RP_CHECK(B >= 1 && L >= 1 && B <= a->B && L <= a->L,
              "batch of shape [%d, %d] does not fit the activation layout [%d, %d]", B, L, a->B, a->L);
+    RP_CHECK(mode == FORWARD_EVAL || mode == FORWARD_TRAIN || mode == FORWARD_EVAL_GRAD,
+             "internal: forward mode %d", (int)mode);
+    const int training = mode == FORWARD_TRAIN;
     a->training = training;
+    a->forward_only = mode == FORWARD_EVAL;
     a->step_key = step_key;
     float emb_drop = training ? c->hidden_dropout : 0.0f;
     embedding_forward(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
@@ -179,7 +186,7 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
 
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
-        LayerShape shape = layer_shape(c, a, B, L, l, training);
+        LayerShape shape = layer_shape(c, a, B, L, l, training, a->forward_only);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
         if (observe)
@@ -194,7 +201,7 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
     return x;
 }
 
-ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, int training,
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                uint64_t step_key, float *logits_copy) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
@@ -208,11 +215,12 @@ ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batc
         a->labels[M++] = batch->labels[n];
     }
     a->num_predictions = M;
-    const float *x = model_encode(m, a, batch, training, step_key);
+    const float *x = model_encode(m, a, batch, mode, step_key);
     ForwardStats stats = {0, M, 0};
     if (M == 0)
         return stats;
-    mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps);
+    mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
+                     a->forward_only);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
     stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
@@ -224,6 +232,8 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
     int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
+    RP_CHECK(!a->forward_only, "internal: model_encode_backward after a FORWARD_EVAL forward (it kept "
+             "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     float *d_out = a->d_hidden_a, *d_in = a->d_hidden_b;
     if (c->norm == NORM_PRE)
         layernorm_backward(d_out, g->final_norm_g, g->final_norm_b, d_out,
@@ -232,7 +242,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, a, B, L, l, a->training);
+        LayerShape shape = layer_shape(c, a, B, L, l, a->training, 0);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));
@@ -251,6 +261,8 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
 void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
+    RP_CHECK(!a->forward_only, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
+             "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
     if (M > 0) {
         crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);

@@ -39,7 +39,7 @@ static int predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *
         for (int b = 0; b < B; b++)
             r->rows[b] = first + b < f->count ? order[first + b] : -1;
         task_fill_batch(r, f, r->rows);
-        const float *hidden = model_encode(&r->model, &r->acts, &r->batch, 0, 0);
+        const float *hidden = model_encode(&r->model, &r->acts, &r->batch, FORWARD_EVAL, 0);
         head_forward(&r->model, &r->heads, hidden, &r->batch, 0, 0);
         int n = f->count - first < B ? f->count - first : B, batch_L = r->batch.L;
         for (int b = 0; b < n; b++) {

@@ -43,7 +43,7 @@ static Result run(int layout_threads, int run_threads) {
     }
     Batch batch = {B, L, ids, types, mask, NULL};
     Result r = {xalloc_floats((size_t)B * L * H), xalloc_floats(m.table.block_floats), m.table.block_floats};
-    memcpy(r.out, model_encode(&m, &a, &batch, 0, 1), sizeof(float) * B * L * H);
+    memcpy(r.out, model_encode(&m, &a, &batch, FORWARD_EVAL_GRAD, 1), sizeof(float) * B * L * H);
     for (size_t e = 0; e < (size_t)B * L * H; e++)
         a.d_hidden_a[e] = 0.01f * (float)(e % 13) - 0.05f;
     model_encode_backward(&m, &a, &batch);
