@@ -68,7 +68,7 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int nu
         if (dist && i % dist->size != dist->rank)
             continue; /* batch i is rank i mod N's */
         Batch b = batch_of(data->batch);
-        ForwardStats st = model_mlm_forward(m, acts, &b, 0, 0, NULL);
+        ForwardStats st = model_mlm_forward(m, acts, &b, FORWARD_EVAL, 0, NULL);
         for (int n = 0; n < b.B * b.L; n++)
             unigram_correct += b.labels[n] == data->unigram_token;
         loss_sum += (double)st.loss * st.num_predicted;

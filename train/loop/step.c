@@ -96,7 +96,7 @@ void train_step(TrainStep *ts, long step) {
         ts->source.next(ts->source.ctx, step, micro, &tb);
         uint64_t key = hash_key(c->dropout_seed, (uint64_t)step, (uint64_t)micro);
         double t0 = now_seconds();
-        ForwardStats st = loss_forward(m, &ts->head, &tb, 1, key);
+        ForwardStats st = loss_forward(m, &ts->head, &tb, FORWARD_TRAIN, key);
         if (!isfinite(st.loss))
             stop_non_finite(ts, step, "loss", st.loss);
         double t1 = now_seconds();

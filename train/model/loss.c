@@ -12,11 +12,11 @@ LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, i
     return (LossHead){kind, acts, heads};
 }
 
-ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int training, uint64_t step_key) {
+ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, ForwardMode mode, uint64_t step_key) {
     if (h->kind == LOSS_MLM)
-        return model_mlm_forward(m, h->acts, &tb->batch, training, step_key, NULL);
-    const float *hidden = model_encode(m, h->acts, &tb->batch, training, step_key);
-    head_forward(m, h->heads, hidden, &tb->batch, training, step_key);
+        return model_mlm_forward(m, h->acts, &tb->batch, mode, step_key, NULL);
+    const float *hidden = model_encode(m, h->acts, &tb->batch, mode, step_key);
+    head_forward(m, h->heads, hidden, &tb->batch, mode == FORWARD_TRAIN, step_key);
     ForwardStats st = {0, h->kind == LOSS_REGRESSION ? 0 : tb->batch.B, 0};
     st.loss = head_loss(h->heads, &tb->targets, h->kind == LOSS_REGRESSION, &st.num_correct);
     return st;

@@ -35,8 +35,9 @@ LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, i
 
 /* Mean loss of the batch; num_predicted counts the scored positions (MLM) or sequences
  * (classification, span; 0 for regression) and num_correct the argmax hits among them (span: both
- * ends right). training = 1 enables dropout keyed by step_key. */
-ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, int training, uint64_t step_key);
+ * ends right). mode as ForwardMode (model.h): FORWARD_TRAIN enables dropout keyed by step_key,
+ * the encoder's and the task head's. */
+ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, ForwardMode mode, uint64_t step_key);
 /* Gradients of the last loss_forward's loss times loss_scale, accumulated (+=) into m->grads. */
 void loss_backward(Model *m, LossHead *h, const TrainBatch *tb, float loss_scale);
 /* Model FLOPs of that forward + backward, for MFU reports (model_flops_per_step). */

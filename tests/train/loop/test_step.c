@@ -64,11 +64,11 @@ static void check_scale(TestTally *t, const char *name, ModelHeads heads, int re
     TrainBatch tb = make_batch();
     size_t n = m.table.block_floats;
     float *g1 = xalloc_floats(n);
-    loss_forward(&m, &h, &tb, 1, 17);
+    loss_forward(&m, &h, &tb, FORWARD_TRAIN, 17);
     loss_backward(&m, &h, &tb, 1.0f);
     memcpy(g1, m.grads, sizeof(float) * n);
     memset(m.grads, 0, sizeof(float) * n);
-    ForwardStats st = loss_forward(&m, &h, &tb, 1, 17);
+    ForwardStats st = loss_forward(&m, &h, &tb, FORWARD_TRAIN, 17);
     loss_backward(&m, &h, &tb, 0.25f);
     double d = max_scaled_diff(m.grads, g1, 0.25f, n);
     CHECK(t, d < 1e-6 && isfinite(st.loss) && st.loss > 0,
@@ -130,7 +130,7 @@ static void check_step(TestTally *t) {
     head_buffers_create(&rhb, &ref, B, L);
     LossHead rh = loss_head_task(&ref, &ra, &rhb, 0);
     for (int micro = 0; micro < ACCUM; micro++) {
-        loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 1, (uint64_t)micro));
+        loss_forward(&ref, &rh, &src.batch, FORWARD_TRAIN, hash_key(5, 1, (uint64_t)micro));
         loss_backward(&ref, &rh, &src.batch, 1.0f / ACCUM);
     }
     GradClip clip = grad_clip(ref.grads, n, clip_norm);
@@ -147,7 +147,7 @@ static void check_step(TestTally *t) {
     train_step(&ts, 2);
     memset(ref.grads, 0, sizeof(float) * n);
     for (int micro = 0; micro < ACCUM; micro++) {
-        loss_forward(&ref, &rh, &src.batch, 1, hash_key(5, 2, (uint64_t)micro));
+        loss_forward(&ref, &rh, &src.batch, FORWARD_TRAIN, hash_key(5, 2, (uint64_t)micro));
         loss_backward(&ref, &rh, &src.batch, 1.0f / ACCUM);
     }
     clip = grad_clip(ref.grads, n, clip_norm);

@@ -25,7 +25,7 @@ typedef struct {
 } Fixture;
 
 static float loss_of(Fixture *fx) {
-    const float *h = model_encode(&fx->m, &fx->a, &fx->batch, 1, 77);
+    const float *h = model_encode(&fx->m, &fx->a, &fx->batch, FORWARD_TRAIN, 77);
     head_forward(&fx->m, &fx->hb, h, &fx->batch, 1, 77);
     return head_loss(&fx->hb, &fx->targets, fx->regression, NULL);
 }

@@ -88,7 +88,7 @@ static Result run(Net *n, const TaskFeatures *f, const int *rows, int L) {
     TrainBatch tb = {{B, L, ids, types, mask, NULL}, {labels, values, start, end}, 0};
     LossHead head = loss_head_task(&n->m, &n->a, &n->hb, 0);
     memset(n->m.grads, 0, sizeof(float) * n->m.table.block_floats);
-    Result res = {loss_forward(&n->m, &head, &tb, 1, 99).loss, NULL, NULL};
+    Result res = {loss_forward(&n->m, &head, &tb, FORWARD_TRAIN, 99).loss, NULL, NULL};
     loss_backward(&n->m, &head, &tb, 1.0f);
     size_t out = n->span ? 2 * B * MAX_L : B * C;
     res.logits = xalloc_floats(out);
