@@ -8,13 +8,11 @@
  *                                       [N, C] = [65537, 65536] (2^32 + 2^16)
  *   attention_forward / _backward       B x heads x L x L = 1 x 1 x 65537^2 (2^32 + 2^17 + 1) */
 #include <stdint.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "layers/attention.h"
 #include "layers/layers.h"
 #include "tests/check.h"
+#include "tests/child.h"
 
 typedef enum {
     DROPOUT_FORWARD, DROPOUT_BACKWARD, RESIDUAL_LAYERNORM, RESIDUAL_LAYERNORM_BACKWARD,
@@ -24,8 +22,8 @@ typedef enum {
 static const AttnShape too_many_scores = {.B = 1, .L = 65537, .H = 64, .num_heads = 1, .rel = REL_NONE,
                                           .dropout = 0.1f, .threads = 1};
 
-static void call(Site site) {
-    switch (site) {
+static void call(const void *arg) {
+    switch (*(const Site *)arg) {
     case DROPOUT_FORWARD: dropout_forward(NULL, NULL, (size_t)UINT32_MAX + 2, 0.1f, 7); break;
     case DROPOUT_BACKWARD: dropout_backward(NULL, NULL, (size_t)UINT32_MAX + 2, 0.1f, 7); break;
     case RESIDUAL_LAYERNORM:
@@ -50,38 +48,9 @@ static void call(Site site) {
 
 /* Run the call in a child; PASS if it exits 1 (not by a signal) with `message` on stderr. */
 static void expect_refusal(TestTally *t, const char *name, Site site, const char *message) {
-    int fds[2];
-    char err[1024] = "";
-    if (pipe(fds) != 0) {
-        CHECK(t, 0, "%s: pipe", name);
-        return;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        call(site);
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t got;
-    while (used + 1 < sizeof err && (got = read(fds[0], err + used, sizeof err - used - 1)) > 0)
-        used += (size_t)got;
-    while (used > 0 && err[used - 1] == '\n')
-        used--;
-    err[used] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const int refused = WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(err, message);
-    char why[1400] = "";
-    if (!refused)
-        snprintf(why, sizeof why, ": expected exit status 1 and '%s', got %s %d and '%s'", message,
-                 WIFEXITED(status) ? "exit status" : "signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), err);
-    CHECK(t, refused, "%s is refused before any buffer is touched%s", name, why);
+    ChildResult r = child_run(call, &site);
+    char why[1400];
+    CHECK(t, child_refused(&r, message, why, sizeof why), "%s is refused before any buffer is touched%s", name, why);
 }
 
 int main(void) {

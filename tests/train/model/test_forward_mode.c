@@ -6,14 +6,13 @@
 #include <math.h>
 #include <omp.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/common.h"
 #include "core/rng.h"
 #include "layers/layers.h"
 #include "train/model/model.h"
 #include "tests/check.h"
+#include "tests/child.h"
 
 enum { B = 2, L = 7, V = 30, H = 16, N = B * L };
 
@@ -51,46 +50,20 @@ static void fixture_free(Fixture *f) {
 
 static int same_bits(const float *x, const float *y, size_t n) { return memcmp(x, y, n * sizeof *x) == 0; }
 
-/* Build the model, run FORWARD_EVAL then model_mlm_backward, all in a child (forked before the
- * parent runs any parallel region: libgomp's threads do not survive a fork): PASS if it exits 1
- * with the message. */
+/* Build the model, run FORWARD_EVAL then model_mlm_backward (in a child: tests/child.h). */
+static void backward_after_eval(const void *arg) {
+    Fixture f;
+    fixture_create(&f, *(const NormKind *)arg);
+    model_mlm_forward(&f.m, &f.a, &f.batch, FORWARD_EVAL, 0, NULL);
+    model_mlm_backward(&f.m, &f.a, &f.batch, 1.0f);
+}
+
+/* PASS if that exits 1 with the refusal's message. */
 static void expect_backward_refused(TestTally *t, NormKind norm) {
-    const char *what = norm == NORM_PRE ? "pre-LN" : "post-LN";
-    const char *message = "model_mlm_backward after a FORWARD_EVAL forward";
-    int fds[2];
-    char err[1024] = "";
-    if (pipe(fds) != 0) {
-        CHECK(t, 0, "%s: pipe", what);
-        return;
-    }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        Fixture f;
-        fixture_create(&f, norm);
-        model_mlm_forward(&f.m, &f.a, &f.batch, FORWARD_EVAL, 0, NULL);
-        model_mlm_backward(&f.m, &f.a, &f.batch, 1.0f);
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t got;
-    while (used + 1 < sizeof err && (got = read(fds[0], err + used, sizeof err - used - 1)) > 0)
-        used += (size_t)got;
-    while (used > 0 && err[used - 1] == '\n')
-        used--;
-    err[used] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    const int refused = WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(err, message);
-    char why[1200] = "";
-    if (!refused)
-        snprintf(why, sizeof why, ": expected exit status 1 and '%s', got wait status %d and '%s'",
-                 message, status, err);
-    CHECK(t, refused, "%s: a backward after FORWARD_EVAL is refused%s", what, why);
+    ChildResult r = child_run(backward_after_eval, &norm);
+    char why[1400];
+    CHECK(t, child_refused(&r, "model_mlm_backward after a FORWARD_EVAL forward", why, sizeof why),
+          "%s: a backward after FORWARD_EVAL is refused%s", norm == NORM_PRE ? "pre-LN" : "post-LN", why);
 }
 
 static void test_modes(TestTally *t, NormKind norm) {
