@@ -53,16 +53,29 @@ static double head_ref(const HeadRef *r, double *logits) {
 
 static double head_loss(const void *ctx) { return head_ref(ctx, NULL); }
 
+/* Head parameters (transform weights in [-w_range, w_range]), zeroed gradients and activations
+ * (logits NaN: the forward must write them) for m rows, width h, vocabulary v. */
+typedef struct {
+    HeadParams p, g;
+    HeadActs a;
+} HeadSetup;
+
+static HeadSetup head_setup(Pool *pool, Rng *rng, int m, int h, int v, float w_range) {
+    return (HeadSetup){
+        .p = {uniform(pool, rng, h * h, -w_range, w_range), uniform(pool, rng, h, -0.5f, 0.5f),
+              uniform(pool, rng, h, 0.5f, 1.5f), uniform(pool, rng, h, -0.5f, 0.5f),
+              uniform(pool, rng, v, -0.5f, 0.5f)},
+        .g = {zeros(pool, h * h), zeros(pool, h), zeros(pool, h), zeros(pool, h), zeros(pool, v)},
+        .a = {zeros(pool, m * h), zeros(pool, m * h), zeros(pool, m * h), zeros(pool, m * h), zeros(pool, m),
+              zeros(pool, m), nans(pool, m * v)}};
+}
+
 static void test_mlm_head(TestTally *t, Rng *rng) {
     Pool pool = {0};
     float *hidden = uniform(&pool, rng, N * H, -1, 1), *word_emb = uniform(&pool, rng, V * H, -1, 1);
-    HeadParams p = {uniform(&pool, rng, H * H, -0.5f, 0.5f), uniform(&pool, rng, H, -0.5f, 0.5f),
-                    uniform(&pool, rng, H, 0.5f, 1.5f), uniform(&pool, rng, H, -0.5f, 0.5f),
-                    uniform(&pool, rng, V, -0.5f, 0.5f)};
-    HeadParams g = {zeros(&pool, H * H), zeros(&pool, H), zeros(&pool, H), zeros(&pool, H),
-                    zeros(&pool, V)};
-    HeadActs a = {zeros(&pool, M * H), zeros(&pool, M * H), zeros(&pool, M * H),
-                  zeros(&pool, M * H), zeros(&pool, M), zeros(&pool, M), nans(&pool, M * V)};
+    HeadSetup setup = head_setup(&pool, rng, M, H, V, 0.5f);
+    HeadParams p = setup.p, g = setup.g;
+    HeadActs a = setup.a;
     float *w = uniform(&pool, rng, M * V, -1, 1);
     mlm_head_forward(&a, hidden, ROWS, M, &p, word_emb, H, V, EPS, 0);
     HeadRef r = {doubles(&pool, hidden, N * H), doubles(&pool, p.transform_w, H * H),
@@ -125,13 +138,9 @@ static void test_mlm_head_unfused(TestTally *t, Rng *rng) {
     for (int m = 0; m < UM; m++)
         rows[m] = (m * 37) % UN;
     float *hidden = uniform(&pool, rng, UN * UH, -1, 1), *word_emb = uniform(&pool, rng, UV * UH, -1, 1);
-    HeadParams p = {uniform(&pool, rng, UH * UH, -0.2f, 0.2f), uniform(&pool, rng, UH, -0.5f, 0.5f),
-                    uniform(&pool, rng, UH, 0.5f, 1.5f), uniform(&pool, rng, UH, -0.5f, 0.5f),
-                    uniform(&pool, rng, UV, -0.5f, 0.5f)};
-    HeadParams g = {zeros(&pool, UH * UH), zeros(&pool, UH), zeros(&pool, UH), zeros(&pool, UH),
-                    zeros(&pool, UV)};
-    HeadActs a = {zeros(&pool, UM * UH), zeros(&pool, UM * UH), zeros(&pool, UM * UH),
-                  zeros(&pool, UM * UH), zeros(&pool, UM), zeros(&pool, UM), nans(&pool, UM * UV)};
+    HeadSetup setup = head_setup(&pool, rng, UM, UH, UV, 0.2f);
+    HeadParams p = setup.p, g = setup.g;
+    HeadActs a = setup.a;
     float *d_logits = uniform(&pool, rng, UM * UV, -1, 1);
     float *d_hidden = zeros(&pool, UN * UH), *d_word_emb = zeros(&pool, UV * UH);
     mlm_head_forward(&a, hidden, rows, UM, &p, word_emb, UH, UV, EPS, 0);
