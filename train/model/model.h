@@ -78,8 +78,7 @@ typedef struct {
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
     /* set by model_encode for the backward pass */
-    int training;     /* dropout on (FORWARD_TRAIN) */
-    int forward_only; /* FORWARD_EVAL: nothing kept for a backward */
+    ForwardMode mode; /* dropout on with FORWARD_TRAIN; nothing kept for a backward with FORWARD_EVAL */
     uint64_t step_key;
     const float *encoder_out;
 } Activations;

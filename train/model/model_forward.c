@@ -34,15 +34,15 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
     };
 }
 
-/* The shape of layer l for a forward (forward_only as a->forward_only) or for its backward. */
-static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training,
-                              int forward_only) {
+/* The shape of layer l for a forward in `mode`, or for its backward (the forward's mode). */
+static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, ForwardMode mode) {
+    const int training = mode == FORWARD_TRAIN;
     return (LayerShape){
         .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
         .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
         .attn = attn_shape(c, a, B, L, l, training),
-        .forward_only = forward_only,
+        .forward_only = mode == FORWARD_EVAL,
     };
 }
 
@@ -173,11 +173,9 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
              "batch of shape [%d, %d] does not fit the activation layout [%d, %d]", B, L, a->B, a->L);
     RP_CHECK(mode == FORWARD_EVAL || mode == FORWARD_TRAIN || mode == FORWARD_EVAL_GRAD,
              "internal: forward mode %d", (int)mode);
-    const int training = mode == FORWARD_TRAIN;
-    a->training = training;
-    a->forward_only = mode == FORWARD_EVAL;
+    a->mode = mode;
     a->step_key = step_key;
-    float emb_drop = training ? c->hidden_dropout : 0.0f;
+    float emb_drop = mode == FORWARD_TRAIN ? c->hidden_dropout : 0.0f;
     embedding_forward(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
                       p->pos_emb, B, L, H);
     layernorm_forward(a->emb_out, a->emb_mean, a->emb_rstd, a->emb_sum, p->emb_norm_g, p->emb_norm_b,
@@ -186,7 +184,7 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
 
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
-        LayerShape shape = layer_shape(c, a, B, L, l, training, a->forward_only);
+        LayerShape shape = layer_shape(c, a, B, L, l, mode);
         x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
         if (observe)
@@ -220,7 +218,7 @@ ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batc
     if (M == 0)
         return stats;
     mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
-                     a->forward_only);
+                     mode == FORWARD_EVAL);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
     stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
@@ -232,7 +230,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
     int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
-    RP_CHECK(!a->forward_only, "internal: model_encode_backward after a FORWARD_EVAL forward (it kept "
+    RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_encode_backward after a FORWARD_EVAL forward (it kept "
              "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     float *d_out = a->d_hidden_a, *d_in = a->d_hidden_b;
     if (c->norm == NORM_PRE)
@@ -242,7 +240,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, a, B, L, l, a->training, 0);
+        LayerShape shape = layer_shape(c, a, B, L, l, a->mode);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));
@@ -250,7 +248,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
         d_out = d_in;
         d_in = t;
     }
-    float emb_drop = a->training ? c->hidden_dropout : 0.0f;
+    float emb_drop = a->mode == FORWARD_TRAIN ? c->hidden_dropout : 0.0f;
     dropout_backward(d_out, d_out, (size_t)N * H, emb_drop, site_key(a->step_key, SITE_EMBEDDINGS));
     layernorm_backward(d_out, g->emb_norm_g, g->emb_norm_b, d_out, a->emb_sum, p->emb_norm_g,
                        a->emb_mean, a->emb_rstd, N, H);
@@ -261,7 +259,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
 void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
-    RP_CHECK(!a->forward_only, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
+    RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
              "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
     if (M > 0) {
