@@ -198,8 +198,9 @@ int cmd_dump(int argc, char **argv) {
         AdamW opt;
         adamw_create(&opt, &m.table);
         double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
+        /* no zeroing here: the gradients are allocated zero and adamw_step leaves them so, which the
+         * PyTorch trajectory then checks too */
         for (int s = 0; s < train_steps; s++) {
-            memset(m.grads, 0, sizeof(float) * m.table.block_floats);
             losses[s] = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, (uint64_t)s, NULL).loss;
             model_mlm_backward(&m, &acts, &batch, 1.0f);
             adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
