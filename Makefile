@@ -7,6 +7,7 @@
 #   make NATIVE=1   tune for this CPU (-march=native); the default -march is portable (x86-64-v3)
 # Nothing here runs apt while make reads this file: only the `deps` target does.
 PKGS     := hdf5 inih libcjson libutf8proc openblas ompi-c zlib libzstd # ompi-c: OpenMPI (optim/dist.c); zlib, libzstd: compressed corpora
+DNNL_LIBS := -ldnnl # oneDNN (core/gemm.c, bf16 products): no pkg-config file, found by its header
 
 CC       ?= gcc
 ARCH     ?= $(if $(NATIVE),native,x86-64-v3)
@@ -16,7 +17,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))
 CFLAGS   = -std=c11 -D_GNU_SOURCE -I. $(OPT) -fno-math-errno -fopenmp -Wall -Wextra -Werror -g \
            $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS   = $(PKG_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
+LDLIBS   = $(PKG_LIBS) $(DNNL_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
 
 BUILD    := build
 LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
@@ -33,6 +34,8 @@ libcheck:
 	@pkg-config --exists $(PKGS) || { echo "realpos: missing libraries:" \
 	  "$$(for p in $(PKGS); do pkg-config --exists $$p || printf '%s ' $$p; done)" \
 	  "(pkg-config names); run 'make deps' (Debian) or install them" >&2; exit 1; }
+	@echo '#include <oneapi/dnnl/dnnl.h>' | $(CC) -E -x c - >/dev/null 2>&1 || { echo "realpos: missing" \
+	  "oneDNN (oneapi/dnnl/dnnl.h); run 'make deps' (Debian: libdnnl-dev) or install it" >&2; exit 1; }
 
 $(BUILD)/%.o: %.c | libcheck
 	@mkdir -p $(dir $@)

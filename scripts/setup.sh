@@ -32,6 +32,7 @@ need "cJSON" "$(have_pc libcjson)" libcjson-dev
 need "utf8proc" "$(have_pc libutf8proc)" libutf8proc-dev
 need "zlib (gzip corpora)" "$(have_pc zlib)" zlib1g-dev
 need "libzstd (zstd corpora)" "$(have_pc libzstd)" libzstd-dev
+need "oneDNN (bf16 matrix products)" "echo '#include <oneapi/dnnl/dnnl.h>' | ${CC:-cc} -E -x c - -o /dev/null" libdnnl-dev
 need "OpenMPI" "$(have_pc ompi-c) && command -v mpirun" libopenmpi-dev openmpi-bin
 # The PyTorch reference, test scripts and plots use Debian's python3 with these modules.
 need "python3 with torch, numpy, h5py, matplotlib" \

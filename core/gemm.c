@@ -1,0 +1,293 @@
+/* The matrix-product interface (core/gemm.h): cblas_sgemm for fp32, oneDNN matmul or the
+ * emulation for bf16, with bf16 operands from shadows, the staged block or the scratch. */
+#include "core/gemm.h"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <stdint.h>
+
+#include "core/common.h"
+
+const char *const precision_names[] = {"fp32", "bf16", NULL};
+
+void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta == GEMM_T ? CblasTrans : CblasNoTrans, tb == GEMM_T ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* Element (r, c) of op(X) for X stored with row stride ld. */
+#define AT(X, op, ld, r, c) ((op) == GEMM_T ? (X)[(size_t)(c) * (ld) + (r)] : (X)[(size_t)(r) * (ld) + (c)])
+
+void gemm_bf16_reference(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc) {
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double sum = 0.0;
+            for (int k = 0; k < K; k++)
+                sum += (double)(bf16_round(AT(A, ta, lda, m, k)) * bf16_round(AT(B, tb, ldb, k, n)));
+            float *c = &C[(size_t)m * ldc + n];
+            *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
+        }
+}
+
+/* The same arithmetic on operands already in bf16 (the emulated backend). */
+static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A,
+                             size_t lda, const bf16 *B, size_t ldb, float beta, float *C, int ldc) {
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double sum = 0.0;
+            for (int k = 0; k < K; k++)
+                sum += (double)(bf16_to_float(AT(A, ta, lda, m, k)) * bf16_to_float(AT(B, tb, ldb, k, n)));
+            float *c = &C[(size_t)m * ldc + n];
+            *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
+        }
+}
+
+/* ---- the context ---------------------------------------------------------------------------- */
+enum { GEMM_MAX_SHADOWS = 8, GEMM_CACHE_ENTRIES = 96 };
+
+typedef struct {
+    const float *base;
+    size_t count;
+    const bf16 *shadow;
+} Shadow;
+
+/* A product shape: everything a oneDNN matmul primitive is specialised for. */
+typedef struct {
+    int64_t ta, tb, M, N, K, lda, ldb, ldc; /* all 8 bytes wide: no padding, so memcmp compares */
+    float alpha, beta;
+} ProductKey;
+
+typedef struct {
+    ProductKey key;
+    dnnl_primitive_t primitive;
+    dnnl_memory_t a, b, c;
+    uint64_t last_used;
+} CachedProduct;
+
+struct Gemm {
+    Precision precision;
+    GemmBackend backend;
+    Shadow shadows[GEMM_MAX_SHADOWS];
+    int num_shadows, staged;     /* staged: shadows[num_shadows - 1] is the staged block */
+    bf16 *stage, *convert[2];
+    size_t stage_floats, convert_floats;
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    CachedProduct cache[GEMM_CACHE_ENTRIES];
+    int cached;
+    uint64_t clock;
+    GemmStats stats;
+};
+
+#define DNNL_CHECK(call, what)                                                                   \
+    do {                                                                                         \
+        dnnl_status_t status_ = (call);                                                          \
+        RP_CHECK(status_ == dnnl_success, "oneDNN: %s failed (status %d)", what, (int)status_);   \
+    } while (0)
+
+static bf16 *alloc_bf16(size_t count) {
+    /* xalloc_floats is 64-byte aligned and zeroed: half as many floats hold the bf16s */
+    return count ? (bf16 *)xalloc_floats((count + 1) / 2) : NULL;
+}
+
+Gemm *gemm_create(Precision precision, GemmBackend backend, size_t stage_floats, size_t convert_floats) {
+    Gemm *g = xcalloc(1, sizeof *g);
+    g->precision = precision;
+    g->backend = backend;
+    if (precision == PRECISION_FP32)
+        return g;
+    g->stage_floats = stage_floats;
+    g->convert_floats = convert_floats;
+    g->stage = alloc_bf16(stage_floats);
+    g->convert[0] = alloc_bf16(convert_floats);
+    g->convert[1] = alloc_bf16(convert_floats);
+    if (backend == GEMM_BF16_ONEDNN) {
+        DNNL_CHECK(dnnl_engine_create(&g->engine, dnnl_cpu, 0), "creating the CPU engine");
+        DNNL_CHECK(dnnl_stream_create(&g->stream, g->engine, dnnl_stream_default_flags), "creating a stream");
+    }
+    return g;
+}
+
+static void drop_cached(CachedProduct *p) {
+    dnnl_primitive_destroy(p->primitive);
+    dnnl_memory_destroy(p->a);
+    dnnl_memory_destroy(p->b);
+    dnnl_memory_destroy(p->c);
+    memset(p, 0, sizeof *p);
+}
+
+void gemm_free(Gemm *g) {
+    if (!g)
+        return;
+    for (int i = 0; i < g->cached; i++)
+        drop_cached(&g->cache[i]);
+    if (g->stream)
+        dnnl_stream_destroy(g->stream);
+    if (g->engine)
+        dnnl_engine_destroy(g->engine);
+    free(g->stage);
+    free(g->convert[0]);
+    free(g->convert[1]);
+    free(g);
+}
+
+Precision gemm_precision(const Gemm *g) { return g ? g->precision : PRECISION_FP32; }
+
+GemmStats gemm_stats(const Gemm *g) {
+    GemmStats none = {0};
+    return g ? g->stats : none;
+}
+
+void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow) {
+    if (gemm_precision(g) == PRECISION_FP32)
+        return;
+    RP_CHECK(!g->staged && g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_shadow: at most %d shadows, "
+             "registered before staging", GEMM_MAX_SHADOWS);
+    g->shadows[g->num_shadows++] = (Shadow){base, count, shadow};
+}
+
+void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
+    if (gemm_precision(g) == PRECISION_FP32)
+        return;
+    size_t count = rows ? (rows - 1) * ld + cols : 0;
+    RP_CHECK(!g->staged, "internal: gemm_stage: a block is staged already");
+    RP_CHECK(count <= g->stage_floats, "internal: gemm_stage: %zu x %zu operand (row stride %zu) over the "
+             "%zu floats the bf16 context was laid out for", rows, cols, ld, g->stage_floats);
+    RP_CHECK(g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_stage: shadow table full");
+    double t0 = omp_get_wtime();
+    bf16_convert(g->stage, ld, x, ld, rows, cols);
+    g->stats.convert_seconds += omp_get_wtime() - t0;
+    g->stats.converted_floats += (double)rows * (double)cols;
+    g->shadows[g->num_shadows++] = (Shadow){x, count, g->stage};
+    g->staged = 1;
+}
+
+void gemm_unstage(Gemm *g) {
+    if (gemm_precision(g) == PRECISION_FP32)
+        return;
+    RP_CHECK(g->staged, "internal: gemm_unstage without gemm_stage");
+    g->num_shadows--;
+    g->staged = 0;
+}
+
+/* The bf16 form of X [rows, cols] (row stride ld): a shadow's (same stride), or converted into
+ * scratch `slot` (stride cols). */
+static const bf16 *bf16_operand(Gemm *g, int slot, const float *X, int rows, int cols, int ld, int64_t *ld16) {
+    const size_t extent = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    for (int i = g->num_shadows - 1; i >= 0; i--) {
+        const Shadow *s = &g->shadows[i];
+        if (X >= s->base && X + extent <= s->base + s->count) {
+            *ld16 = ld;
+            return s->shadow + (X - s->base);
+        }
+    }
+    const size_t count = (size_t)rows * (size_t)cols;
+    RP_CHECK(count <= g->convert_floats, "internal: gemm: a %d x %d operand over the %zu floats the bf16 "
+             "context's scratch was laid out for", rows, cols, g->convert_floats);
+    double t0 = omp_get_wtime();
+    bf16_convert(g->convert[slot], (size_t)cols, X, (size_t)ld, (size_t)rows, (size_t)cols);
+    g->stats.convert_seconds += omp_get_wtime() - t0;
+    g->stats.converted_floats += (double)count;
+    *ld16 = cols;
+    return g->convert[slot];
+}
+
+static dnnl_memory_t memory_2d(Gemm *g, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
+                               dnnl_data_type_t type, dnnl_memory_desc_t *md) {
+    dnnl_dims_t dims = {rows, cols}, strides = {row_stride, col_stride};
+    DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides), "describing a matrix");
+    dnnl_memory_t mem;
+    DNNL_CHECK(dnnl_memory_create(&mem, md, g->engine, DNNL_MEMORY_NONE), "creating a memory object");
+    return mem;
+}
+
+static void create_product(Gemm *g, CachedProduct *p, const ProductKey *k) {
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    p->key = *k;
+    /* op(A) [M,K]: stored [M,K] (strides lda, 1) or [K,M] (strides 1, lda); likewise op(B) [K,N] */
+    p->a = memory_2d(g, k->M, k->K, k->ta ? 1 : k->lda, k->ta ? k->lda : 1, dnnl_bf16, &a_md);
+    p->b = memory_2d(g, k->K, k->N, k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1, dnnl_bf16, &b_md);
+    p->c = memory_2d(g, k->M, k->N, k->ldc, 1, dnnl_f32, &c_md);
+    dnnl_matmul_desc_t desc;
+    DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md), "describing a matmul");
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr), "creating attributes");
+    if (k->alpha != 1.0f)
+        DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha), "setting alpha");
+    dnnl_post_ops_t post = NULL;
+    if (k->beta != 0.0f) { /* C = alpha A B + beta C: the sum post-op, in fp32 */
+        DNNL_CHECK(dnnl_post_ops_create(&post), "creating post-ops");
+        DNNL_CHECK(dnnl_post_ops_append_sum(post, k->beta), "appending beta C");
+        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, post), "setting post-ops");
+    }
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t status = dnnl_primitive_desc_create(&pd, &desc, attr, g->engine, NULL);
+    RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul for [%lld x %lld] x [%lld x %lld]%s%s (status %d); "
+             "set train.precision = fp32", (long long)k->M, (long long)k->K, (long long)k->K, (long long)k->N, k->ta ? ", A transposed" : "",
+             k->tb ? ", B transposed" : "", (int)status);
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(g->stats.implementation, sizeof g->stats.implementation, "%s", impl);
+    DNNL_CHECK(dnnl_primitive_create(&p->primitive, pd), "creating a matmul");
+    dnnl_primitive_desc_destroy(pd);
+    if (post)
+        dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    g->stats.primitives_created++;
+}
+
+static CachedProduct *cached_product(Gemm *g, const ProductKey *k) {
+    CachedProduct *oldest = NULL;
+    for (int i = 0; i < g->cached; i++) {
+        CachedProduct *p = &g->cache[i];
+        if (!memcmp(&p->key, k, sizeof *k))
+            return p;
+        if (!oldest || p->last_used < oldest->last_used)
+            oldest = p;
+    }
+    CachedProduct *p = g->cached < GEMM_CACHE_ENTRIES ? &g->cache[g->cached++] : oldest;
+    if (p->primitive)
+        drop_cached(p);
+    create_product(g, p, k);
+    return p;
+}
+
+void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc) {
+    if (gemm_precision(g) == PRECISION_FP32) {
+        gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) { /* no products: C = beta C */
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                C[(size_t)m * ldc + n] = beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f;
+        return;
+    }
+    int64_t lda16, ldb16;
+    const bf16 *A16 = ta == GEMM_T ? bf16_operand(g, 0, A, K, M, lda, &lda16) : bf16_operand(g, 0, A, M, K, lda, &lda16);
+    const bf16 *B16 = tb == GEMM_T ? bf16_operand(g, 1, B, N, K, ldb, &ldb16) : bf16_operand(g, 1, B, K, N, ldb, &ldb16);
+    double t0 = omp_get_wtime();
+    if (g->backend == GEMM_BF16_EMULATED) {
+        emulated_product(ta, tb, M, N, K, alpha, A16, (size_t)lda16, B16, (size_t)ldb16, beta, C, ldc);
+    } else {
+        const ProductKey key = {ta == GEMM_T, tb == GEMM_T, M, N, K, lda16, ldb16, ldc, alpha, beta};
+        CachedProduct *p = cached_product(g, &key);
+        p->last_used = ++g->clock;
+        DNNL_CHECK(dnnl_memory_set_data_handle(p->a, (void *)A16), "binding A");
+        DNNL_CHECK(dnnl_memory_set_data_handle(p->b, (void *)B16), "binding B");
+        DNNL_CHECK(dnnl_memory_set_data_handle(p->c, C), "binding C");
+        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+        DNNL_CHECK(dnnl_primitive_execute(p->primitive, g->stream, 3, args), "executing a matmul");
+        DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
+    }
+    g->stats.product_seconds += omp_get_wtime() - t0;
+    g->stats.products++;
+}

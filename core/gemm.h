@@ -1,0 +1,81 @@
+/* The one matrix-product interface of the layers, in fp32 or bf16 mixed precision.
+ *
+ *   C [M,N] = alpha op(A) op(B) + beta C      row-major; op(X) = X or X^T;
+ *   op(A) [M,K] (A stored [M,K] with row stride lda, or [K,M] when transposed), op(B) [K,N].
+ *
+ * fp32 (the default and the reference): cblas_sgemm (OpenBLAS), the same call the layers made
+ * before this interface, so fp32 results are the same bits.
+ * bf16 (mixed precision as PyTorch autocast and Megatron define it): A and B are rounded to
+ * bf16 (nearest even, core/bf16.h), the products are accumulated in fp32 and C stays fp32;
+ * beta C is added in fp32 (dW += in fp32). Computed by oneDNN's matmul, or by the portable
+ * emulation (bf16-rounded operands, exact fp32 products, double accumulation), which is the
+ * reference of the tests and the backend of hosts without bf16 instructions in tests.
+ *
+ * Where a bf16 operand comes from, cheapest first:
+ *   - a shadow: a registered bf16 copy of an fp32 block with the same layout (the parameters'
+ *     copy, refreshed by AdamW; gemm_shadow), found by address;
+ *   - a staged operand: gemm_stage converts a block once for several products (a gradient
+ *     that feeds both backward products), until gemm_unstage;
+ *   - otherwise the product converts it into the context's scratch.
+ * Nothing is allocated per product: the scratch is laid out by gemm_create, and each distinct
+ * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
+ * in the context (least recently used evicted; pretraining has ~10 shapes, so after the first
+ * step nothing is created). The context is not thread-safe: call gemm outside parallel regions.
+ * gemm_f32 is stateless and may be called from inside them (the per-head attention products). */
+#pragma once
+#include <stddef.h>
+
+#include "core/bf16.h"
+
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+/* Their config names in enum order ("fp32", "bf16"), NULL-terminated. */
+extern const char *const precision_names[];
+
+typedef enum { GEMM_N = 0, GEMM_T = 1 } GemmOp;
+
+/* fp32: cblas_sgemm(CblasRowMajor, ...) with these arguments. */
+void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
+
+/* The bf16 reference: A, B rounded to bf16 element by element, exact products, double sums,
+ * C = alpha sum + beta C rounded once to fp32. OpenMP over rows of C. */
+void gemm_bf16_reference(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+                         const float *B, int ldb, float beta, float *C, int ldc);
+
+typedef enum {
+    GEMM_BF16_ONEDNN = 0, /* oneDNN matmul: needs avx512_bf16 or amx_bf16 (cpu_bf16_query) */
+    GEMM_BF16_EMULATED,   /* gemm_bf16_reference's arithmetic on the same bf16 operands */
+} GemmBackend;
+
+typedef struct Gemm Gemm;
+
+/* fp32 needs no context (NULL works everywhere a Gemm * is taken). bf16: scratch for one
+ * staged operand of up to stage_floats elements and for two converted operands of up to
+ * convert_floats each; a product whose operand does not fit is a fatal error naming the sizes. */
+Gemm *gemm_create(Precision precision, GemmBackend backend, size_t stage_floats, size_t convert_floats);
+void gemm_free(Gemm *g);
+/* PRECISION_FP32 for g == NULL. */
+Precision gemm_precision(const Gemm *g);
+
+/* Register shadow [count] as the bf16 copy of base [count] (same layout) until gemm_free: the
+ * caller keeps it equal to bf16(base) whenever a product reads it. No-op in fp32. */
+void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow);
+/* Convert x [rows, cols] (row stride ld) once, for the products until gemm_unstage; one staged
+ * block at a time. No-op in fp32. */
+void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld);
+void gemm_unstage(Gemm *g);
+
+/* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */
+void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+          const float *B, int ldb, float beta, float *C, int ldc);
+
+/* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
+ * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
+ * the last product created (e.g. "brg:avx512_core_bf16"). */
+typedef struct {
+    long products, primitives_created;
+    double product_seconds, convert_seconds;
+    double converted_floats;
+    char implementation[48];
+} GemmStats;
+GemmStats gemm_stats(const Gemm *g);
