@@ -4,12 +4,12 @@
  * index conventions in attention_plan.h. */
 #include "layers/attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
 #include "core/rng.h"
 #include "layers/layers.h"
 #include "layers/relpos.h"
@@ -157,7 +157,7 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     if (terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
     if (p->rel != REL_METHOD3)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, q, ld, key, ld,
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, ld, key, ld,
                     terms_first ? 1.0f : 0.0f, raw ? raw : S, L);
     if (p->rel != REL_NONE && !terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
@@ -169,7 +169,7 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
                            dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L, L,
                            p->scale, s, dropout_key, off + (size_t)i * L);
     const float *Pd = dropped ? dropped : S;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
+    gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
 }
 
@@ -269,9 +269,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         Pd = w->dropped;
         dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
+    gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
                 dctx, H, 0.0f, dv, ld);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+    gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
                 L);
     score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, Pd, L, p->scale,
                     s->carried_scale);
@@ -279,9 +279,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         relpos_backward_pre(p, D, part, raw_scores + off);
     if (p->rel != REL_METHOD3) {
         /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the relative terms add after) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, d, L, 1.0f, D, L, key, ld, 0.0f,
+        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, ld, 0.0f,
                     dq, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, d, L, 1.0f, D, L, q, ld, 0.0f,
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, D, L, q, ld, 0.0f,
                     dkey, ld);
     }
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)

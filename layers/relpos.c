@@ -10,10 +10,11 @@
  * Table gradients go to per-slot partials, summed in a fixed order by relpos_finish. */
 #include "layers/relpos.h"
 
-#include <cblas.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/gemm.h"
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -63,7 +64,7 @@ static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restri
         int nb, lo, hi;
         reach_block(p, i0, 0, &nb, &lo, &hi);
         const int W = hi - lo + 1;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, W, d, 1.0f, q + (size_t)i0 * ld,
+        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, q + (size_t)i0 * ld,
                     ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
         for (int i = i0; i < i0 + nb; i++) {
             int le, rs;
@@ -91,7 +92,7 @@ static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict
         int nb, lo, hi;
         reach_block(p, j0, 1, &nb, &lo, &hi);
         const int W = hi - lo + 1, j1 = j0 + nb;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, W, d, 1.0f, key + (size_t)j0 * ld,
+        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, key + (size_t)j0 * ld,
                     ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
         /* clipped columns: r' = 2m (reachable iff hi = 2m) and r' = 0 (iff lo = 0) */
         float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
@@ -146,9 +147,9 @@ static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float 
             if (rs < L)
                 dr[0] += right;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, W, 1.0f, blk, W,
+        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
                     reach + (size_t)lo * d, d, 1.0f, dq + (size_t)i0 * ld, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, W, d, nb, 1.0f, blk, W,
+        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
                     q + (size_t)i0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
     }
 }
@@ -186,9 +187,9 @@ static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *r
             if (lo == 0)
                 blk[(size_t)c * W] += col_right[c];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, W, 1.0f, blk, W,
+        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
                     reach + (size_t)lo * d, d, 1.0f, dkey + (size_t)j0 * ld, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, W, d, nb, 1.0f, blk, W,
+        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
                     key + (size_t)j0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
     }
 }
@@ -275,7 +276,7 @@ static void three_way_term(const AttnPlan *p, const AttnWork *w, float *restrict
         for (int i0 = right ? 0 : rel_k; i0 < (right ? L - rel_k : L); i0 += p->block) {
             int nb, c0, wd;
             region_block(p, right, i0, &nb, &c0, &wd);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, wd, d, 1.0f,
+            gemm_f32(GEMM_N, GEMM_T, nb, wd, d, 1.0f,
                         (right ? w->qs0 : w->qs2) + (size_t)i0 * d, d, key + (size_t)c0 * ld, ld,
                         0.0f, w->blk, wd);
             for (int i = i0; i < i0 + nb; i++) {
@@ -350,7 +351,7 @@ static void three_way_grads(const AttnPlan *p, const AttnWork *w, const float *r
                        (size_t)(end - first) * sizeof(float));
             }
             /* blk_g = G_region . K;  dQ += blk_g (.) a_row;  da_row += sum_i q_i (.) blk_g_i */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, d, wd, 1.0f, w->blk, wd,
+            gemm_f32(GEMM_N, GEMM_N, nb, d, wd, 1.0f, w->blk, wd,
                         key + (size_t)c0 * ld, ld, 0.0f, w->blk_g, d);
             for (int i = i0; i < i0 + nb; i++) {
                 const float *restrict gi = w->blk_g + (size_t)(i - i0) * d;
@@ -362,7 +363,7 @@ static void three_way_grads(const AttnPlan *p, const AttnWork *w, const float *r
                 }
             }
             /* dK += G_region^T . (Q (.) a_row) */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wd, d, nb, 1.0f, w->blk, wd,
+            gemm_f32(GEMM_T, GEMM_N, wd, d, nb, 1.0f, w->blk, wd,
                         qs + (size_t)i0 * d, d, 1.0f, dkey + (size_t)c0 * ld, ld);
         }
         float *restrict part_row = part + (right ? 0 : (size_t)2 * rel_k * d); /* here m = rel_k */
