@@ -3,6 +3,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "core/gemm.h"
 #include "layers/attention.h"
 
 /* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
@@ -62,6 +63,7 @@ typedef struct {
     AttnShape attn;     /* includes attention dropout, residual flags for this layer */
     int forward_only;   /* 1: no backward follows (evaluation, prediction): the forward skips
                          * what only the backward needs (acts->ffn_slope is left unset) */
+    Gemm *gemm;         /* the linear layers' products (core/gemm.h; NULL: fp32) */
 } LayerShape;
 
 /* Dropout keys of one layer's three sites, derived from the step key. */
@@ -96,11 +98,11 @@ typedef struct {
 } HeadActs;
 
 /* forward_only = 1: no backward follows; acts->slope is left unset, every output is the same. */
-void mlm_head_forward(HeadActs *acts, const float *hidden, const int *rows, int M,
+void mlm_head_forward(Gemm *g, HeadActs *acts, const float *hidden, const int *rows, int M,
                       const HeadParams *p, const float *word_emb, int H, int V, float eps,
                       int forward_only);
 /* d_logits [M,V] in (clobbered); d_hidden [N,H] += scattered row gradients (caller zeroes it);
  * grads += into g and d_word_emb. d_tmp: [2, M, H] scratch. */
-void mlm_head_backward(float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,
+void mlm_head_backward(Gemm *gemm, float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,
                        float *d_tmp, const HeadActs *acts, const int *rows, int M,
                        const HeadParams *p, const float *word_emb, int H, int V);

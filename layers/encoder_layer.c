@@ -21,10 +21,10 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
                                     const LayerParams *p, const int *mask, const LayerShape *sh,
                                     uint64_t key) {
     int N = sh->N, H = sh->H;
-    linear_forward(a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    linear_forward(sh->gemm, a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
                       a->qkv, p->rel_table, mask, &sh->attn, key);
-    linear_forward(s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
+    linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
 /* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
@@ -36,10 +36,10 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      const LayerActs *a, const LayerParams *p, const LayerShape *sh,
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
-    linear_backward(s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
+    linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
     attention_backward(s->d_qkv, g->qkv_b, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
                        p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
-    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->qkv_w, NULL, s->d_qkv, in,
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->qkv_w, NULL, s->d_qkv, in,
                                                                 p->qkv_w, N, H, 3 * H);
 }
 
@@ -48,9 +48,9 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_gelu_forward(sh->forward_only ? NULL : a->ffn_slope, a->ffn_act, in, p->ffn_in_w,
+    linear_gelu_forward(sh->gemm, sh->forward_only ? NULL : a->ffn_slope, a->ffn_act, in, p->ffn_in_w,
                         p->ffn_in_b, N, H, I);
-    linear_forward(s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
+    linear_forward(sh->gemm, s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
 }
 
 /* d_in [N,H] from d_proj [N,H], as attention_block_backward (b2's gradient is the caller's). */
@@ -58,9 +58,9 @@ static void ffn_block_backward(float *d_in, int add_to_d_in, const float *d_proj
                                LayerScratch *s, const float *in, const LayerActs *a,
                                const LayerParams *p, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
-    linear_backward(s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
+    linear_backward(sh->gemm, s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
     gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
-    (add_to_d_in ? linear_backward_accumulate : linear_backward)(d_in, g->ffn_in_w, NULL, s->d_ffn,
+    (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->ffn_in_w, NULL, s->d_ffn,
                                                                 in, p->ffn_in_w, N, H, I);
 }
 

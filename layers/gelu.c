@@ -1,7 +1,6 @@
 /* GELU, exact erf form (as BERT). */
 #include "layers/layers.h"
 
-#include <cblas.h>
 #include <math.h>
 
 /* glibc >= 2.35 ships vector erff/expf (libmvec); declaring them SIMD lets the loops below call
@@ -56,10 +55,9 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
  * for both, so the backward needs neither erf nor exp, and pre itself is not kept.
  * slope NULL (forward only): the GEMM writes pre into act and the pass skips the slope's exp; the
  * two loops share every operation that act depends on, so act has the same bits either way. */
-void linear_gelu_forward(float *restrict slope, float *restrict act, const float *restrict in,
+void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, const float *restrict in,
                          const float *restrict W, const float *restrict b, int N, int i, int o) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, o, i, 1.0f, in, i, W, i, 0.0f,
-                slope ? slope : act, o);
+    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope ? slope : act, o);
     if (!slope) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) {

@@ -5,14 +5,18 @@
  *   - Parameter gradients accumulate (+=); input gradients overwrite (=), except in the ops
  *     named *_accumulate, which add the input gradient to the one already there (a residual's).
  *   - No allocation inside a layer: scratch space, if any, is passed in.
- *   - Matrix products go through cblas_sgemm; OpenMP parallelises the rest, and no two threads
- *     ever write the same gradient element.
+ *   - Matrix products go through core/gemm.h: the layers that multiply by a weight take its
+ *     context (Gemm *g: fp32 or bf16 mixed precision; NULL = fp32), the per-head attention
+ *     products call gemm_f32. OpenMP parallelises the rest, and no two threads ever write the same
+ *     gradient element.
  *   - Dropout masks are a pure function of (key, element index) (core/rng.h), so backward
  *     regenerates them instead of storing them. */
 #pragma once
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/gemm.h"
 
 /* ---- column sums ------------------------------------------------------------------------
  * The passes that sum an [N, cols] gradient over its rows (bias, gamma and beta gradients) split
@@ -83,14 +87,16 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *d_bias, f
                                  uint64_t key);
 
 /* ---- linear.c ---------------------------------------------------------------------------
- * out[N,o] = in[N,i] . W[o,i]^T + b[o]      (b may be NULL) */
-void linear_forward(float *out, const float *in, const float *W, const float *b, int N, int i, int o);
+ * out[N,o] = in[N,i] . W[o,i]^T + b[o]      (b may be NULL)
+ * In bf16 (g's precision) every product has bf16 operands and fp32 accumulation and outputs;
+ * the backward converts d_out once for both of its products (gemm_stage). */
+void linear_forward(Gemm *g, float *out, const float *in, const float *W, const float *b, int N, int i, int o);
 /* d_in = d_out . W (overwrites; skipped if d_in is NULL);  dW += d_out^T . in;  db += sum_n d_out */
-void linear_backward(float *d_in, float *dW, float *db, const float *d_out, const float *in,
+void linear_backward(Gemm *g, float *d_in, float *dW, float *db, const float *d_out, const float *in,
                      const float *W, int N, int i, int o);
 /* The same with d_in += d_out . W: the GEMM adds the input gradient to what d_in holds (the
  * residual path's gradient) instead of a separate pass adding the two. */
-void linear_backward_accumulate(float *d_in, float *dW, float *db, const float *d_out,
+void linear_backward_accumulate(Gemm *g, float *d_in, float *dW, float *db, const float *d_out,
                                 const float *in, const float *W, int N, int i, int o);
 
 /* ---- gelu.c -----------------------------------------------------------------------------
@@ -103,7 +109,7 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
  * instead of its input: pre = in [N,i] . W [o,i]^T + b;  act [N,o] = gelu(pre);
  * slope [N,o] = gelu'(pre) = Phi(pre) + pre phi(pre)   (one GEMM, one pass).
  * slope NULL: forward only (no backward follows), act alone, with the same bits. */
-void linear_gelu_forward(float *slope, float *act, const float *in, const float *W, const float *b,
+void linear_gelu_forward(Gemm *g, float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
  * exp; the linear's d_in and dW then come from linear_backward with db = NULL) */

@@ -11,6 +11,7 @@ void adamw_create_floats(AdamW *opt, size_t count) {
     opt->exp_avg = xalloc_floats(count);
     opt->exp_avg_sq = xalloc_floats(count);
     opt->step = 0;
+    opt->params_bf16 = NULL;
 }
 
 void adamw_create(AdamW *opt, const ParamTable *table) { adamw_create_floats(opt, table->block_floats); }
@@ -50,7 +51,21 @@ void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float 
         float *restrict m = opt->exp_avg + (first - lo);
         float *restrict v = opt->exp_avg_sq + (first - lo);
         float *restrict g = grads + first;
+        bf16 *restrict p16 = opt->params_bf16 ? opt->params_bf16 + first : NULL;
         long n = (long)(end - first);
+        if (p16) { /* the same arithmetic, plus the bf16 copy of the new value */
+#pragma omp for schedule(static) nowait
+            for (long e = 0; e < n; e++) {
+                const float grad = g[e] * grad_scale;
+                g[e] = 0.0f;
+                p[e] *= decay;
+                m[e] = b1 * m[e] + (1.0f - b1) * grad;
+                v[e] = b2 * v[e] + (1.0f - b2) * grad * grad;
+                p[e] -= step_size * m[e] / (sqrtf(v[e]) / c2_sqrt + eps);
+                p16[e] = bf16_from_float(p[e]);
+            }
+            continue;
+        }
 #pragma omp for schedule(static) nowait
         for (long e = 0; e < n; e++) {
             const float grad = g[e] * grad_scale;

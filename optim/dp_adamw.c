@@ -38,6 +38,10 @@ void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *
         zero_floats(grads, o->lo); /* the other slices hold the ring's partial sums */
         zero_floats(grads + o->hi, o->shards.n - o->hi);
         dist_allgather(o->dist, &o->shards, params);
+        if (o->opt.params_bf16) { /* the other ranks' slices arrived in fp32: their bf16 copy */
+            bf16_convert_floats(o->opt.params_bf16, params, o->lo);
+            bf16_convert_floats(o->opt.params_bf16 + o->hi, params + o->hi, o->shards.n - o->hi);
+        }
     } else {
         dist_allgather(o->dist, &o->shards, grads);
         adamw_step(&o->opt, table, params, grads, cfg, lr, grad_scale);
@@ -50,7 +54,7 @@ AdamW dp_adamw_full(DpAdamW *o, float *scratch) {
     if (!o->spare)
         o->spare = xalloc_floats(o->shards.n);
     o->lent = scratch;
-    return (AdamW){scratch, o->spare, o->opt.step};
+    return (AdamW){scratch, o->spare, o->opt.step, NULL};
 }
 
 void dp_adamw_gather(DpAdamW *o, AdamW *full) {

@@ -83,7 +83,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
     float *b = uniform(&pool, rng, O, -1, 1), *w = uniform(&pool, rng, N * O, -1, 1);
     float *slope = nans(&pool, N * O), *act = nans(&pool, N * O);
-    linear_gelu_forward(slope, act, in, W, b, N, I, O);
+    linear_gelu_forward(NULL, slope, act, in, W, b, N, I, O);
     LinearGeluRef r = {N, I, O, doubles(&pool, in, N * I), doubles(&pool, W, O * I),
                        doubles(&pool, b, O), doubles(&pool, w, N * O)};
     double *expected = pool_alloc(&pool, N * O, sizeof *expected);
@@ -101,13 +101,13 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     err = rel_err(slope, expected_slope, N * O);
     CHECK(t, err < 1e-5, "linear_gelu_forward slope matches gelu'(in W^T + b) (rel err %.2e)", err);
     float *act_only = nans(&pool, N * O);
-    linear_gelu_forward(NULL, act_only, in, W, b, N, I, O);
+    linear_gelu_forward(NULL, NULL, act_only, in, W, b, N, I, O);
     CHECK(t, same_bits(act_only, act, N * O),
           "linear_gelu_forward without a slope (forward only): act bit-identical (%dx%d)", N, O);
     float *d_pre = copy(&pool, w, N * O), *db = zeros(&pool, O), *dW = zeros(&pool, O * I);
     float *d_in = nans(&pool, N * I);
     gelu_bias_backward(d_pre, db, d_pre, slope, N, O); /* in place, as the encoder layer calls it */
-    linear_backward(d_in, dW, NULL, d_pre, in, W, N, I, O);
+    linear_backward(NULL, d_in, dW, NULL, d_pre, in, W, N, I, O);
     check_grad(t, &pool, "linear_gelu d_in", d_in, r.in, N * I, linear_gelu_loss, &r);
     check_grad(t, &pool, "linear_gelu dW", dW, r.W, O * I, linear_gelu_loss, &r);
     check_grad(t, &pool, "gelu_bias_backward db", db, r.b, O, linear_gelu_loss, &r);
@@ -116,10 +116,10 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     float *pre = nans(&pool, N * O), *act_unfused = nans(&pool, N * O);
     float *d_pre_unfused = nans(&pool, N * O), *db_unfused = zeros(&pool, O);
     float *dW_unused = zeros(&pool, O * I);
-    linear_forward(pre, in, W, b, N, I, O);
+    linear_forward(NULL, pre, in, W, b, N, I, O);
     gelu_forward(act_unfused, pre, N * O);
     gelu_backward(d_pre_unfused, w, pre, N * O);
-    linear_backward(NULL, dW_unused, db_unfused, d_pre_unfused, in, W, N, I, O);
+    linear_backward(NULL, NULL, dW_unused, db_unfused, d_pre_unfused, in, W, N, I, O);
     err = fmax(rel_err(act, doubles(&pool, act_unfused, N * O), N * O),
                fmax(rel_err(d_pre, doubles(&pool, d_pre_unfused, N * O), N * O),
                     rel_err(db, doubles(&pool, db_unfused, O), O)));
@@ -146,11 +146,11 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     float *f_in = uniform(&pool, rng, FN * FI, -1, 1), *f_W = uniform(&pool, rng, FO * FI, -0.5f, 0.5f);
     float *f_b = uniform(&pool, rng, FO, -1, 1), *f_slope = nans(&pool, FN * FO);
     float *f_act = nans(&pool, FN * FO), *f_only[2];
-    linear_gelu_forward(f_slope, f_act, f_in, f_W, f_b, FN, FI, FO);
+    linear_gelu_forward(NULL, f_slope, f_act, f_in, f_W, f_b, FN, FI, FO);
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run + 1);
         f_only[run] = nans(&pool, FN * FO);
-        linear_gelu_forward(NULL, f_only[run], f_in, f_W, f_b, FN, FI, FO);
+        linear_gelu_forward(NULL, NULL, f_only[run], f_in, f_W, f_b, FN, FI, FO);
     }
     CHECK(t, same_bits(f_only[0], f_act, FN * FO) && same_bits(f_only[1], f_act, FN * FO),
           "linear_gelu_forward forward only: act bit-identical to the training forward with 1 and 2 "

@@ -37,7 +37,7 @@ static void test_linear(TestTally *t, Rng *rng) {
         const int N = 33, I = 70, O = 45;
         float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
         float *b = with_bias ? uniform(&pool, rng, O, -1, 1) : NULL, *out = nans(&pool, N * O);
-        linear_forward(out, in, W, b, N, I, O);
+        linear_forward(NULL, out, in, W, b, N, I, O);
         LinearRef r = {N, I, O, doubles(&pool, in, N * I), doubles(&pool, W, O * I),
                        b ? doubles(&pool, b, O) : NULL, NULL};
         double *expected = pool_alloc(&pool, N * O, sizeof *expected);
@@ -53,14 +53,14 @@ static void test_linear(TestTally *t, Rng *rng) {
     float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
     float *b = uniform(&pool, rng, O, -1, 1), *w = uniform(&pool, rng, N * O, -1, 1);
     float *d_in = nans(&pool, N * I), *dW = zeros(&pool, O * I), *db = zeros(&pool, O);
-    linear_backward(d_in, dW, db, w, in, W, N, I, O);
+    linear_backward(NULL, d_in, dW, db, w, in, W, N, I, O);
     LinearRef r = {N, I, O, doubles(&pool, in, N * I), doubles(&pool, W, O * I),
                    doubles(&pool, b, O), doubles(&pool, w, N * O)};
     check_grad(t, &pool, "linear d_in (prefilled NaN)", d_in, r.in, N * I, linear_loss, &r);
     check_grad(t, &pool, "linear dW", dW, r.W, O * I, linear_loss, &r);
     check_grad(t, &pool, "linear db", db, r.b, O, linear_loss, &r);
     float *dW_once = copy(&pool, dW, O * I), *db_once = copy(&pool, db, O);
-    linear_backward(NULL, dW, db, w, in, W, N, I, O); /* also: d_in NULL is skipped */
+    linear_backward(NULL, NULL, dW, db, w, in, W, N, I, O); /* also: d_in NULL is skipped */
     double err = fmax(doubling_err(&pool, dW, dW_once, O * I), doubling_err(&pool, db, db_once, O));
     CHECK(t, err < 1e-6, "linear dW, db accumulate: second call doubles them (rel err %.2e)", err);
     pool_release(&pool);
@@ -79,8 +79,8 @@ static void test_linear_threads(TestTally *t, Rng *rng) {
         omp_set_num_threads(run ? 2 : 1);
         out[run] = zeros(&pool, N * O), d_in[run] = zeros(&pool, N * I);
         dW[run] = zeros(&pool, O * I), db[run] = zeros(&pool, O);
-        linear_forward(out[run], in, W, b, N, I, O);
-        linear_backward(d_in[run], dW[run], db[run], d_out, in, W, N, I, O);
+        linear_forward(NULL, out[run], in, W, b, N, I, O);
+        linear_backward(NULL, d_in[run], dW[run], db[run], d_out, in, W, N, I, O);
     }
     CHECK(t, same_bits(out[1], out[2], N * O) && same_bits(d_in[1], d_in[2], N * I) &&
                  same_bits(dW[1], dW[2], O * I) && same_bits(db[1], db[2], O),
@@ -100,9 +100,9 @@ static void test_linear_accumulate(TestTally *t, Rng *rng) {
     float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
     float *d_out = uniform(&pool, rng, N * O, -1, 1), *prior = uniform(&pool, rng, N * I, -1, 1);
     float *d_in = nans(&pool, N * I), *dW = zeros(&pool, O * I), *db = zeros(&pool, O);
-    linear_backward(d_in, dW, db, d_out, in, W, N, I, O);
+    linear_backward(NULL, d_in, dW, db, d_out, in, W, N, I, O);
     float *acc = copy(&pool, prior, N * I), *acc_dW = zeros(&pool, O * I), *acc_db = zeros(&pool, O);
-    linear_backward_accumulate(acc, acc_dW, acc_db, d_out, in, W, N, I, O);
+    linear_backward_accumulate(NULL, acc, acc_dW, acc_db, d_out, in, W, N, I, O);
     double *expected = doubles(&pool, prior, N * I);
     for (int e = 0; e < N * I; e++)
         expected[e] += d_in[e];

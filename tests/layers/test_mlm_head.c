@@ -77,7 +77,7 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
     HeadParams p = setup.p, g = setup.g;
     HeadActs a = setup.a;
     float *w = uniform(&pool, rng, M * V, -1, 1);
-    mlm_head_forward(&a, hidden, ROWS, M, &p, word_emb, H, V, EPS, 0);
+    mlm_head_forward(NULL, &a, hidden, ROWS, M, &p, word_emb, H, V, EPS, 0);
     HeadRef r = {doubles(&pool, hidden, N * H), doubles(&pool, p.transform_w, H * H),
                  doubles(&pool, p.transform_b, H), doubles(&pool, p.norm_g, H),
                  doubles(&pool, p.norm_b, H), doubles(&pool, p.bias, V),
@@ -90,7 +90,7 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
     /* d_hidden is added into: prefill it, then compare the increment; row 1 has no label */
     float *prefill = uniform(&pool, rng, N * H, -1, 1), *d_hidden = copy(&pool, prefill, N * H);
     float *d_word_emb = zeros(&pool, V * H), *d_tmp = zeros(&pool, 2 * M * H);
-    mlm_head_backward(d_hidden, &g, d_word_emb, copy(&pool, w, M * V), d_tmp, &a, ROWS, M, &p,
+    mlm_head_backward(NULL, d_hidden, &g, d_word_emb, copy(&pool, w, M * V), d_tmp, &a, ROWS, M, &p,
                       word_emb, H, V);
     float *increment = zeros(&pool, N * H);
     int untouched = 1;
@@ -110,7 +110,7 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
 
     float *once_w = copy(&pool, g.transform_w, H * H), *once_emb = copy(&pool, d_word_emb, V * H);
     float *once_bias = copy(&pool, g.bias, V);
-    mlm_head_backward(d_hidden, &g, d_word_emb, copy(&pool, w, M * V), d_tmp, &a, ROWS, M, &p,
+    mlm_head_backward(NULL, d_hidden, &g, d_word_emb, copy(&pool, w, M * V), d_tmp, &a, ROWS, M, &p,
                       word_emb, H, V);
     err = fmax(doubling_err(&pool, g.transform_w, once_w, H * H),
                fmax(doubling_err(&pool, d_word_emb, once_emb, V * H),
@@ -121,7 +121,7 @@ static void test_mlm_head(TestTally *t, Rng *rng) {
     HeadActs f = {zeros(&pool, M * H), nans(&pool, M * H), nans(&pool, M * H), nans(&pool, M * H),
                   nans(&pool, M), nans(&pool, M), nans(&pool, M * V)};
     float *slope_before = copy(&pool, f.slope, M * H);
-    mlm_head_forward(&f, hidden, ROWS, M, &p, word_emb, H, V, EPS, 1);
+    mlm_head_forward(NULL, &f, hidden, ROWS, M, &p, word_emb, H, V, EPS, 1);
     CHECK(t, same_bits(f.logits, a.logits, M * V) && same_bits(f.out, a.out, M * H) &&
                  same_bits(f.act, a.act, M * H) && same_bits(f.mean, a.mean, M) &&
                  same_bits(f.rstd, a.rstd, M) && same_bits(f.slope, slope_before, M * H),
@@ -143,8 +143,8 @@ static void test_mlm_head_unfused(TestTally *t, Rng *rng) {
     HeadActs a = setup.a;
     float *d_logits = uniform(&pool, rng, UM * UV, -1, 1);
     float *d_hidden = zeros(&pool, UN * UH), *d_word_emb = zeros(&pool, UV * UH);
-    mlm_head_forward(&a, hidden, rows, UM, &p, word_emb, UH, UV, EPS, 0);
-    mlm_head_backward(d_hidden, &g, d_word_emb, copy(&pool, d_logits, UM * UV),
+    mlm_head_forward(NULL, &a, hidden, rows, UM, &p, word_emb, UH, UV, EPS, 0);
+    mlm_head_backward(NULL, d_hidden, &g, d_word_emb, copy(&pool, d_logits, UM * UV),
                       zeros(&pool, 2 * UM * UH), &a, rows, UM, &p, word_emb, UH, UV);
 
     float *pre = nans(&pool, UM * UH), *act = nans(&pool, UM * UH), *d = nans(&pool, UM * UH);
@@ -152,12 +152,12 @@ static void test_mlm_head_unfused(TestTally *t, Rng *rng) {
     HeadParams gr = {zeros(&pool, UH * UH), zeros(&pool, UH), zeros(&pool, UH), zeros(&pool, UH),
                      zeros(&pool, UV)};
     float *d_word_emb_ref = zeros(&pool, UV * UH);
-    linear_forward(pre, a.gathered, p.transform_w, p.transform_b, UM, UH, UH);
+    linear_forward(NULL, pre, a.gathered, p.transform_w, p.transform_b, UM, UH, UH);
     gelu_forward(act, pre, UM * UH);
-    linear_backward(d, d_word_emb_ref, gr.bias, d_logits, a.out, word_emb, UM, UH, UV);
+    linear_backward(NULL, d, d_word_emb_ref, gr.bias, d_logits, a.out, word_emb, UM, UH, UV);
     layernorm_backward(d, gr.norm_g, gr.norm_b, d, act, p.norm_g, a.mean, a.rstd, UM, UH);
     gelu_backward(d, d, pre, UM * UH);
-    linear_backward(d_gathered, gr.transform_w, gr.transform_b, d, a.gathered, p.transform_w, UM,
+    linear_backward(NULL, d_gathered, gr.transform_w, gr.transform_b, d, a.gathered, p.transform_w, UM,
                     UH, UH);
     for (int m = 0; m < UM; m++)
         for (int c = 0; c < UH; c++)

@@ -105,6 +105,7 @@ static void resume_state(Run *run) {
     const char *path = run->resume_path;
     run_check_resume(run);
     checkpoint_load_model(f, path, run->model);
+    model_refresh_bf16(run->model); /* bf16: the copy of the loaded weights (AdamW keeps it after) */
     AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
     RP_CHECK(checkpoint_load_optimizer(f, path, run->model, &full), "%s: no optimizer state to resume from", path);
     dp_adamw_scatter(&run->opt, &full);
@@ -194,6 +195,7 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     run->model = model;
     run->task = *task;
     dp_adamw_create(&run->opt, run->dist, &model->table, tc->shard_optimizer);
+    run->opt.opt.params_bf16 = model->params_bf16; /* bf16: refreshed in the update pass */
     if (resumed)
         resume_state(run);
     else if (root)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/gemm.h"
 #include "train/config/config.h"
 #include "core/param_table.h"
 #include "layers/encoder.h"
@@ -45,6 +46,12 @@ typedef struct {
     ParamTable table;
     float *params, *grads; /* table.block_floats each */
     ModelParams p, g;
+    /* Mixed precision (model_set_precision): the matrix products' precision, and in bf16 the
+     * parameters rounded to bf16, one block laid out as params (NULL in fp32); the optimizer
+     * refreshes it in its update pass (AdamW.params_bf16), model_refresh_bf16 after a load. */
+    Precision precision;
+    GemmBackend gemm_backend;
+    bf16 *params_bf16;
 } Model;
 
 typedef struct {
@@ -75,6 +82,7 @@ typedef struct {
     float *final_out, *final_mean, *final_rstd; /* Pre-LN final norm */
     HeadActs head;
     LayerScratch scratch;
+    Gemm *gemm; /* the matrix products in the model's precision, m->params_bf16 as shadow */
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
     /* set by model_encode for the backward pass */
@@ -98,6 +106,15 @@ void model_bind(const Model *m, float *block, ModelParams *out);
 /* normal(0, init_range) weights, zero biases, LayerNorm 1/0, method1/2 scalar tables 1.0. */
 void model_init_weights(Model *m, uint64_t seed);
 const ParamInfo *model_find_param(const Model *m, const char *name);
+
+/* The precision of the model's matrix products (fp32 after model_create). bf16 lays out the
+ * parameters' bf16 copy and fills it from m->params; call it after the weights are initialised
+ * or loaded and before activations_create. backend: GEMM_BF16_ONEDNN (the CPU must have bf16;
+ * precision_require_cpu) or GEMM_BF16_EMULATED (tests). */
+void model_set_precision(Model *m, Precision precision, GemmBackend backend);
+/* m->params_bf16 = bf16(m->params) (no-op in fp32): after anything but the optimizer wrote the
+ * parameters (a checkpoint load on resume). */
+void model_refresh_bf16(Model *m);
 
 /* Activations for batches of shape up to [B, L] with at most max_predictions labelled positions. */
 void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions);

@@ -43,6 +43,7 @@ static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
         .attn = attn_shape(c, a, B, L, l, training),
         .forward_only = mode == FORWARD_EVAL,
+        .gemm = a->gemm,
     };
 }
 
@@ -144,11 +145,19 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
                    "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
                    "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
     layout_activations(a, c);
+    /* bf16: one staged operand (a gradient both backward products read: at most [N, max(3H, I)]
+     * or the decoder's [M, V]) and two converted activations (at most [N, max(H, I)]) */
+    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+    const size_t wide = 3 * H > I ? 3 * H : I, M = (size_t)a->max_predictions;
+    const size_t stage = N * wide > M * (size_t)c->vocab_size ? N * wide : M * (size_t)c->vocab_size;
+    a->gemm = gemm_create(m->precision, m->gemm_backend, stage, N * (H > I ? H : I));
+    gemm_shadow(a->gemm, m->params, m->table.block_floats, m->params_bf16);
     a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
     a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
 }
 
 void activations_free(Activations *a) {
+    gemm_free(a->gemm);
     arena_free(&a->arena);
     free(a->rows);
     free(a->labels);
@@ -217,7 +226,7 @@ ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batc
     ForwardStats stats = {0, M, 0};
     if (M == 0)
         return stats;
-    mlm_head_forward(&a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
+    mlm_head_forward(a->gemm, &a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
                      mode == FORWARD_EVAL);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
@@ -264,7 +273,7 @@ void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
     if (M > 0) {
         crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);
-        mlm_head_backward(a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
+        mlm_head_backward(a->gemm, a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
                           a->rows, M, &m->p.head, m->p.word_emb, H, V);
     }
     model_encode_backward(m, a, batch);

@@ -61,7 +61,7 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
     hb->training = training;
     hb->dropout_key = hash64(step_key ^ hash64(SITE_CLASSIFIER));
     if (hb->span) {
-        linear_forward(hb->span_logits, hidden, p->span_w, p->span_b, N, H, 2);
+        linear_forward(NULL, hb->span_logits, hidden, p->span_w, p->span_b, N, H, 2);
         const int *mask = batch->attention_mask;
         for (int n = 0; n < N; n++) { /* padding is no candidate: its logits are -inf */
             hb->start[n] = mask[n] ? hb->span_logits[2 * n] : -INFINITY;
@@ -71,11 +71,11 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
     }
     for (int b = 0; b < B; b++)
         memcpy(hb->cls + (size_t)b * H, hidden + (size_t)b * L * H, sizeof(float) * (size_t)H);
-    linear_forward(hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
+    linear_forward(NULL, hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
     tanh_forward(hb->pooled, hb->pooled, (size_t)B * H);
     dropout_forward(hb->dropped, hb->pooled, (size_t)B * H, training ? m->cfg.hidden_dropout : 0.0f,
                     hb->dropout_key);
-    linear_forward(hb->logits, hb->dropped, p->classifier_w, p->classifier_b, B, H, hb->C);
+    linear_forward(NULL, hb->logits, hb->dropped, p->classifier_w, p->classifier_b, B, H, hb->C);
 }
 
 static int argmax(const float *x, int n) {
@@ -123,7 +123,7 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
             hb->d_span[2 * n] = hb->start_probs[n];
             hb->d_span[2 * n + 1] = hb->end_probs[n];
         }
-        linear_backward(d_hidden, g->span_w, g->span_b, hb->d_span, hidden, p->span_w, N, H, 2);
+        linear_backward(NULL, d_hidden, g->span_w, g->span_b, hb->d_span, hidden, p->span_w, N, H, 2);
         return;
     }
     if (regression)
@@ -131,11 +131,11 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
             hb->d_logits[b] = 2.0f * loss_scale * (hb->logits[b] - t->values[b]) / (float)B;
     else
         crossentropy_backward(hb->d_logits, hb->probs, t->labels, B, C, loss_scale);
-    linear_backward(hb->d_z, g->classifier_w, g->classifier_b, hb->d_logits, hb->dropped, p->classifier_w, B, H, C);
+    linear_backward(NULL, hb->d_z, g->classifier_w, g->classifier_b, hb->d_logits, hb->dropped, p->classifier_w, B, H, C);
     dropout_backward(hb->d_z, hb->d_z, (size_t)B * H, hb->training ? m->cfg.hidden_dropout : 0.0f,
                      hb->dropout_key);
     tanh_backward(hb->d_z, hb->d_z, hb->pooled, (size_t)B * H);
-    linear_backward(hb->d_x, g->pooler_w, g->pooler_b, hb->d_z, hb->cls, p->pooler_w, B, H, H);
+    linear_backward(NULL, hb->d_x, g->pooler_w, g->pooler_b, hb->d_z, hb->cls, p->pooler_w, B, H, H);
     memset(d_hidden, 0, sizeof(float) * (size_t)N * H);
     for (int b = 0; b < B; b++)
         memcpy(d_hidden + (size_t)b * L * H, hb->d_x + (size_t)b * H, sizeof(float) * (size_t)H);
