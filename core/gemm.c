@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "core/common.h"
 
@@ -45,6 +46,22 @@ static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float al
             float *c = &C[(size_t)m * ldc + n];
             *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
         }
+}
+
+GemmBackend gemm_host_backend(void) {
+    const char *emulate = getenv("REALPOS_BF16_EMULATE");
+    return emulate && *emulate && strcmp(emulate, "0") ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
+}
+
+int gemm_bf16_runs_here(CpuBf16 *cpu) {
+    *cpu = cpu_bf16_query();
+    return cpu_bf16_available(cpu) || gemm_host_backend() == GEMM_BF16_EMULATED;
+}
+
+void gemm_require_precision(Precision precision, const char *setting) {
+    CpuBf16 cpu;
+    RP_CHECK(precision != PRECISION_BF16 || gemm_bf16_runs_here(&cpu), "%s: bf16 needs a CPU with avx512_bf16 or "
+             "amx_bf16; this one (%s) has neither: use fp32", setting, cpu.cpu);
 }
 
 /* ---- the context ---------------------------------------------------------------------------- */
@@ -137,6 +154,12 @@ void gemm_free(Gemm *g) {
 }
 
 Precision gemm_precision(const Gemm *g) { return g ? g->precision : PRECISION_FP32; }
+
+const char *gemm_engine_name(const Gemm *g) {
+    if (gemm_precision(g) == PRECISION_FP32)
+        return "OpenBLAS";
+    return g->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN";
+}
 
 GemmStats gemm_stats(const Gemm *g) {
     GemmStats none = {0};

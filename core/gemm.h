@@ -47,6 +47,16 @@ typedef enum {
     GEMM_BF16_EMULATED,   /* gemm_bf16_reference's arithmetic on the same bf16 operands */
 } GemmBackend;
 
+/* The backend of bf16 runs on this host: GEMM_BF16_ONEDNN, or GEMM_BF16_EMULATED when the
+ * environment sets REALPOS_BF16_EMULATE=1 (tests on hosts without bf16; slow). */
+GemmBackend gemm_host_backend(void);
+/* Whether bf16 runs here: the CPU has bf16 instructions (cpu, filled in either way, says which),
+ * or the emulation is selected. */
+int gemm_bf16_runs_here(CpuBf16 *cpu);
+/* Fatal unless bf16 runs here: "<setting>: bf16 needs a CPU with avx512_bf16 or amx_bf16; this
+ * one (<cpu>) has neither: use fp32". No-op for fp32. */
+void gemm_require_precision(Precision precision, const char *setting);
+
 typedef struct Gemm Gemm;
 
 /* fp32 needs no context (NULL works everywhere a Gemm * is taken). bf16: scratch for one
@@ -56,6 +66,8 @@ Gemm *gemm_create(Precision precision, GemmBackend backend, size_t stage_floats,
 void gemm_free(Gemm *g);
 /* PRECISION_FP32 for g == NULL. */
 Precision gemm_precision(const Gemm *g);
+/* What computes the products: "OpenBLAS" (fp32), "oneDNN" or "emulated" (bf16). */
+const char *gemm_engine_name(const Gemm *g);
 
 /* Register shadow [count] as the bf16 copy of base [count] (same layout) until gemm_free: the
  * caller keeps it equal to bf16(base) whenever a product reads it. No-op in fp32. */

@@ -63,6 +63,7 @@ static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) 
 static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
     model_create(&s->model, &cfg->model, heads_mlm());
     model_init_weights(&s->model, (uint64_t)cfg->model.seed);
+    model_set_precision(&s->model, cfg->train.precision, gemm_host_backend());
     size_t N = (size_t)B * L;
     s->ids = xmalloc(sizeof(int) * N), s->types = xcalloc(N, sizeof(int)), s->mask = xmalloc(sizeof(int) * N),
     s->labels = xmalloc(sizeof(int) * N);
@@ -178,6 +179,8 @@ typedef struct {
     DpAdamW opt;
     CountedSource counted;
     TrainStep ts;
+    Gemm *gemm;       /* the model's products; gemm_at_warmup: its counts before the timed steps */
+    GemmStats gemm_at_warmup;
     double *step_s;   /* [steps] seconds of each timed step */
     long *step_real;  /* [steps] real tokens of each timed step */
     double elapsed, cpu_elapsed, t_forward, t_backward, t_update;
@@ -193,6 +196,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     }
     Config *cfg = &b->cfg;
     config_load_model(cfg, config_path, args.num_sets, args.sets);
+    gemm_require_precision(cfg->train.precision, "train.precision");
     if (o->lengths_path) {
         config_validate(cfg); /* the task's keys, and [data]'s, are the bench's too */
         if (!config_key_is_set(cfg, "task", "bad_examples"))
@@ -211,17 +215,20 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     if (o->lengths_path) {
         task_bench_create(&b->task, cfg, o->lengths_path);
         m = &b->task.r.model;
+        b->gemm = b->task.r.acts.gemm;
         head = finetune_loss_head(&b->task.r);
         inner = finetune_batch_source(&b->task.batches);
         sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
     } else {
         synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
         m = &b->synthetic.model;
+        b->gemm = b->synthetic.acts.gemm;
         head = loss_head_mlm(&b->synthetic.acts);
         inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
         b->M = b->synthetic.labelled;
     }
     dp_adamw_create(&b->opt, dist, &m->table, 0);
+    b->opt.opt.params_bf16 = m->params_bf16; /* bf16: refreshed in the update pass */
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
     train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
                     NULL, 0);
@@ -232,8 +239,10 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
 
 /* Step s (timed from s = warmup on). */
 static void bench_side_step(BenchSide *b, int s, int warmup) {
-    if (s == warmup) /* count the timed steps' micro-batches only */
+    if (s == warmup) { /* count the timed steps' micro-batches (and products) only */
         b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
+        b->gemm_at_warmup = gemm_stats(b->gemm);
+    }
     const StepPhases before = b->ts.phases;
     const long real_before = b->counted.real_tokens;
     double t0 = now_seconds(), c0 = cpu_seconds();
@@ -258,6 +267,21 @@ static void bench_side_free(BenchSide *b, int is_task) {
         synthetic_free(&b->synthetic);
 }
 
+/* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
+ * 0.02 s converting 12.5 M floats)": the side's precision and its timed products per step. */
+static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
+    const Precision precision = gemm_precision(b->gemm);
+    if (precision == PRECISION_FP32) {
+        snprintf(out, size, "fp32 (OpenBLAS)");
+        return;
+    }
+    const GemmStats now = gemm_stats(b->gemm), *w = &b->gemm_at_warmup;
+    snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats)",
+             gemm_engine_name(b->gemm), now.implementation, (double)(now.products - w->products) / steps,
+             (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
+             (now.converted_floats - w->converted_floats) / steps * 1e-6);
+}
+
 static int compare_doubles(const void *x, const void *y) {
     const double a = *(const double *)x, b = *(const double *)y;
     return (a > b) - (a < b);
@@ -279,12 +303,14 @@ static void pair_ratios(const BenchSide *a, const BenchSide *b, int steps, doubl
 
 int cmd_bench(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *json_path = NULL, *steps_text = "10", *warmup_text = "2", *label_text = NULL, *against_path = NULL;
+    const char *json_path = NULL, *steps_text = "10", *warmup_text = "2", *label_text = NULL, *against_path = NULL,
+               *against_set = NULL;
     BenchOptions o = {0};
     CliOption options[] = {{"batch-size", &o.batch_text}, {"seq-len", &o.seq_text},     {"steps", &steps_text},
                            {"warmup", &warmup_text},      {"label-frac", &label_text}, {"json", &json_path},
-                           {"lengths-from", &o.lengths_path}, {"against", &against_path}};
-    CliArgs args = cli_parse(argc, argv, options, 8);
+                           {"lengths-from", &o.lengths_path}, {"against", &against_path},
+                           {"against-set", &against_set}};
+    CliArgs args = cli_parse(argc, argv, options, 9);
     RP_CHECK(args.num_positional == 1 && (o.lengths_path || (o.batch_text && o.seq_text)), "usage: realpos %s", usage);
     RP_CHECK(!(o.lengths_path && label_text), "--label-frac sets the MLM labels of the synthetic batch; with "
              "--lengths-from the step trains the task's head; usage: realpos %s", usage);
@@ -301,10 +327,22 @@ int cmd_bench(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, NULL, NULL);
     BenchSide side, other;
+    CpuBf16 cpu_bf16 = cpu_bf16_query();
+    char bf16_line[160];
+    cpu_bf16_describe(&cpu_bf16, bf16_line, sizeof bf16_line);
+    printf("bench: %s\n", bf16_line);
     bench_side_create(&side, args.positional[0], args, &o, &dist);
     const Config *cfg = &side.cfg;
+    if (against_set && !against_path) /* --against-set alone: the same config with one setting changed */
+        against_path = args.positional[0];
     if (against_path) {
-        bench_side_create(&other, against_path, args, &o, &dist);
+        CliArgs other_args = args;
+        if (against_set) { /* e.g. train.precision=fp32: applied to the paired side only, after the --sets */
+            RP_CHECK(other_args.num_sets < CLI_MAX_SETS, "too many --set options with --against-set (at most %d)",
+                     CLI_MAX_SETS - 1);
+            other_args.sets[other_args.num_sets++] = (char *)against_set;
+        }
+        bench_side_create(&other, against_path, other_args, &o, &dist);
         RP_CHECK(other.cfg.train.threads == cfg->train.threads, "--against %s: train.threads is %d there and %d in %s: "
                  "the two sides of a pair must run on the same threads", against_path, other.cfg.train.threads,
                  cfg->train.threads, args.positional[0]);
@@ -368,8 +406,14 @@ int cmd_bench(int argc, char **argv) {
            peak->probe_gflops,
            rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
+    char precision_text[256], other_precision[256] = "";
+    describe_precision(&side, steps, precision_text, sizeof precision_text);
+    printf("precision: %s\n", precision_text);
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
+        describe_precision(&other, steps, other_precision, sizeof other_precision);
+        printf("paired side%s%s: precision %s\n", against_set ? " --against-set " : "", against_set ? against_set : "",
+               other_precision);
         pair_ratios(&side, &other, steps, ratios, &ratio, &ratio_lo, &ratio_hi);
         printf("paired with %s (%.3f s per step, %ld real tokens): per step pair, seconds per real token of %s "
                "over those of %s: median %.4f [%.4f..%.4f] over %d pairs, i.e. %+.1f%%\n",
@@ -380,6 +424,10 @@ int cmd_bench(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "impl", "realpos");
         cJSON_AddNumberToObject(o, "threads", omp_get_max_threads());
+        cJSON_AddStringToObject(o, "precision", precision_names[cfg->train.precision]);
+        cJSON_AddStringToObject(o, "precision_detail", precision_text);
+        cJSON_AddBoolToObject(o, "bf16_available", cpu_bf16_available(&cpu_bf16));
+        cJSON_AddStringToObject(o, "bf16", bf16_line);
         cJSON_AddNumberToObject(o, "batch_size", B);
         cJSON_AddNumberToObject(o, "seq_len", L); /* --lengths-from: the cap, task.max_seq_len */
         cJSON_AddNumberToObject(o, "steps", steps);
@@ -417,6 +465,10 @@ int cmd_bench(int argc, char **argv) {
         if (against_path) {
             cJSON *pair = cJSON_AddObjectToObject(o, "paired");
             cJSON_AddStringToObject(pair, "against", against_path);
+            if (against_set)
+                cJSON_AddStringToObject(pair, "against_set", against_set);
+            cJSON_AddStringToObject(pair, "precision", precision_names[other.cfg.train.precision]);
+            cJSON_AddStringToObject(pair, "precision_detail", other_precision);
             cJSON_AddItemToObject(pair, "step_seconds", cJSON_CreateDoubleArray(other.step_s, steps));
             cJSON_AddNumberToObject(pair, "seconds_per_step", other.elapsed / steps);
             cJSON_AddNumberToObject(pair, "real_tokens", (double)other.counted.real_tokens);

@@ -76,7 +76,8 @@ static const Command commands[] = {
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
     {"bench", cmd_bench,
      "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
-     "--lengths-from FILE [--batch-size B] [--seq-len L]) [--against OTHER.ini] [--steps N] [--warmup W] [--json OUT]",
+     "--lengths-from FILE [--batch-size B] [--seq-len L]) [--against OTHER.ini] [--against-set KEY=VALUE] [--steps N] "
+     "[--warmup W] [--json OUT]",
      "time training steps (and print the BLAS kernels in use)",
      "  --batch-size B            sequences per step (with --lengths-from: task.batch_size, the default)\n"
      "  --seq-len L               tokens per sequence (with --lengths-from: task.max_seq_len, the default)\n"
@@ -88,6 +89,8 @@ static const Command commands[] = {
      "                            task.padding, task.group_by_length): real and computed tokens/s\n"
      "  --against OTHER.ini       also time OTHER.ini (same options), alternating step by step: the time\n"
      "                            ratio per step pair, robust to a shared machine's load\n"
+     "  --against-set KEY=VALUE   one more --set for the paired side only (OTHER.ini defaults to CONFIG.ini):\n"
+     "                            e.g. --set train.precision=bf16 --against-set train.precision=fp32\n"
      "  --json OUT                also write the timings as JSON\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT",

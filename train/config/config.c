@@ -72,7 +72,20 @@ static void validate_task(const Config *cfg) {
 static void validate_model(const Config *cfg);
 static void validate_data(const Config *cfg);
 
+/* bf16 needs the CPU's bf16 instructions: refused here, when the config is read, before anything
+ * is allocated. A checkpoint's stored config is not checked (config_load_string): its precision
+ * is a record, and the reading command's own setting applies. */
+static void validate_precision(const Config *cfg) {
+    if (cfg->train.precision != PRECISION_BF16)
+        return;
+    CpuBf16 cpu;
+    if (!gemm_bf16_runs_here(&cpu))
+        reject(cfg, KEY(train, precision), "bf16 needs a CPU with avx512_bf16 or amx_bf16; this one (%s) has "
+               "neither: set train.precision = fp32", cpu.cpu);
+}
+
 void config_validate(const Config *cfg) {
+    validate_precision(cfg);
     validate_model(cfg);
     validate_data(cfg);
     const TrainConfig *t = &cfg->train;
@@ -238,7 +251,10 @@ bool config_model_difference(const Config *a, const Config *b, const char *const
 /* ---- loading --------------------------------------------------------------------------------- */
 
 static void check_all(const void *values) { config_validate(values); }
-static void check_task(const void *values) { validate_task(values); }
+static void check_task(const void *values) {
+    validate_precision(values);
+    validate_task(values);
+}
 static void check_model(const void *values) { validate_model(values); }
 
 void config_defaults(Config *cfg) { config_schema_defaults(&config_schema, cfg); }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "core/config_schema.h"
+#include "core/gemm.h"
 #include "layers/attention.h"
 #include "layers/encoder.h"
 #include "optim/adamw.h"
@@ -50,6 +51,7 @@ typedef struct {
     char run_dir[CONFIG_PATH_MAX];
     int threads; /* 0 = all cores */
     int shard_optimizer; /* bool: ZeRO-1 across MPI ranks */
+    Precision precision; /* of the matrix products (core/gemm.h) */
 } TrainConfig;
 
 typedef struct {

@@ -12,7 +12,7 @@ _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int)
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
                    sizeof(GlueTask) == sizeof(int) && sizeof(BadExamplePolicy) == sizeof(int) &&
                    sizeof(CorpusFormat) == sizeof(int) &&
-                   sizeof(PaddingKind) == sizeof(int),
+                   sizeof(PaddingKind) == sizeof(int) && sizeof(Precision) == sizeof(int),
                "enum fields are stored through int");
 
 static const char *const task_names[] = {"classification", "regression", "squad", NULL};
@@ -81,6 +81,8 @@ static const KeySpec keys[] = {
     INT_KEY(train, threads, "0", 0, 4096, "worker threads (0 = all cores)"),
     BOOL_KEY(train, shard_optimizer, "no",
              "under MPI, ZeRO-1: each rank keeps the AdamW moments of 1/N of the parameters"),
+    ENUM_KEY(train, precision, Precision, precision_names, "fp32",
+             "matrix products: fp32, or bf16 operands with fp32 accumulation (needs avx512_bf16 or amx_bf16)"),
 
     PATHS_KEY(data, corpus, num_corpus, "",
               "corpus files, directories (every file below) or globs; gzip or zstd detected by content"),

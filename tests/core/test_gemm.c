@@ -1,0 +1,219 @@
+/* core/gemm.h and core/bf16.h: bf16 rounding (nearest, ties to even; NaN, inf, overflow); fp32
+ * products bit-identical to cblas_sgemm with and without a context; the emulated backend
+ * bit-identical to gemm_bf16_reference for every transpose, alpha and beta; oneDNN's bf16 matmul
+ * against the reference within the fp32 accumulation bound (skipped, saying so, on a CPU without
+ * avx512_bf16/amx_bf16); shadows and the staged block are read instead of the fp32 values (a
+ * shadow holding other values changes the result), and a staged block keeps its values until
+ * unstaged; repeated oneDNN products (cached primitives) give the same bits. */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "core/gemm.h"
+#include "core/rng.h"
+#include "tests/check.h"
+#include "tests/layer_testing.h"
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_rounding(TestTally *t) {
+    struct { uint32_t in; uint16_t out; const char *what; } cases[] = {
+        {0x3f800000u, 0x3f80, "1.0 exact"},
+        {0x3f808000u, 0x3f80, "tie to even (down)"},
+        {0x3f818000u, 0x3f82, "tie to even (up)"},
+        {0x3f808001u, 0x3f81, "just above a tie rounds up"},
+        {0x3f807fffu, 0x3f80, "just below a tie rounds down"},
+        {0xbf818000u, 0xbf82, "negative tie to even"},
+        {0x7f7fffffu, 0x7f80, "largest float overflows to inf"},
+        {0x7f800000u, 0x7f80, "inf"},
+        {0xff800000u, 0xff80, "-inf"},
+        {0x00000001u, 0x0000, "smallest subnormal rounds to 0"},
+        {0x00018000u, 0x0002, "subnormal tie to even"},
+    };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint16_t got = bf16_from_float(from_bits(cases[i].in));
+        if (got != cases[i].out) {
+            ok = 0;
+            printf("  %s: 0x%08x -> 0x%04x, expected 0x%04x\n", cases[i].what, cases[i].in, got, cases[i].out);
+        }
+    }
+    CHECK(t, ok, "bf16_from_float: nearest, ties to even, overflow to inf, subnormals (%zu cases)",
+          sizeof cases / sizeof cases[0]);
+    float nan = from_bits(0x7fc00001u), snan = from_bits(0x7f800001u);
+    CHECK(t, isnan(bf16_to_float(bf16_from_float(nan))) && isnan(bf16_to_float(bf16_from_float(snan))),
+          "bf16_from_float: NaN stays NaN (quiet and signalling, which plain rounding would make inf)");
+    int exact = 1;
+    for (uint32_t h = 0; h < 0x10000u; h += 7) { /* every bf16 converts back to itself */
+        float f = bf16_to_float((bf16)h);
+        if (!isnan(f) && bf16_from_float(f) != h)
+            exact = 0;
+    }
+    CHECK(t, exact, "bf16_to_float then bf16_from_float is the identity on bf16 values");
+}
+
+typedef struct {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+} Shape;
+
+static const Shape shapes[] = {
+    {GEMM_N, GEMM_T, 37, 45, 70, 1.0f, 0.0f}, {GEMM_N, GEMM_N, 33, 70, 45, 1.0f, 1.0f},
+    {GEMM_T, GEMM_N, 45, 70, 33, 1.0f, 1.0f}, {GEMM_T, GEMM_T, 20, 31, 17, 0.5f, 0.25f},
+    {GEMM_N, GEMM_T, 128, 96, 256, 1.0f, 0.0f},
+};
+
+/* Operands of a shape, stored as the transposes say (row strides = stored columns + pad). */
+typedef struct {
+    float *A, *B, *C;
+    int lda, ldb, ldc;
+} Operands;
+
+static Operands operands(Pool *pool, Rng *rng, const Shape *s) {
+    Operands o;
+    int a_rows = s->ta ? s->K : s->M, a_cols = s->ta ? s->M : s->K;
+    int b_rows = s->tb ? s->N : s->K, b_cols = s->tb ? s->K : s->N;
+    o.lda = a_cols + 3, o.ldb = b_cols + 1, o.ldc = s->N + 2;
+    o.A = uniform(pool, rng, (size_t)a_rows * o.lda, -1, 1);
+    o.B = uniform(pool, rng, (size_t)b_rows * o.ldb, -1, 1);
+    o.C = uniform(pool, rng, (size_t)s->M * o.ldc, -1, 1);
+    return o;
+}
+
+#define AT(X, op, ld, r, c) ((op) ? (X)[(size_t)(c) * (ld) + (r)] : (X)[(size_t)(r) * (ld) + (c)])
+
+/* max over C of |got - ref| / bound, bound = (K + 2) 2^-24 (|alpha| sum_k |a b| + |beta c|):
+ * fp32 accumulation of K exact products (gamma_K) plus the final roundings. <= 1 passes. */
+static double bound_ratio(const Shape *s, const Operands *o, const float *C0, const float *got, const double *ref) {
+    double worst = 0;
+    for (int m = 0; m < s->M; m++)
+        for (int n = 0; n < s->N; n++) {
+            double mag = 0;
+            for (int k = 0; k < s->K; k++)
+                mag += fabs((double)bf16_round(AT(o->A, s->ta, o->lda, m, k)) * bf16_round(AT(o->B, s->tb, o->ldb, k, n)));
+            size_t e = (size_t)m * o->ldc + n;
+            double bound = (s->K + 2) * ldexp(1.0, -24) * (fabs(s->alpha) * mag + fabs(s->beta * C0[e])) + 1e-30;
+            double r = fabs((double)got[e] - ref[e]) / bound;
+            worst = r > worst ? r : worst;
+        }
+    return worst;
+}
+
+static void test_products(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    CpuBf16 cpu = cpu_bf16_query();
+    const int hardware = cpu_bf16_available(&cpu);
+    Gemm *fp32 = gemm_create(PRECISION_FP32, GEMM_BF16_ONEDNN, 0, 0);
+    Gemm *emulated = gemm_create(PRECISION_BF16, GEMM_BF16_EMULATED, 0, 1 << 16);
+    Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 16) : NULL;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const Shape *s = &shapes[i];
+        Operands o = operands(&pool, rng, s);
+        size_t nc = (size_t)s->M * o.ldc;
+        float *blas = copy(&pool, o.C, nc), *none = copy(&pool, o.C, nc), *ctx = copy(&pool, o.C, nc);
+        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->M, s->N,
+                    s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, blas, o.ldc);
+        gemm(NULL, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, none, o.ldc);
+        gemm(fp32, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, ctx, o.ldc);
+        char what[96];
+        snprintf(what, sizeof what, "%s%s %dx%dx%d alpha %g beta %g", s->ta ? "T" : "N", s->tb ? "T" : "N", s->M,
+                 s->N, s->K, (double)s->alpha, (double)s->beta);
+        CHECK(t, !memcmp(blas, none, nc * 4) && !memcmp(blas, ctx, nc * 4),
+              "gemm fp32 %s: bit-identical to cblas_sgemm (no context, fp32 context)", what);
+        float *ref = copy(&pool, o.C, nc), *emu = copy(&pool, o.C, nc);
+        gemm_bf16_reference(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, ref, o.ldc);
+        gemm(emulated, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, emu, o.ldc);
+        CHECK(t, !memcmp(ref, emu, nc * 4), "gemm bf16 emulated %s: bit-identical to gemm_bf16_reference", what);
+        double *refd = doubles(&pool, ref, nc);
+        CHECK(t, bound_ratio(s, &o, o.C, blas, refd) > 1.0 || s->K < 4,
+              "gemm fp32 %s differs from the bf16 reference beyond the fp32 bound (the test can tell them apart)", what);
+        if (!onednn) {
+            printf("SKIP gemm oneDNN %s: skipped: no avx512_bf16 on this CPU (%s)\n", what, cpu.cpu);
+            continue;
+        }
+        float *dnn = copy(&pool, o.C, nc), *again = copy(&pool, o.C, nc);
+        gemm(onednn, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, dnn, o.ldc);
+        gemm(onednn, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, again, o.ldc);
+        double r = bound_ratio(s, &o, o.C, dnn, refd);
+        CHECK(t, r <= 1.0, "gemm bf16 oneDNN %s: within the fp32 accumulation bound of the reference (%.3f of it)",
+              what, r);
+        CHECK(t, !memcmp(dnn, again, nc * 4), "gemm bf16 oneDNN %s: the cached primitive repeats the bits", what);
+        int untouched = 1; /* C's padding columns are not written */
+        for (int m = 0; m < s->M; m++)
+            for (int n = s->N; n < o.ldc; n++)
+                untouched &= bits(dnn[(size_t)m * o.ldc + n]) == bits(o.C[(size_t)m * o.ldc + n]);
+        CHECK(t, untouched, "gemm bf16 oneDNN %s: only op(A) op(B)'s columns of C are written", what);
+    }
+    if (onednn)
+        printf("  oneDNN implementation: %s\n", gemm_stats(onednn).implementation);
+    gemm_free(fp32), gemm_free(emulated), gemm_free(onednn);
+    pool_release(&pool);
+}
+
+/* A shadow or the staged block is what the product reads. */
+static void test_operand_sources(TestTally *t, Rng *rng, GemmBackend backend, const char *name) {
+    Pool pool = {0};
+    const int M = 24, N = 40, K = 56;
+    float *A = uniform(&pool, rng, (size_t)M * K, -1, 1), *W = uniform(&pool, rng, (size_t)N * K, -1, 1);
+    float *W2 = copy(&pool, W, (size_t)N * K);
+    for (int e = 0; e < N * K; e++)
+        W2[e] *= 2.0f;
+    bf16 *shadow = pool_alloc(&pool, (size_t)N * K, sizeof(bf16));
+    bf16_convert_floats(shadow, W2, (size_t)N * K); /* the shadow holds 2W */
+    Gemm *g = gemm_create(PRECISION_BF16, backend, (size_t)M * K, (size_t)M * K);
+    gemm_shadow(g, W, (size_t)N * K, shadow);
+    float *got = zeros(&pool, (size_t)M * N), *ref = zeros(&pool, (size_t)M * N);
+    gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
+    gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W2, K, 0.0f, ref, N);
+    CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
+          "gemm %s: a weight with a shadow is read from the shadow (it holds 2W: the product is A (2W)^T)", name);
+    float *sub = zeros(&pool, (size_t)M * 8), *sub_ref = zeros(&pool, (size_t)M * 8);
+    gemm(g, GEMM_N, GEMM_T, M, 8, K, 1.0f, A, K, W + 5 * K, K, 0.0f, sub, 8);
+    gemm_bf16_reference(GEMM_N, GEMM_T, M, 8, K, 1.0f, A, K, W2 + 5 * K, K, 0.0f, sub_ref, 8);
+    CHECK(t, rel_err(sub, doubles(&pool, sub_ref, (size_t)M * 8), (size_t)M * 8) < 1e-5,
+          "gemm %s: rows 5..12 of the weight are read at their offset in the shadow", name);
+    float *A_before = copy(&pool, A, (size_t)M * K);
+    gemm_stage(g, A, (size_t)M, (size_t)K, (size_t)K);
+    for (int e = 0; e < M * K; e++)
+        A[e] = -A[e];
+    gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
+    gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A_before, K, W2, K, 0.0f, ref, N);
+    CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
+          "gemm %s: a staged block is read as staged (its fp32 values changed after gemm_stage)", name);
+    gemm_unstage(g);
+    gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
+    gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W2, K, 0.0f, ref, N);
+    CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
+          "gemm %s: after gemm_unstage the block is converted again from its current values", name);
+    GemmStats st = gemm_stats(g);
+    CHECK(t, st.products == 4 && st.converted_floats == 4.0 * M * K,
+          "gemm %s: 4 products, A converted 4 times (by two products, once staged for the third, again for the fourth) and "
+          "the shadowed weight never: %.0f floats", name, st.converted_floats);
+    gemm_free(g);
+    pool_release(&pool);
+}
+
+int main(void) {
+    TestTally t = {0};
+    Rng rng;
+    rng_seed(&rng, 27);
+    test_rounding(&t);
+    test_products(&t, &rng);
+    test_operand_sources(&t, &rng, GEMM_BF16_EMULATED, "emulated");
+    CpuBf16 cpu = cpu_bf16_query();
+    if (cpu_bf16_available(&cpu))
+        test_operand_sources(&t, &rng, GEMM_BF16_ONEDNN, "oneDNN");
+    else
+        printf("SKIP gemm oneDNN operand sources: skipped: no avx512_bf16 on this CPU (%s)\n", cpu.cpu);
+    return tally_exit(&t);
+}
