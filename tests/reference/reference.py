@@ -541,6 +541,8 @@ def build_parser():
     p.add_argument("--what", choices=("dump", "trajectory"), default="dump")
     p.add_argument("--summary", metavar="LABEL",
                    help="one PASS line for LABEL if everything passes (FAIL lines otherwise)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: A's products had bf16 operands (compare.BF16_TOLERANCES)")
     p.set_defaults(run=compare.main_args)
     p = sub.add_parser("bench")
     p.add_argument("--config", required=True)

@@ -140,10 +140,11 @@ static void fill_visit(const char *line, int line_number, void *ctx) {
 
 int cmd_fill_mask(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *top_text = "5", *text = NULL, *vocab_path = NULL;
-    CliOption options[] = {{"top-k", &top_text}, {"text", &text}, {"vocab", &vocab_path}};
-    CliArgs a = cli_parse(argc, argv, options, 3);
+    const char *top_text = "5", *text = NULL, *vocab_path = NULL, *precision_text = NULL;
+    CliOption options[] = {{"top-k", &top_text}, {"text", &text}, {"vocab", &vocab_path}, {"precision", &precision_text}};
+    CliArgs a = cli_parse(argc, argv, options, 4);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    const Precision precision = cli_precision(precision_text);
     IoPlan plan;
     io_plan_init(&plan);
     io_plan_input(&plan, a.positional[0], "the checkpoint");
@@ -177,6 +178,7 @@ int cmd_fill_mask(int argc, char **argv) {
     FillMask fm = {.lm = &lm, .ids = sz.ids, .types = xmalloc(sizeof(int) * n), .attn = xmalloc(sizeof(int) * n),
                    .labels = xmalloc(sizeof(int) * n), .logits = xalloc_floats((size_t)sz.most_masks * V + 1),
                    .probs = xalloc_floats((size_t)V)};
+    model_set_precision(&lm.model, precision, gemm_host_backend());
     activations_create(&fm.acts, &lm.model, 1, longest, sz.most_masks);
     FillLines fl = {&fm, top_k};
     for_each_line(input, fill_visit, &fl);

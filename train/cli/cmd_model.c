@@ -159,10 +159,11 @@ static void free_batch_file(BatchFile *bf) {
 
 int cmd_dump(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0";
+    const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0", *precision_text = NULL;
     CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
-                           {"train-steps", &steps_text}};
-    CliArgs a = cli_parse(argc, argv, options, 4);
+                           {"train-steps", &steps_text}, {"precision", &precision_text}};
+    CliArgs a = cli_parse(argc, argv, options, 5);
+    const Precision precision = cli_precision(precision_text);
     RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
     int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
     IoPlan plan;
@@ -181,6 +182,7 @@ int cmd_dump(int argc, char **argv) {
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
         M += bf.labels[e] != IGNORE_LABEL;
+    model_set_precision(&m, precision, gemm_host_backend());
     Activations acts;
     activations_create(&acts, &m, bf.B, bf.L, M);
     char tmp[4096];
@@ -197,6 +199,7 @@ int cmd_dump(int argc, char **argv) {
     } else {
         AdamW opt;
         adamw_create(&opt, &m.table);
+        opt.params_bf16 = m.params_bf16; /* bf16: refreshed in the update pass */
         double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
         /* no zeroing here: the gradients are allocated zero and adamw_step leaves them so, which the
          * PyTorch trajectory then checks too */

@@ -6,6 +6,8 @@
 
 #include "train/cli/commands.h"
 
+#include "core/common.h"
+
 static const Command commands[] = {
     {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]",
      "print the effective, validated configuration (every key with its type, range and origin)",
@@ -49,12 +51,13 @@ static const Command commands[] = {
      "the mean of checkpoints' weights (the same model, vocabulary and labels), weights only",
      "  --out OUT.h5              the averaged checkpoint to write\n"
      "  --last N                  average the N newest checkpoints (ckpt-STEP.h5) of RUN_DIR\n"},
-    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N]",
+    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N] [--precision P]",
      "one forward/backward (or N training steps) on a batch file, for parity tests",
      "  --checkpoint CKPT.h5      an MLM checkpoint\n"
      "  --batch BATCH.h5          input_ids, token_type_ids, attention_mask, labels [B, L]\n"
      "  --out OUT.h5              loss, logits and gradients (or the loss trajectory and final weights)\n"
-     "  --train-steps N           AdamW steps instead of one gradient (default 0)\n"},
+     "  --train-steps N           AdamW steps instead of one gradient (default 0)\n"
+     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
     {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]",
      "attention maps (and carried scores) per layer on sentences of text",
      "  --input FILE              one sentence per line\n"
@@ -69,11 +72,12 @@ static const Command commands[] = {
      "checkpoint -> HuggingFace BERT folder",
      "  --out DIR                 a new folder (or an empty one), written whole or not at all\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
-    {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt]",
+    {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt] [--precision P]",
      "top-k tokens for each [MASK] of --text, else of each line of standard input",
      "  --top-k K                 tokens per mask (default 5)\n"
      "  --text TEXT               the text (else lines of standard input)\n"
-     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"
+     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
     {"bench", cmd_bench,
      "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
      "--lengths-from FILE [--batch-size B] [--seq-len L]) [--against OTHER.ini] [--against-set KEY=VALUE] [--steps N] "
@@ -132,4 +136,15 @@ void command_print_list(FILE *out) {
     fprintf(out, "usage: realpos COMMAND ... | realpos COMMAND --help | realpos --version\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  realpos %s\n", commands[i].usage);
+}
+
+Precision cli_precision(const char *text) {
+    if (!text)
+        return PRECISION_FP32;
+    for (int p = 0; precision_names[p]; p++)
+        if (!strcmp(text, precision_names[p])) {
+            gemm_require_precision((Precision)p, "--precision bf16");
+            return (Precision)p;
+        }
+    RP_FATAL("option '--precision': expected fp32 or bf16, got '%s'", text);
 }

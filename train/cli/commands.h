@@ -9,6 +9,8 @@
 #pragma once
 #include <stdio.h>
 
+#include "core/gemm.h"
+
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -26,6 +28,9 @@ const char *command_usage(const char *name);
 void command_print_help(FILE *out, const Command *c);
 /* Every command's usage line. */
 void command_print_list(FILE *out);
+/* The value of --precision (fp32 for NULL) of the commands that take no training config;
+ * fatal for another value, or for bf16 on a CPU without it (before anything is allocated). */
+Precision cli_precision(const char *text);
 
 int cmd_config(int argc, char **argv);   /* print the effective configuration */
 int cmd_init(int argc, char **argv);     /* fresh checkpoint */

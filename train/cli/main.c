@@ -2,6 +2,7 @@
  * residual attention. Subcommand dispatch (the command table is commands.c), --help, --version. */
 #include <cblas.h>
 #include <hdf5.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ static void print_version(void) {
     printf("OpenBLAS: %s; core %s; threading %s\n", openblas_get_config(), openblas_get_corename(),
            model >= 0 && model <= 2 ? parallel[model] : "unknown");
     printf("HDF5 %u.%u.%u\n", major, minor, release);
+    const dnnl_version_t *dnnl = dnnl_version();
+    CpuBf16 cpu = cpu_bf16_query();
+    char bf16_line[160];
+    cpu_bf16_describe(&cpu, bf16_line, sizeof bf16_line);
+    printf("oneDNN %d.%d.%d (bf16 products); %s\n", dnnl->major, dnnl->minor, dnnl->patch, bf16_line);
 }
 
 static int is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
