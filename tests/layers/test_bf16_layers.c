@@ -1,0 +1,184 @@
+/* The layers' bf16 path (layers/linear.c, gelu.c, mlm_head.c through core/gemm.h) against the
+ * emulation: with the emulated backend each layer equals its formula written with
+ * gemm_bf16_reference bit for bit (the same operands rounded: the input, the weight through its
+ * shadow, d_out staged once for both backward products), fp32 parts (bias sums) keep their bits;
+ * with oneDNN (skipped, saying so, without avx512_bf16/amx_bf16) each output is within the fp32
+ * accumulation bound of the emulation (one product deep: 1e-5 of its scale; the head, several
+ * products deep: 2e-3). The fused linear + GELU matches linear + gelu_forward in bf16 too. */
+#include <math.h>
+
+#include "layers/encoder.h"
+#include "layers/layers.h"
+#include "tests/layer_testing.h"
+
+enum { N = 48, I = 96, O = 80, M = 12, H = 64, V = 200 };
+
+static double scaled_err(const float *a, const float *b, size_t n) {
+    double err = 0, scale = 1e-30;
+    for (size_t e = 0; e < n; e++) {
+        err = fmax(err, fabs((double)a[e] - b[e]));
+        scale = fmax(scale, fabs((double)b[e]));
+    }
+    return err / scale;
+}
+
+/* A bf16 context with W [rows, cols]'s shadow registered, as activations_create registers the
+ * parameters'. */
+static Gemm *context(Pool *pool, GemmBackend backend, const float *W, size_t count) {
+    Gemm *g = gemm_create(PRECISION_BF16, backend, (size_t)M * V + N * I, (size_t)N * I + M * V);
+    bf16 *shadow = pool_alloc(pool, count, sizeof(bf16));
+    bf16_convert_floats(shadow, W, count);
+    gemm_shadow(g, W, count, shadow);
+    return g;
+}
+
+typedef struct {
+    float *out, *d_in, *d_in_acc, *dW, *db;
+} LinearRun;
+
+static LinearRun run_linear(Pool *pool, Gemm *g, const float *in, const float *W, const float *b, const float *d_out,
+                            const float *acc0) {
+    LinearRun r = {nans(pool, N * O), nans(pool, N * I), copy(pool, acc0, N * I), zeros(pool, O * I), zeros(pool, O)};
+    linear_forward(g, r.out, in, W, b, N, I, O);
+    linear_backward(g, r.d_in, r.dW, r.db, d_out, in, W, N, I, O);
+    float *dW2 = zeros(pool, O * I), *db2 = zeros(pool, O);
+    linear_backward_accumulate(g, r.d_in_acc, dW2, db2, d_out, in, W, N, I, O);
+    return r;
+}
+
+static void test_linear(TestTally *t, Rng *rng, int hardware) {
+    Pool pool = {0};
+    float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -1, 1);
+    float *b = uniform(&pool, rng, O, -1, 1), *d_out = uniform(&pool, rng, N * O, -1, 1);
+    float *acc0 = uniform(&pool, rng, N * I, -1, 1);
+    Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, W, O * I);
+    LinearRun e = run_linear(&pool, emulated, in, W, b, d_out, acc0), f = run_linear(&pool, NULL, in, W, b, d_out, acc0);
+    /* the formulas with the reference product */
+    float *out = nans(&pool, N * O), *d_in = zeros(&pool, N * I), *d_acc = copy(&pool, acc0, N * I);
+    float *dW = zeros(&pool, O * I);
+    for (int n = 0; n < N; n++)
+        memcpy(out + (size_t)n * O, b, sizeof(float) * O);
+    gemm_bf16_reference(GEMM_N, GEMM_T, N, O, I, 1.0f, in, I, W, I, 1.0f, out, O);
+    gemm_bf16_reference(GEMM_N, GEMM_N, N, I, O, 1.0f, d_out, O, W, I, 0.0f, d_in, I);
+    gemm_bf16_reference(GEMM_N, GEMM_N, N, I, O, 1.0f, d_out, O, W, I, 1.0f, d_acc, I);
+    gemm_bf16_reference(GEMM_T, GEMM_N, O, I, N, 1.0f, d_out, O, in, I, 1.0f, dW, I);
+    CHECK(t, same_bits(e.out, out, N * O), "linear_forward bf16 (emulated) = b + bf16(in) bf16(W)^T, bit for bit");
+    CHECK(t, same_bits(e.d_in, d_in, N * I) && same_bits(e.d_in_acc, d_acc, N * I),
+          "linear_backward(_accumulate) bf16 (emulated) d_in = (d_in +) bf16(d_out) bf16(W), bit for bit");
+    CHECK(t, same_bits(e.dW, dW, O * I), "linear_backward bf16 (emulated) dW += bf16(d_out)^T bf16(in), bit for bit");
+    CHECK(t, same_bits(e.db, f.db, O), "linear_backward bf16: db is the fp32 column sum (the fp32 path's bits)");
+    double err = scaled_err(e.out, f.out, N * O);
+    CHECK(t, err > 1e-4 && err < 2e-2, "linear_forward bf16 differs from fp32 by bf16 rounding (%.2e of scale)", err);
+    if (!hardware) {
+        printf("SKIP linear oneDNN: skipped: no avx512_bf16 on this CPU\n");
+    } else {
+        Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, W, O * I);
+        LinearRun d = run_linear(&pool, onednn, in, W, b, d_out, acc0);
+        err = fmax(fmax(scaled_err(d.out, e.out, N * O), scaled_err(d.d_in, e.d_in, N * I)),
+                   fmax(scaled_err(d.d_in_acc, e.d_in_acc, N * I), scaled_err(d.dW, e.dW, O * I)));
+        CHECK(t, err < 1e-5 && same_bits(d.db, e.db, O),
+              "linear forward, backward, accumulate: oneDNN = emulation to fp32 accumulation (%.2e of scale)", err);
+        gemm_free(onednn);
+    }
+    gemm_free(emulated);
+    pool_release(&pool);
+}
+
+static void test_linear_gelu(TestTally *t, Rng *rng, int hardware) {
+    Pool pool = {0};
+    float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -0.3f, 0.3f);
+    float *b = uniform(&pool, rng, O, -1, 1);
+    Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, W, O * I);
+    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O), *pre = nans(&pool, N * O), *act2 = nans(&pool, N * O);
+    linear_gelu_forward(emulated, slope, act, in, W, b, N, I, O);
+    linear_forward(emulated, pre, in, W, b, N, I, O);
+    gelu_forward(act2, pre, (size_t)N * O);
+    double err = scaled_err(act, act2, N * O);
+    CHECK(t, err < 1e-6, "linear_gelu_forward bf16 (emulated) = gelu(linear_forward bf16) (%.2e of scale)", err);
+    if (!hardware) {
+        printf("SKIP linear_gelu oneDNN: skipped: no avx512_bf16 on this CPU\n");
+    } else {
+        Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, W, O * I);
+        float *s2 = nans(&pool, N * O), *a2 = nans(&pool, N * O);
+        linear_gelu_forward(onednn, s2, a2, in, W, b, N, I, O);
+        err = fmax(scaled_err(a2, act, N * O), scaled_err(s2, slope, N * O));
+        CHECK(t, err < 1e-5, "linear_gelu_forward act, slope: oneDNN = emulation to fp32 accumulation (%.2e)", err);
+        gemm_free(onednn);
+    }
+    gemm_free(emulated);
+    pool_release(&pool);
+}
+
+typedef struct {
+    HeadActs a;
+    HeadParams g;
+    float *d_hidden, *d_word_emb;
+} HeadRun;
+
+static HeadRun run_head(Pool *pool, Gemm *gemm, const float *hidden, const int *rows, const HeadParams *p,
+                        const float *word_emb, const float *d_logits) {
+    HeadRun r = {{zeros(pool, M * H), zeros(pool, M * H), zeros(pool, M * H), zeros(pool, M * H), zeros(pool, M),
+                  zeros(pool, M), nans(pool, M * V)},
+                 {zeros(pool, H * H), zeros(pool, H), zeros(pool, H), zeros(pool, H), zeros(pool, V)},
+                 zeros(pool, N * H), zeros(pool, V * H)};
+    mlm_head_forward(gemm, &r.a, hidden, rows, M, p, word_emb, H, V, 1e-12f, 0);
+    float *logits = copy(pool, r.a.logits, M * V);
+    mlm_head_backward(gemm, r.d_hidden, &r.g, r.d_word_emb, copy(pool, d_logits, M * V), zeros(pool, 2 * M * H),
+                      &r.a, rows, M, p, word_emb, H, V);
+    r.a.logits = logits;
+    return r;
+}
+
+static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
+    Pool pool = {0};
+    float *hidden = uniform(&pool, rng, N * H, -1, 1), *word_emb = uniform(&pool, rng, V * H, -1, 1);
+    float *d_logits = uniform(&pool, rng, M * V, -1, 1);
+    int rows[M];
+    for (int m = 0; m < M; m++)
+        rows[m] = 4 * m + 1;
+    HeadParams p = {uniform(&pool, rng, H * H, -0.2f, 0.2f), uniform(&pool, rng, H, -0.5f, 0.5f),
+                    uniform(&pool, rng, H, 0.5f, 1.5f), uniform(&pool, rng, H, -0.5f, 0.5f),
+                    uniform(&pool, rng, V, -0.5f, 0.5f)};
+    /* the parameters' shadows: the transform weight and the tied decoder (word embeddings) */
+    Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, p.transform_w, H * H);
+    bf16 *emb16 = pool_alloc(&pool, V * H, sizeof(bf16));
+    bf16_convert_floats(emb16, word_emb, V * H);
+    gemm_shadow(emulated, word_emb, V * H, emb16);
+    HeadRun e = run_head(&pool, emulated, hidden, rows, &p, word_emb, d_logits);
+    HeadRun f = run_head(&pool, NULL, hidden, rows, &p, word_emb, d_logits);
+    double err = fmax(fmax(scaled_err(e.a.logits, f.a.logits, M * V), scaled_err(e.d_hidden, f.d_hidden, N * H)),
+                      fmax(scaled_err(e.d_word_emb, f.d_word_emb, V * H), scaled_err(e.g.transform_w, f.g.transform_w, H * H)));
+    CHECK(t, err > 1e-4 && err < 6e-2, "mlm_head bf16 (emulated) logits and gradients within the bf16 tolerance of "
+          "fp32 and not equal to it (%.2e of scale)", err);
+    GemmStats st = gemm_stats(emulated);
+    /* forward: gathered (transform), out (decoder); backward: d_logits staged, out, d_out staged, gathered */
+    const double expected = (double)M * H * 5 + (double)M * V;
+    CHECK(t, st.products == 6 && st.converted_floats == expected, "mlm_head bf16: 6 products, the weights from their "
+          "shadows, d_logits converted once (%.0f floats converted, expected %.0f)", st.converted_floats, expected);
+    if (!hardware) {
+        printf("SKIP mlm_head oneDNN: skipped: no avx512_bf16 on this CPU\n");
+    } else {
+        Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, p.transform_w, H * H);
+        gemm_shadow(onednn, word_emb, V * H, emb16);
+        HeadRun d = run_head(&pool, onednn, hidden, rows, &p, word_emb, d_logits);
+        err = fmax(fmax(scaled_err(d.a.logits, e.a.logits, M * V), scaled_err(d.d_hidden, e.d_hidden, N * H)),
+                   fmax(scaled_err(d.d_word_emb, e.d_word_emb, V * H), scaled_err(d.g.transform_w, e.g.transform_w, H * H)));
+        CHECK(t, err < 2e-3, "mlm_head logits, d_hidden, d_word_emb, d_transform_w: oneDNN = emulation up to "
+              "accumulation order (%.2e of scale)", err);
+        gemm_free(onednn);
+    }
+    gemm_free(emulated);
+    pool_release(&pool);
+}
+
+int main(void) {
+    TestTally t = {0};
+    Rng rng;
+    rng_seed(&rng, 2027);
+    CpuBf16 cpu = cpu_bf16_query();
+    const int hardware = cpu_bf16_available(&cpu);
+    test_linear(&t, &rng, hardware);
+    test_linear_gelu(&t, &rng, hardware);
+    test_mlm_head(&t, &rng, hardware);
+    return tally_exit(&t);
+}
