@@ -10,13 +10,14 @@ void bf16_convert(bf16 *out, size_t ld_out, const float *in, size_t ld_in, size_
     for (size_t r = 0; r < rows; r++) {
         const float *restrict src = in + r * ld_in;
         bf16 *restrict dst = out + r * ld_out;
+#pragma omp simd
         for (size_t c = 0; c < cols; c++)
             dst[c] = bf16_from_float(src[c]);
     }
 }
 
 void bf16_convert_floats(bf16 *out, const float *in, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t e = 0; e < n; e++)
         out[e] = bf16_from_float(in[e]);
 }

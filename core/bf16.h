@@ -18,10 +18,9 @@ typedef uint16_t bf16;
 static inline bf16 bf16_from_float(float f) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (bf16)((u >> 16) | 0x0040u); /* NaN: keep sign and payload top, set quiet bit */
-    u += 0x7fffu + ((u >> 16) & 1u);        /* half an ulp of bf16, minus one on even ties */
-    return (bf16)(u >> 16);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* + half an ulp, - 1 on even ties */
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u; /* NaN: sign and payload top kept, quiet bit set */
+    return (bf16)((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded); /* a select: vectorizes */
 }
 
 static inline float bf16_to_float(bf16 h) {

@@ -65,7 +65,7 @@ void gemm_require_precision(Precision precision, const char *setting) {
 }
 
 /* ---- the context ---------------------------------------------------------------------------- */
-enum { GEMM_MAX_SHADOWS = 8, GEMM_CACHE_ENTRIES = 96 };
+enum { GEMM_MAX_SHADOWS = 80, GEMM_CACHE_ENTRIES = 96 }; /* shadows: params, 64 layers' activations, ... */
 
 typedef struct {
     const float *base;
@@ -90,7 +90,8 @@ struct Gemm {
     Precision precision;
     GemmBackend backend;
     Shadow shadows[GEMM_MAX_SHADOWS];
-    int num_shadows, staged;     /* staged: shadows[num_shadows - 1] is the staged block */
+    int num_shadows, staged;     /* staged 1: shadows[num_shadows - 1] is the staged block; 2: the block
+                                  * staged has a shadow already (nothing converted or registered) */
     bf16 *stage, *convert[2];
     size_t stage_floats, convert_floats;
     dnnl_engine_t engine;
@@ -174,11 +175,26 @@ void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow) {
     g->shadows[g->num_shadows++] = (Shadow){base, count, shadow};
 }
 
+bf16 *gemm_shadow_of(const Gemm *g, const float *x, size_t count) {
+    if (gemm_precision(g) == PRECISION_FP32)
+        return NULL;
+    for (int i = g->num_shadows - 1; i >= 0; i--) {
+        const Shadow *s = &g->shadows[i];
+        if (x >= s->base && x + count <= s->base + s->count)
+            return (bf16 *)s->shadow + (x - s->base);
+    }
+    return NULL;
+}
+
 void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
     if (gemm_precision(g) == PRECISION_FP32)
         return;
     size_t count = rows ? (rows - 1) * ld + cols : 0;
     RP_CHECK(!g->staged, "internal: gemm_stage: a block is staged already");
+    if (gemm_shadow_of(g, x, count)) { /* its producer wrote it in bf16 */
+        g->staged = 2;
+        return;
+    }
     RP_CHECK(count <= g->stage_floats, "internal: gemm_stage: %zu x %zu operand (row stride %zu) over the "
              "%zu floats the bf16 context was laid out for", rows, cols, ld, g->stage_floats);
     RP_CHECK(g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_stage: shadow table full");
@@ -194,20 +210,18 @@ void gemm_unstage(Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return;
     RP_CHECK(g->staged, "internal: gemm_unstage without gemm_stage");
-    g->num_shadows--;
+    if (g->staged == 1)
+        g->num_shadows--;
     g->staged = 0;
 }
 
 /* The bf16 form of X [rows, cols] (row stride ld): a shadow's (same stride), or converted into
  * scratch `slot` (stride cols). */
 static const bf16 *bf16_operand(Gemm *g, int slot, const float *X, int rows, int cols, int ld, int64_t *ld16) {
-    const size_t extent = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
-    for (int i = g->num_shadows - 1; i >= 0; i--) {
-        const Shadow *s = &g->shadows[i];
-        if (X >= s->base && X + extent <= s->base + s->count) {
-            *ld16 = ld;
-            return s->shadow + (X - s->base);
-        }
+    const bf16 *shadow = gemm_shadow_of(g, X, (size_t)(rows - 1) * (size_t)ld + (size_t)cols);
+    if (shadow) {
+        *ld16 = ld;
+        return shadow;
     }
     const size_t count = (size_t)rows * (size_t)cols;
     RP_CHECK(count <= g->convert_floats, "internal: gemm: a %d x %d operand over the %zu floats the bf16 "

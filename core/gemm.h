@@ -16,6 +16,7 @@
  *     copy, refreshed by AdamW; gemm_shadow), found by address;
  *   - a staged operand: gemm_stage converts a block once for several products (a gradient
  *     that feeds both backward products), until gemm_unstage;
+ *   - (a shadow can also be an activation's: its producer writes it in bf16 only, gemm_shadow_of);
  *   - otherwise the product converts it into the context's scratch.
  * Nothing is allocated per product: the scratch is laid out by gemm_create, and each distinct
  * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
@@ -75,6 +76,10 @@ void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow);
 /* Convert x [rows, cols] (row stride ld) once, for the products until gemm_unstage; one staged
  * block at a time. No-op in fp32. */
 void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld);
+/* The bf16 shadow of x [count] (a registered block holds it), or NULL (also in fp32): a producer
+ * whose output only feeds products writes it there instead of in fp32 (converted where produced);
+ * gemm_stage of a shadowed block converts nothing. */
+bf16 *gemm_shadow_of(const Gemm *g, const float *x, size_t count);
 void gemm_unstage(Gemm *g);
 
 /* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */

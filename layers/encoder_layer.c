@@ -59,7 +59,7 @@ static void ffn_block_backward(float *d_in, int add_to_d_in, const float *d_proj
                                const LayerParams *p, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     linear_backward(sh->gemm, s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
-    gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
+    gelu_bias_backward(s->d_ffn, gemm_shadow_of(sh->gemm, s->d_ffn, (size_t)N * I), g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
     (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->ffn_in_w, NULL, s->d_ffn,
                                                                 in, p->ffn_in_w, N, H, I);
 }

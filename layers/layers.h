@@ -112,8 +112,10 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
 void linear_gelu_forward(Gemm *g, float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
- * exp; the linear's d_in and dW then come from linear_backward with db = NULL) */
-void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *slope, int N, int o);
+ * exp; the linear's d_in and dW then come from linear_backward with db = NULL). d_pre16 non-NULL
+ * (bf16: d_pre's shadow, gemm_shadow_of): d_pre is written there in bf16 instead, db from fp32.
+ * In bf16, linear_gelu_forward writes act to its shadow likewise when it has one. */
+void gelu_bias_backward(float *d_pre, bf16 *d_pre16, float *db, const float *d_act, const float *slope, int N, int o);
 
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]

@@ -83,6 +83,9 @@ typedef struct {
     HeadActs head;
     LayerScratch scratch;
     Gemm *gemm; /* the matrix products in the model's precision, m->params_bf16 as shadow */
+    /* bf16 only (else NULL): the shadows of the activations that feed products only, written in
+     * bf16 where they are produced (GELU's output, its gradient): [N, I] each */
+    bf16 *ffn_act16[MODEL_MAX_LAYERS], *d_ffn16;
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
     /* set by model_encode for the backward pass */

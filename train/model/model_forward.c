@@ -47,8 +47,11 @@ static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B,
     };
 }
 
+/* bf16 [count] from the arena (count / 2 floats, rounded up) */
+static bf16 *take_bf16(Arena *ar, size_t count) { return (bf16 *)arena_take(ar, (count + 1) / 2); }
+
 /* Lay out every activation buffer; with a measuring arena only the size is computed. */
-static void layout_activations(Activations *a, const ModelConfig *c) {
+static void layout_activations(Activations *a, const ModelConfig *c, Precision precision) {
     Arena *ar = &a->arena;
     size_t B = (size_t)a->B, L = (size_t)a->L, N = B * L, M = (size_t)a->max_predictions;
     size_t H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size, V = (size_t)c->vocab_size;
@@ -73,6 +76,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
         la->ffn_slope = arena_take(ar, N * I);
         la->ffn_act = arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
+        a->ffn_act16[l] = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     }
     if (c->norm == NORM_PRE) {
         a->final_out = arena_take(ar, N * H);
@@ -92,6 +96,7 @@ static void layout_activations(Activations *a, const ModelConfig *c) {
     s->d_a = arena_take(ar, N * H);
     s->d_b = arena_take(ar, N * H);
     s->d_ffn = arena_take(ar, N * I);
+    a->d_ffn16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
     s->attn = arena_take(ar, a->attn_scratch_floats);
@@ -140,11 +145,11 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
         a->attn_scratch_floats = floats > a->attn_scratch_floats ? floats : a->attn_scratch_floats;
     }
     a->arena = arena_measuring();
-    layout_activations(a, c);
+    layout_activations(a, c, m->precision);
     arena_allocate(&a->arena, a->arena.used,
                    "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
                    "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
-    layout_activations(a, c);
+    layout_activations(a, c, m->precision);
     /* bf16: one staged operand (a gradient both backward products read: at most [N, max(3H, I)]
      * or the decoder's [M, V]) and two converted activations (at most [N, max(H, I)]) */
     const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
@@ -152,6 +157,11 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     const size_t stage = N * wide > M * (size_t)c->vocab_size ? N * wide : M * (size_t)c->vocab_size;
     a->gemm = gemm_create(m->precision, m->gemm_backend, stage, N * (H > I ? H : I));
     gemm_shadow(a->gemm, m->params, m->table.block_floats, m->params_bf16);
+    if (m->precision == PRECISION_BF16) {
+        for (int l = 0; l < c->num_layers; l++)
+            gemm_shadow(a->gemm, a->layer[l].ffn_act, N * I, a->ffn_act16[l]);
+        gemm_shadow(a->gemm, a->scratch.d_ffn, N * I, a->d_ffn16);
+    }
     a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
     a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
 }
