@@ -12,6 +12,7 @@
 #include "core/gemm.h"
 #include "core/rng.h"
 #include "layers/layers.h"
+#include "layers/positions.h"
 #include "layers/relpos.h"
 
 #define MASK_PENALTY (-10000.0f)
@@ -23,13 +24,22 @@
 float expf(float);
 #endif
 
-const char *const rel_kind_names[] = {"none", "shaw", "method1", "method2", "method3", "method4", NULL};
+const char *const rel_kind_names[] = {"none",    "shaw", "method1", "method2", "method3",
+                                     "method4", "t5",   "alibi",   "rope",    NULL};
 
 const char *rel_kind_name(RelKind kind) { return enum_name(rel_kind_names, (int)kind); }
 
+int rel_kind_uses_k(RelKind kind) { return kind >= REL_SHAW && kind <= REL_METHOD4; }
+
+/* t5 and alibi add bias2 (positions.h) to the scaled scores in the score pass. */
+static int has_bias2(RelKind kind) { return kind == REL_T5 || kind == REL_ALIBI; }
+
 int attention_table_rows(RelKind rel, int rel_k) {
     switch (rel) {
-    case REL_NONE: return 0;
+    case REL_NONE:
+    case REL_T5: /* shared by the layers: not a layer's table */
+    case REL_ALIBI:
+    case REL_ROPE: return 0;
     case REL_METHOD1: return rel_k + 1;
     default: return 2 * rel_k + 1;
     }
@@ -37,7 +47,10 @@ int attention_table_rows(RelKind rel, int rel_k) {
 
 int attention_table_cols(RelKind rel, int head_dim) {
     switch (rel) {
-    case REL_NONE: return 0;
+    case REL_NONE:
+    case REL_T5:
+    case REL_ALIBI:
+    case REL_ROPE: return 0;
     case REL_METHOD1:
     case REL_METHOD2: return 1;
     default: return head_dim;
@@ -59,7 +72,8 @@ static int team_size(const AttnPlan *p) {
 
 static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
                        const float *carried) {
-    RP_CHECK(s->rel == REL_NONE || table, "attention: relative mode %s needs a table",
+    RP_CHECK(!(rel_kind_uses_k(s->rel) || s->rel == REL_T5) || table,
+             "attention: relative mode %s needs a table",
              rel_kind_name(s->rel));
     RP_CHECK(!(s->rel == REL_METHOD1 || s->rel == REL_METHOD2) || raw_scores,
              "attention: relative mode %s needs raw_scores", rel_kind_name(s->rel));
@@ -72,19 +86,18 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
              s->B, s->num_heads, s->L);
 }
 
-/* One query row: logits = scale*S (or carried_scale * C with C = [C +] scale*S) + mask penalty,
- * then the softmax in place and, with dropout, dropped_row = dropout(P) (elements `first` ..
- * first+L-1 of the mask). Three passes over the row: the carried update, logits and their max;
- * exp and sum; the scaling, which also writes the dropped row. */
-static void logits_softmax_row(float *restrict row, float *restrict carried_row,
-                               float *restrict dropped_row, const int *restrict key_mask, int L,
-                               float scale, const AttnShape *s, uint64_t dropout_key,
-                               size_t first) {
+/* The first pass over one query row: S = scale*row (+ bias, t5 / alibi), logits = S (or
+ * carried_scale * C with C = [C +] S) + mask penalty, into row; returns their max. Inlined
+ * twice, with bias NULL and not, so neither copy tests bias inside its loops. */
+static inline __attribute__((always_inline)) float
+logits_pass(float *restrict row, float *restrict carried_row, const int *restrict key_mask,
+            const float *restrict bias, int L, float scale, const AttnShape *s) {
     float max = -INFINITY;
     if (!carried_row) {
 #pragma omp simd reduction(max : max)
         for (int j = 0; j < L; j++) {
-            const float logit = scale * row[j] + (key_mask[j] ? 0.0f : MASK_PENALTY);
+            const float logit = scale * row[j] + (bias ? bias[j] : 0.0f) +
+                                (key_mask[j] ? 0.0f : MASK_PENALTY);
             row[j] = logit;
             max = logit > max ? logit : max;
         }
@@ -93,7 +106,8 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
         if (s->first_layer) {
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
-                const float c = scale * row[j], logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                const float c = scale * row[j] + (bias ? bias[j] : 0.0f);
+                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
                 max = logit > max ? logit : max;
@@ -101,7 +115,7 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
         } else {
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
-                const float c = carried_row[j] + scale * row[j];
+                const float c = carried_row[j] + (scale * row[j] + (bias ? bias[j] : 0.0f));
                 const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
@@ -109,6 +123,19 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
             }
         }
     }
+    return max;
+}
+
+/* One query row: the logits (logits_pass; bias_row = the row's bias2 or NULL), then the softmax
+ * in place and, with dropout, dropped_row = dropout(P) (elements `first` .. first+L-1 of the
+ * mask). Three passes over the row: the carried update, logits and their max; exp and sum; the
+ * scaling, which also writes the dropped row. */
+static void logits_softmax_row(float *restrict row, float *restrict carried_row,
+                               float *restrict dropped_row, const int *restrict key_mask,
+                               const float *restrict bias_row, int L, float scale,
+                               const AttnShape *s, uint64_t dropout_key, size_t first) {
+    const float max = bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
+                               : logits_pass(row, carried_row, key_mask, NULL, L, scale, s);
     if (!dropped_row) {
         softmax_row_normalize(row, row, L, max);
         return;
@@ -149,6 +176,12 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const float *q = qkv + (size_t)b * L * ld + (size_t)h * d, *key = q + p->H, *v = q + 2 * p->H;
     float *S = probs + off; /* the unscaled scores, then the logits, then P */
+    if (p->rel == REL_ROPE) { /* q, k rotated by their positions; the GEMM reads them alike */
+        rope_rotate(p, w->rot, ld, q, ld);
+        rope_rotate(p, w->rot + p->H, ld, key, ld);
+        q = w->rot, key = w->rot + p->H;
+    }
+    const float *bias = has_bias2(p->rel) ? p->bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
     float *raw = (p->rel == REL_METHOD1 || p->rel == REL_METHOD2) ? raw_scores + off : NULL;
 
     /* shaw, method4: the relative terms first, then the term q_i.k_j added by S += Q.K^T
@@ -159,18 +192,29 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     if (p->rel != REL_METHOD3)
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, ld, key, ld,
                     terms_first ? 1.0f : 0.0f, raw ? raw : S, L);
-    if (p->rel != REL_NONE && !terms_first)
+    if (rel_kind_uses_k(p->rel) && !terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
     for (int i = 0; i < L; i++)
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
-                           dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L, L,
-                           p->scale, s, dropout_key, off + (size_t)i * L);
+                           dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L,
+                           bias ? bias - i : NULL, L, p->scale, s, dropout_key,
+                           off + (size_t)i * L);
     const float *Pd = dropped ? dropped : S;
     gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
+}
+
+/* Before a (b,h) loop: the tables of t5, alibi and rope (positions.h). */
+static void positions_prepare(const AttnPlan *p, const float *table) {
+    if (p->rel == REL_T5)
+        t5_bias_prepare(p, table);
+    else if (p->rel == REL_ALIBI)
+        alibi_prepare(p);
+    else if (p->rel == REL_ROPE)
+        rope_prepare(p);
 }
 
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
@@ -182,6 +226,7 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     if (!s->residual)
         carried = NULL;
     relpos_prepare(&p, table);
+    positions_prepare(&p, table);
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -198,9 +243,11 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
  * the 1/sqrt(d). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
  * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
  * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
- * Pd = NULL without dropout. */
-static void score_grad_rows(float *restrict D, float *restrict d_carried, const float *restrict P,
-                            const float *restrict Pd, int L, float scale, float carried_scale) {
+ * Pd = NULL without dropout. t5: diag [2L-1] += the sums of dS along the diagonals, dS_ij into
+ * diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
+static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
+                            const float *restrict P, const float *restrict Pd, int L, float scale,
+                            float carried_scale) {
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
@@ -226,7 +273,19 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, const 
                 dc[j] = c;
                 g[j] = scale * c;
             }
+            if (diag) {
+                float *restrict row_diag = diag + (L - 1 - i);
+#pragma omp simd
+                for (int j = 0; j < L; j++)
+                    row_diag[j] += dc[j];
+            }
         } else {
+            if (diag) {
+                float *restrict row_diag = diag + (L - 1 - i);
+#pragma omp simd
+                for (int j = 0; j < L; j++)
+                    row_diag[j] += g[j];
+            }
 #pragma omp simd
             for (int j = 0; j < L; j++)
                 g[j] = scale * g[j];
@@ -259,6 +318,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
     const float *q = qkv + qoff, *key = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dkey = dq + H, *dv = dq + 2 * H;
+    if (p->rel == REL_ROPE) { /* the rotated q, k of the forward, recomputed */
+        rope_rotate(p, w->rot, ld, q, ld);
+        rope_rotate(p, w->rot + H, ld, key, ld);
+        q = w->rot, key = w->rot + H;
+    }
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
 
@@ -273,8 +337,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
                 dctx, H, 0.0f, dv, ld);
     gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
                 L);
-    score_grad_rows(D, d_carried ? d_carried + off : NULL, probs + off, Pd, L, p->scale,
-                    s->carried_scale);
+    score_grad_rows(D, d_carried ? d_carried + off : NULL,
+                    p->rel == REL_T5 ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
+                    p->scale, s->carried_scale);
     if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
         relpos_backward_pre(p, D, part, raw_scores + off);
     if (p->rel != REL_METHOD3) {
@@ -286,6 +351,10 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     }
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
         relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);
+    if (p->rel == REL_ROPE) { /* dQ, dK of the unrotated q, k: R^T applied to those of q', k' */
+        rope_rotate_back(p, dq, ld);
+        rope_rotate_back(p, dkey, ld);
+    }
     if (bias_sums)
         head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
 }
@@ -297,11 +366,13 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(s, table, raw_scores, d_carried);
-    RP_CHECK(s->rel == REL_NONE || d_table, "attention: relative mode %s needs d_table",
+    RP_CHECK(!(rel_kind_uses_k(s->rel) || s->rel == REL_T5) || d_table,
+             "attention: relative mode %s needs d_table",
              rel_kind_name(s->rel));
     if (!s->residual)
         d_carried = NULL;
     relpos_prepare(&p, table);
+    positions_prepare(&p, table);
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -318,8 +389,10 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                             d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
         }
     }
-    if (p.rel != REL_NONE)
+    if (rel_kind_uses_k(p.rel))
         relpos_finish(&p, d_table);
+    else if (p.rel == REL_T5)
+        t5_bias_finish(&p, d_table);
     if (!d_qkv_bias)
         return;
     /* column part*H + h*d + t of the bias: bias_part[b, h][part*d + t] summed over b in order */

@@ -10,6 +10,10 @@
  *   method2 S_ij = scale * (q_i.k_j) * w_r                  table w [2k+1]
  *   method3 S_ij = scale * sum_t q_it k_jt a_{r,t}          table a [2k+1, d]
  *   method4 S_ij = scale * (q_i.k_j + q_i.a_r + k_j.a_r)    table a [2k+1, d]
+ *   t5      S_ij = scale * q_i.k_j + b[bucket(j-i), h]      table b [t5_num_buckets, heads]
+ *   alibi   S_ij = scale * q_i.k_j - m_h |i-j|              no table (slopes m_h)
+ *   rope    S_ij = scale * (R_i q_i).(R_j k_j)              no table (R_p: rotation by p)
+ * (t5_bias.c, alibi.c, rope.c give the formulas of bucket, m_h and R_p; positions.h.)
  * Residual attention (RealFormer): C_1 = S_1, C_l = C_{l-1} + S_l, and the logits are
  * carried_scale * C_l (carried_scale = 1, or 1/l for residual_attention_mean); otherwise the
  * logits are S. P = softmax(logits + M), M_ij = -10000 where key j is padding, else 0.
@@ -25,15 +29,23 @@
 #include <stdint.h>
 
 /* Relative position modes (Shaw et al. 2018; Huang et al. 2020), per head as above. */
-typedef enum { REL_NONE = 0, REL_SHAW, REL_METHOD1, REL_METHOD2, REL_METHOD3, REL_METHOD4 } RelKind;
+typedef enum {
+    REL_NONE = 0, REL_SHAW, REL_METHOD1, REL_METHOD2, REL_METHOD3, REL_METHOD4,
+    REL_T5, REL_ALIBI, REL_ROPE /* T5 buckets, ALiBi (Press et al. 2022), RoPE (Su et al. 2021) */
+} RelKind;
 /* Their config names in enum order ("none", "shaw", "method1", ...), NULL-terminated. */
 extern const char *const rel_kind_names[];
 const char *rel_kind_name(RelKind kind);
+/* 1 for the modes truncated at relative_k (shaw, methods 1-4); 0 for none, t5, alibi, rope. */
+int rel_kind_uses_k(RelKind kind);
 
 typedef struct {
     int B, L, H, num_heads;
     RelKind rel;
-    int rel_k;           /* truncation distance k of the formulas (ignored for REL_NONE) */
+    int rel_k;           /* truncation distance k of the formulas (shaw, methods 1-4 only) */
+    int t5_num_buckets;  /* t5: buckets of the shared table (even, >= 4) */
+    int t5_max_distance; /* t5: distance at which the log buckets end */
+    float rope_theta;    /* rope: base of the frequencies theta_t = rope_theta^(-2t/d) */
     int residual;        /* carry scores between layers */
     int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
     float carried_scale; /* residual: logits = carried_scale * C */
@@ -42,8 +54,9 @@ typedef struct {
                           * this many (0 = 1), whatever omp_get_max_threads() says by then */
 } AttnShape;
 
-/* Number of rows of the relative table for a mode (0 for REL_NONE), and its width
- * (d for vector tables, 1 for the scalar tables of methods 1 and 2). */
+/* Number of rows of a layer's relative table for a mode (0 for none, t5, alibi, rope), and its
+ * width (d for vector tables, 1 for the scalar tables of methods 1 and 2). t5's table is not a
+ * layer's: one [t5_num_buckets, heads] table is shared by every layer (the model's layout). */
 int attention_table_rows(RelKind rel, int rel_k);
 int attention_table_cols(RelKind rel, int head_dim);
 
@@ -51,7 +64,8 @@ int attention_table_cols(RelKind rel, int head_dim);
 size_t attention_scratch_floats(const AttnShape *s);
 
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
- * table    relative table as above, or NULL for REL_NONE
+ * table    relative table as above (t5: the shared [t5_num_buckets, heads] table), or NULL for
+ *          none, alibi and rope
  * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
  * probs    [B, heads, L, L]  out: softmax probabilities P (saved for backward; dropout(P) is
  *          not stored: backward recomputes its mask from dropout_key, element e of probs keeping
@@ -68,7 +82,9 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
  * d_qkv_bias [3H] accumulates (+=) sum_n d_qkv[n] (the gradient of the Q|K|V projection's bias),
  *          summed per (b,h) over its L rows where they are written, then over b in order: the
  *          same bits for any thread count. NULL: not computed.
- * d_table  table-shaped, accumulates (+=); NULL for REL_NONE
+ * d_table  table-shaped, accumulates (+=); NULL for none, alibi, rope. t5: the layers' calls
+ *          add into the one shared gradient, each call's sum in a fixed order (per-slot
+ *          partials), so the total over layers has the same bits for any thread count.
  * d_carried [B, heads, L, L] in/out (residual only): on entry dL/dC_{l+1} as carried down from
  *          the layer above (zero at the top layer); on exit dL/dC_l, which is also dL/dC_{l-1}
  *          for the layer below. NULL unless s->residual.

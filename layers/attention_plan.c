@@ -30,6 +30,8 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.blk_g = arena_take(arena, p->block * d);
         w.arow_grad = arena_take(arena, d);
     }
+    if (p->rel == REL_ROPE)
+        w.rot = arena_take(arena, (L - 1) * (size_t)p->ld + (size_t)p->H + d);
     return w;
 }
 
@@ -55,14 +57,23 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     RP_CHECK(s->B > 0 && s->L > 0 && s->num_heads > 0 && s->H > 0 && s->H % s->num_heads == 0,
              "attention: bad shape B=%d L=%d H=%d heads=%d (H must be a multiple of heads)", s->B,
              s->L, s->H, s->num_heads);
-    RP_CHECK(s->rel == REL_NONE || s->rel_k >= 1, "attention: relative k must be >= 1, got %d",
+    RP_CHECK(!rel_kind_uses_k(s->rel) || s->rel_k >= 1, "attention: relative k must be >= 1, got %d",
              s->rel_k);
+    RP_CHECK(s->rel != REL_T5 || (s->t5_num_buckets >= 4 && s->t5_num_buckets % 2 == 0 &&
+                                  s->t5_max_distance > s->t5_num_buckets / 4),
+             "attention: t5 needs an even number of buckets >= 4 and a max distance > buckets/4, got "
+             "%d and %d", s->t5_num_buckets, s->t5_max_distance);
+    RP_CHECK(s->rel != REL_ROPE || ((s->H / s->num_heads) % 2 == 0 && s->rope_theta > 0.0f),
+             "attention: rope needs an even head width and rope_theta > 0, got %d and %g",
+             s->H / s->num_heads, (double)s->rope_theta);
     *p = (AttnPlan){0};
     p->B = s->B, p->L = s->L, p->H = s->H, p->heads = s->num_heads;
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
     p->rel = s->rel;
     p->dropout = s->dropout > 0.0f;
-    p->rel_k = s->rel == REL_NONE ? 0 : s->rel_k;
+    p->rel_k = rel_kind_uses_k(s->rel) ? s->rel_k : 0;
+    p->t5_buckets = s->t5_num_buckets, p->t5_max_distance = s->t5_max_distance;
+    p->rope_theta = s->rope_theta;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;
     p->at_ld = 2 * p->rel_k + 1;
@@ -96,6 +107,17 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     case REL_METHOD3:
         p->at = arena_take(&arena, d * p->at_ld);
         p->slot_floats = round16(R * d);
+        break;
+    case REL_T5:
+        p->bias2 = arena_take(&arena, (size_t)p->heads * (2 * L - 1));
+        p->slot_floats = round16((size_t)p->heads * (2 * L - 1));
+        break;
+    case REL_ALIBI:
+        p->bias2 = arena_take(&arena, (size_t)p->heads * (2 * L - 1));
+        break;
+    case REL_ROPE:
+        p->rope_cos = arena_take(&arena, L * d / 2);
+        p->rope_sin = arena_take(&arena, L * d / 2);
         break;
     }
     if (p->slot_floats)

@@ -23,6 +23,8 @@ typedef struct {
     int rel_k;    /* truncation distance k (0 for REL_NONE) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
+    int t5_buckets, t5_max_distance; /* t5 */
+    float rope_theta;                /* rope */
     float scale;  /* 1/sqrt(d) */
     int slots;    /* min(BH, ATTN_SLOTS); slot s owns bh in [s*BH/slots, (s+1)*BH/slots) */
     int block;    /* rows per relative-term GEMM (QA / KA blocks, method3 regions),
@@ -31,8 +33,12 @@ typedef struct {
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
     float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
+    float *bias2;        /* t5, alibi: [heads, 2L-1] the added logit at j - i = u - (L-1)
+                          * (positions.h) */
+    float *rope_cos, *rope_sin; /* rope: [L, d/2] cos and sin of p theta_t */
     float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] by r'
-                          * (shaw, method3, method4), [2L-1] by u (methods 1, 2) */
+                          * (shaw, method3, method4), [2L-1] by u (methods 1, 2), [heads, 2L-1]
+                          * by h and u (t5) */
     size_t slot_floats;
     float *bias_part;    /* backward: [BH, 3d] per-(b,h) column sums of d_qkv over its L rows
                           * (dq | dk | dv), summed over b into the qkv bias gradient */
@@ -52,6 +58,8 @@ typedef struct {
                           * scores (method3) */
     float *blk_g;        /* method3: [block, d] */
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
+    float *rot;          /* rope: [L rows of stride ld] the head's rotated q (columns 0..d) and
+                          * k (columns H..H+d), laid out as in qkv so its GEMMs read them alike */
 } AttnWork;
 
 /* Left end (exclusive) and right start of row i's band for clip distance c (see above). */

@@ -1,7 +1,8 @@
 /* Reference attention (attention_reference.h): the formulas of attention.h, element by element,
  * in double. Per (b,h), with q_i, k_j, v_j the head's rows, d = H / heads, scale = 1/sqrt(d),
  * r = clip(i-j, -k, k) + k, s = |clip(i-j, -k, k)|:
- *   forward   S_ij by the mode's formula;  C = [C +] S (residual);  logits = c C or S, + M;
+ *   forward   S_ij by the mode's formula (t5, alibi: + their bias; rope: q_i, k_j rotated by i
+ *             and j, each pair's own rotation);  C = [C +] S (residual);  logits = c C or S, + M;
  *             P = softmax_j(logits);  Pd = dropout(P);  ctx_i = sum_j Pd_ij v_j
  *   backward  dPd_ij = g_i.v_j;  dv_j = sum_i Pd_ij g_i;  dP = dropout'(dPd);
  *             dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij');  dC = d_carried + c dlogit
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "layers/positions.h"
 
 #define REF_MASK_PENALTY (-10000.0)
 
@@ -23,7 +25,7 @@ typedef struct {
 
 static RefShape ref_shape(const AttnShape *s) {
     const int d = s->H / s->num_heads;
-    return (RefShape){s->L, s->H, s->num_heads, d, 3 * s->H, s->rel == REL_NONE ? 0 : s->rel_k,
+    return (RefShape){s->L, s->H, s->num_heads, d, 3 * s->H, rel_kind_uses_k(s->rel) ? s->rel_k : 0,
                       1.0 / sqrt((double)d)};
 }
 
@@ -39,13 +41,39 @@ static double dot(const double *x, const double *y, int d) {
     return acc;
 }
 
+/* RoPE of x [d] by position pos (pos < 0: the inverse rotation R_{|pos|}^T = R_{pos}), half split:
+ * out_t = x_t cos - x_{t+d/2} sin, out_{t+d/2} = x_{t+d/2} cos + x_t sin, angle pos theta^(-2t/d). */
+static void rope(double *out, const double *x, int pos, int d, double theta) {
+    for (int t = 0; t < d / 2; t++) {
+        const double angle = pos * pow(theta, -2.0 * t / d), c = cos(angle), s = sin(angle);
+        out[t] = x[t] * c - x[t + d / 2] * s;
+        out[t + d / 2] = x[t + d / 2] * c + x[t] * s;
+    }
+}
+
+double attention_reference_bias(const AttnShape *s, const double *table, int h, int i, int j) {
+    if (s->rel == REL_T5)
+        return table[(size_t)t5_bucket(j - i, s->t5_num_buckets, s->t5_max_distance) * s->num_heads + h];
+    if (s->rel == REL_ALIBI)
+        return -alibi_slope(h, s->num_heads) * abs(i - j);
+    return 0.0;
+}
+
 double attention_reference_score(const AttnShape *s, const double *table, const double *q,
                                  const double *key, int i, int j) {
-    const int d = s->H / s->num_heads, rel_k = s->rel_k;
-    const int clipped = s->rel == REL_NONE ? 0 : clip_offset(i, j, rel_k);
-    const double *a = table ? table + (size_t)(clipped + rel_k) * d : NULL; /* a_r */
+    const int d = s->H / s->num_heads, uses_k = rel_kind_uses_k(s->rel);
+    const int rel_k = uses_k ? s->rel_k : 0, clipped = uses_k ? clip_offset(i, j, rel_k) : 0;
+    const double *a = uses_k ? table + (size_t)(clipped + rel_k) * d : NULL; /* a_r */
     switch (s->rel) {
-    case REL_NONE: return dot(q, key, d);                                   /* q.k */
+    case REL_NONE:
+    case REL_T5:    /* + the bias, attention_reference_bias */
+    case REL_ALIBI: return dot(q, key, d);                                  /* q.k */
+    case REL_ROPE: {                                                         /* R_i q . R_j k */
+        double rq[d], rk[d];
+        rope(rq, q, i, d, s->rope_theta);
+        rope(rk, key, j, d, s->rope_theta);
+        return dot(rq, rk, d);
+    }
     case REL_SHAW: return dot(q, key, d) + dot(q, a, d);                    /* q.k + q.a_r */
     case REL_METHOD1: return dot(q, key, d) * table[abs(clipped)];          /* (q.k) w_s */
     case REL_METHOD2: return dot(q, key, d) * table[clipped + rel_k];       /* (q.k) w_r */
@@ -65,18 +93,33 @@ double attention_reference_score(const AttnShape *s, const double *table, const 
 static void score_grads(const AttnShape *s, double *dq, double *dkey, double *d_table,
                         const double *table, const double *q, const double *key, int i, int j,
                         double dR) {
-    const int d = s->H / s->num_heads, rel_k = s->rel_k;
-    const int clipped = s->rel == REL_NONE ? 0 : clip_offset(i, j, rel_k), r = clipped + rel_k;
-    const double *a = table ? table + (size_t)r * d : NULL; /* a_r and its gradient */
-    double *da = d_table ? d_table + (size_t)r * d : NULL;
+    const int d = s->H / s->num_heads, uses_k = rel_kind_uses_k(s->rel);
+    const int rel_k = uses_k ? s->rel_k : 0, clipped = uses_k ? clip_offset(i, j, rel_k) : 0;
+    const int r = clipped + rel_k;
+    const double *a = uses_k ? table + (size_t)r * d : NULL; /* a_r and its gradient */
+    double *da = uses_k ? d_table + (size_t)r * d : NULL;
     switch (s->rel) {
+    case REL_ROPE: { /* S = (R_i q).(R_j k): dq = R_i^T R_j k dR, dk = R_j^T R_i q dR */
+        double rq[d], rk[d], gq[d], gk[d];
+        rope(rq, q, i, d, s->rope_theta);
+        rope(rk, key, j, d, s->rope_theta);
+        rope(gq, rk, -i, d, s->rope_theta);
+        rope(gk, rq, -j, d, s->rope_theta);
+        for (int t = 0; t < d; t++) {
+            dq[t] += dR * gq[t];
+            dkey[t] += dR * gk[t];
+        }
+        break;
+    }
     case REL_NONE:
+    case REL_T5: /* the bias's gradient: attention_reference_backward */
+    case REL_ALIBI:
     case REL_SHAW:
     case REL_METHOD4:
         for (int t = 0; t < d; t++) {
             dq[t] += dR * key[t];                         /* q.k */
             dkey[t] += dR * q[t];
-            if (s->rel == REL_NONE)
+            if (!uses_k)
                 continue;
             dq[t] += dR * a[t];                           /* q.a_r */
             da[t] += dR * q[t];
@@ -124,7 +167,8 @@ void attention_reference_forward(double *ctx, double *probs, double *carried, co
                 double *P = probs + row, max = -INFINITY, sum = 0.0;
                 for (int j = 0; j < r.L; j++) {
                     const double *key = qkv + (size_t)(b * r.L + j) * r.ld + r.H + h * r.d;
-                    double logit = r.scale * attention_reference_score(s, table, q, key, i, j);
+                    double logit = r.scale * attention_reference_score(s, table, q, key, i, j) +
+                                   attention_reference_bias(s, table, h, i, j);
                     if (s->residual) {
                         carried[row + j] = (s->first_layer ? 0.0 : carried[row + j]) + logit;
                         logit = s->carried_scale * carried[row + j];
@@ -175,6 +219,9 @@ void attention_reference_backward(double *d_qkv, double *d_table, double *d_carr
                         d_carried[row + j] += s->carried_scale * dS;
                         dS = d_carried[row + j];
                     }
+                    if (s->rel == REL_T5) /* d b[bucket(j-i), h] += dS_ij */
+                        d_table[(size_t)t5_bucket(j - i, s->t5_num_buckets, s->t5_max_distance) *
+                                    r.heads + h] += dS;
                     score_grads(s, d_qkv + qi, d_qkv + kj, d_table, table, qkv + qi, qkv + kj, i,
                                 j, r.scale * dS);
                 }

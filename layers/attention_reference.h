@@ -11,9 +11,13 @@
 
 #include "layers/attention.h"
 
-/* S_ij / scale for the mode of s: q = q_i [d], key = k_j [d] (head_dim d = H / num_heads). */
+/* S_ij / scale for the mode of s: q = q_i [d], key = k_j [d] (head_dim d = H / num_heads);
+ * without the bias of t5 and alibi (rope: q_i and k_j rotated by i and j). */
 double attention_reference_score(const AttnShape *s, const double *table, const double *q,
                                  const double *key, int i, int j);
+/* The bias that t5 and alibi add to scale * S_ij / scale of head h (0 for the other modes):
+ * t5 table[bucket(j-i), h], alibi -m_h |i-j|. */
+double attention_reference_bias(const AttnShape *s, const double *table, int h, int i, int j);
 
 void attention_reference_forward(double *ctx, double *probs, double *carried, const double *qkv,
                                  const double *table, const int *mask, const AttnShape *s,

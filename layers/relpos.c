@@ -388,6 +388,7 @@ void relpos_scores(const AttnPlan *p, const AttnWork *w, float *scores, const fl
     case REL_METHOD1:
     case REL_METHOD2: scalar_weight_term(p, scores, raw); break;
     case REL_METHOD3: three_way_term(p, w, scores, q, key, table); break;
+    default: break; /* t5, alibi, rope: positions.h */
     }
 }
 
@@ -441,5 +442,6 @@ void relpos_finish(const AttnPlan *p, float *d_table) {
             d_table[scalar_table_index(p->rel, p->rel_k, L - 1 - u)] += sum;
         }
         break;
+    default: break; /* t5: t5_bias_finish */
     }
 }

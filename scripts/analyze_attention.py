@@ -18,9 +18,12 @@ Per model, layer and head, over every real query row i of every sentence (keys j
                   pairs); the figure shows their ratio, 1 = no preference for that distance
   distance_embedding_norm   relative models: |a_r| of each row of the layer's table, by the
                   distance it encodes (i - j clipped to [-k, k]; |i - j| for method1)
-Writes DIR/attention_stats.csv, js_adjacent.csv, distance_mass.csv, distance_embedding_norm.csv and
-the figures attention_maps.png (sentence --example of each model), entropy_sparsity.png,
-js_divergence.png, distance_mass.png, distance_embedding_norm.png."""
+  position_bias   t5, alibi: the bias head h adds to the scaled score at distance d = i - j (the
+                  same in every layer: t5's shared bucket table, alibi's -m_h |d|)
+Writes DIR/attention_stats.csv, js_adjacent.csv, distance_mass.csv, distance_embedding_norm.csv,
+position_bias.csv and the figures attention_maps.png (sentence --example of each model),
+entropy_sparsity.png, js_divergence.png, distance_mass.png, distance_embedding_norm.png,
+position_bias.png."""
 import argparse
 import csv
 import math
@@ -52,8 +55,10 @@ def load(path):
         text = f["tokens"][()]
         text = text.decode() if isinstance(text, bytes) else text
         lengths = f["lengths"][()].astype(int)
+        bias = f["position_bias"][()] if "position_bias" in f else None  # [heads, 2L-1], u = j - i + L - 1
     tokens = [line.split(" ") for line in text.rstrip("\n").split("\n")]
-    return {"path": path, "probs": probs, "lengths": lengths, "tokens": tokens, "attrs": attrs, "tables": tables}
+    return {"path": path, "probs": probs, "lengths": lengths, "tokens": tokens, "attrs": attrs, "tables": tables,
+            "position_bias": bias}
 
 
 def rows(p, lengths):
@@ -115,7 +120,7 @@ def table_distances(table, relative_position, k):
 
 def analyse(model):
     """Every statistic of one loaded model as lists of CSV rows."""
-    stats, js, dist, norms = [], [], [], []
+    stats, js, dist, norms, biases = [], [], [], [], []
     lengths, probs = model["lengths"], model["probs"]
     for l, p in enumerate(probs):
         for h in range(p.shape[1]):
@@ -131,7 +136,13 @@ def analyse(model):
     for l, table in enumerate(model["tables"]):
         for d, n in table_distances(table, a["relative_position"], int(a["relative_k"])):
             norms.append({"layer": l, "distance": d, "norm": n})
-    return stats, js, dist, norms
+    if model["position_bias"] is not None:
+        bias = model["position_bias"]
+        L = (bias.shape[1] + 1) // 2
+        for h in range(bias.shape[0]):
+            for d in range(1 - L, L):  # d = i - j, column u = j - i + L - 1
+                biases.append({"head": h, "distance": d, "bias": float(bias[h, L - 1 - d])})
+    return stats, js, dist, norms, biases
 
 
 # ---- output ----------------------------------------------------------------------------------------
@@ -253,6 +264,23 @@ def plot_norms(plt, path, all_norms, labels):
     plt.close(fig)
 
 
+def plot_bias(plt, path, all_bias, labels, max_distance):
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    styles = ["-", "--", ":", "-."]
+    for m, label in enumerate(labels):
+        for h in sorted({r["head"] for r in all_bias[m]}):
+            recs = [r for r in all_bias[m] if r["head"] == h and abs(r["distance"]) <= max_distance]
+            ax.plot([r["distance"] for r in recs], [r["bias"] for r in recs], styles[h % 4], color=f"C{m}",
+                    label=f"{label} head {h}")
+    ax.set(xlabel="relative distance i - j (query - key)", ylabel="bias added to the scaled score",
+           title="position bias per head (t5: shared table; alibi: -m_h |i-j|)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="+", metavar="ATTN.h5")
@@ -277,7 +305,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     results = [analyse(m) for m in models]
     tagged = [[[dict(model=label, **r) for r in part] for part in res] for label, res in zip(labels, results)]
-    names = ("attention_stats.csv", "js_adjacent.csv", "distance_mass.csv", "distance_embedding_norm.csv")
+    names = ("attention_stats.csv", "js_adjacent.csv", "distance_mass.csv", "distance_embedding_norm.csv",
+             "position_bias.csv")
     for i, name in enumerate(names):
         if write_csv(os.path.join(args.out, name), [r for t in tagged for r in t[i]]):
             print(f"wrote {os.path.join(args.out, name)}")
@@ -298,6 +327,11 @@ def main():
     if with_tables:
         plot_norms(plt, out("distance_embedding_norm.png"), [t for t, _ in with_tables], [lb for _, lb in with_tables])
         figures.append("distance_embedding_norm.png")
+    with_bias = [(r[4], label) for r, label in zip(results, labels) if r[4]]
+    if with_bias:
+        plot_bias(plt, out("position_bias.png"), [b for b, _ in with_bias], [lb for _, lb in with_bias],
+                  args.max_distance)
+        figures.append("position_bias.png")
     for name in figures:
         print(f"wrote {out(name)}")
 

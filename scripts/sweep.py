@@ -37,7 +37,8 @@ averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.js
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
-that does not apply: relative_k when relative_position = none, residual_attention_mean when
+that does not apply: relative_k unless relative_position is shaw or method1-4, t5_num_buckets and
+t5_max_distance unless it is t5, rope_theta unless it is rope, residual_attention_mean when
 residual_attention = no), or if the grid leaves no point.
 
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
@@ -59,8 +60,12 @@ import sweep_report
 
 STATE_FILE = "sweep-point.json"
 # A key that does not change the model unless another key has a given value.
+TRUNCATED_MODES = ("shaw", "method1", "method2", "method3", "method4")  # the modes relative_k clips
 APPLIES_ONLY_WHEN = {
-    "model.relative_k": ("model.relative_position", lambda v: v != "none"),
+    "model.relative_k": ("model.relative_position", lambda v: v in TRUNCATED_MODES),
+    "model.t5_num_buckets": ("model.relative_position", lambda v: v == "t5"),
+    "model.t5_max_distance": ("model.relative_position", lambda v: v == "t5"),
+    "model.rope_theta": ("model.relative_position", lambda v: v == "rope"),
     "model.residual_attention_mean": ("model.residual_attention", lambda v: v == "yes"),
 }
 KEY_RE = re.compile(r"^[a-z_]+\.[a-z_0-9]+$")

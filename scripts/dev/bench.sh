@@ -39,6 +39,7 @@ tcmalloc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
 [ -f "$tcmalloc" ] || { echo "bench: $tcmalloc missing (scripts/setup.sh installs libtcmalloc-minimal4)" >&2; exit 1; }
 
 m4="model.absolute_position=no model.relative_position=method4"
+np="model.absolute_position=no" # t5, alibi, rope rows: relative positions only, as the method4 rows
 glue=../shared/data/glue squad=../shared/data/squad vocab=data/vocab/bert-base-uncased.txt
 ft="data.vocab=$vocab"
 # name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against | label fraction
@@ -48,8 +49,15 @@ rows=(
   "mini-method4-k64-residual|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes|yes|mini|0.15|"
   "mini-method4-k64|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64|no|mini|0.15|"
   "mini-residual|configs/bert-mini.ini|32|128|3|model.residual_attention=yes|no|mini|0.15|"
+  "mini-t5|configs/bert-mini.ini|32|128|3|$np model.relative_position=t5|no|mini|0.15|"
+  "mini-alibi|configs/bert-mini.ini|32|128|3|$np model.relative_position=alibi|no|mini|0.15|"
+  "mini-alibi-residual|configs/bert-mini.ini|32|128|3|$np model.relative_position=alibi model.residual_attention=yes|no|mini-alibi|0.15|"
+  "mini-rope|configs/bert-mini.ini|32|128|3|$np model.relative_position=rope|no|mini|0.15|"
   "mini-seq512|configs/bert-mini.ini|8|512|2||no||0.15|"
   "mini-seq512-method4-k511|configs/bert-mini.ini|8|512|2|$m4 model.relative_k=511|no|mini-seq512|0.15|"
+  "mini-seq512-alibi|configs/bert-mini.ini|8|512|2|$np model.relative_position=alibi|no|mini-seq512|0.15|"
+  "mini-seq512-t5|configs/bert-mini.ini|8|512|2|$np model.relative_position=t5|no|mini-seq512|0.15|"
+  "mini-seq512-rope|configs/bert-mini.ini|8|512|2|$np model.relative_position=rope|no|mini-seq512|0.15|"
   "finetune-sst2-max|configs/bert-mini.ini|32|64|30|$ft task.glue_task=sst2 task.padding=max_length|no|||$glue/SST-2/train.tsv"
   "finetune-sst2|configs/bert-mini.ini|32|64|30|$ft task.glue_task=sst2|no|finetune-sst2-max||$glue/SST-2/train.tsv"
   "finetune-sst2-grouped|configs/bert-mini.ini|32|64|30|$ft task.glue_task=sst2 task.group_by_length=yes|no|finetune-sst2-max||$glue/SST-2/train.tsv"

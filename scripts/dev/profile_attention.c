@@ -75,10 +75,11 @@ int main(int argc, char **argv) {
     omp_set_num_threads(1);
     AttnShape s = {.B = B, .L = L, .H = H, .num_heads = heads, .rel = rel, .rel_k = rel_k,
                    .residual = residual, .first_layer = 0, .carried_scale = 1.0f, .dropout = 0.1f,
-                   .threads = 1};
+                   .threads = 1, .t5_num_buckets = 32, .t5_max_distance = 128, .rope_theta = 10000.0f};
     const int d = H / heads;
     const size_t BL = (size_t)B * L, sq = (size_t)B * heads * L * L;
-    const int table_floats = attention_table_rows(rel, rel_k) * attention_table_cols(rel, d);
+    const int table_floats = rel == REL_T5 ? 32 * heads /* the shared table, default buckets */
+                                           : attention_table_rows(rel, rel_k) * attention_table_cols(rel, d);
     float *qkv = xalloc_floats(BL * 3 * H), *d_qkv = xalloc_floats(BL * 3 * H), *ctx = xalloc_floats(BL * H);
     float *d_ctx = xalloc_floats(BL * H), *probs = xalloc_floats(sq);
     float *carried = xalloc_floats(sq), *d_carried = xalloc_floats(sq);

@@ -34,6 +34,13 @@ cases=(
   "mini method4 k=64 + residual|32 128 256 4 method4 64 1"
   "seq512 absolute|8 512 256 4 none 0 0"
   "seq512 method4 k=511|8 512 256 4 method4 511 0"
+  "mini t5|32 128 256 4 t5 0 0"
+  "mini alibi|32 128 256 4 alibi 0 0"
+  "mini alibi + residual|32 128 256 4 alibi 0 1"
+  "mini rope|32 128 256 4 rope 0 0"
+  "seq512 t5|8 512 256 4 t5 0 0"
+  "seq512 alibi|8 512 256 4 alibi 0 0"
+  "seq512 rope|8 512 256 4 rope 0 0"
 )
 for r in $(seq 1 "$rounds"); do
   for i in "${!cases[@]}"; do

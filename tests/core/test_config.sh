@@ -40,6 +40,7 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "vocab_size = 30522" "max_position = 512" "type_vocab_size = 2" "absolute_position = yes" \
           "norm = post" "hidden_dropout = 0.1" "attention_dropout = 0.1" "layer_norm_eps = 1e-12" \
           "init_range = 0.02" "seed = 42" "relative_position = none" "relative_k = 64" \
+          "t5_num_buckets = 32" "t5_max_distance = 128" "rope_theta = 1e+04" \
           "residual_attention = no" "residual_attention_mean = no" "lr = 0.0001" "beta1 = 0.9" \
           "beta2 = 0.999" "eps = 1e-06" "weight_decay = 0.01" "bias_correction = yes" \
           "batch_size = 32" "grad_accum_steps = 1" "max_steps = 1000" "warmup_steps = 100" \
@@ -55,9 +56,9 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "max_answer_length = 30" "seed = 42"; do
   grep -qxF -- "$kv" defaults.out || { fail "default $kv" "missing"; all=0; }
 done
-[ $all -eq 1 ] && pass "defaults: all 79 keys print their documented default"
+[ $all -eq 1 ] && pass "defaults: all 82 keys print their documented default"
 keys=$(grep -c '^[a-z_0-9]* =' defaults.out)
-[ "$keys" -eq 79 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
+[ "$keys" -eq 82 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
 [ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] [task] " ] \
   && pass "sections in schema order" || fail "sections in schema order"
 
@@ -112,7 +113,7 @@ expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': expected a sec
 ini e.ini "hidden_size = 64"
 expect_error "key before any section" "e.ini:1: key 'hidden_size': expected it under a [section] header*" e.ini
 ini e.ini "[model]" "; c" "hiden_size = 64"
-expect_error "unknown key" "e.ini:3: key 'model.hiden_size': expected one of hidden_size, num_layers, num_heads, intermediate_size, vocab_size, max_position, type_vocab_size, absolute_position, norm, hidden_dropout, attention_dropout, layer_norm_eps, init_range, seed, relative_position, relative_k, residual_attention, residual_attention_mean, got 'hiden_size'" e.ini
+expect_error "unknown key" "e.ini:3: key 'model.hiden_size': expected one of hidden_size, num_layers, num_heads, intermediate_size, vocab_size, max_position, type_vocab_size, absolute_position, norm, hidden_dropout, attention_dropout, layer_norm_eps, init_range, seed, relative_position, relative_k, t5_num_buckets, t5_max_distance, rope_theta, residual_attention, residual_attention_mean, got 'hiden_size'" e.ini
 ini e.ini "[model]" "hidden_size = 64" "num_layers = 2" "hidden_size = 64"
 expect_error "duplicate key" "e.ini:4: key 'model.hidden_size': expected one assignment, got a second one (the first is on line 2)" e.ini
 ini e.ini "[train]" "batch_size 4"
@@ -167,7 +168,7 @@ expect_value_error "probability above 1" data masked_lm_prob 1.5 "a number in [0
 expect_value_error "zero eval fraction" data eval_fraction 0 "a number in (0, 1)"
 expect_value_error "bool not yes or no" model absolute_position maybe "yes or no"
 expect_value_error "bool is case-sensitive" optim bias_correction Yes "yes or no"
-expect_value_error "enum value" model relative_position shav "one of none, shaw, method1, method2, method3, method4"
+expect_value_error "enum value" model relative_position shav "one of none, shaw, method1, method2, method3, method4, t5, alibi, rope"
 expect_value_error "enum schedule" train schedule Linear "one of linear, cosine, constant"
 expect_value_error "empty required path" train run_dir "" "a path of at most 160 characters without ';', not empty"
 expect_value_error "path with ';'" data vocab "a;b" "a path of at most 160 characters without ';'"

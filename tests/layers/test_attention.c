@@ -11,6 +11,9 @@
  *     terms run in several row blocks (block = 32 rows at this L), and L = 64, k = 70, whose
  *     QA / KA blocks reach a quarter fewer table rows than all of them (the plan's choice of
  *     blocks checked).
+ * t5, alibi and rope run the same cases (t5: 8 buckets, max distance L/2 + 2, so that clipped
+ * buckets are reached; rope: theta 100, so that small heads turn by several radians); their own
+ * conventions (HF's buckets, Press's slopes, rotations) are checked in test_positions.c.
  * Also: the table row used for (i, j) is i-j+k (HuggingFace's relative_key[_query] at k >= L-1),
  * d_table and d_qkv_bias accumulate, d_qkv is overwritten, and results (d_qkv_bias too) are
  * bit-identical with 1 and 2 threads. */
@@ -26,6 +29,7 @@
 #include "tests/check.h"
 
 #define MAX_LAYERS 3
+#define T5_BUCKETS 8
 static const double FD_STEP = 1e-5;  /* central differences of the double reference */
 static const double FD_TOL = 1e-6;   /* reference gradient vs finite differences (double) */
 static const double FAST_TOL = 1e-5; /* fast (float) vs reference, relative to max |reference| */
@@ -63,7 +67,9 @@ static AttnShape layer_shape(const Case *c, int l) {
     return (AttnShape){.B = c->B, .L = c->L, .H = c->H, .num_heads = c->heads, .rel = c->rel,
                        .rel_k = c->rel_k, .residual = c->residual, .first_layer = l == 0,
                        .carried_scale = c->mean ? 1.0f / (float)(l + 1) : 1.0f,
-                       .dropout = c->dropout, .threads = omp_get_max_threads()};
+                       .dropout = c->dropout, .threads = omp_get_max_threads(),
+                       .t5_num_buckets = T5_BUCKETS, .t5_max_distance = c->L / 2 + 2,
+                       .rope_theta = 100.0f};
 }
 
 static float *random_floats(Rng *rng, size_t n, double mean, double sd) {
@@ -80,7 +86,8 @@ static Inputs make_inputs(const Case *c, uint64_t seed) {
     const int scalar = c->rel == REL_METHOD1 || c->rel == REL_METHOD2;
     Inputs x = {.n_qkv = (size_t)c->B * c->L * 3 * c->H, .n_ctx = (size_t)c->B * c->L * c->H,
                 .n_sq = (size_t)c->B * c->heads * c->L * c->L};
-    x.n_table = (size_t)attention_table_rows(c->rel, c->rel_k) * attention_table_cols(c->rel, d);
+    x.n_table = c->rel == REL_T5 ? (size_t)T5_BUCKETS * c->heads
+                                 : (size_t)attention_table_rows(c->rel, c->rel_k) * attention_table_cols(c->rel, d);
     for (int l = 0; l < c->layers; l++) {
         x.qkv[l] = random_floats(&rng, x.n_qkv, 0.0, 1.0);
         x.table[l] = random_floats(&rng, x.n_table, scalar ? 1.0 : 0.0, 0.5);
@@ -237,8 +244,11 @@ static double err_d(const double *a, const double *b, size_t n) {
 
 static void check_case(TestTally *t, const Case *c, uint64_t seed) {
     char name[160];
-    snprintf(name, sizeof name, "%s k=%d B=%d L=%d H=%d heads=%d %s dropout=%g",
-             rel_kind_name(c->rel), c->rel_k, c->B, c->L, c->H, c->heads,
+    char k_text[16] = "";
+    if (rel_kind_uses_k(c->rel))
+        snprintf(k_text, sizeof k_text, " k=%d", c->rel_k);
+    snprintf(name, sizeof name, "%s%s B=%d L=%d H=%d heads=%d %s dropout=%g",
+             rel_kind_name(c->rel), k_text, c->B, c->L, c->H, c->heads,
              !c->residual ? "plain" : c->mean ? "residual(1/l)" : "residual(1)",
              (double)c->dropout);
     if (c->residual)
@@ -281,10 +291,12 @@ static void check_case(TestTally *t, const Case *c, uint64_t seed) {
             /* clipped edge rows: the last row, and row 0 (not for method1, where it is s = 0) */
             const size_t w = (size_t)attention_table_cols(c->rel, d), last = x.n_table - w;
             const int row0 = c->rel != REL_METHOD1;
-            edge = fmax(edge, fmax(err_f(fast.d_table[l], rt, last, x.n_table, s),
-                                   row0 ? err_f(fast.d_table[l], rt, 0, w, s) : 0.0));
-            edge_size = fmin(edge_size, fmin(max_abs(rt, last, x.n_table),
-                                             row0 ? max_abs(rt, 0, w) : INFINITY));
+            if (rel_kind_uses_k(c->rel)) {
+                edge = fmax(edge, fmax(err_f(fast.d_table[l], rt, last, x.n_table, s),
+                                       row0 ? err_f(fast.d_table[l], rt, 0, w, s) : 0.0));
+                edge_size = fmin(edge_size, fmin(max_abs(rt, last, x.n_table),
+                                                 row0 ? max_abs(rt, 0, w) : INFINITY));
+            }
         }
         free(fd);
     }
@@ -305,7 +317,7 @@ static void check_case(TestTally *t, const Case *c, uint64_t seed) {
               gt);
         CHECK(t, fdt < FD_TOL, "%s: reference d_table equals finite differences (rel err %.1e)",
               name, fdt);
-        if (c->rel_k < c->L - 1) /* the clipped rows are reachable: their gradient is not 0 */
+        if (rel_kind_uses_k(c->rel) && c->rel_k < c->L - 1) /* clipped rows reachable: gradient != 0 */
             CHECK(t, edge < FAST_TOL && edge_size > 1e-6,
                   "%s: clipped edge rows (rel err %.1e, |grad| %.1e)", name, edge, edge_size);
     }
@@ -413,9 +425,9 @@ static void check_threads(TestTally *t, RelKind rel) {
 int main(void) {
     TestTally t = {0};
     uint64_t seed = 1;
-    for (RelKind rel = REL_NONE; rel <= REL_METHOD4; rel++) {
+    for (RelKind rel = REL_NONE; rel <= REL_ROPE; rel++) {
         const int ks[] = {2, 9};
-        for (int n = 0; n < (rel == REL_NONE ? 1 : 2); n++) {
+        for (int n = 0; n < (rel_kind_uses_k(rel) ? 2 : 1); n++) {
             const Case plain = {rel, 2, 7, 12, 2, ks[n], 0, 0, 1, 0.0f};
             const Case residual = {rel, 2, 7, 12, 2, ks[n], 1, 0, 3, 0.0f};
             const Case residual_mean = {rel, 2, 7, 12, 2, ks[n], 1, 1, 3, 0.0f};
@@ -448,7 +460,7 @@ int main(void) {
     }
     check_index_convention(&t, REL_SHAW);
     check_index_convention(&t, REL_METHOD4);
-    for (RelKind rel = REL_NONE; rel <= REL_METHOD4; rel++)
+    for (RelKind rel = REL_NONE; rel <= REL_ROPE; rel++)
         check_threads(&t, rel);
     return tally_exit(&t);
 }

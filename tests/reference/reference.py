@@ -33,7 +33,7 @@ import compare  # tests/reference/compare.py (this script's directory is on sys.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import h5seal  # noqa: E402; scripts/h5seal.py: the checksum realpos verifies
 
-REL_MODES = ("none", "shaw", "method1", "method2", "method3", "method4")
+REL_MODES = ("none", "shaw", "method1", "method2", "method3", "method4", "t5", "alibi", "rope")
 IGNORE_LABEL = -100
 MASK_VALUE = -10000.0
 REALPOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "realpos")
@@ -65,7 +65,8 @@ MODEL_KEYS = dict(
     max_position=int, type_vocab_size=int, absolute_position=_bool, norm=_enum("post", "pre"),
     hidden_dropout=_float32, attention_dropout=_float32, layer_norm_eps=_float32,
     init_range=_float32,
-    relative_position=_enum(*REL_MODES), relative_k=int, residual_attention=_bool,
+    relative_position=_enum(*REL_MODES), relative_k=int, t5_num_buckets=int, t5_max_distance=int,
+    rope_theta=_float32, residual_attention=_bool,
     residual_attention_mean=_bool)
 OPTIM_KEYS = dict(lr=_float32, beta1=_float32, beta2=_float32, eps=_float32,
                   weight_decay=_float32, bias_correction=_bool)
@@ -130,11 +131,47 @@ def _attr_str(attrs, name, path):
 
 
 def relative_table_shape(cfg):
-    """(rows, cols) of a layer's distance_embedding, or None for mode none."""
+    """(rows, cols) of a layer's distance_embedding, or None (none, t5, alibi, rope)."""
     k, d = cfg.relative_k, cfg.head_dim
-    return {"none": None, "shaw": (2 * k + 1, d), "method1": (k + 1, 1),
+    return {"shaw": (2 * k + 1, d), "method1": (k + 1, 1),
             "method2": (2 * k + 1, 1), "method3": (2 * k + 1, d),
-            "method4": (2 * k + 1, d)}[cfg.relative_position]
+            "method4": (2 * k + 1, d)}.get(cfg.relative_position)
+
+
+def t5_buckets(L, num_buckets, max_distance):
+    """[L, L] T5 bucket of j - i (HuggingFace modeling_t5.py _relative_position_bucket,
+    bidirectional=True, as HF computes it: float32 log of a long tensor)."""
+    rel = torch.arange(L).view(1, L) - torch.arange(L).view(L, 1)  # j - i
+    half = num_buckets // 2
+    exact = half // 2
+    bucket = (rel > 0).long() * half
+    n = rel.abs()
+    large = exact + (torch.log(n.float() / exact) / math.log(max_distance / exact)
+                     * (half - exact)).long()
+    large = torch.minimum(large, torch.full_like(large, half - 1))
+    return bucket + torch.where(n < exact, n, large)
+
+
+def alibi_slopes(n):
+    """Press et al.'s get_slopes (ALiBi reference code)."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return power_of_2(n)
+    p = 2 ** math.floor(math.log2(n))
+    return power_of_2(p) + alibi_slopes(2 * p)[0::2][: n - p]
+
+
+def rope(x, theta):
+    """x [B, heads, L, d] rotated by position (GPT-NeoX half split): pairs (t, t + d/2) by
+    the angle p * theta^(-2t/d)."""
+    L, d = x.shape[2], x.shape[3]
+    inv = theta ** (-torch.arange(0, d // 2, dtype=torch.float64) * 2 / d)
+    angle = torch.arange(L, dtype=torch.float64).view(L, 1) * inv.view(1, -1)  # [L, d/2]
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    lo, hi = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((lo * cos - hi * sin, hi * cos + lo * sin), dim=-1)
 
 
 # ---- model ---------------------------------------------------------------------------------
@@ -188,12 +225,14 @@ class SelfAttention(nn.Module):
         """S [B, heads, L, L] = scale * (mode-dependent score), r = clip(i-j,-k,k)+k,
         s = min(|i-j|, k)."""
         mode, L, kt = self.cfg.relative_position, q.shape[2], self.cfg.relative_k
+        if mode == "rope":
+            q, k = rope(q, self.cfg.rope_theta), rope(k, self.cfg.rope_theta)
         i = torch.arange(L).view(L, 1)
         j = torch.arange(L).view(1, L)
         r = (i - j).clamp(-kt, kt) + kt  # [L, L]
         s = (i - j).abs().clamp(max=kt)  # [L, L]
         qk = torch.einsum("bhid,bhjd->bhij", q, k)
-        if mode == "none":
+        if mode in ("none", "t5", "alibi", "rope"):  # t5, alibi: + position_bias in forward
             e = qk
         elif mode == "method1":
             e = qk * self.distance_embedding.weight[:, 0][s]
@@ -216,12 +255,15 @@ class SelfAttention(nn.Module):
                 e = qk + torch.einsum("bhid,ijd->bhij", q, a) + torch.einsum("bhjd,ijd->bhij", k, a)
         return e / math.sqrt(self.cfg.head_dim)
 
-    def forward(self, x, mask_add, carried):
-        """x [B, L, H], mask_add [B, L] (0 or -10000 per key), carried C_{l-1} or None.
+    def forward(self, x, mask_add, carried, position_bias):
+        """x [B, L, H], mask_add [B, L] (0 or -10000 per key), carried C_{l-1} or None,
+        position_bias [heads, L, L] added to the scaled scores (t5, alibi) or None.
         Returns ctx [B, L, H] and C_l (None without residual attention)."""
         cfg = self.cfg
         q, k, v = (self.split_heads(lin(x)) for lin in (self.query, self.key, self.value))
         S = self.scores(q, k)
+        if position_bias is not None:
+            S = S + position_bias
         if cfg.residual_attention:
             carried = S if carried is None else carried + S
             logits = carried / self.layer_number if cfg.residual_attention_mean else carried
@@ -263,15 +305,15 @@ class Layer(nn.Module):
         self.intermediate = DenseNorm(cfg, cfg.hidden_size, cfg.intermediate_size, 0)
         self.output = DenseNorm(cfg, cfg.intermediate_size, cfg.hidden_size, cfg.hidden_size)
 
-    def forward(self, x, mask_add, carried):
+    def forward(self, x, mask_add, carried, position_bias):
         p, train = self.cfg.hidden_dropout, self.training
         attn_out, ffn_out = self.attention.output, self.output
         ffn = lambda t: ffn_out.dense(gelu(self.intermediate.dense(t)))  # noqa: E731
         if self.cfg.norm == "post":
-            ctx, carried = self.attention.self(x, mask_add, carried)
+            ctx, carried = self.attention.self(x, mask_add, carried, position_bias)
             h = attn_out.LayerNorm(x + dropout(attn_out.dense(ctx), p, train))
             return ffn_out.LayerNorm(h + dropout(ffn(h), p, train)), carried
-        ctx, carried = self.attention.self(attn_out.LayerNorm(x), mask_add, carried)
+        ctx, carried = self.attention.self(attn_out.LayerNorm(x), mask_add, carried, position_bias)
         h = x + dropout(attn_out.dense(ctx), p, train)
         return h + dropout(ffn(ffn_out.LayerNorm(h)), p, train), carried
 
@@ -279,15 +321,31 @@ class Layer(nn.Module):
 class Encoder(nn.Module):
     def __init__(self, cfg):
         super().__init__()
+        self.cfg = cfg
         self.layer = nn.ModuleList(Layer(cfg, n + 1) for n in range(cfg.num_layers))
         if cfg.norm == "pre":
             self.LayerNorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        if cfg.relative_position == "t5":  # one table for the encoder, as in T5
+            self.relative_attention_bias = nn.Embedding(cfg.t5_num_buckets, cfg.num_heads)
+
+    def position_bias(self, L, dtype):
+        """[heads, L, L] added to every layer's scaled scores: t5 b[bucket(j-i), h], alibi
+        -m_h |i-j|; None for the other modes."""
+        cfg = self.cfg
+        if cfg.relative_position == "t5":
+            buckets = t5_buckets(L, cfg.t5_num_buckets, cfg.t5_max_distance)
+            return self.relative_attention_bias.weight[buckets].permute(2, 0, 1)
+        if cfg.relative_position == "alibi":
+            distance = (torch.arange(L).view(L, 1) - torch.arange(L).view(1, L)).abs()
+            slopes = torch.tensor(alibi_slopes(cfg.num_heads), dtype=torch.float64)
+            return (-slopes.view(-1, 1, 1) * distance).to(dtype)
+        return None
 
     def forward(self, x, attention_mask):
         mask_add = (1 - attention_mask).to(x.dtype) * MASK_VALUE  # never accumulated into C
-        carried = None
+        carried, bias = None, self.position_bias(x.shape[1], x.dtype)
         for layer in self.layer:
-            x, carried = layer(x, mask_add, carried)
+            x, carried = layer(x, mask_add, carried, bias)
         return self.LayerNorm(x) if hasattr(self, "LayerNorm") else x
 
 

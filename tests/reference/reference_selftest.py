@@ -44,6 +44,9 @@ layer_norm_eps = 1e-12
 init_range = 0.02
 relative_position = {rel}
 relative_k = {k}
+t5_num_buckets = 8
+t5_max_distance = 12
+rope_theta = 10000
 residual_attention = {residual}
 residual_attention_mean = {mean}
 [optim]

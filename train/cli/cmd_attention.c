@@ -11,13 +11,19 @@
  *   /layer_N/carried      [B, heads, L, L] residual models: the carried scores C_N = sum of the
  *                         layers' scores S_1..S_N (P = softmax(scale * C_N + mask), attention.h)
  *   /distance_embedding/layer_N   relative modes: the layer's table [2k+1 or k+1, d or 1]
+ *   /relative_attention_bias      t5: the shared table [t5_num_buckets, heads]
+ *   /position_bias        t5, alibi: [heads, 2L-1] float32, the bias head h adds to the scaled
+ *                         score of every pair with j - i = u - (L-1) (t5: b[bucket(j-i), h];
+ *                         alibi: -m_h |i-j|), the same in every layer
  * with root attributes config (the checkpoint's INI), checkpoint, relative_position, relative_k,
- * residual_attention, residual_attention_mean, num_layers, num_heads. Layers count from 0. */
+ * t5_num_buckets, t5_max_distance, residual_attention, residual_attention_mean,
+ * num_layers, num_heads. Layers count from 0. */
 #include <string.h>
 
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/h5io.h"
+#include "layers/positions.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
 #include "train/tasks/loaded_model.h"
@@ -165,10 +171,31 @@ int cmd_attention(int argc, char **argv) {
             h5_write_floats(o, name, model->p.layer[l].rel_table, 2, table_dims);
         }
     }
+    if (c->relative_position == REL_T5 || c->relative_position == REL_ALIBI) {
+        const int W = 2 * L - 1;
+        float *bias = xalloc_floats((size_t)heads * W);
+        for (int h = 0; h < heads; h++)
+            for (int u = 0; u < W; u++) {
+                const int rel = u - (L - 1); /* j - i */
+                bias[(size_t)h * W + u] =
+                    c->relative_position == REL_T5
+                        ? model->p.relative_attention_bias[(size_t)t5_bucket(rel, c->t5_num_buckets, c->t5_max_distance) * heads + h]
+                        : (float)(-alibi_slope(h, heads) * (rel < 0 ? -rel : rel));
+            }
+        hsize_t bias_dims[2] = {(hsize_t)heads, (hsize_t)W};
+        h5_write_floats(o, "position_bias", bias, 2, bias_dims);
+        free(bias);
+        if (c->relative_position == REL_T5) {
+            hsize_t t5_dims[2] = {(hsize_t)c->t5_num_buckets, (hsize_t)heads};
+            h5_write_floats(o, "relative_attention_bias", model->p.relative_attention_bias, 2, t5_dims);
+        }
+    }
     h5_attr_write_string(o, "config", ini);
     h5_attr_write_string(o, "checkpoint", ckpt);
     h5_attr_write_string(o, "relative_position", rel_kind_name(c->relative_position));
     h5_attr_write_int64(o, "relative_k", c->relative_k);
+    h5_attr_write_int64(o, "t5_num_buckets", c->t5_num_buckets);
+    h5_attr_write_int64(o, "t5_max_distance", c->t5_max_distance);
     h5_attr_write_int64(o, "residual_attention", c->residual_attention);
     h5_attr_write_int64(o, "residual_attention_mean", c->residual_attention_mean);
     h5_attr_write_int64(o, "num_layers", c->num_layers);

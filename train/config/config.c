@@ -101,6 +101,18 @@ static void validate_model(const Config *cfg) {
         reject(cfg, KEY(model, num_heads),
                "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
                origin_of(cfg, KEY(model, hidden_size)), m->num_heads);
+    if (m->t5_num_buckets % 2)
+        reject(cfg, KEY(model, t5_num_buckets), "expected an even number (half the buckets per direction), got %d",
+               m->t5_num_buckets);
+    if (m->t5_max_distance <= m->t5_num_buckets / 4)
+        reject(cfg, KEY(model, t5_max_distance), "expected more than model.t5_num_buckets / 4 = %d (%s), the "
+               "distances with a bucket each, got %d", m->t5_num_buckets / 4,
+               origin_of(cfg, KEY(model, t5_num_buckets)), m->t5_max_distance);
+    if (m->relative_position == REL_ROPE && (m->hidden_size / m->num_heads) % 2)
+        reject(cfg, KEY(model, num_heads), "expected an even head width hidden_size / num_heads for "
+               "relative_position = rope (%s), which rotates pairs of dimensions, got %d / %d = %d",
+               origin_of(cfg, KEY(model, relative_position)), m->hidden_size, m->num_heads,
+               m->hidden_size / m->num_heads);
     if (m->residual_attention_mean && !m->residual_attention)
         reject(cfg, KEY(model, residual_attention_mean),
                "expected no while model.residual_attention = no (%s), got yes",
@@ -124,7 +136,8 @@ static void validate_data(const Config *cfg) {
 /* ---- fine-tuning: the checkpoint's model with the allowed changes ----------------------------- */
 
 static const char *const adjustable_model_keys[] = {
-    "relative_position", "relative_k", "residual_attention", "residual_attention_mean", "max_position",
+    "relative_position", "relative_k", "t5_num_buckets", "t5_max_distance", "rope_theta",
+    "residual_attention", "residual_attention_mean", "max_position",
     "hidden_dropout", "attention_dropout", "init_range", "seed"};
 
 void config_adopt_model(Config *cfg, const Config *stored_config, const char *origin) {
@@ -142,7 +155,7 @@ void config_adopt_model(Config *cfg, const Config *stored_config, const char *or
             adjustable |= !strcmp(key->name, adjustable_model_keys[i]);
         if (strcmp(wanted, have) && !adjustable)
             RP_FATAL("%s: key 'model.%s': expected the checkpoint's value%s (%s) or no setting, got%s; only "
-                     "relative_position, relative_k, residual_attention(_mean), max_position, dropouts, "
+                     "relative_position, relative_k, t5_*, rope_theta, residual_attention(_mean), max_position, dropouts, "
                      "init_range and seed may change when fine-tuning", set_by, key->name, have,
                      origin, wanted);
         free(wanted);

@@ -39,6 +39,8 @@ typedef struct {
     int64_t seed;
     RelKind relative_position;
     int relative_k;
+    int t5_num_buckets, t5_max_distance; /* relative_position = t5 */
+    float rope_theta;                    /* relative_position = rope */
     int residual_attention, residual_attention_mean; /* bools */
 } ModelConfig;
 
@@ -132,8 +134,8 @@ void config_load_task(Config *cfg, const char *path, int num_overrides, char *co
 /* Fine-tuning: the model is the checkpoint's (`stored`, read from `origin`) with the [model] keys
  * that cfg sets explicitly applied on top; [data] (vocabulary, casing) is the checkpoint's. Only
  * keys that add or resize parameters the loader can initialise, or that touch no parameter, may
- * differ: relative_position, relative_k, residual_attention, residual_attention_mean,
- * max_position (grow only), hidden_dropout, attention_dropout, init_range, seed. Any other key set
+ * differ: relative_position, relative_k, t5_num_buckets, t5_max_distance, rope_theta,
+ * residual_attention, residual_attention_mean, max_position (grow only), hidden_dropout, attention_dropout, init_range, seed. Any other key set
  * to a value different from the checkpoint's is fatal, naming the key and both values. Then the
  * whole config is validated. */
 void config_adopt_model(Config *cfg, const Config *stored, const char *origin);

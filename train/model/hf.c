@@ -303,7 +303,12 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
     open_weights(dir, &w);
     out->heads = detect_heads(&w, dir);
     config_defaults(&out->cfg);
+    const ModelConfig defaults = out->cfg.model;
     out->cfg.model = hc.model;
+    /* keys HF BERT has no counterpart of keep the schema's defaults */
+    out->cfg.model.t5_num_buckets = defaults.t5_num_buckets;
+    out->cfg.model.t5_max_distance = defaults.t5_max_distance;
+    out->cfg.model.rope_theta = defaults.rope_theta;
     DataConfig *data = &out->cfg.data;
     data->max_seq_len = data->max_seq_len < hc.model.max_position ? data->max_seq_len : hc.model.max_position;
     data->max_predictions_per_seq = data->max_predictions_per_seq < data->max_seq_len

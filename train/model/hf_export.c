@@ -26,6 +26,13 @@ int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size)
         snprintf(why, size, "model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual)");
     else if (m->residual_attention)
         snprintf(why, size, "model.residual_attention = yes: HF BERT has no residual (RealFormer) attention");
+    else if (rel == REL_T5 || rel == REL_ALIBI || rel == REL_ROPE)
+        snprintf(why, size, "model.relative_position = %s: HF BERT has no %s (its positions are absolute "
+                 "embeddings, relative_key or relative_key_query); this model is of the %s family",
+                 rel_kind_name(m->relative_position),
+                 rel == REL_T5 ? "bucketed relative attention bias" : rel == REL_ALIBI ? "linear attention bias"
+                                                                       : "rotary position embedding",
+                 rel == REL_T5 ? "T5 encoder" : rel == REL_ALIBI ? "MosaicBERT" : "ModernBERT / NeoBERT");
     else if (rel != REL_NONE && rel != REL_SHAW && rel != REL_METHOD4)
         snprintf(why, size, "model.relative_position = %s: HF BERT has only relative_key (shaw) and "
                  "relative_key_query (method4)", rel_kind_name(m->relative_position));

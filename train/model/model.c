@@ -59,6 +59,9 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
     mp->type_emb = place(lo, "bert/embeddings/token_type_embeddings/weight", c->type_vocab_size, H, 1);
     mp->emb_norm_g = place(lo, "bert/embeddings/LayerNorm/weight", H, 0, 0);
     mp->emb_norm_b = place(lo, "bert/embeddings/LayerNorm/bias", H, 0, 0);
+    if (c->relative_position == REL_T5) /* T5: one table for the encoder; its gradient sums the layers' */
+        mp->relative_attention_bias = place(lo, "bert/encoder/relative_attention_bias/weight",
+                                            c->t5_num_buckets, c->num_heads, 1);
     for (int l = 0; l < c->num_layers; l++) {
         LayerParams *p = &mp->layer[l];
         char pre[32];
@@ -70,6 +73,7 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
         NAME(0, "attention/self/query/bias"), NAME(1, "attention/self/key/bias"),
             NAME(2, "attention/self/value/bias");
         p->qkv_b = place_group(lo, names, 3, H, 0, 0);
+        p->rel_table = mp->relative_attention_bias;
         int rows = attention_table_rows(c->relative_position, c->relative_k);
         if (rows) {
             NAME(0, "attention/self/distance_embedding/weight");

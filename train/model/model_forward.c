@@ -27,6 +27,8 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
     return (AttnShape){
         .B = B, .L = L, .H = c->hidden_size, .num_heads = c->num_heads,
         .rel = c->relative_position, .rel_k = c->relative_k,
+        .t5_num_buckets = c->t5_num_buckets, .t5_max_distance = c->t5_max_distance,
+        .rope_theta = c->rope_theta,
         .residual = c->residual_attention, .first_layer = l == 0,
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
         .dropout = training ? c->attention_dropout : 0.0f,

@@ -8,6 +8,7 @@
 #include "train/model/checkpoint.h"
 
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
+#define T5_TABLE "bert/encoder/relative_attention_bias/weight"
 
 void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
     if (!table)
@@ -50,7 +51,12 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
-            transfer_print(table, "initialised", p->name, rank, dims);
+            /* a T5 table added to a model without one starts at zero: every score, hence every
+             * output of step 0, is the checkpoint model's (the drop-in) */
+            const int zero = !strcmp(p->name, T5_TABLE);
+            if (zero)
+                memset(m->params + p->offset, 0, p->count * sizeof(float));
+            transfer_print(table, zero ? "zeroed" : "initialised", p->name, rank, dims);
             s.initialised++;
             continue;
         }

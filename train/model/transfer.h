@@ -2,7 +2,8 @@
  *
  * Every parameter of the new model whose name and shape match a dataset of the checkpoint's
  * /model is loaded; the others keep their fresh initialisation (task head, pooler, relative tables
- * of a mode the checkpoint lacks); checkpoint datasets the new model has no use for (the MLM head)
+ * of a mode the checkpoint lacks; T5's shared table, when new, starts at zero instead, so that the
+ * model's outputs at step 0 are the checkpoint's); checkpoint datasets the new model has no use for (the MLM head)
  * are dropped. A parameter present in both with different shapes is fatal, naming it and both
  * shapes, except the absolute position table with more rows: its first rows load, the rest stay
  * initialised. The table of what happened to each tensor is printed. For a fresh run only: a

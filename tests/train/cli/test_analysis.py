@@ -159,11 +159,11 @@ def reference_maps(ckpt, ids, mask):
     captured = []
 
     def hook(attn, inputs, output):
-        x, mask_add, _ = inputs
+        x, mask_add, _, bias = inputs
         q, k = (attn.split_heads(lin(x)) for lin in (attn.query, attn.key))
         carried = output[1]
         if carried is None:
-            logits = attn.scores(q, k)
+            logits = attn.scores(q, k) + (0 if bias is None else bias)
         else:
             logits = carried / attn.layer_number if cfg.residual_attention_mean else carried
         captured.append((torch.softmax(logits + mask_add[:, None, None, :], dim=-1), carried))
@@ -172,13 +172,19 @@ def reference_maps(ckpt, ids, mask):
     with torch.no_grad():
         x = model.bert.embeddings(ids, torch.zeros_like(ids))
         model.bert.encoder(x, mask)
-    return [(p.numpy(), None if c is None else c.numpy()) for p, c in captured]
+    with torch.no_grad():
+        bias = model.bert.encoder.position_bias(ids.shape[1], torch.float64)
+    return [(p.numpy(), None if c is None else c.numpy()) for p, c in captured], bias
 
 
 CASES = [("method4 k=3, residual", ["model.relative_position=method4", "model.relative_k=3",
                                      "model.absolute_position=no", "model.residual_attention=yes"]),
          ("shaw k=5, pre-norm", ["model.relative_position=shaw", "model.relative_k=5", "model.norm=pre"]),
-         ("absolute, residual mean", ["model.residual_attention=yes", "model.residual_attention_mean=yes"])]
+         ("absolute, residual mean", ["model.residual_attention=yes", "model.residual_attention_mean=yes"]),
+         ("t5 8 buckets, residual", ["model.relative_position=t5", "model.t5_num_buckets=8", "model.t5_max_distance=5",
+                                     "model.absolute_position=no", "model.residual_attention=yes"]),
+         ("alibi", ["model.relative_position=alibi", "model.absolute_position=no"]),
+         ("rope, pre-norm", ["model.relative_position=rope", "model.absolute_position=no", "model.norm=pre"])]
 for name, sets in CASES:
     ckpt, attn = os.path.join(work, "init.h5"), os.path.join(work, "attn.h5")
     init = [realpos, "init", os.path.join(ROOT, "configs", "tiny.ini"), "--out", ckpt,
@@ -195,11 +201,29 @@ for name, sets in CASES:
         tokens = f["tokens"][()].decode().splitlines()
         ours = [(f[f"layer_{l}/probs"][()], f[f"layer_{l}/carried"][()] if f"layer_{l}/carried" in f else None)
                 for l in range(3)]
+        position_bias = f["position_bias"][()] if "position_bias" in f else None
     check(f"{name}: blank lines skipped, [CLS] ... [SEP], cut at --max-len",
           list(lengths) == LEN_EXPECTED and all(ids[b, 0] == 2 and ids[b, n - 1] == 3 for b, n in enumerate(lengths))
           and tokens[1] == "[CLS] w7 w7 w90 w3 [SEP]", f"{list(lengths)} {tokens}")
     mask = torch.tensor((np.arange(ids.shape[1])[None, :] < lengths[:, None]).astype(np.int64))
-    ref = reference_maps(ckpt, torch.tensor(ids, dtype=torch.int64), mask)
+    ref, ref_bias = reference_maps(ckpt, torch.tensor(ids, dtype=torch.int64), mask)
+    if ref_bias is None:
+        check(f"{name}: no /position_bias for a mode without a bias", position_bias is None)
+    else:  # ours[h, j - i + L - 1] = the reference's bias[h, i, j]
+        L = ids.shape[1]
+        i, j = np.meshgrid(np.arange(L), np.arange(L), indexing="ij")
+        berr = np.abs(position_bias[:, j - i + L - 1] - ref_bias.numpy()).max()
+        check(f"{name}: /position_bias per head and distance = the reference's bias (max error {berr:.1e})",
+              berr < 1e-6 and np.abs(ref_bias.numpy()).max() > 1e-3, str(berr))
+        out_dir = os.path.join(work, "bias-" + name.split()[0])
+        a = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "analyze_attention.py"), attn, "--out",
+                            out_dir], capture_output=True, text=True)
+        recs = read_csv(os.path.join(out_dir, "position_bias.csv")) if a.returncode == 0 else []
+        want = {(h, i - j): ref_bias[h, i, j].item() for h in range(ref_bias.shape[0]) for i in range(L) for j in range(L)}
+        cerr = max((abs(float(r["bias"]) - want[(int(r["head"]), int(r["distance"]))]) for r in recs), default=1.0)
+        check(f"{name}: analyze_attention.py position_bias.csv by head and distance i - j (max error {cerr:.1e}) "
+              "and position_bias.png", len(recs) == ref_bias.shape[0] * (2 * L - 1)
+              and cerr < 1e-5 and os.path.exists(os.path.join(out_dir, "position_bias.png")), a.stderr[-300:])
     real = np.arange(ids.shape[1])[None, :] < lengths[:, None]  # [B, L] real positions
     rows = real[:, None, :, None] & np.ones_like(ours[0][0], dtype=bool)  # real query rows
     err = max(np.abs(o[0] - r[0])[rows].max() for o, r in zip(ours, ref))

@@ -211,6 +211,12 @@ refuse() { # LABEL PATTERN --set ...
   [ ! -e "$tmp/refused" ] && ! ls "$tmp"/refused.tmp.* >/dev/null 2>&1 || fail "$label: output left behind"
 }
 refuse "method2" "HF BERT has only relative_key" --set model.absolute_position=no --set model.relative_position=method2
+refuse "t5" "relative_position = t5: HF BERT has no bucketed relative attention bias" \
+  --set model.absolute_position=no --set model.relative_position=t5
+refuse "alibi" "relative_position = alibi: HF BERT has no linear attention bias" \
+  --set model.absolute_position=no --set model.relative_position=alibi
+refuse "rope" "relative_position = rope: HF BERT has no rotary position embedding" \
+  --set model.absolute_position=no --set model.relative_position=rope
 refuse "residual attention" "residual (RealFormer)" --set model.residual_attention=yes
 refuse "Pre-LN" "Post-LN" --set model.norm=pre
 refuse "absolute + method4 (drop-in)" "only when position_embedding_type = absolute" --set model.relative_position=method4

@@ -3,7 +3,8 @@
  * never laid out (they would overwrite the residual `carried` scores next to the scratch). The
  * encoder output and gradients with the count raised to 4 after the layout must equal those of a
  * layout and run at one thread (method4 + residual attention, whose carried buffer follows the
- * scratch). */
+ * scratch). And t5, whose one table every layer's backward adds into: its gradient summed over
+ * the layers has the same bits at 1 and 2 threads (as every other gradient). */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -21,11 +22,12 @@ typedef struct {
 } Result;
 
 /* Lay out at `layout_threads`, run forward + encoder backward at `run_threads`. */
-static Result run(int layout_threads, int run_threads) {
+static Result run(RelKind rel, int layout_threads, int run_threads) {
     ModelConfig c = {.hidden_size = H, .num_layers = 3, .num_heads = 2, .intermediate_size = 32,
                      .vocab_size = V, .max_position = 16, .type_vocab_size = 2, .absolute_position = 1,
                      .norm = NORM_POST, .layer_norm_eps = 1e-12f, .init_range = 0.3f, .seed = 5,
-                     .relative_position = REL_METHOD4, .relative_k = 3, .residual_attention = 1};
+                     .relative_position = rel, .relative_k = 3, .residual_attention = 1,
+                     .t5_num_buckets = 8, .t5_max_distance = 6, .rope_theta = 10000.0f};
     Model m;
     Activations a;
     model_create(&m, &c, (ModelHeads){0});
@@ -62,7 +64,7 @@ static double max_diff(const float *x, const float *y, size_t n) {
 
 int main(void) {
     TestTally t = {0};
-    Result ref = run(1, 1), raised = run(1, 4);
+    Result ref = run(REL_METHOD4, 1, 1), raised = run(REL_METHOD4, 1, 4);
     double d_out = max_diff(ref.out, raised.out, (size_t)B * L * H);
     double d_grad = max_diff(ref.grads, raised.grads, ref.num_grads);
     CHECK(&t, d_out < 1e-5, "threads raised 1 -> 4 after activations_create: encoder output unchanged "
@@ -70,5 +72,11 @@ int main(void) {
     CHECK(&t, d_grad < 1e-5, "threads raised 1 -> 4 after activations_create: gradients unchanged "
           "(max diff %.3g)", d_grad);
     free(ref.out), free(ref.grads), free(raised.out), free(raised.grads);
+    Result t5_one = run(REL_T5, 1, 1), t5_two = run(REL_T5, 2, 2);
+    CHECK(&t, !memcmp(t5_one.grads, t5_two.grads, sizeof(float) * t5_one.num_grads) &&
+                  !memcmp(t5_one.out, t5_two.out, sizeof(float) * B * L * H),
+          "t5: encoder output and every gradient (the shared table's summed over 3 layers too) "
+          "bit-identical at 1 and 2 threads");
+    free(t5_one.out), free(t5_one.grads), free(t5_two.out), free(t5_two.grads);
     return tally_exit(&t);
 }

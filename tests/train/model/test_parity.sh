@@ -47,6 +47,24 @@ for norm in post pre; do
     done
   done
 done
+# T5 buckets (the shared table), ALiBi, RoPE: mode x residual x norm; t5 also with 8 buckets
+# clipped at distance 6 (< L), beside absolute positions (the drop-in), and rope at theta 100.
+for norm in post pre; do
+  for res in no yes; do
+    for rel in t5 alibi rope; do
+      add_case dump "$norm-$rel-res_$res" model.norm=$norm model.residual_attention=$res \
+        model.absolute_position=no model.relative_position=$rel
+    done
+  done
+done
+add_case dump post-t5-8buckets-d6-res_yes model.absolute_position=no model.relative_position=t5 \
+  model.t5_num_buckets=8 model.t5_max_distance=6 model.residual_attention=yes
+add_case dump pre-absolute+t5 model.norm=pre model.relative_position=t5
+add_case dump post-rope-theta100-3layers-4heads model.absolute_position=no model.relative_position=rope \
+  model.rope_theta=100 model.num_layers=3 model.num_heads=4
+add_case dump pre-alibi-res_mean-3layers-4heads model.norm=pre model.absolute_position=no \
+  model.relative_position=alibi model.residual_attention=yes model.residual_attention_mean=yes \
+  model.num_layers=3 model.num_heads=4
 add_case dump pre-method2-k3-res_mean-3layers model.norm=pre model.num_layers=3 \
   model.absolute_position=no model.relative_position=method2 model.residual_attention=yes \
   model.residual_attention_mean=yes
@@ -55,6 +73,11 @@ add_case dump pre-method2-k3-res_mean-3layers model.norm=pre model.num_layers=3 
 add_case trajectory trajectory-post-absolute model.norm=post
 add_case trajectory trajectory-pre-method4-k3-res_yes model.norm=pre model.absolute_position=no \
   model.relative_position=method4 model.residual_attention=yes
+add_case trajectory trajectory-post-t5-res_yes model.norm=post model.absolute_position=no \
+  model.relative_position=t5 model.residual_attention=yes
+add_case trajectory trajectory-pre-alibi model.norm=pre model.absolute_position=no model.relative_position=alibi
+add_case trajectory trajectory-post-rope-res_yes model.norm=post model.absolute_position=no \
+  model.relative_position=rope model.residual_attention=yes
 add_case trajectory trajectory-post-method1-k3-nobiascorr model.norm=post \
   model.relative_position=method1 optim.bias_correction=no optim.lr=3e-4
 

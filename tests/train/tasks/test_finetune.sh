@@ -57,6 +57,26 @@ same = all(np.allclose(a[n][()], b[n][()], rtol=1e-6, atol=1e-20) for n in names
 old, new = b[pos][:32], b[pos][32:]
 sys.exit(not (same and len(names) == 42 and np.allclose(old, a[pos][()], rtol=1e-6, atol=1e-20) and 0.01 < new.std() < 0.03))"
 
+# drop-in t5 on the absolute checkpoint: the shared table starts at zero (step 0 = the checkpoint's
+# model); drop-in alibi: the log says the outputs change from step 0
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set task.epochs=0.1 --set task.max_seq_len=16 --set model.relative_position=t5 --set model.t5_num_buckets=8 \
+  --set task.lr=1e-30 --set train.run_dir="$work/t5" >"$work/t5.out" 2>"$work/t5.err"
+t="$work/t5.err"
+check "drop-in t5: the shared table is zeroed, not drawn" has "$t" \
+  "^  zeroed +bert/encoder/relative_attention_bias/weight +\[8, 2\]$"
+check "drop-in t5: the log says step 0's outputs are the checkpoint model's" has "$t" \
+  "relative_position = t5 on a none checkpoint: the new T5 table starts at zero"
+check "drop-in t5: the fine-tuned table is still zero at lr 1e-30" $PY -c "
+import h5py, numpy as np, sys
+w = h5py.File('$work/t5/model.h5')['model/bert/encoder/relative_attention_bias/weight'][()]
+sys.exit(not (w.shape == (8, 2) and np.abs(w).max() < 1e-20))"
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
+  --set task.epochs=0.1 --set task.max_seq_len=16 --set model.relative_position=alibi \
+  --set train.run_dir="$work/alibi" >/dev/null 2>"$work/alibi.err"
+check "drop-in alibi: the log says the outputs change from step 0" has "$work/alibi.err" \
+  "relative_position = alibi on a none checkpoint: it has no parameters that could start at zero"
+
 # relative-only: longer sequences than pretraining need no change
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
   --set task.epochs=0.1 --set task.max_seq_len=64 --set train.run_dir="$work/rel" >"$work/rel.out" 2>"$work/rel.err"
