@@ -55,6 +55,7 @@ typedef struct {
     int64_t dropped_sentences; /* lines that produced no token */
     int64_t bad_records;       /* JSON Lines records without a string text member */
     int64_t unknown_tokens;    /* [UNK] among the tokens prepared now */
+    int unknown_sources;       /* sources prepared now with over TOKENIZER_UNKNOWN_WARN [UNK] */
     int64_t bytes;             /* decompressed input bytes tokenized now */
     int sources, sources_kept; /* corpus files; those already prepared (kept) */
     int shards_written, shards_kept;

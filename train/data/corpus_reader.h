@@ -25,6 +25,11 @@ const char *compression_name(Compression c);
 size_t corpus_reader_read(CorpusReader *r, char *buf, size_t cap);
 void corpus_reader_close(CorpusReader *r);
 
+/* The format data.corpus_format gives path: jsonl or text, or with `auto` (the default) by the
+ * name: JSON Lines iff it ends in .jsonl, .json or .ndjson, before any .gz/.gzip/.zst/.zstd
+ * (case ignored). Never by the content: a file's set must not depend on its first record. */
+int corpus_file_is_jsonl(const DataConfig *data, const char *path);
+
 typedef struct {
     char *path;       /* as listed, or as found under a directory or by a glob */
     int64_t size;     /* bytes on disk */
