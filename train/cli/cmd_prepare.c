@@ -69,9 +69,11 @@ int cmd_prepare(int argc, char **argv) {
         snprintf(name, sizeof name, ".lock-part-%d-of-%d", part, num_parts);
         dir_lock_acquire_as(&own_part, d->shard_dir, name, 0, "key 'data.shard_dir'");
     }
-    rp_log("prepare: %d corpus entr%s, vocab %s, %d threads%s", d->num_corpus,
+    if (cfg.train.threads > 0) /* the tokenizer's threads, as training's */
+        omp_set_num_threads(cfg.train.threads);
+    rp_log("prepare: %d corpus entr%s, vocab %s, %d thread%s%s", d->num_corpus,
            d->num_corpus == 1 ? "y" : "ies", d->vocab, omp_get_max_threads(),
-           num_parts > 1 ? ", part" : "");
+           omp_get_max_threads() == 1 ? "" : "s", num_parts > 1 ? ", part" : "");
     PrepareReport r = corpus_prepare(d, part, num_parts);
     printf("sources: %d corpus files, %d kept from before; shards: %d written, %d kept; prepare_id %s\n",
            r.sources, r.sources_kept, r.shards_written, r.shards_kept, r.prepare_id);

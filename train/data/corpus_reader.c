@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdio.h>
 #include <string.h>
@@ -296,12 +297,125 @@ static void walk_directory(const char *dir, char ***paths, int *count, int *cap)
     closedir(d);
 }
 
+/* ---- `**` ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char **paths;
+    int count, cap;
+} PathList;
+
+static void path_list_add(PathList *l, char *path) {
+    if (l->count == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->paths = resize(l->paths, (size_t)l->cap * sizeof *l->paths);
+    }
+    l->paths[l->count++] = path;
+}
+
+static char *join(const char *base, const char *name) {
+    size_t n = strlen(base) + strlen(name) + 2;
+    char *path = xmalloc(n);
+    snprintf(path, n, "%s%s%s", base, *base && base[strlen(base) - 1] != '/' ? "/" : "", name);
+    return path;
+}
+
+static int is_globstar_entry(const char *entry) {
+    for (const char *p = strstr(entry, "**"); p; p = strstr(p + 1, "**"))
+        if ((p == entry || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* The paths below base (a directory; "" is the working directory) matching components
+ * [i, n): `**` any number of directories (none included; symbolic links to directories are not
+ * followed, so no loop), other components as fnmatch(3) with FNM_PERIOD (a leading '.' only
+ * matched by a '.', as `*` in glob(3) and bash). */
+static void expand_globstar(const char *base, char **comps, int i, int n, PathList *out, const char *entry) {
+    struct stat st;
+    if (i == n) {
+        if (stat(base, &st) == 0 && S_ISREG(st.st_mode))
+            path_list_add(out, xstrdup(base));
+        return;
+    }
+    const char *comp = comps[i];
+    int star = !strcmp(comp, "**");
+    if (star)
+        expand_globstar(base, comps, i + 1, n, out, entry);
+    else if (!strpbrk(comp, "*?[")) {
+        char *next = join(base, comp);
+        if (lstat(next, &st) == 0)
+            expand_globstar(next, comps, i + 1, n, out, entry);
+        free(next);
+        return;
+    }
+    DIR *d = opendir(*base ? base : ".");
+    if (!d) {
+        RP_CHECK(errno == ENOENT || errno == ENOTDIR, "[data] corpus: '%s': cannot read directory %s: %s", entry,
+                 *base ? base : ".", strerror(errno));
+        return;
+    }
+    char **names = NULL;
+    int count = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || (!star && fnmatch(comp, e->d_name, FNM_PERIOD)))
+            continue;
+        if (count == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = resize(names, (size_t)cap * sizeof *names);
+        }
+        names[count++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)count, sizeof *names, compare_strings);
+    for (int k = 0; k < count; k++) {
+        char *next = join(base, names[k]);
+        if (!star)
+            expand_globstar(next, comps, i + 1, n, out, entry);
+        else if (lstat(next, &st) == 0 && S_ISDIR(st.st_mode))
+            expand_globstar(next, comps, i, n, out, entry);
+        free(next);
+        free(names[k]);
+    }
+    free(names);
+}
+
+/* The regular files an entry with a `**` component matches, sorted, each once. */
+static PathList globstar(const char *entry) {
+    char *pattern = xstrdup(entry), *comps[256], *save = NULL;
+    int n = 0;
+    for (char *c = strtok_r(pattern, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        RP_CHECK(n < 256, "[data] corpus: '%s': more than 256 path components", entry);
+        comps[n++] = c;
+    }
+    PathList out = {0};
+    expand_globstar(entry[0] == '/' ? "/" : "", comps, 0, n, &out, entry);
+    free(pattern);
+    qsort(out.paths, (size_t)out.count, sizeof *out.paths, compare_strings);
+    int kept = 0;
+    for (int k = 0; k < out.count; k++) { /* a ** after a ** reaches a file by several paths */
+        if (kept && !strcmp(out.paths[kept - 1], out.paths[k]))
+            free(out.paths[k]);
+        else
+            out.paths[kept++] = out.paths[k];
+    }
+    out.count = kept;
+    return out;
+}
+
 CorpusList corpus_list_expand(const DataConfig *data) {
     ListBuilder b = {0};
     for (int e = 0; e < data->num_corpus; e++) {
         const char *entry = data->corpus[e];
         struct stat st;
-        if (strpbrk(entry, "*?[") && stat(entry, &st) != 0) {
+        if (is_globstar_entry(entry) && stat(entry, &st) != 0) {
+            PathList found = globstar(entry);
+            RP_CHECK(found.count > 0, "[data] corpus: '%s' matches no file", entry);
+            for (int i = 0; i < found.count; i++) {
+                add_file(&b, found.paths[i], entry);
+                free(found.paths[i]);
+            }
+            free(found.paths);
+        } else if (strpbrk(entry, "*?[") && stat(entry, &st) != 0) {
             glob_t g;
             int rc = glob(entry, GLOB_ERR, NULL, &g);
             RP_CHECK(rc == 0, "[data] corpus: '%s' matches no file", entry);

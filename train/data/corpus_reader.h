@@ -42,7 +42,9 @@ typedef struct {
 } CorpusList;
 
 /* Expand data->corpus in order: a file as is; a directory as every regular file below it whose
- * name does not start with '.', sorted by path; an entry with * ? or [ as its glob(3) matches,
- * sorted. Fatal on an entry that matches nothing, an unreadable file, or a duplicate. */
+ * name does not start with '.', sorted by path; an entry with a `**` path component as every
+ * regular file it matches at any depth (bash's globstar, pathlib: `**` is any number of
+ * directories, none included; names starting with '.' skipped; symbolic links to directories
+ * not followed by `**`), sorted; another entry with * ? or [ as its glob(3) matches, sorted. Fatal on an entry that matches nothing, an unreadable file, or a duplicate. */
 CorpusList corpus_list_expand(const DataConfig *data);
 void corpus_list_free(CorpusList *list);

@@ -23,3 +23,6 @@ expect_error() {
   elif [ -e "$name.shards/index.json" ]; then fail "$name" "wrote $name.shards/index.json"
   else pass "$name: $message"; fi
 }
+
+# totals DIR: the train and eval document and token totals of a set's index
+totals() { /usr/bin/python3 -c 'import json,sys; i=json.load(open(sys.argv[1]+"/index.json")); print(*(i[s][k] for s in ("train","eval") for k in ("documents","tokens")))' "$1"; }

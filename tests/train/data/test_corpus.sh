@@ -54,8 +54,6 @@ printf 'First sentence.\rSecond sentence.\r\rAnother document.\r' >cr.txt
 config cr_only "$tmp/cr.txt"
 expect_error cr_only "$tmp/cr.txt: lines end in CR alone (classic Mac OS line endings)*"
 
-# totals DIR: the train and eval document and token totals of a set's index
-totals() { /usr/bin/python3 -c 'import json,sys; i=json.load(open(sys.argv[1]+"/index.json")); print(*(i[s][k] for s in ("train","eval") for k in ("documents","tokens")))' "$1"; }
 
 # The same documents as gzip, zstd, JSON Lines, zstd JSON Lines (CRLF inside) and a directory
 # make the same split and tokens as the plain files; compression is found by content (no suffix).
