@@ -156,3 +156,24 @@ else fail "[UNK] warning" "$(grep UNK err)"; fi
 if "$RP" prepare plain.ini --set train.threads=1 >out 2>err && grep -q 'prepare: 1 corpus entry, vocab .*, 1 thread$' err; then
   pass "prepare with train.threads = 1 runs (and says) 1 thread"
 else fail "threads" "$(grep 'prepare:' err)"; fi
+
+# A shard is also bounded by its sentences and documents (8 bytes each in memory, against 4 a
+# token): 3000 two-token documents with shard_tokens = 400 make shards of 51 documents (101
+# sentences + documents), not of 200.
+for i in $(seq 3000); do echo "God $i"; echo; done >tiny_docs.txt
+config tiny_docs "$tmp/tiny_docs.txt"; echo 'shard_tokens = 400' >>tiny_docs.ini
+if "$RP" prepare tiny_docs.ini >out 2>err && [ "$(ls tiny_docs.shards/*.h5 | wc -l)" -eq 59 ] && [ "$(totals tiny_docs.shards | awk '{ print $1 + $3 }')" -eq 3000 ]; then
+  pass "3000 two-token documents, shard_tokens = 400: 59 shards of at most 51 documents, every document kept"
+else fail "shard row bound" "$(ls tiny_docs.shards/*.h5 2>/dev/null | wc -l) shards: $(tail -2 err)"; fi
+
+# Too low an open-file limit is named with the command that raises it; data.shard_tokens is
+# advised only when a source has several shards (each source has at least one).
+refused_with_limit() { # NAME CONFIG TEXT [NOT_TEXT]
+  bash -c 'ulimit -n 16; exec "$@"' _ "$RP" prepare "$2" --verify >out 2>err
+  if [ $? -eq 1 ] && grep -qF -- "$3" err && { [ -z "${4:-}" ] || ! grep -qF -- "$4" err; }; then pass "$1"
+  else fail "$1" "$(tail -2 err)"; fi
+}
+refused_with_limit "open-file limit below a 2-source set: names the limit and ulimit -n, not data.shard_tokens" pair.ini \
+  "its 2 shard files stay open while the set is read, with about 16 more, but the open-file limit is 16 (hard limit; ulimit -n, ulimit -Hn): raise it, e.g. \`ulimit -n 66\`" shard_tokens
+refused_with_limit "... a 1-source set of 59 shards: and a larger data.shard_tokens" tiny_docs.ini \
+  "or make fewer, larger shards (a larger data.shard_tokens; the 1 corpus files need at least 1)"
