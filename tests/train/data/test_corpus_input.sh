@@ -113,6 +113,9 @@ same members "$want" "gzip: two members and trailing zeros (as gzip -d reads the
 { gzip -c both.txt; echo 'trailing text'; } >trailing.gz
 config trailing_gzip "$tmp/trailing.gz"
 expect_error trailing_gzip "$tmp/trailing.gz: trailing data after the gzip stream at byte $(gzip -c both.txt | wc -c) (byte 0x74; gzip -d rejects it too)*"
+{ zstd -q -c both.txt; echo 'trailing text'; } >trailing.zst
+config trailing_zstd "$tmp/trailing.zst"
+expect_error trailing_zstd "$tmp/trailing.zst: corrupt zstd data (at or after byte $(zstd -q -c both.txt | wc -c)): Unknown frame descriptor"
 pzstd -q -p 2 -c both.txt >both.pzst
 if [ "$(head -c 4 both.pzst | od -An -tx1 | tr -d ' ')" = 502a4d18 ]; then
   config pzstd "$tmp/both.pzst"
