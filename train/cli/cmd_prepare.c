@@ -3,7 +3,8 @@
  * process prepares the corpus files i with i % N == I; the part that finds every file done
  * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). Every
  * process of an unfinished set must use the same N (shard_set_claim_parts). --verify prepares
- * nothing and verifies every shard of the set now (pretraining verifies each at its first read). */
+ * nothing and verifies every shard of the set now (pretraining verifies each at its first read).
+ * Tokenization runs on train.threads threads (0: all cores), as training does. */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>

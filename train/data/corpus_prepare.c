@@ -4,8 +4,11 @@
  * end; a round's lines are tokenized in parallel (corpus_round.h: the result does not depend on
  * the thread count) and then walked in order, here: lines
  * join the pending document, a document end sends it whole to the train or eval side of the
- * shard being filled, and a shard of data.shard_tokens tokens or more is written at that document
- * end. Memory: the round (bytes + ids + per-line records), the shard, the largest document.
+ * shard being filled, and a shard of data.shard_tokens tokens or more (or shard_tokens / 4
+ * sentences + documents) is written at that document end. Memory: the round (bytes + ids +
+ * per-line records: at most read_chunk_mb MiB and read_chunk_mb x 32768 lines), the shard, the
+ * largest document. The format of each file is data.corpus_format's (auto: by the name), never
+ * its content's; a UTF-8 byte order mark at its start is skipped.
  *
  * Held-out split: document D is held out iff u(D) < eval_fraction, u(D) = 53 high bits of
  * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its

@@ -366,7 +366,8 @@ static void expand_globstar(const char *base, char **comps, int i, int n, PathLi
         names[count++] = xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(names, (size_t)count, sizeof *names, compare_strings);
+    if (count) /* qsort(NULL, 0, ...) is undefined */
+        qsort(names, (size_t)count, sizeof *names, compare_strings);
     for (int k = 0; k < count; k++) {
         char *next = join(base, names[k]);
         if (!star)
@@ -390,7 +391,8 @@ static PathList globstar(const char *entry) {
     PathList out = {0};
     expand_globstar(entry[0] == '/' ? "/" : "", comps, 0, n, &out, entry);
     free(pattern);
-    qsort(out.paths, (size_t)out.count, sizeof *out.paths, compare_strings);
+    if (out.count)
+        qsort(out.paths, (size_t)out.count, sizeof *out.paths, compare_strings);
     int kept = 0;
     for (int k = 0; k < out.count; k++) { /* a ** after a ** reaches a file by several paths */
         if (kept && !strcmp(out.paths[kept - 1], out.paths[k]))
