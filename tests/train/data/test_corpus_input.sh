@@ -41,7 +41,6 @@ config nul "$tmp/nul.jsonl"
 same nul "$(totals nul_text.shards)" "JSON Lines: \\u0000 inside a record is read as the character, the rest of the document kept"
 # A lone surrogate escape (json.loads reads it) is U+FFFD: the same as the text with U+FFFD.
 sed 's/ and / and \xef\xbf\xbd /g' both.txt >fffd.txt
-"$PY" -c 'import sys; sys.stdout.write(open("fffd.txt", encoding="utf-8").read().replace("\ufffd", "\udc80"))' 2>/dev/null >/dev/null
 "$PY" - >lone.jsonl <<'PY'
 import json
 doc = []
