@@ -3,7 +3,8 @@
  * process prepares the corpus files i with i % N == I; the part that finds every file done
  * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). Every
  * process of an unfinished set must use the same N (shard_set_claim_parts). --verify prepares
- * nothing and verifies every shard of the set now (pretraining verifies each at its first read). */
+ * nothing and verifies every shard of the set now (pretraining verifies each at its first read).
+ * Tokenization runs on train.threads threads (0: all cores), as training does. */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,9 +70,11 @@ int cmd_prepare(int argc, char **argv) {
         snprintf(name, sizeof name, ".lock-part-%d-of-%d", part, num_parts);
         dir_lock_acquire_as(&own_part, d->shard_dir, name, 0, "key 'data.shard_dir'");
     }
-    rp_log("prepare: %d corpus entr%s, vocab %s, %d threads%s", d->num_corpus,
+    if (cfg.train.threads > 0) /* the tokenizer's threads, as training's */
+        omp_set_num_threads(cfg.train.threads);
+    rp_log("prepare: %d corpus entr%s, vocab %s, %d thread%s%s", d->num_corpus,
            d->num_corpus == 1 ? "y" : "ies", d->vocab, omp_get_max_threads(),
-           num_parts > 1 ? ", part" : "");
+           omp_get_max_threads() == 1 ? "" : "s", num_parts > 1 ? ", part" : "");
     PrepareReport r = corpus_prepare(d, part, num_parts);
     printf("sources: %d corpus files, %d kept from before; shards: %d written, %d kept; prepare_id %s\n",
            r.sources, r.sources_kept, r.shards_written, r.shards_kept, r.prepare_id);

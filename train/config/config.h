@@ -24,7 +24,7 @@ typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
 /* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
-/* [data] corpus_format: AUTO decides per file (JSON Lines when its first line is a JSON object). */
+/* [data] corpus_format: AUTO decides per file by its name (JSON Lines: *.jsonl, *.json, *.ndjson). */
 typedef enum { CORPUS_AUTO = 0, CORPUS_TEXT, CORPUS_JSONL } CorpusFormat;
 /* Fine-tuning batches: padded to their longest sequence, or every one to task.max_seq_len. */
 typedef enum { PAD_LONGEST = 0, PAD_MAX_LENGTH } PaddingKind;

@@ -94,7 +94,7 @@ static const KeySpec keys[] = {
               "corpus files, directories (every file below) or globs; gzip or zstd detected by content"),
     ENUM_KEY(data, corpus_format, CorpusFormat, corpus_format_names, "auto",
              "text: a sentence per line, blank lines between documents; jsonl: a document per line; "
-             "auto: jsonl if a file's first line is a JSON object"),
+             "auto: jsonl for names ending .jsonl/.json/.ndjson (before .gz/.zst)"),
     STRING_KEY(data, text_field, "text", true, "JSON Lines: the string member holding the text"),
     INT64_KEY(data, shard_tokens, "33554432", 1, INT32_MAX,
               "prepare: tokens per shard file (whole documents; 4 bytes each in memory)"),

@@ -1,12 +1,14 @@
 /* Corpus preparation (corpus files -> a shard set, corpus_prepare.c; the set's format and lazy
  * reading in shard_set.h) and the old single-file shards.
  *
- * Input: the [data] corpus entries (files, directories, globs; plain, gzip or zstd, detected by
- * content). Text files: UTF-8, one sentence per line (LF or CRLF), a blank line (or the end of a
- * file) between documents. JSON Lines: one document per line, the string member
- * data.text_field holding its text, whose lines are its sentences; a line that is not a JSON
- * object, lacks the member or holds a non-string is a bad record, named (file:line) on stderr
- * and counted. Sentences that produce no token are dropped and counted, and so are documents
+ * Input: the [data] corpus entries (files, directories, globs, `**` at any depth; plain, gzip
+ * or zstd, detected by content; text or JSON Lines by data.corpus_format, `auto` by the name:
+ * corpus_reader.h). Text files: UTF-8, one sentence per line (LF or CRLF), a blank line (only
+ * whitespace, as Python's str.isspace) or the end of a file between documents. JSON Lines: one
+ * document per line, the string member data.text_field holding its text (read by core/json.h),
+ * whose lines are its sentences; a line that is not valid JSON (a repeated key, two records on
+ * the line), not an object, lacks the member or holds a non-string is a bad record, named
+ * (file:line, the reason and column) on stderr and counted. Sentences that produce no token are dropped and counted, and so are documents
  * left without a sentence.
  *
  * Old format (realpos-shard-1, still loaded whole by shard_load): shard_dir/train.h5 and
@@ -55,6 +57,7 @@ typedef struct {
     int64_t dropped_sentences; /* lines that produced no token */
     int64_t bad_records;       /* JSON Lines records without a string text member */
     int64_t unknown_tokens;    /* [UNK] among the tokens prepared now */
+    int unknown_sources;       /* sources prepared now with over TOKENIZER_UNKNOWN_WARN [UNK] */
     int64_t bytes;             /* decompressed input bytes tokenized now */
     int sources, sources_kept; /* corpus files; those already prepared (kept) */
     int shards_written, shards_kept;

@@ -4,8 +4,11 @@
  * end; a round's lines are tokenized in parallel (corpus_round.h: the result does not depend on
  * the thread count) and then walked in order, here: lines
  * join the pending document, a document end sends it whole to the train or eval side of the
- * shard being filled, and a shard of data.shard_tokens tokens or more is written at that document
- * end. Memory: the round (bytes + ids + per-line records), the shard, the largest document.
+ * shard being filled, and a shard of data.shard_tokens tokens or more (or shard_tokens / 4
+ * sentences + documents) is written at that document end. Memory: the round (bytes + ids +
+ * per-line records: at most read_chunk_mb MiB and read_chunk_mb x 32768 lines), the shard, the
+ * largest document. The format of each file is data.corpus_format's (auto: by the name), never
+ * its content's; a UTF-8 byte order mark at its start is skipped.
  *
  * Held-out split: document D is held out iff u(D) < eval_fraction, u(D) = 53 high bits of
  * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/rng.h"
 #include "train/data/corpus_reader.h"
 #include "train/data/corpus_round.h"
@@ -30,6 +34,9 @@
 #define SPLIT_SALT 0x73706c6974ULL /* "split" */
 #define BAD_NAMED 10               /* bad records named per source; the rest are counted */
 #define MAX_LINE (1u << 30)        /* longest line (bytes) a round may grow to */
+#define UNKNOWN_NAMED 10           /* sources named for their share of [UNK]; the rest are counted */
+#define ROUND_BYTES_PER_LINE 32    /* a round holds at most read_chunk_mb MiB / this many lines */
+#define SHARD_TOKENS_PER_ROW 4     /* a shard is written at shard_tokens / this many sentences + documents */
 
 /* One source being prepared. */
 typedef struct {
@@ -47,7 +54,8 @@ typedef struct {
     int64_t *doc_lens;
     int64_t doc_num_sentences, doc_cap_sentences;
     uint64_t doc_hash;
-    int64_t bad_named, bad_total;
+    int64_t bad_named, bad_total, records; /* records: good JSON Lines records */
+    int64_t unknown, tokens;               /* [UNK] and all tokens read from the source now */
     PrepareReport *report;
 } Source;
 
@@ -78,6 +86,7 @@ static void add_sentence(Source *s, const int *ids, int64_t n) {
     s->doc_cap_tokens = (int64_t)cap_t;
     s->doc_cap_sentences = (int64_t)cap_s;
     memcpy(s->doc_tokens + s->doc_num_tokens, ids, (size_t)n * sizeof(int32_t));
+    s->tokens += n;
     s->doc_num_tokens += n;
     s->doc_lens[s->doc_num_sentences++] = n;
 }
@@ -88,26 +97,40 @@ static void end_document(Source *s, int64_t input_end, int64_t line_end) {
         uint64_t u = hash64(s->doc_hash ^ s->split_seed);
         int eval = (double)(u >> 11) * 0x1p-53 < (double)s->set->data->eval_fraction;
         shard_buffer_add_document(&s->shard, eval, s->doc_tokens, s->doc_lens, s->doc_num_sentences);
-        if (shard_buffer_tokens(&s->shard) >= s->set->data->shard_tokens)
+        /* 4 bytes a token, 8 a sentence and 8 a document in memory: documents of a few tokens
+         * (short lines) must not make a shard of shard_tokens 5x as large */
+        const SplitBuffer *train = &s->shard.split[0], *held = &s->shard.split[1];
+        int64_t rows = train->num_sentences + train->num_documents + held->num_sentences + held->num_documents;
+        if (shard_buffer_tokens(&s->shard) >= s->set->data->shard_tokens ||
+            rows >= s->set->data->shard_tokens / SHARD_TOKENS_PER_ROW + 1)
             flush_shard(s, input_end, line_end);
     }
     s->doc_num_tokens = s->doc_num_sentences = 0;
     s->doc_hash = 0;
 }
 
-static void bad_record(Source *s, UnitKind kind, int64_t line) {
+static void bad_record(Source *s, UnitKind kind, int64_t line, const Unit *u) {
     s->shard.bad_records++;
     s->bad_total++;
     if (s->bad_named++ >= BAD_NAMED)
         return;
     const char *field = s->set->data->text_field;
-    if (kind == UNIT_BAD_JSON)
-        fprintf(stderr, "realpos: warning: %s:%lld: bad record: not a JSON object; skipped\n",
-                s->src->path, (long long)line);
-    else
-        fprintf(stderr, "realpos: warning: %s:%lld: bad record: %s '%s'%s; skipped\n", s->src->path,
-                (long long)line, kind == UNIT_NO_FIELD ? "no member" : "member", field,
-                kind == UNIT_NO_FIELD ? " (data.text_field)" : " is not a string");
+    char why[CONFIG_PATH_MAX + 300];
+    if (kind == UNIT_BAD_JSON) {
+        JsonError e;
+        json_check(u->text, u->len, NULL, NULL, &e);
+        if (e.kind == JSON_ERROR_TRAILING)
+            snprintf(why, sizeof why, "a second JSON value at column %zu, after the first record (two records on one "
+                     "line, as `cat` makes of a file without its final newline? each needs its own line)", e.at + 1);
+        else
+            snprintf(why, sizeof why, "not valid JSON: %s at column %zu", e.message, e.at + 1);
+    } else if (kind == UNIT_NOT_OBJECT) {
+        snprintf(why, sizeof why, "not a JSON object");
+    } else {
+        snprintf(why, sizeof why, "%s '%s'%s", kind == UNIT_NO_FIELD ? "no member" : "member", field,
+                 kind == UNIT_NO_FIELD ? " (data.text_field)" : " is not a string");
+    }
+    fprintf(stderr, "realpos: warning: %s:%lld: bad record: %s; skipped\n", s->src->path, (long long)line, why);
 }
 
 /* Walk a tokenized round in order. base: input offset of the round's first byte; line_base:
@@ -135,9 +158,10 @@ static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base
                 end_document(s, end, line);
             break;
         default:
-            bad_record(s, (UnitKind)r->kind[i], line);
+            bad_record(s, (UnitKind)r->kind[i], line, &r->units[i]);
         }
-        s->report->unknown_tokens += i % ROUND_UNIT_BLOCK == 0 ? b->unknown : 0;
+        s->records += r->kind[i] == UNIT_RECORD;
+        s->unknown += i % ROUND_UNIT_BLOCK == 0 ? b->unknown : 0;
     }
 }
 
@@ -150,6 +174,23 @@ static size_t fill(CorpusReader *in, char *buf, size_t have, size_t cap, int *eo
     }
     *seconds += now_seconds() - t0;
     return have;
+}
+
+/* auto, a file named as text: refused if its first non-blank line is a JSON object (JSON Lines
+ * without the name; read as text it would train on the JSON syntax). Never a switch of format. */
+static void refuse_unnamed_jsonl(const char *path, const char *buf, size_t n) {
+    for (size_t start = 0; start < n;) {
+        const char *nl = memchr(buf + start, '\n', n - start);
+        size_t end = nl ? (size_t)(nl - buf) : n;
+        if (!is_blank(buf + start, end - start)) {
+            RP_CHECK(!nl || json_check(buf + start, end - start, NULL, NULL, NULL) != JSON_OBJECT,
+                     "%s: its first line is a JSON object, but data.corpus_format = auto reads it as text (its name "
+                     "does not end in .jsonl, .json or .ndjson): rename it, or set data.corpus_format = jsonl (or "
+                     "text, to train on the JSON as text)", path);
+            return;
+        }
+        start = end + 1;
+    }
 }
 
 /* Prepare one source: keep its intact shards, read on from where they end, write the rest and
@@ -168,11 +209,12 @@ static void prepare_source(Source *s, Round *r) {
         skip = input_end;
         line_base = line_end;
     }
+    int kept_shards = s->num_shards;
     if (s->num_shards)
         rp_log("prepare: %s: %d shard%s kept, reading on from byte %lld (line %lld)", s->src->path,
                s->num_shards, s->num_shards == 1 ? "" : "s", (long long)skip, (long long)line_base);
     CorpusReader *in = corpus_reader_open(s->src->path);
-    size_t cap = (size_t)d->read_chunk_mb << 20, have = 0;
+    size_t cap = (size_t)d->read_chunk_mb << 20, have = 0, max_units = cap / ROUND_BYTES_PER_LINE;
     char *buf = xmalloc(cap);
     int eof = 0;
     int64_t offset = 0;
@@ -181,7 +223,10 @@ static void prepare_source(Source *s, Round *r) {
     RP_CHECK(nl || !memchr(buf, '\r', have),
              "%s: lines end in CR alone (classic Mac OS line endings): realpos reads LF or CRLF line "
              "ends; convert the file with: tr '\\r' '\\n' < FILE > NEW", s->src->path);
-    s->jsonl = detect_jsonl(d, buf, have);
+    s->jsonl = corpus_file_is_jsonl(d, s->src->path);
+    size_t bom = have >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark: not text */
+    if (!s->jsonl && d->corpus_format == CORPUS_AUTO)
+        refuse_unnamed_jsonl(s->src->path, buf + bom, have - bom);
     while (offset < skip) { /* the kept shards' input, read and dropped */
         size_t drop = (size_t)(skip - offset) < have ? (size_t)(skip - offset) : have;
         RP_CHECK(drop > 0, "%s: shorter than its kept shards say (%lld bytes): the file changed",
@@ -203,7 +248,9 @@ static void prepare_source(Source *s, Round *r) {
             have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
             continue;
         }
-        size_t units = split_units(r, buf, cut);
+        size_t units = split_units(r, buf, cut, max_units, &cut);
+        if (offset == 0 && bom && units)
+            r->units[0].text += bom, r->units[0].len -= bom;
         double t0 = now_seconds();
         tokenize_round(r, units, s->tok, s->jsonl, d->text_field);
         s->report->seconds_tokenize += now_seconds() - t0;
@@ -224,6 +271,16 @@ static void prepare_source(Source *s, Round *r) {
     if (s->bad_named > BAD_NAMED)
         fprintf(stderr, "realpos: warning: %s: %lld more bad records (%lld in all)\n", s->src->path,
                 (long long)(s->bad_named - BAD_NAMED), (long long)s->bad_total);
+    RP_CHECK(!s->jsonl || s->records || !s->bad_total || kept_shards,
+             "%s: read as JSON Lines (%s), but none of its %lld records is a JSON object with a string member "
+             "'%s': %s", s->src->path, d->corpus_format == CORPUS_JSONL ? "data.corpus_format = jsonl" : "by its name",
+             (long long)s->bad_total, d->text_field,
+             d->corpus_format == CORPUS_JSONL ? "is it text? set data.corpus_format = auto or text"
+                                              : "is it text? rename it, or set data.corpus_format = text");
+    if (s->tokens > 0 && (double)s->unknown > TOKENIZER_UNKNOWN_WARN * (double)s->tokens &&
+        s->report->unknown_sources++ < UNKNOWN_NAMED)
+        tokenizer_report_unknown(s->unknown, s->tokens, s->src->path, d->vocab);
+    s->report->unknown_tokens += s->unknown;
     manifest_write(s->set, s->src, s->stem, corpus_reader_compression(in), s->jsonl ? "jsonl" : "text",
                    s->shards, s->num_shards);
     corpus_reader_close(in);
@@ -302,8 +359,9 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
         report.bad_records += total.bad_records;
         report.dropped_sentences += total.dropped_sentences;
     }
-    tokenizer_report_unknown(report.unknown_tokens, report.train.tokens + report.eval.tokens,
-                             list.files[0].path, data->vocab);
+    if (report.unknown_sources > UNKNOWN_NAMED)
+        rp_log("warning: %d more corpus files (%d in all) are over %.0f%% [UNK] with vocabulary %s",
+               report.unknown_sources - UNKNOWN_NAMED, report.unknown_sources, 100 * TOKENIZER_UNKNOWN_WARN, data->vocab);
     if (done_all) {
         shard_set_release_parts(data->shard_dir);
         index_write(&set, &list);

@@ -25,6 +25,11 @@ const char *compression_name(Compression c);
 size_t corpus_reader_read(CorpusReader *r, char *buf, size_t cap);
 void corpus_reader_close(CorpusReader *r);
 
+/* The format data.corpus_format gives path: jsonl or text, or with `auto` (the default) by the
+ * name: JSON Lines iff it ends in .jsonl, .json or .ndjson, before any .gz/.gzip/.zst/.zstd
+ * (case ignored). Never by the content: a file's set must not depend on its first record. */
+int corpus_file_is_jsonl(const DataConfig *data, const char *path);
+
 typedef struct {
     char *path;       /* as listed, or as found under a directory or by a glob */
     int64_t size;     /* bytes on disk */
@@ -37,7 +42,9 @@ typedef struct {
 } CorpusList;
 
 /* Expand data->corpus in order: a file as is; a directory as every regular file below it whose
- * name does not start with '.', sorted by path; an entry with * ? or [ as its glob(3) matches,
- * sorted. Fatal on an entry that matches nothing, an unreadable file, or a duplicate. */
+ * name does not start with '.', sorted by path; an entry with a `**` path component as every
+ * regular file it matches at any depth (bash's globstar, pathlib: `**` is any number of
+ * directories, none included; names starting with '.' skipped; symbolic links to directories
+ * not followed by `**`), sorted; another entry with * ? or [ as its glob(3) matches, sorted. Fatal on an entry that matches nothing, an unreadable file, or a duplicate. */
 CorpusList corpus_list_expand(const DataConfig *data);
 void corpus_list_free(CorpusList *list);

@@ -1,12 +1,13 @@
 /* Cutting and tokenizing one round of input (corpus_round.h). */
 #include "train/data/corpus_round.h"
 
-#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
+#include "core/json.h"
 #include "core/rng.h"
+#include "train/data/basic_tokenizer.h"
 #include "train/data/shard_write.h"
 
 void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
@@ -21,10 +22,21 @@ void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
     return p;
 }
 
+/* Python's str.isspace(): bidirectional class WS, B or S, or category Zs. */
+int is_space_character(uint32_t cp) {
+    if (cp < 0x80)
+        return cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
 int is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!strchr(" \t\r\f\v", s[i]))
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += utf8_decode((const unsigned char *)s + i, n - i, &cp); /* invalid bytes: U+FFFD, not blank */
+        if (!is_space_character(cp))
             return 0;
+    }
     return 1;
 }
 
@@ -56,35 +68,37 @@ static int block_sentence(Block *b, const Tokenizer *tok, const char *text, size
     return 1;
 }
 
-/* A JSON Lines record: its text member's lines are the document's sentences. */
+/* A JSON Lines record: its text member (unescaped into the block's text buffer: NUL characters
+ * and all) holds the document's lines. */
 static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *field, const Unit *u,
                                 int32_t *num_sentences, uint64_t *hash) {
-    cJSON *rec = cJSON_ParseWithLength(u->text, u->len);
-    if (!cJSON_IsObject(rec)) {
-        cJSON_Delete(rec);
-        return UNIT_BAD_JSON;
+    JsonMember member = {field, strlen(field), JSON_INVALID, 0, 0};
+    JsonKind kind = json_check(u->text, u->len, &member, NULL, NULL);
+    if (kind != JSON_OBJECT)
+        return kind == JSON_INVALID ? UNIT_BAD_JSON : UNIT_NOT_OBJECT;
+    if (member.kind != JSON_STRING)
+        return member.kind == JSON_INVALID ? UNIT_NO_FIELD : UNIT_NOT_STRING;
+    char *text = grow_to(b->text, &b->cap_text, member.len, 1);
+    if (!text) {
+        b->failed = 1;
+        return UNIT_RECORD;
     }
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(rec, field);
-    UnitKind kind = !item ? UNIT_NO_FIELD : !cJSON_IsString(item) ? UNIT_NOT_STRING : UNIT_RECORD;
-    if (kind == UNIT_RECORD) {
-        const char *text = item->valuestring;
-        size_t len = strlen(text);
-        uint64_t h = 0; /* as walk_round chains a text document's line hashes */
-        for (size_t start = 0; start < len && !b->failed;) {
-            const char *nl = memchr(text + start, '\n', len - start);
-            size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
-            n -= n && text[end - 1] == '\r';
-            if (!is_blank(text + start, n)) {
-                h = hash64(h ^ text_hash(text + start, n));
-                b->failed = !block_sentence(b, tok, text + start, n);
-                ++*num_sentences;
-            }
-            start = end + 1;
+    b->text = text;
+    size_t len = json_string_decode(u->text + member.at, member.len, text);
+    uint64_t h = 0; /* as walk_round chains a text document's line hashes */
+    for (size_t start = 0; start < len && !b->failed;) {
+        const char *nl = memchr(text + start, '\n', len - start);
+        size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
+        n -= n && text[end - 1] == '\r';
+        if (!is_blank(text + start, n)) {
+            h = hash64(h ^ text_hash(text + start, n));
+            b->failed = !block_sentence(b, tok, text + start, n);
+            ++*num_sentences;
         }
-        *hash = h;
+        start = end + 1;
     }
-    cJSON_Delete(rec);
-    return kind;
+    *hash = h;
+    return UNIT_RECORD;
 }
 
 void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
@@ -119,10 +133,9 @@ void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
                  r->blocks[c].cap);
 }
 
-/* Cut buf[0, n) into units (lines); returns their number. */
-size_t split_units(Round *r, const char *buf, size_t n) {
-    size_t count = 0;
-    for (size_t start = 0; start < n;) {
+size_t split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used) {
+    size_t count = 0, start = 0;
+    while (start < n && count < max_units) {
         const char *nl = memchr(buf + start, '\n', n - start);
         size_t end = nl ? (size_t)(nl - buf) : n;
         Unit *units = grow_to(r->units, &r->cap_units, count + 1, sizeof(Unit));
@@ -132,8 +145,9 @@ size_t split_units(Round *r, const char *buf, size_t n) {
         if (len && buf[end - 1] == '\r')
             len--; /* CRLF */
         r->units[count++] = (Unit){buf + start, len, nl ? end + 1 : end};
-        start = end + 1;
+        start = nl ? end + 1 : end;
     }
+    *used = start;
     size_t cap = r->cap_units, blocks = (count + ROUND_UNIT_BLOCK - 1) / ROUND_UNIT_BLOCK, old = r->cap_blocks;
     r->kind = realloc(r->kind, cap);
     r->num_sentences = realloc(r->num_sentences, cap * sizeof *r->num_sentences);
@@ -148,31 +162,8 @@ size_t split_units(Round *r, const char *buf, size_t n) {
     return count;
 }
 
-/* auto: JSON Lines iff the first non-blank line is a JSON object. */
-int detect_jsonl(const DataConfig *d, const char *buf, size_t n) {
-    if (d->corpus_format != CORPUS_AUTO)
-        return d->corpus_format == CORPUS_JSONL;
-    for (size_t start = 0; start < n;) {
-        const char *nl = memchr(buf + start, '\n', n - start);
-        size_t end = nl ? (size_t)(nl - buf) : n;
-        if (!is_blank(buf + start, end - start)) {
-            size_t i = start;
-            while (i < end && strchr(" \t\r", buf[i]))
-                i++;
-            if (buf[i] != '{')
-                return 0;
-            cJSON *j = cJSON_ParseWithLength(buf + start, end - start);
-            int object = cJSON_IsObject(j);
-            cJSON_Delete(j);
-            return object;
-        }
-        start = end + 1;
-    }
-    return 0;
-}
-
 void round_free(Round *r) {
     for (size_t c = 0; c < r->cap_blocks; c++)
-        free(r->blocks[c].ids), free(r->blocks[c].lens);
+        free(r->blocks[c].ids), free(r->blocks[c].lens), free(r->blocks[c].text);
     free(r->blocks), free(r->units), free(r->kind), free(r->num_sentences), free(r->hash);
 }

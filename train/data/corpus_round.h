@@ -11,7 +11,7 @@
 
 #define ROUND_UNIT_BLOCK 512 /* lines per tokenization work item */
 
-typedef enum { UNIT_BLANK, UNIT_SENTENCE, UNIT_RECORD, UNIT_BAD_JSON, UNIT_NO_FIELD,
+typedef enum { UNIT_BLANK, UNIT_SENTENCE, UNIT_RECORD, UNIT_BAD_JSON, UNIT_NOT_OBJECT, UNIT_NO_FIELD,
                UNIT_NOT_STRING } UnitKind;
 
 typedef struct {
@@ -26,6 +26,8 @@ typedef struct { /* one work item's output: units [c * ROUND_UNIT_BLOCK, ...) */
     int64_t *lens; /* sentence lengths */
     size_t num_lens, cap_lens;
     int64_t unknown;
+    char *text;    /* JSON Lines: the record's text member, unescaped */
+    size_t cap_text;
     int failed; /* out of memory */
 } Block;
 
@@ -42,14 +44,18 @@ typedef struct {
 /* p grown (doubling from 1024) to hold need elements of elem bytes; NULL on out of memory (p
  * is then still valid and *cap unchanged). */
 void *grow_to(void *p, size_t *cap, size_t need, size_t elem);
+/* Whitespace as Python's str.isspace() (and str.strip()) has it: ASCII 09-0D, 1C-1F, 20, and
+ * U+0085, U+00A0, U+1680, U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+int is_space_character(uint32_t cp);
+/* s[0, n) holds only whitespace: a blank line, which ends a text document (every such character
+ * tokenizes to nothing). */
 int is_blank(const char *s, size_t n);
 
-/* Cut buf[0, n) into units (lines; CR of CRLF removed); returns their number. */
-size_t split_units(Round *r, const char *buf, size_t n);
+/* Cut buf[0, n) into at most max_units units (lines; CR of CRLF removed); returns their number,
+ * and in *used the bytes they cover (n, or less when max_units was reached). */
+size_t split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used);
 /* Tokenize units [0, num_units) on all OpenMP threads: kind, sentence count and hash of each
  * unit, ids and sentence lengths in its block. jsonl: each unit is a record whose member `field`
  * holds the document's lines. */
 void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl, const char *field);
-/* auto: JSON Lines iff the first non-blank line of buf[0, n) is a JSON object. */
-int detect_jsonl(const DataConfig *d, const char *buf, size_t n);
 void round_free(Round *r);

@@ -126,8 +126,10 @@ static void file_ready(const ShardFiles *set, ShardFile *f) {
     f->ready = 1;
 }
 
-/* Room for `need` more open files (the soft limit raised toward the hard one). */
-static void reserve_files(int need, const char *what) {
+/* Room for `need` more open files (the soft limit raised toward the hard one); fatal, naming the
+ * limit, when the hard limit is too low. A larger data.shard_tokens helps only when some source
+ * has several shards: each source has at least one. */
+static void reserve_files(int need, int num_sources, const char *what) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
         return;
@@ -136,9 +138,15 @@ static void reserve_files(int need, const char *what) {
                           ? (rlim_t)need + 64
                           : rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
+        char fewer[200] = "";
+        if (need > num_sources)
+            snprintf(fewer, sizeof fewer, "; or make fewer, larger shards (a larger data.shard_tokens; the %d "
+                     "corpus files need at least %d)", num_sources, num_sources);
         RP_CHECK(rl.rlim_cur >= (rlim_t)need + 16,
-                 "%s: %d shard files need more open files than the limit %llu (ulimit -n); raise "
-                 "data.shard_tokens", what, need, (unsigned long long)rl.rlim_max);
+                 "%s: its %d shard files stay open while the set is read, with about 16 more, but the open-file "
+                 "limit is %llu (hard limit; ulimit -n, ulimit -Hn): raise it, e.g. `ulimit -n %d` in the shell that "
+                 "starts realpos (above the hard limit: root, or /etc/security/limits.conf)%s",
+                 what, need, (unsigned long long)rl.rlim_max, need + 64, fewer);
     }
 }
 
@@ -193,7 +201,7 @@ static ShardFiles *open_files(const DataConfig *d, const char *index_path, const
     cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
         num_shards += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(src, "shards"));
     RP_CHECK(num_shards > 0, "%s: lists no shard", index_path);
-    reserve_files(num_shards, index_path);
+    reserve_files(num_shards, cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "sources")), index_path);
     ShardFiles *set = xcalloc(1, sizeof *set + (size_t)num_shards * sizeof set->file[0]);
     snprintf(set->dir, sizeof set->dir, "%s", d->shard_dir);
     snprintf(set->index, sizeof set->index, "%s", index_path);
@@ -211,7 +219,8 @@ static ShardFiles *open_files(const DataConfig *d, const char *index_path, const
             file_path(path, sizeof path, set, f);
             require_regular_file(path, "shard");
             f->fd = open(path, O_RDONLY);
-            RP_CHECK(f->fd >= 0, "%s: cannot open: %s", path, strerror(errno));
+            RP_CHECK(f->fd >= 0, "%s: cannot open: %s%s", path, strerror(errno),
+                     errno == EMFILE ? " (the open-file limit, ulimit -n, counts every shard of the set: raise it)" : "");
             set->count++;
             H5SealStatus seal = h5_check_seal_fd(f->fd, 0, why, sizeof why);
             RP_CHECK(seal == H5_SEAL_OK, "%s: %s (a shard of %s): run `realpos prepare CONFIG.ini` again",

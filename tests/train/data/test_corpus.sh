@@ -5,31 +5,11 @@
 # the offline skip logic of scripts/fetch_corpus.sh. Uses ./realpos (make realpos).
 source "$(dirname "$0")/../../lib.sh"
 FIX="$PWD/tests/fixtures/corpus"
+LIB="$PWD/tests/train/data/corpus_lib.sh"
 FETCH="$PWD/scripts/fetch_corpus.sh"
 cd "$tmp"
 
-# config NAME CORPUS... : a config NAME.ini with its own shard_dir NAME.shards
-config() {
-  local name=$1; shift
-  printf '[data]\ncorpus = %s\nvocab = %s\nshard_dir = %s.shards\neval_fraction = 0.3\n' \
-    "$*" "${VOCAB:-$FIX/vocab.txt}" "$name" >"$name.ini"
-}
-
-# expect_error NAME MESSAGE: `realpos prepare NAME.ini` exits non-zero with the single stderr line
-# "realpos: error: MESSAGE" (a trailing '*' matches as a prefix) and writes no index.
-expect_error() {
-  local name=$1 message=$2 got
-  "$RP" prepare "$name.ini" >out 2>err
-  local rc=$?
-  got=$(grep -v '^\[' err) # drop the timestamped progress line
-  if [ "$rc" -eq 0 ]; then fail "$name" "exit 0"
-  elif [ "$(echo "$got" | wc -l)" -ne 1 ]; then fail "$name" "expected one error line, got: $got"
-  elif [[ "$message" == *'*' && "$got" != "realpos: error: ${message%'*'}"* ]] ||
-       [[ "$message" != *'*' && "$got" != "realpos: error: $message" ]]; then
-    fail "$name" "expected 'realpos: error: $message', got '$got'"
-  elif [ -e "$name.shards/index.json" ]; then fail "$name" "wrote $name.shards/index.json"
-  else pass "$name: $message"; fi
-}
+source "$LIB"
 
 # A good run, with an override.
 config good "$FIX/docs_a.txt" "$FIX/docs_b.txt"
@@ -74,8 +54,6 @@ printf 'First sentence.\rSecond sentence.\r\rAnother document.\r' >cr.txt
 config cr_only "$tmp/cr.txt"
 expect_error cr_only "$tmp/cr.txt: lines end in CR alone (classic Mac OS line endings)*"
 
-# totals DIR: the train and eval document and token totals of a set's index
-totals() { /usr/bin/python3 -c 'import json,sys; i=json.load(open(sys.argv[1]+"/index.json")); print(*(i[s][k] for s in ("train","eval") for k in ("documents","tokens")))' "$1"; }
 
 # The same documents as gzip, zstd, JSON Lines, zstd JSON Lines (CRLF inside) and a directory
 # make the same split and tokens as the plain files; compression is found by content (no suffix).
@@ -116,7 +94,7 @@ expect_error truncated_zstd "$tmp/trunc_zst.data: truncated zstd data: the strea
   for i in 1 2 3 4 5 6 7 8; do echo "{\"text\": \"And the earth was without form, and void $i.\"}"; done; } >bad.jsonl
 config bad_records "$tmp/bad.jsonl"
 "$RP" prepare bad_records.ini --set data.eval_fraction=0.5 >out 2>err
-if grep -qF "$tmp/bad.jsonl:2: bad record: not a JSON object" err && grep -qF "$tmp/bad.jsonl:3: bad record: no member 'text' (data.text_field)" err &&
+if grep -qF "$tmp/bad.jsonl:2: bad record: not valid JSON: expected a value, got 'b' at column 10" err && grep -qF "$tmp/bad.jsonl:3: bad record: no member 'text' (data.text_field)" err &&
    grep -qF "$tmp/bad.jsonl:4: bad record: member 'text' is not a string" err && grep -q '^bad records: 3' out; then
   pass "bad records: lines 2, 3, 4 named with the reason, 3 counted"
 else fail "bad records" "$(cat out err)"; fi
