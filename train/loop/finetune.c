@@ -122,7 +122,7 @@ static void train_file_identity(const char *path, char *out, size_t size) {
     fclose(f);
     free(buf);
     free(tables);
-    snprintf(out, size, "task.train_file %lld bytes, CRC-32 %08x", bytes, (unsigned)crc);
+    snprintf(out, size, "task.train_file %s: %lld bytes, CRC-32 %08x", path, bytes, (unsigned)crc);
 }
 
 /* Score the dev set (rank 0); keep RUN_DIR/best.h5 when the task's metric improves (and
@@ -175,7 +175,7 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     int warmup = (int)(task->warmup_proportion * (double)total);
     finetune_batches_create(&ft.batches, r, train_set);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
-    char data_identity[128];
+    char data_identity[CONFIG_PATH_MAX + 128];
     train_file_identity(task->train_file, data_identity, sizeof data_identity);
     rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
            (double)task->epochs, total, accum, B, warmup);

@@ -6,6 +6,7 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
+#include "train/loop/data_identity.h"
 #include "train/model/checkpoint.h"
 
 /* Keys a resumed run may change: how long it trains and how it reports, saves and runs; none of
@@ -104,6 +105,7 @@ static void resume_state(Run *run) {
     hid_t f = run->resume->file;
     const char *path = run->resume_path;
     run_check_resume(run);
+    data_identity_check(f, path, run->task.data_identity);
     checkpoint_load_model(f, path, run->model);
     AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
     RP_CHECK(checkpoint_load_optimizer(f, path, run->model, &full), "%s: no optimizer state to resume from", path);
@@ -147,6 +149,7 @@ static void write_run_state(hid_t file, const void *ctx) {
     int64_t step = run->step;
     hsize_t one = 1;
     h5_write_int64s(file, "train/step", &step, 1, &one);
+    data_identity_write(file, run->task.data_identity);
     run->task.write_state(file, run->task.ctx);
 }
 
