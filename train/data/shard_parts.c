@@ -39,20 +39,31 @@ static char *record_text(const SetSettings *s, int num_parts) {
     return text;
 }
 
-int shard_set_claim_parts(const SetSettings *s, int num_parts) {
-    const char *dir = s->data->shard_dir;
-    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+/* Write the record to a temporary, then link(2) it to path (install = 0: fails with EEXIST if a
+ * record exists) or rename(2) it over path (install = 1). Returns 0 or the errno of link/rename;
+ * the temporary is gone either way. */
+static int put_record(const SetSettings *s, int num_parts, const char *path, int install) {
+    char tmp[CONFIG_PATH_MAX + 256];
+    shard_temp_begin(tmp, sizeof tmp, path);
     char *text = record_text(s, num_parts);
     write_file(tmp, text, strlen(text));
     free(text);
-    int linked = link(tmp, path) == 0, err = errno; /* link(2) fails if the record exists */
-    if (linked) {
+    int rc = install ? rename(tmp, path) : link(tmp, path), err = rc == 0 ? 0 : errno;
+    if (!install || rc != 0)
         unlink(tmp);
+    shard_temp_end();
+    if (!err)
         sync_directory(path);
+    return err;
+}
+
+int shard_set_claim_parts(const SetSettings *s, int num_parts) {
+    const char *dir = s->data->shard_dir;
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    int err = put_record(s, num_parts, path, 0);
+    if (!err)
         return num_parts;
-    }
     RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
     size_t len;
     char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
@@ -72,11 +83,10 @@ int shard_set_claim_parts(const SetSettings *s, int num_parts) {
                      : 0;
     cJSON_Delete(settings);
     if (n && was == 1 && num_parts == 1) { /* a whole prepare that stopped; this one starts over */
-        RP_CHECK(rename(tmp, path) == 0, "%s: cannot replace: %s", path, strerror(errno));
-        sync_directory(path);
+        err = put_record(s, num_parts, path, 1);
+        RP_CHECK(!err, "%s: cannot replace: %s", path, strerror(err));
         return num_parts;
     }
-    unlink(tmp);
     RP_CHECK(n == 0,
              "[data] shard_dir %s is being prepared (recorded in %s) with other settings than this "
              "prepare's:%s\nevery part of a set must be prepared with the same settings (the parts "
