@@ -55,7 +55,6 @@ void data_identity_check(hid_t file, const char *path, const char *identity) {
     lines_missing(identity, stored, "now:       ", changed, sizeof changed, len);
     free(stored);
     RP_FATAL("--resume %s: the training data changed since the checkpoint was written:%s\na resumed run "
-             "continues the checkpoint's data stream; on other data its positions mean other documents: "
-             "restore the data it was trained on (or its shard set), or start a fresh run in another "
-             "train.run_dir", path, changed);
+             "continues from its position in the data it was trained on, which means nothing in other "
+             "data: restore that data (or its shard set), or start a fresh run in another train.run_dir", path, changed);
 }
