@@ -111,8 +111,8 @@ int shard_settings_differences(const DataConfig *d, const char *vocab_md5, const
     const cJSON *mine;
     cJSON_ArrayForEach(mine, now) {
         const cJSON *was = cJSON_GetObjectItemCaseSensitive(recorded, mine->string);
-        if (!was || cJSON_Compare(was, mine, 1))
-            continue;
+        if (!was || cJSON_Compare(was, mine, 1) || (!strcmp(mine->string, "data.corpus") && d->num_corpus == 0))
+            continue; /* a config without a corpus (one that only trains on the set) claims none */
         differences++;
         append(out, size, &len, mine->string, was, mine, recorded_by);
     }

@@ -23,6 +23,7 @@ cJSON *shard_settings_record(const DataConfig *d, const char *vocab_md5);
 /* Compare d (and vocab_md5, if given) with a record made by shard_settings_record: for each
  * setting that differs, append "\n  key 'K': RECORDED_BY has A, this config B" to out (size
  * bytes, kept NUL-terminated; "..." if it overflows). Settings the record lacks (one written by
- * an older realpos) are not compared. Returns the number of differences. */
+ * an older realpos) are not compared, nor data.corpus when d lists none (a config that only
+ * trains on a set prepared elsewhere). Returns the number of differences. */
 int shard_settings_differences(const DataConfig *d, const char *vocab_md5, const cJSON *recorded,
                                const char *recorded_by, char *out, size_t size);

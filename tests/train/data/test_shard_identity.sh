@@ -113,3 +113,8 @@ if [ ! -e "$tmp/big/s0123456789abcdef-0.h5.tmp.$dead.$host" ] && [ -e "$tmp/big/
    [ -e "$tmp/big/s0123456789abcdef-2.h5.tmp.$dead.otherhost" ] && grep -q "left by a prepare that was killed (process $dead is gone)" "$tmp/b.log"; then
   pass "a part removes the shard temporary of a dead process of its host, not a live one's or another host's"
 else fail "stale temporaries" "$(ls "$tmp/big") $(tail -3 "$tmp/b.log")"; fi
+
+# A config that lists no corpus (it only trains on a set prepared elsewhere) claims none: accepted.
+tiny_pretrain_ini "$tmp/nocorpus.ini" data.corpus= data.shard_dir="$tmp/parts"
+if "$RP" prepare "$tmp/nocorpus.ini" --verify >"$tmp/nc.log" 2>&1; then pass "a config without data.corpus opens the set it names"
+else fail "no corpus" "$(tail -2 "$tmp/nc.log")"; fi
