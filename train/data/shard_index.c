@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -48,6 +49,28 @@ SplitCounts shard_index_counts(const cJSON *o, const char *name, const char *pat
     return n;
 }
 
+/* Fatal if a source the index lists is here with another size or mtime than it was prepared from
+ * (edited since, and not prepared again: the set holds the old text). A source that is absent
+ * is not judged: training machines need only the set, not the corpus. */
+static void check_sources_unchanged(const DataConfig *d, const cJSON *root) {
+    const cJSON *src;
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources")) {
+        const char *file = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "path"));
+        const char *mtime = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "mtime_ns"));
+        const cJSON *size = cJSON_GetObjectItemCaseSensitive(src, "size");
+        struct stat st;
+        if (!file || !mtime || !cJSON_IsNumber(size) || stat(file, &st) != 0)
+            continue;
+        char now[32];
+        snprintf(now, sizeof now, "%lld", (long long)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+        RP_CHECK((double)st.st_size == size->valuedouble && !strcmp(now, mtime),
+                 "%s: changed since the shard set in %s was prepared from it (then %.0f bytes, mtime_ns %s; now "
+                 "%lld bytes, mtime_ns %s): the set holds the old text; run `realpos prepare CONFIG.ini` "
+                 "(it prepares this file again and keeps the others' shards)",
+                 file, d->shard_dir, size->valuedouble, mtime, (long long)st.st_size, now);
+    }
+}
+
 cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab_md5) {
     size_t len;
     char *text = read_file(path, &len, "shard set index");
@@ -73,6 +96,7 @@ cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab
              "this config (`realpos prepare CONFIG.ini`; another data.shard_dir keeps this set), or "
              "give the config the set's setting%s",
              d->shard_dir, path, differences, n > 1 ? "s" : "");
+    check_sources_unchanged(d, root);
     SetSettings now;
     settings_init(&now, d, vocab_md5, vocab_size);
     const char *id = shard_index_string(root, "prepare_id", path);

@@ -42,8 +42,18 @@ cp -r "$tmp/shards" "$tmp/shards.before"
 sed -i '5s/.*/w5 w6 w7 w8 edited again./' "$tmp/corpus.txt"
 "$RP" prepare "$cfg" >/dev/null 2>&1
 cp "$tmp/shards.before/index.json" "$tmp/shards/index.json"
-expect_error "an old index beside a rewritten shard: re-run prepare" "re-run \`realpos prepare CONFIG.ini\`" \
+expect_error "an old index beside a rewritten shard, corpus present: the file changed since the set was prepared" \
+  "$tmp/corpus.txt: changed since the shard set in $tmp/shards was prepared from it" \
   "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-stale"
+mv "$tmp/corpus.txt" "$tmp/corpus.away" # a training machine without the corpus: the shard itself says it
+expect_error "... corpus absent: the rewritten shard is not the one the index lists: re-run prepare" \
+  "not the shard $tmp/shards/index.json lists (made from a version of its source of" \
+  "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-stale"
+mv "$tmp/corpus.away" "$tmp/corpus.txt"
+sed -i '7s/.*/w9 w9 w9 edited, not prepared./' "$tmp/corpus.txt"
+expect_error "a corpus file edited since prepare (not re-prepared): pretrain names it" \
+  "$tmp/corpus.txt: changed since the shard set in $tmp/shards was prepared from it" \
+  "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-edited"
 # prepare removes the index before it changes the set: a prepare stopped then leaves none
 rm -rf "$tmp/shards"; cp -r "$tmp/shards.before" "$tmp/shards"
 "$RP" prepare "$cfg" >"$tmp/p.log" 2>&1
