@@ -124,7 +124,7 @@ static void append(char **text, size_t *len, size_t *cap, const char *line) {
     (*text)[*len] = '\0';
 }
 
-/* One line per source: its path, size, mtime, counts and the digest of its shards' contents. */
+/* One line per source: its path, size, counts and the digest of its shards' contents. */
 static void source_lines(const cJSON *root, const char *path, char **text, size_t *len, size_t *cap) {
     const cJSON *src, *sh;
     cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources")) {
@@ -138,18 +138,18 @@ static void source_lines(const cJSON *root, const char *path, char **text, size_
         }
         SplitCounts tr = shard_index_counts(src, "train", path), ev = shard_index_counts(src, "eval", path);
         const char *mtime = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "mtime_ns"));
-        char line[CONFIG_PATH_MAX + 256], contents[40];
+        /* the contents' digest when the shards record it (a file touched and prepared again is
+         * the same data), else the source's mtime stands for its version */
+        char line[CONFIG_PATH_MAX + 256], version[64];
         if (known)
-            snprintf(contents, sizeof contents, "contents %016llx", (unsigned long long)digest);
+            snprintf(version, sizeof version, "contents %016llx", (unsigned long long)digest);
         else
-            snprintf(contents, sizeof contents, "contents not recorded");
-        snprintf(line, sizeof line,
-                 "  source %s: %lld bytes, mtime_ns %s, %d shard%s (%s), %lld + %lld documents, "
-                 "%lld + %lld tokens",
+            snprintf(version, sizeof version, "mtime_ns %s, contents not recorded", mtime ? mtime : "?");
+        snprintf(line, sizeof line, "  source %s: %lld bytes, %d shard%s (%s), %lld + %lld documents, %lld + %lld tokens",
                  shard_index_string(src, "path", path),
-                 (long long)shard_index_int(src, "size", path, INT64_MAX / 2), mtime ? mtime : "?", shards,
-                 shards == 1 ? "" : "s", contents, (long long)tr.documents, (long long)ev.documents,
-                 (long long)tr.tokens, (long long)ev.tokens);
+                 (long long)shard_index_int(src, "size", path, INT64_MAX / 2), shards, shards == 1 ? "" : "s",
+                 version, (long long)tr.documents, (long long)ev.documents, (long long)tr.tokens,
+                 (long long)ev.tokens);
         append(text, len, cap, line);
     }
 }

@@ -128,3 +128,10 @@ else fail "stale temporaries" "$(ls "$tmp/big") $(tail -3 "$tmp/b.log")"; fi
 tiny_pretrain_ini "$tmp/nocorpus.ini" data.corpus= data.shard_dir="$tmp/parts"
 if "$RP" prepare "$tmp/nocorpus.ini" --verify >"$tmp/nc.log" 2>&1; then pass "a config without data.corpus opens the set it names"
 else fail "no corpus" "$(tail -2 "$tmp/nc.log")"; fi
+
+# The identity is of the contents: a corpus file touched (same text) and prepared again resumes.
+"$RP" pretrain "$cfg" --set train.max_steps=1 --set train.run_dir="$tmp/run-touch" >"$tmp/t1.log" 2>&1
+touch "$tmp/corpus.txt"; "$RP" prepare "$cfg" >/dev/null 2>&1
+if "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-touch" --resume "$tmp/run-touch/latest" >"$tmp/t2.log" 2>&1 &&
+   grep -q "resumed from .* at step 1" "$tmp/t2.log"; then pass "a corpus file touched and prepared again (same text): the resume goes on"
+else fail "touched corpus resume" "$(tail -3 "$tmp/t1.log" "$tmp/t2.log")"; fi
