@@ -102,7 +102,9 @@ for round in 1 2 3; do
   wait $a; ra=$?; wait $b; rb=$?
   [ $ra -eq 0 ] && [ $rb -eq 0 ] && [ -f "$tmp/side/index.json" ] && [ ! -e "$tmp/side/prepare-parts.txt" ] || ok=0
 done
-if [ $ok = 1 ]; then pass "two parts side by side (3 rounds): both exit 0 and the index is written"
+"$RP" prepare "$tmp/side.ini" --set data.shard_dir="$tmp/side-whole" >/dev/null 2>&1
+cmp -s "$tmp/side/index.json" "$tmp/side-whole/index.json" || ok=0
+if [ $ok = 1 ]; then pass "two parts side by side (3 rounds): both exit 0 and the index is written, byte-identical to one process's"
 else fail "parts side by side" "$ra $rb $(ls "$tmp/side") $(tail -2 "$tmp/s0.log" "$tmp/s1.log")"; fi
 
 # No shard temporary left: SIGTERM mid-prepare removes it; one of a dead process is removed.
