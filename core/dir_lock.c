@@ -34,8 +34,19 @@ void dir_lock_acquire_as(DirLock *lock, const char *dir, const char *name, int s
     mkdir_p(dir);
     int n = snprintf(lock->path, sizeof lock->path, "%s/%s", dir, name);
     RP_CHECK(n > 0 && (size_t)n < sizeof lock->path, "%s (%s): path too long", dir, what);
-    lock->fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* Never through a link, never a FIFO or device: the holder's line is written into this file
+     * (O_NONBLOCK: opening a FIFO does not wait for a peer; the fstat below refuses it). */
+    lock->fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    RP_CHECK(lock->fd >= 0 || errno != ELOOP,
+             "%s (%s): the lock file %s is a symbolic link: a lock file is never followed (its target would "
+             "be overwritten with the holder's name); remove the link", dir, what, lock->path);
     RP_CHECK(lock->fd >= 0, "%s (%s): cannot create the lock file %s: %s", dir, what, lock->path, strerror(errno));
+    struct stat kind;
+    int regular = fstat(lock->fd, &kind) == 0 && S_ISREG(kind.st_mode);
+    if (!regular)
+        close(lock->fd);
+    RP_CHECK(regular, "%s (%s): the lock file %s is not a regular file (%s): remove it", dir, what, lock->path,
+             S_ISDIR(kind.st_mode) ? "a directory" : S_ISFIFO(kind.st_mode) ? "a FIFO" : "a device or socket");
     if (flock(lock->fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
         int err = errno;
         char holder[512] = "";
@@ -50,7 +61,7 @@ void dir_lock_acquire_as(DirLock *lock, const char *dir, const char *name, int s
     /* The lock file opened may have been moved away with its directory (another process's
      * --overwrite) between open and flock: the lock held must be the one at the path. */
     struct stat held, at_path;
-    RP_CHECK(fstat(lock->fd, &held) == 0 && stat(lock->path, &at_path) == 0 && held.st_dev == at_path.st_dev &&
+    RP_CHECK(fstat(lock->fd, &held) == 0 && lstat(lock->path, &at_path) == 0 && held.st_dev == at_path.st_dev &&
                  held.st_ino == at_path.st_ino,
              "%s (%s) was moved aside by another process while this one took its lock: run again", dir, what);
     char command[400];

@@ -4,10 +4,12 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,13 +48,17 @@ static void file_name_safe(char *text) {
 }
 
 /* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json (HOME/.cache when XDG_CACHE_HOME is
- * unset); "" when neither is set. */
+ * unset, empty or relative: the XDG spec says a relative path is invalid and to be ignored);
+ * "" when neither gives an absolute directory. */
 static void default_cache_path(char *out, size_t size, const char *blas_core, int threads) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[3072];
-    if (xdg && *xdg)
+    if (xdg && *xdg && *xdg != '/')
+        rp_log("note: XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG Base Directory spec "
+               "says (the MFU peak cache goes to $HOME/.cache)", xdg);
+    if (xdg && *xdg == '/')
         snprintf(dir, sizeof dir, "%s/realpos", xdg);
-    else if (home && *home)
+    else if (home && *home == '/')
         snprintf(dir, sizeof dir, "%s/.cache/realpos", home);
     else {
         out[0] = '\0';
@@ -73,13 +79,23 @@ static void default_cache_path(char *out, size_t size, const char *blas_core, in
  * logged and will be replaced by the next probe). */
 static void read_cache(PeakEstimate *p, int log_bad_file) {
     p->cached_gflops = 0;
-    FILE *f = fopen(p->cache_path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO at the path must not hold start-up (fstat then refuses anything but a
+     * regular file) */
+    int fd = open(p->cache_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return; /* no entry yet */
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rp_log("note: peak cache %s is not a regular file (%s): ignored, and the cache is off for this run",
+               p->cache_path, S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket");
+        close(fd);
+        p->cache_path[0] = '\0';
+        return;
+    }
     char text[4096];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
+    ssize_t got = read(fd, text, sizeof text - 1);
+    close(fd);
+    text[got > 0 ? got : 0] = '\0';
     cJSON *o = cJSON_Parse(text);
     const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(o, "gflops"),
                 *cpu = cJSON_GetObjectItemCaseSensitive(o, "cpu_model"),
@@ -150,6 +166,56 @@ static void take_best(PeakEstimate *p) {
     }
 }
 
+/* The most the CPU can do on `threads` threads, generously: cores x clock x fp32 FLOPs per cycle
+ * of its widest vector unit with two FMA pipes (AVX-512: 2 x 16 x 2, AVX2/FMA: 2 x 8 x 2, AVX:
+ * 16, else 8), the clock the highest of cpuinfo_max_freq and 1.5 x the "cpu MHz" seen (turbo
+ * headroom; 6 GHz if neither is known). */
+double peak_hardware_bound(int threads) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cores = cores < 1 ? 1 : cores;
+    if (threads > 0 && threads < cores)
+        cores = threads;
+    double mhz = 0, per_cycle = 8;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    double khz;
+    if (f && fscanf(f, "%lf", &khz) == 1 && khz > 0)
+        mhz = khz / 1000;
+    if (f)
+        fclose(f);
+    char line[8192];
+    f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        double seen;
+        if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : "", "%lf", &seen) == 1 &&
+            1.5 * seen > mhz)
+            mhz = 1.5 * seen;
+        if (!strncmp(line, "flags", 5)) {
+            double here = strstr(line, " avx512f") ? 64 : strstr(line, " fma") && strstr(line, " avx2") ? 32
+                        : strstr(line, " avx") ? 16 : 8;
+            per_cycle = here > per_cycle ? here : per_cycle;
+        }
+    }
+    if (f)
+        fclose(f);
+    if (!(mhz > 0))
+        mhz = 6000;
+    return (double)cores * mhz * 1e-3 * per_cycle;
+}
+
+/* A cached peak this machine cannot reach (above both the hardware bound and PEAK_PROBE_MULTIPLE
+ * x this run's best probe, whichever is higher: the bound may misjudge a CPU, a probe never reads
+ * high) is dropped, with a note; the next faster probe replaces it. */
+static void drop_impossible_cache(PeakEstimate *p) {
+    double bound = peak_hardware_bound(p->threads), probed = PEAK_PROBE_MULTIPLE * p->probe_gflops;
+    bound = probed > bound ? probed : bound;
+    if (!(p->cached_gflops > bound))
+        return;
+    rp_log("note: peak cache %s holds %.4g GFLOP/s, more than this CPU can do on %d threads (at most %.1f): "
+           "ignored, the next probe replaces it", p->cache_path, p->cached_gflops, p->threads, bound);
+    p->cached_gflops = 0;
+    p->cached_at[0] = '\0';
+}
+
 /* One probe into probe_gflops (the cache not yet told). */
 static double run_probe(PeakEstimate *p) {
     double gflops = p->probe(p->probe_ctx);
@@ -165,7 +231,8 @@ static void update_cache(PeakEstimate *p) {
     if (!p->cache_path[0] || !(p->probe_gflops > p->cached_gflops))
         return;
     read_cache(p, 0);
-    if (p->probe_gflops > p->cached_gflops)
+    drop_impossible_cache(p);
+    if (p->cache_path[0] && p->probe_gflops > p->cached_gflops)
         write_cache(p, p->probe_gflops);
 }
 
@@ -197,6 +264,7 @@ PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx,
     probe(probe_ctx); /* warm-up: OpenBLAS's threads and buffers */
     for (int i = 0; i < PEAK_STARTUP_PROBES; i++)
         run_probe(&p);
+    drop_impossible_cache(&p);
     update_cache(&p);
     take_best(&p);
     p.spread_left = PEAK_SPREAD_PROBES;

@@ -31,7 +31,13 @@
 #pragma once
 #include <stddef.h>
 
-enum { PEAK_STARTUP_PROBES = 5, PEAK_SPREAD_PROBES = 8 };
+enum { PEAK_STARTUP_PROBES = 5, PEAK_SPREAD_PROBES = 8, PEAK_PROBE_MULTIPLE = 16 };
+
+/* A cache entry is believed only up to what the CPU can do: the higher of peak_hardware_bound and
+ * PEAK_PROBE_MULTIPLE x the run's best probe (a loaded machine's probes read low, by 10x in
+ * issue 29's example, never high); a higher entry (1e30) is ignored with a note. A cache path that
+ * is not a regular file (a FIFO) is ignored with a note, and the cache is off for the run. */
+double peak_hardware_bound(int threads);
 
 /* One timed sgemm on the calling process's threads: GFLOP/s. Tests inject their own. */
 typedef double (*PeakProbeFn)(void *ctx);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -110,6 +111,35 @@ int main(void) {
     p = peak_estimate_with(2, scripted, &s4, cache);
     CHECK(&t, near(p.gflops, 10), "an entry of another CPU model is not used (peak %.1f)", p.gflops);
 
+    /* Impossible entries are not believed: 1e30 GFLOP/s for this very key is dropped (the probe's
+     * peak, not MFU 1e-29), and the next probe replaces it; a plausible one is kept. */
+    char model[256], entry[1024];
+    cpu_model_name(model, sizeof model);
+    snprintf(entry, sizeof entry, "{\"gflops\": 1e30, \"probed_at\": \"x\", \"cpu_model\": \"%s\", "
+             "\"openblas_core\": \"%s\", \"threads\": 2}", model, blas_core_name());
+    write_text(cache, entry);
+    Script s7 = {always_slow, 1, 0};
+    p = peak_estimate_with(2, scripted, &s7, cache);
+    text = read_file(cache, &len, "peak cache");
+    CHECK(&t, near(p.gflops, 10) && !strcmp(p.source, "probe") && near(peak_utilisation(&p, 5), 0.5) &&
+                  strstr(text, "\"gflops\":\t10"),
+          "a cached 1e30 GFLOP/s (above %.0f, the most this CPU can do) is ignored and replaced: peak %.1f from %s",
+          peak_hardware_bound(2), p.gflops, p.source);
+    free(text);
+    double bound = peak_hardware_bound(2);
+    CHECK(&t, bound > 0 && isfinite(bound) && peak_hardware_bound(1) <= bound,
+          "the hardware bound is finite and grows with the threads (%.1f at 1, %.1f at 2)", peak_hardware_bound(1),
+          bound);
+    /* A FIFO as the cache file: ignored at once (no reader waits on it), the cache off. */
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+    RP_CHECK(mkfifo(fifo, 0600) == 0, "mkfifo failed");
+    Script s8 = {quiet, 1, 0};
+    p = peak_estimate_with(2, scripted, &s8, fifo);
+    struct stat st;
+    CHECK(&t, near(p.gflops, 100) && p.cache_path[0] == '\0' && stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode),
+          "a FIFO as the cache is ignored without blocking, the cache off, the FIFO left alone");
+
     /* Broken caches never stop a run. */
     write_text(cache, "not json {");
     Script s5 = {quiet, 1, 0};
@@ -145,6 +175,17 @@ int main(void) {
           "the default cache lives in $XDG_CACHE_HOME/realpos/, keyed by thread count: %s", p.cache_path);
     unlink(p.cache_path);
     rmdir(expected);
+    /* A relative XDG_CACHE_HOME is ignored (the XDG spec): $HOME/.cache, nothing in the cwd. */
+    char home[300], cwd[4096];
+    snprintf(home, sizeof home, "%s/home", dir);
+    RP_CHECK(mkdir(home, 0700) == 0 && getcwd(cwd, sizeof cwd) && chdir(dir) == 0, "cannot set up %s", home);
+    setenv("HOME", home, 1);
+    setenv("XDG_CACHE_HOME", "relcache", 1);
+    p = peak_estimate(1);
+    snprintf(expected, sizeof expected, "%s/.cache/realpos/", home);
+    CHECK(&t, access("relcache", F_OK) != 0 && !strncmp(p.cache_path, expected, strlen(expected)),
+          "XDG_CACHE_HOME=relcache (relative) is ignored: the cache is %s, no ./relcache", p.cache_path);
+    RP_CHECK(chdir(cwd) == 0, "cannot return to %s", cwd);
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -18,6 +18,27 @@
 #include "train/config/config.h"
 #include "train/data/corpus.h"
 #include "train/data/shard_set.h"
+#include "train/data/shard_write.h"
+
+/* "I/N": two decimal integers, 0 <= I < N <= PREPARE_MAX_PARTS, nothing else (no sign, no
+ * space, no overflow: 4294967297/2 is not 1/2). */
+#define PREPARE_MAX_PARTS 1000000
+static void parse_part(const char *text, int *part, int *num_parts) {
+    const char *slash = strchr(text, '/');
+    long value[2] = {-1, -1};
+    for (int k = 0; k < 2 && slash; k++) {
+        const char *from = k ? slash + 1 : text, *to = k ? text + strlen(text) : slash;
+        size_t digits = strspn(from, "0123456789");
+        if (digits == 0 || from + digits != to || digits > 7)
+            break;
+        value[k] = strtol(from, NULL, 10);
+    }
+    RP_CHECK(value[0] >= 0 && value[1] >= 1 && value[1] <= PREPARE_MAX_PARTS && value[0] < value[1],
+             "--part: expected I/N, two whole numbers with 0 <= I < N <= %d (e.g. 0/4), got '%s'",
+             PREPARE_MAX_PARTS, text);
+    *part = (int)value[0];
+    *num_parts = (int)value[1];
+}
 
 int cmd_prepare(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
@@ -27,12 +48,8 @@ int cmd_prepare(int argc, char **argv) {
     CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
     int part = 0, num_parts = 1;
-    if (part_text) {
-        char tail;
-        RP_CHECK(sscanf(part_text, "%d/%d%c", &part, &num_parts, &tail) == 2 && num_parts >= 1 &&
-                     part >= 0 && part < num_parts,
-                 "--part: expected I/N with 0 <= I < N (e.g. 0/4), got '%s'", part_text);
-    }
+    if (part_text)
+        parse_part(part_text, &part, &num_parts);
     Config cfg;
     config_load(&cfg, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
@@ -72,6 +89,7 @@ int cmd_prepare(int argc, char **argv) {
     }
     if (cfg.train.threads > 0) /* the tokenizer's threads, as training's */
         omp_set_num_threads(cfg.train.threads);
+    shard_temp_cleanup_on_signals(); /* a signal leaves no shard temporary behind */
     rp_log("prepare: %d corpus entr%s, vocab %s, %d thread%s%s", d->num_corpus,
            d->num_corpus == 1 ? "y" : "ies", d->vocab, omp_get_max_threads(),
            omp_get_max_threads() == 1 ? "" : "s", num_parts > 1 ? ", part" : "");

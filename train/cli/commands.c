@@ -14,6 +14,9 @@ static const Command commands[] = {
      "  --set section.key=value   override a key of CONFIG.ini (repeatable)\n"},
     {"prepare", cmd_prepare, "prepare CONFIG.ini [--part I/N | --verify] [--set section.key=value ...]",
      "tokenize the [data] corpus into the train and eval shards of [data] shard_dir",
+     "  --part I/N                prepare the corpus files i with i % N == I (0 <= I < N) of the sorted\n"
+     "                            list, as one of N processes sharing shard_dir; the last to finish\n"
+     "                            writes the index\n"
      "  --set section.key=value   override a key (repeatable)\n"
      "  --verify                  prepare nothing: verify every shard of the set now (pretraining\n"
      "                            verifies each at its first read)\n"},

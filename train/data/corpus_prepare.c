@@ -318,28 +318,27 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     SetSettings set;
     settings_init(&set, data, vocab_md5, tokenizer_vocab_size(tok));
     mkdir_p(data->shard_dir);
-    int recorded = shard_set_claim_parts(data->shard_dir, num_parts);
+    int recorded = shard_set_claim_parts(&set, num_parts);
     for (int i = 0; i < list.count && recorded != num_parts; i++) { /* harmless only with nothing left */
         char stem[18];
-        ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+        ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
         source_stem(stem, &set, list.files[i].path);
         if (!manifest_done(&set, &list.files[i], stem, 0, &ignored))
             shard_set_refuse_parts(data->shard_dir, recorded, num_parts);
     }
-    if (num_parts == 1)
-        remove_stale_temp_files(data->shard_dir); /* another part's live temp files are not stale */
+    shard_remove_stale_temps(data->shard_dir, num_parts == 1);
     Round round = {0};
-    int done_all = 1;
+    int index_dropped = 0;
     report.sources = list.count;
     for (int i = 0; i < list.count; i++) {
         Source s = {.set = &set, .tok = tok, .src = &list.files[i], .report = &report};
         source_stem(s.stem, &set, s.src->path);
-        ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0};
-        if (i % num_parts != part) {
-            done_all &= manifest_done(&set, s.src, s.stem, 0, &total);
+        ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
+        if (i % num_parts != part)
             continue;
-        }
         if (!manifest_done(&set, s.src, s.stem, 1, &total)) {
+            if (!index_dropped++)
+                shard_set_drop_index(data->shard_dir);
             s.split_seed = hash64((uint64_t)data->seed ^ SPLIT_SALT);
             shard_buffer_init(&s.shard, set.vocab_size);
             prepare_source(&s, &round);
@@ -362,11 +361,7 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     if (report.unknown_sources > UNKNOWN_NAMED)
         rp_log("warning: %d more corpus files (%d in all) are over %.0f%% [UNK] with vocabulary %s",
                report.unknown_sources - UNKNOWN_NAMED, report.unknown_sources, 100 * TOKENIZER_UNKNOWN_WARN, data->vocab);
-    if (done_all) {
-        shard_set_release_parts(data->shard_dir);
-        index_write(&set, &list);
-        report.index_written = 1;
-    }
+    report.index_written = shard_set_finish(&set, &list);
     memcpy(report.prepare_id, set.prepare_id, sizeof report.prepare_id);
     round_free(&round);
     corpus_list_free(&list);

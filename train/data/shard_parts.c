@@ -1,15 +1,22 @@
-/* The record of a shard set's prepare in progress: the N of its `--part I/N` processes
- * (shard_set.h), kept in shard_dir/prepare-parts.txt until the index is written. */
+/* The writer's side of a shard set being prepared (shard_set.h): the record of the prepare in
+ * progress (shard_dir/prepare-parts.txt: its N and its settings), the lock under which whoever
+ * finds every source done writes the index, and the shard temporaries of processes that died. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "core/atomic_file.h"
 #include "core/common.h"
 #include "train/data/shard_set.h"
+#include "train/data/shard_settings.h"
+#include "train/data/shard_write.h"
 
 static const char *partition(char *out, size_t size, long n) {
     if (n == 1)
@@ -19,17 +26,44 @@ static const char *partition(char *out, size_t size, long n) {
     return out;
 }
 
-int shard_set_claim_parts(const char *dir, int num_parts) {
-    char path[CONFIG_PATH_MAX + 32], tmp[CONFIG_PATH_MAX + 64], text[16];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    write_file(tmp, text, (size_t)snprintf(text, sizeof text, "%d\n", num_parts));
-    int linked = link(tmp, path) == 0, err = errno; /* link(2) fails if the record exists */
-    unlink(tmp);
-    if (linked) {
+/* The record: "N\n" then the settings as one line of JSON (an older realpos wrote "N\n" alone). */
+static char *record_text(const SetSettings *s, int num_parts) {
+    cJSON *settings = shard_settings_record(s->data, s->vocab_md5);
+    char *json = cJSON_PrintUnformatted(settings);
+    cJSON_Delete(settings);
+    RP_CHECK(json, "out of memory recording the prepare's settings");
+    size_t size = strlen(json) + 32;
+    char *text = xmalloc(size);
+    snprintf(text, size, "%d\n%s\n", num_parts, json);
+    cJSON_free(json);
+    return text;
+}
+
+/* Write the record to a temporary, then link(2) it to path (install = 0: fails with EEXIST if a
+ * record exists) or rename(2) it over path (install = 1). Returns 0 or the errno of link/rename;
+ * the temporary is gone either way. */
+static int put_record(const SetSettings *s, int num_parts, const char *path, int install) {
+    char tmp[CONFIG_PATH_MAX + 256];
+    shard_temp_begin(tmp, sizeof tmp, path);
+    char *text = record_text(s, num_parts);
+    write_file(tmp, text, strlen(text));
+    free(text);
+    int rc = install ? rename(tmp, path) : link(tmp, path), err = rc == 0 ? 0 : errno;
+    if (!install || rc != 0)
+        unlink(tmp);
+    shard_temp_end();
+    if (!err)
         sync_directory(path);
+    return err;
+}
+
+int shard_set_claim_parts(const SetSettings *s, int num_parts) {
+    const char *dir = s->data->shard_dir;
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    int err = put_record(s, num_parts, path, 0);
+    if (!err)
         return num_parts;
-    }
     RP_CHECK(err == EEXIST, "%s: cannot create: %s", path, strerror(err));
     size_t len;
     char *recorded = read_file(path, &len, "the shard set's partition (prepare)");
@@ -38,7 +72,28 @@ int shard_set_claim_parts(const char *dir, int num_parts) {
     RP_CHECK(end != recorded && *end == '\n' && was >= 1 && was <= INT_MAX,
              "%s: expected the N of the prepare in progress (a positive number and a newline), got "
              "'%.*s'", path, (int)(len < 32 ? len : 32), recorded);
+    cJSON *settings = end[1] ? cJSON_Parse(end + 1) : NULL;
+    RP_CHECK(!end[1] || cJSON_IsObject(settings),
+             "%s: the line after the N is not the prepare's settings (a JSON object): remove the file "
+             "if no prepare of %s is running", path, dir);
     free(recorded);
+    char differences[4096] = "";
+    int n = settings ? shard_settings_differences(s->data, s->vocab_md5, settings, "the prepare in progress",
+                                                  differences, sizeof differences)
+                     : 0;
+    cJSON_Delete(settings);
+    if (n && was == 1 && num_parts == 1) { /* a whole prepare that stopped; this one starts over */
+        err = put_record(s, num_parts, path, 1);
+        RP_CHECK(!err, "%s: cannot replace: %s", path, strerror(err));
+        return num_parts;
+    }
+    RP_CHECK(n == 0,
+             "[data] shard_dir %s is being prepared (recorded in %s) with other settings than this "
+             "prepare's:%s\nevery part of a set must be prepared with the same settings (the parts "
+             "would make shards of different sets, and none would write the index): start this part "
+             "with the settings of the others, or, if no prepare of that set is running any more, "
+             "remove %s to start over",
+             dir, path, differences, path);
     return (int)was;
 }
 
@@ -57,9 +112,127 @@ void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
              finish, path, num_parts);
 }
 
+void shard_set_drop_index(const char *dir) {
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_INDEX);
+    if (unlink(path) == 0) {
+        sync_directory(path);
+        rp_log("prepare: removed %s: the set changes; the index is written again when every source is done",
+               path);
+    } else {
+        RP_CHECK(errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
+    }
+}
+
+int shard_set_finish(const SetSettings *s, const CorpusList *list) {
+    const char *dir = s->data->shard_dir;
+    char lock_path[CONFIG_PATH_MAX + 32], parts[CONFIG_PATH_MAX + 32], index[CONFIG_PATH_MAX + 32];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock-index", dir);
+    snprintf(parts, sizeof parts, "%s/%s", dir, SHARD_SET_PARTS);
+    snprintf(index, sizeof index, "%s/%s", dir, SHARD_SET_INDEX);
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    RP_CHECK(fd >= 0, "%s: cannot open the lock under which the index is written: %s", lock_path,
+             strerror(errno));
+    int rc;
+    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    RP_CHECK(rc == 0, "%s: cannot lock: %s", lock_path, strerror(errno));
+    /* Each process writes its manifests before it takes this lock and looks at all of them after:
+     * the last one to take it sees every source done, whatever the order the parts ran in. */
+    int done = 1;
+    for (int i = 0; i < list->count && done; i++) {
+        char stem[18];
+        ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
+        source_stem(stem, s, list->files[i].path);
+        done = manifest_done(s, &list->files[i], stem, 0, &ignored);
+    }
+    int written = 0;
+    if (done && access(parts, F_OK) != 0 && access(index, F_OK) == 0) {
+        written = 1; /* another part, done after this one's last manifest, wrote it */
+    } else if (done) {
+        shard_set_release_parts(dir);
+        index_write(s, list);
+        written = 1;
+    }
+    close(fd); /* releases the lock */
+    return written;
+}
+
 void shard_set_release_parts(const char *dir) {
     char path[CONFIG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
     RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
     sync_directory(path);
+}
+
+/* ---- shard temporaries ----------------------------------------------------------------------- */
+
+/* The temporary being written, for the signal handler: the only state a handler may touch, hence
+ * file scope. Set before the file exists and cleared after its rename, so at worst the handler
+ * unlinks a name that is not there. */
+static char live_temp[CONFIG_PATH_MAX + 384];
+static volatile sig_atomic_t live_temp_set = 0;
+
+static void on_signal(int sig) {
+    if (live_temp_set)
+        unlink(live_temp);
+    raise(sig); /* SA_RESETHAND: the default action now, so the exit status names the signal */
+}
+
+void shard_temp_cleanup_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+        sigaction(signals[i], &sa, NULL);
+}
+
+/* This host's name with characters outside [A-Za-z0-9-] as '_' (it is part of a file name). */
+static void host_name(char *out, size_t size) {
+    if (gethostname(out, size) != 0)
+        snprintf(out, size, "unknown");
+    out[size - 1] = '\0';
+    for (char *c = out; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
+            *c = '_';
+}
+
+void shard_temp_begin(char *tmp, size_t size, const char *path) {
+    char host[128];
+    host_name(host, sizeof host);
+    int n = snprintf(tmp, size, "%s.tmp.%ld.%s", path, (long)getpid(), host);
+    RP_CHECK(n > 0 && (size_t)n < size && (size_t)n < sizeof live_temp, "%s: path too long", path);
+    live_temp_set = 0;
+    memcpy(live_temp, tmp, (size_t)n + 1);
+    live_temp_set = 1;
+}
+
+void shard_temp_end(void) { live_temp_set = 0; }
+
+void shard_remove_stale_temps(const char *dir, int whole) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char host[128];
+    host_name(host, sizeof host);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *tail = strstr(e->d_name, ".tmp.");
+        if (!tail)
+            continue;
+        char *end;
+        long pid = strtol(tail + 5, &end, 10);
+        /* "NAME.tmp.PID.HOST": a shard of a process on this host; "NAME.tmp.PID": an older
+         * realpos's or a record's, judged only by a whole prepare (no part elsewhere runs) */
+        int here = *end == '.' && !strcmp(end + 1, host), old = *end == '\0' && whole;
+        if (pid <= 0 || (!here && !old) || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[CONFIG_PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0)
+            rp_log("prepare: removed %s, left by a prepare that was killed (process %ld is gone)", path, pid);
+    }
+    closedir(d);
 }

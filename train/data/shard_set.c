@@ -24,6 +24,7 @@
 #include "core/common.h"
 #include "core/crc32.h"
 #include "core/h5io.h"
+#include "train/data/shard_index.h"
 
 /* One shard file of a set, shared by the set's train and eval Shards. */
 typedef struct {
@@ -31,6 +32,11 @@ typedef struct {
     int ready;            /* seal verified, datasets located: at the first read of either split */
     char name[64];        /* in shard_dir */
     SplitCounts count[2]; /* train, eval: from index.json */
+    /* what index.json says the shard holds: its source's version and its contents' digest (0:
+     * not recorded), checked at the first read against the shard's own attributes */
+    int64_t source_size;
+    char source_mtime[24];
+    uint64_t digest;
     off_t at[2][3];       /* file offsets of {train, eval} x {tokens, sentence_offsets, document_offsets} */
 } ShardFile;
 
@@ -51,18 +57,6 @@ enum { AT_TOKENS, AT_SENTENCES, AT_DOCUMENTS };
 static const char *const split_names[2] = {"train", "eval"};
 
 /* ---- opening --------------------------------------------------------------------------------- */
-
-static int64_t json_int(const cJSON *o, const char *name, const char *path) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    RP_CHECK(cJSON_IsNumber(v), "%s: member '%s': expected a number", path, name);
-    return (int64_t)v->valuedouble;
-}
-
-static const char *json_string(const cJSON *o, const char *name, const char *path) {
-    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, name));
-    RP_CHECK(v, "%s: member '%s': expected a string", path, name);
-    return v;
-}
 
 /* The file offset of dataset name (contiguous, elements of type `type`, n of them). */
 static off_t dataset_at(hid_t f, const char *path, const char *name, hid_t type, int64_t n) {
@@ -110,6 +104,20 @@ static void file_ready(const ShardFiles *set, ShardFile *f) {
              "prepare CONFIG.ini again",
              path, id, set->index, set->prepare_id);
     free(fmt), free(id);
+    /* a shard rewritten after the index was (a re-prepare of a changed source, interrupted before
+     * its new index): the index's counts and offsets are not this file's */
+    char mtime[24];
+    snprintf(mtime, sizeof mtime, "%lld", (long long)h5_attr_read_int64(h, "source_mtime_ns", path));
+    int64_t size = h5_attr_read_int64(h, "source_size", path);
+    char *digest = h5_attr_exists(h, "content_digest") ? h5_attr_read_string(h, "content_digest", path) : NULL;
+    RP_CHECK(size == f->source_size && !strcmp(mtime, f->source_mtime) &&
+                 (!f->digest || !digest || strtoull(digest, NULL, 16) == f->digest),
+             "%s: not the shard %s lists (made from a version of its source of %lld bytes, mtime_ns %s, "
+             "contents %s; the index lists %lld bytes, mtime_ns %s, contents %016llx): a prepare rewrote "
+             "it after the index was written and was interrupted; re-run `realpos prepare CONFIG.ini`",
+             path, set->index, (long long)size, mtime, digest ? digest : "not recorded",
+             (long long)f->source_size, f->source_mtime, (unsigned long long)f->digest);
+    free(digest);
     for (int k = 0; k < 2; k++) {
         const SplitCounts *n = &f->count[k];
         if (n->documents == 0)
@@ -185,10 +193,18 @@ static void add_part(Shard *s, ShardFile *f, int split) {
     s->num_tokens += n->tokens;
 }
 
-static SplitCounts index_counts(const cJSON *o, const char *name, const char *path) {
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, name);
-    return (SplitCounts){json_int(c, "documents", path), json_int(c, "sentences", path),
-                         json_int(c, "tokens", path)};
+/* Fatal unless f's counts fit in its file of `bytes` bytes: 4 per token, 8 per offset. */
+static void check_counts_fit(const ShardFile *f, const char *path, const char *index, off_t bytes) {
+    double need = 0;
+    for (int k = 0; k < 2; k++)
+        need += 4.0 * (double)f->count[k].tokens + 8.0 * (double)(f->count[k].sentences + f->count[k].documents + 2);
+    RP_CHECK(need <= (double)bytes,
+             "%s: lists %s with %lld + %lld tokens, %lld + %lld sentences, %lld + %lld documents (at least "
+             "%.0f bytes), but the file holds %lld bytes: the index is damaged or not this set's; "
+             "`realpos prepare CONFIG.ini` writes it again",
+             index, path, (long long)f->count[0].tokens, (long long)f->count[1].tokens,
+             (long long)f->count[0].sentences, (long long)f->count[1].sentences, (long long)f->count[0].documents,
+             (long long)f->count[1].documents, need, (long long)bytes);
 }
 
 /* The set's shard files from the index, each opened and its seal's header and length checked
@@ -206,15 +222,21 @@ static ShardFiles *open_files(const DataConfig *d, const char *index_path, const
     snprintf(set->dir, sizeof set->dir, "%s", d->shard_dir);
     snprintf(set->index, sizeof set->index, "%s", index_path);
     snprintf(set->prepare_id, sizeof set->prepare_id, "%s", prepare_id);
-    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources"))
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources")) {
+        int64_t source_size = shard_index_int(src, "size", index_path, INT64_MAX / 2);
+        const char *source_mtime = shard_index_string(src, "mtime_ns", index_path);
         cJSON_ArrayForEach(sh, cJSON_GetObjectItemCaseSensitive(src, "shards")) {
             ShardFile *f = &set->file[set->count];
-            const char *file = json_string(sh, "file", index_path);
+            const char *file = shard_index_string(sh, "file", index_path);
+            const char *digest = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sh, "digest"));
+            f->source_size = source_size;
+            snprintf(f->source_mtime, sizeof f->source_mtime, "%s", source_mtime);
+            f->digest = digest ? strtoull(digest, NULL, 16) : 0;
             RP_CHECK(strlen(file) < sizeof f->name && !strchr(file, '/'), "%s: bad shard name '%s'",
                      index_path, file);
             snprintf(f->name, sizeof f->name, "%s", file);
-            f->count[0] = index_counts(sh, "train", index_path);
-            f->count[1] = index_counts(sh, "eval", index_path);
+            f->count[0] = shard_index_counts(sh, "train", index_path);
+            f->count[1] = shard_index_counts(sh, "eval", index_path);
             char path[CONFIG_PATH_MAX + 80], why[256];
             file_path(path, sizeof path, set, f);
             require_regular_file(path, "shard");
@@ -225,7 +247,11 @@ static ShardFiles *open_files(const DataConfig *d, const char *index_path, const
             H5SealStatus seal = h5_check_seal_fd(f->fd, 0, why, sizeof why);
             RP_CHECK(seal == H5_SEAL_OK, "%s: %s (a shard of %s): run `realpos prepare CONFIG.ini` again",
                      path, why, index_path);
+            struct stat st;
+            RP_CHECK(fstat(f->fd, &st) == 0, "%s: cannot stat: %s", path, strerror(errno));
+            check_counts_fit(f, path, index_path, st.st_size);
         }
+    }
     return set;
 }
 
@@ -265,21 +291,14 @@ static int token_counts(const cJSON *root, const char *index_path, ShardFiles *s
 
 static void open_set(const DataConfig *d, const char *index_path, const char *vocab_text,
                      size_t vocab_len, const char *vocab_origin, Shard **train, Shard **eval) {
-    size_t len;
-    char *text = read_file(index_path, &len, "shard set index");
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    RP_CHECK(cJSON_IsObject(root), "%s: not a JSON object", index_path);
-    const char *format = json_string(root, "format", index_path);
-    RP_CHECK(!strcmp(format, SHARD_SET_FORMAT), "%s: member 'format': expected '%s', got '%s'",
-             index_path, SHARD_SET_FORMAT, format);
-    char md5[33];
-    snprintf(md5, sizeof md5, "%s", json_string(root, "vocab_md5", index_path));
-    int vocab_size = (int)json_int(root, "vocab_size", index_path);
-    RP_CHECK(vocab_size > 0, "%s: member 'vocab_size': expected a positive number", index_path);
+    char md5[33], vocab_md5[33];
+    md5_hex(vocab_text, vocab_len, vocab_md5);
+    cJSON *root = shard_index_load(d, index_path, vocab_md5);
+    snprintf(md5, sizeof md5, "%s", shard_index_string(root, "vocab_md5", index_path));
+    int vocab_size = (int)shard_index_int(root, "vocab_size", index_path, SHARD_INDEX_MAX_VOCAB);
     int lower = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "do_lower_case"));
     double t0 = now_seconds();
-    ShardFiles *set = open_files(d, index_path, root, json_string(root, "prepare_id", index_path));
+    ShardFiles *set = open_files(d, index_path, root, shard_index_string(root, "prepare_id", index_path));
     *train = new_lazy(index_path, set, vocab_size, lower, md5, "train");
     *eval = new_lazy(index_path, set, vocab_size, lower, md5, "eval");
     shard_check_vocab(*train, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
@@ -287,8 +306,8 @@ static void open_set(const DataConfig *d, const char *index_path, const char *vo
         add_part(*train, &set->file[i], 0);
         add_part(*eval, &set->file[i], 1);
     }
-    SplitCounts want_train = index_counts(root, "train", index_path),
-                want_eval = index_counts(root, "eval", index_path);
+    SplitCounts want_train = shard_index_counts(root, "train", index_path),
+                want_eval = shard_index_counts(root, "eval", index_path);
     RP_CHECK((*train)->num_tokens == want_train.tokens && (*eval)->num_tokens == want_eval.tokens &&
                  (*train)->num_documents == want_train.documents &&
                  (*eval)->num_documents == want_eval.documents,
@@ -336,40 +355,6 @@ void shard_set_open(const DataConfig *d, const char *vocab_text, size_t vocab_le
     shard_path(old, sizeof old, d->shard_dir, "eval");
     *eval = shard_load(old);
     shard_check_vocab(*eval, vocab_text, vocab_len, d->do_lower_case, vocab_origin);
-}
-
-void shard_set_identity(const DataConfig *d, char *out, size_t size) {
-    char index[CONFIG_PATH_MAX + 32];
-    snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
-    if (access(index, R_OK) == 0) {
-        size_t len;
-        char *text = read_file(index, &len, "shard set index");
-        cJSON *root = cJSON_ParseWithLength(text, len);
-        free(text);
-        RP_CHECK(cJSON_IsObject(root), "%s: not a JSON object", index);
-        SplitCounts train = index_counts(root, "train", index), eval = index_counts(root, "eval", index);
-        snprintf(out, size, "shard set prepare_id %s, %lld + %lld documents, %lld + %lld tokens (train + eval)",
-                 json_string(root, "prepare_id", index), (long long)train.documents, (long long)eval.documents,
-                 (long long)train.tokens, (long long)eval.tokens);
-        cJSON_Delete(root);
-        return;
-    }
-    Crc32Tables *tables = xmalloc(sizeof *tables);
-    crc32_tables_init(tables);
-    uint32_t crc[2];
-    const char *split[2] = {"train", "eval"};
-    for (int i = 0; i < 2; i++) {
-        char path[CONFIG_PATH_MAX + 16], header[H5_USER_BLOCK];
-        shard_path(path, sizeof path, d->shard_dir, split[i]);
-        int fd = open(path, O_RDONLY);
-        RP_CHECK(fd >= 0, "%s: cannot open: %s", path, strerror(errno));
-        ssize_t got = pread(fd, header, sizeof header, 0);
-        close(fd);
-        RP_CHECK(got == (ssize_t)sizeof header, "%s: shorter than its %d-byte checksum header", path, H5_USER_BLOCK);
-        crc[i] = crc32_update(tables, 0, header, sizeof header);
-    }
-    free(tables);
-    snprintf(out, size, "old shards: train.h5 header CRC-32 %08x, eval.h5 %08x", (unsigned)crc[0], (unsigned)crc[1]);
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */

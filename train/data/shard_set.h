@@ -8,7 +8,10 @@
  *                        a hash of the prepare settings and the source path)
  *   s<KEY>.json          the source's manifest (its shards, counts, bad records): marks it done
  *   prepare-parts.txt    while the set is being prepared: N of the `--part I/N` processes (1: one
- *                        whole prepare) writing it; removed just before the index is written
+ *                        whole prepare) writing it and their settings (shard_settings.h);
+ *                        removed just before the index is written
+ *   .lock, .lock-part-I-of-N, .lock-index   the writers' flocks (core/dir_lock.h; the last:
+ *                        whoever holds it and finds every source done writes the index)
  * Each shard holds whole consecutive documents of one source, about data.shard_tokens tokens,
  * split into its training and held-out documents, and is sealed with a CRC-32 (core/h5io.h):
  *   /{train,eval}/tokens            int32 [T]     (contiguous: read in place with pread)
@@ -51,21 +54,20 @@ void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab
  * nothing for an in-memory shard. Fatal on the first bad shard, naming it. */
 void shard_set_verify(const Shard *s);
 
-/* The identity of the data shard_set_open opens, as one line that ranks of a job compare: a set's
- * prepare_id and its index's train and eval totals; for old train.h5/eval.h5 the CRC-32 of each
- * file's checksum header (which holds the file's own CRC-32 and length). Reads no shard. */
-void shard_set_identity(const DataConfig *data, char *out, size_t size);
+/* The identity of the data shard_set_open opens, as text that the ranks of a job compare and a
+ * checkpoint keeps (a resume must continue on the same data): a first line with the set's
+ * prepare_id and its index's train and eval totals, then a line per source with its path, size,
+ * counts and the digest of its shards' contents (shard_digest; the mtime where the shards predate
+ * it); for old train.h5/eval.h5
+ * one line with the CRC-32 of each file's checksum header (which holds the file's own CRC-32 and
+ * length). Reads no shard. Caller frees. */
+char *shard_set_identity(const DataConfig *data);
 
 /* ---- the partition of a prepare in progress (the writer's side) ----------------------------- */
 
 #define SHARD_SET_PARTS "prepare-parts.txt"
 
-/* Record that dir's set is being prepared in num_parts parts (created atomically: of processes
- * starting side by side, one records its N and the others compare with it). Returns num_parts,
- * or the other N a prepare in progress there recorded: then the caller may go on only if no
- * source is left to prepare (it just writes the index, as after concurrent parts that each
- * finished before seeing the others' manifests), else shard_set_refuse_parts. */
-int shard_set_claim_parts(const char *dir, int num_parts);
+/* (Claiming, finishing: shard_write.h.) */
 /* Fatal, naming dir, both N's and what to run: two partitions of the corpus list would leave some
  * sources to no part and give others to two parts at once. */
 _Noreturn void shard_set_refuse_parts(const char *dir, int recorded, int num_parts);

@@ -11,6 +11,7 @@
 #include "core/h5io.h"
 #include "core/rng.h"
 #include "train/data/shard_set.h"
+#include "train/data/shard_settings.h"
 
 static const char *const split_names[2] = {"train", "eval"};
 
@@ -111,6 +112,23 @@ void shard_buffer_add_document(ShardBuffer *b, int split, const int32_t *tokens,
     sb->document_offsets[++sb->num_documents] = sb->num_sentences;
 }
 
+uint64_t shard_digest(const ShardBuffer *b) {
+    uint64_t h = hash64(0x646967657374ULL); /* "digest" */
+    for (int k = 0; k < 2; k++) {
+        const SplitBuffer *sb = &b->split[k];
+        h = hash64(h ^ text_hash((const char *)sb->tokens, (size_t)sb->num_tokens * sizeof *sb->tokens));
+        h = hash64(h ^ text_hash((const char *)sb->sentence_offsets,
+                                 (size_t)(sb->num_sentences + 1) * sizeof *sb->sentence_offsets));
+        h = hash64(h ^ text_hash((const char *)sb->document_offsets,
+                                 (size_t)(sb->num_documents + 1) * sizeof *sb->document_offsets));
+    }
+    return h ? h : 1; /* 0 means unknown */
+}
+
+static void digest_text(char out[17], uint64_t digest) {
+    snprintf(out, 17, "%016llx", (unsigned long long)digest);
+}
+
 /* ---- shard files ----------------------------------------------------------------------------- */
 
 static void shard_file(char *out, size_t size, const char *dir, const char *stem, int k) {
@@ -131,11 +149,13 @@ static void attr_counts(hid_t f, const char *split, const SplitCounts *c) {
 ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char *stem, int k,
                         const ShardBuffer *b, int64_t input_end, int64_t line_end) {
     const DataConfig *d = s->data;
-    char path[CONFIG_PATH_MAX + 64], tmp[CONFIG_PATH_MAX + 96];
+    char path[CONFIG_PATH_MAX + 64], tmp[CONFIG_PATH_MAX + 256];
     shard_file(path, sizeof path, d->shard_dir, stem, k);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    shard_temp_begin(tmp, sizeof tmp, path);
     hid_t f = h5_create(tmp);
-    ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences};
+    ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences, shard_digest(b)};
+    char digest[17];
+    digest_text(digest, c.digest);
     for (int i = 0; i < 2; i++) {
         const SplitBuffer *sb = &b->split[i];
         char name[64];
@@ -171,8 +191,13 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
     h5_attr_write_int64(f, "line_end", line_end);
     h5_attr_write_int64(f, "bad_records", b->bad_records);
     h5_attr_write_int64(f, "dropped_sentences", b->dropped_sentences);
+    h5_attr_write_string(f, "content_digest", digest);
     h5_close(f, tmp);
-    RP_CHECK(rename(tmp, path) == 0, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+    int renamed = rename(tmp, path) == 0, err = errno;
+    if (!renamed)
+        unlink(tmp);
+    shard_temp_end();
+    RP_CHECK(renamed, "%s: cannot rename to %s: %s (removed the temporary file)", tmp, path, strerror(err));
     return c;
 }
 
@@ -206,6 +231,12 @@ int shard_kept(const SetSettings *s, const CorpusFile *src, const char *stem, in
         c->dropped_sentences = attr_or(f, "dropped_sentences", path);
         *input_end = attr_or(f, "input_end", path);
         *line_end = attr_or(f, "line_end", path);
+        c->digest = 0;
+        if (h5_attr_exists(f, "content_digest")) {
+            char *digest = h5_attr_read_string(f, "content_digest", path);
+            c->digest = strtoull(digest, NULL, 16);
+            free(digest);
+        }
     }
     h5_close(f, path);
     return ok;
@@ -263,7 +294,7 @@ void manifest_write(const SetSettings *s, const CorpusFile *src, const char *ste
     cJSON_AddStringToObject(m, "mtime_ns", mtime);
     cJSON_AddStringToObject(m, "compression", compression_name(compression));
     cJSON_AddStringToObject(m, "format", format);
-    ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+    ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
     cJSON *list = cJSON_AddArrayToObject(m, "shards");
     for (int k = 0; k < num_shards; k++) {
         char file[64];
@@ -272,6 +303,11 @@ void manifest_write(const SetSettings *s, const CorpusFile *src, const char *ste
         cJSON_AddStringToObject(o, "file", file);
         cJSON_AddItemToObject(o, "train", counts_json(&shards[k].train));
         cJSON_AddItemToObject(o, "eval", counts_json(&shards[k].eval));
+        if (shards[k].digest) {
+            char digest[17];
+            digest_text(digest, shards[k].digest);
+            cJSON_AddStringToObject(o, "digest", digest);
+        }
         cJSON_AddItemToArray(list, o);
         add_counts(&total.train, &shards[k].train);
         add_counts(&total.eval, &shards[k].eval);
@@ -350,7 +386,7 @@ int manifest_done(const SetSettings *s, const CorpusFile *src, const char *stem,
 void index_write(const SetSettings *s, const CorpusList *list) {
     const DataConfig *d = s->data;
     cJSON *root = cJSON_CreateObject(), *sources = cJSON_CreateArray();
-    ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0};
+    ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
     /* the shards' train token counts, summed (the unigram baseline pretraining reads from here,
      * so that it opens no shard at start-up): each shard is read through its seal */
     double *token_counts = xcalloc((size_t)s->vocab_size, sizeof *token_counts);
@@ -403,6 +439,7 @@ void index_write(const SetSettings *s, const CorpusList *list) {
     cJSON_AddStringToObject(root, "eval_fraction", fraction);
     cJSON_AddStringToObject(root, "text_field", d->text_field);
     cJSON_AddNumberToObject(root, "shard_tokens", (double)d->shard_tokens);
+    cJSON_AddItemToObject(root, "settings", shard_settings_record(d, NULL));
     cJSON_AddItemToObject(root, "train", counts_json(&total.train));
     cJSON_AddItemToObject(root, "eval", counts_json(&total.eval));
     cJSON_AddNumberToObject(root, "bad_records", (double)total.bad_records);

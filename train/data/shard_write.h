@@ -36,10 +36,17 @@ typedef struct {
 typedef struct {
     SplitCounts train, eval;
     int64_t bad_records, dropped_sentences;
+    uint64_t digest; /* shard_digest of its contents; 0: unknown (a shard of an older realpos) */
 } ShardCounts;
 
 /* 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) mixed through hash64. */
 uint64_t text_hash(const char *p, size_t n);
+
+/* A digest of a shard's contents: text_hash chained over both splits' tokens, sentence and
+ * document offsets. Unlike the file's CRC-32 (whose HDF5 object headers carry creation times)
+ * it is the same for the same documents however often and by whom the shard is written, so the
+ * index that lists it stays byte-identical across --part runs and resumes. */
+uint64_t shard_digest(const ShardBuffer *b);
 
 void settings_init(SetSettings *s, const DataConfig *data, const char *vocab_md5, int vocab_size);
 /* "s<16 hex digits>": the file stem of a source's shards and manifest. */
@@ -73,3 +80,32 @@ int manifest_done(const SetSettings *s, const CorpusFile *source, const char *st
  * train/token_counts (each shard read through its seal); fatal if a split is empty or a shard
  * fails its seal. */
 void index_write(const SetSettings *s, const CorpusList *list);
+
+/* ---- the writer's side of a prepare in progress (shard_parts.c) ------------------------------ */
+
+/* tmp = PATH.tmp.PID.HOST, the temporary a shard is written to (remembered until shard_temp_end,
+ * so that shard_temp_cleanup_on_signals' handler removes it if a signal ends the prepare). */
+void shard_temp_begin(char *tmp, size_t size, const char *path);
+void shard_temp_end(void);
+/* SIGINT, SIGTERM, SIGHUP, SIGQUIT remove the shard temporary being written, then end the process
+ * as the signal would have. (SIGKILL cannot be caught: shard_remove_stale_temps.) */
+void shard_temp_cleanup_on_signals(void);
+/* Remove dir's shard temporaries of processes of this host that are gone (and, with whole, the
+ * PATH.tmp.PID temporaries without a host of dead processes: only a whole prepare may, since a
+ * part on another host sharing dir cannot be judged from here). */
+void shard_remove_stale_temps(const char *dir, int whole);
+/* The record of dir's prepare in progress (shard_set.h: SHARD_SET_PARTS): "N\n" and the settings of
+ * s (shard_settings.h) as JSON, created atomically (link(2)): of processes starting side by side,
+ * one records its N and settings and the others compare with them. Fatal, naming each setting and
+ * both values, if a prepare in progress recorded other settings (except a whole prepare after a
+ * stopped whole prepare: it starts over, replacing the record). Returns num_parts, or the other N
+ * recorded: then the caller may go on only if no source is left to prepare, else
+ * shard_set_refuse_parts. */
+int shard_set_claim_parts(const SetSettings *s, int num_parts);
+/* The set is about to change: remove its index.json, so that a prepare interrupted from here on
+ * leaves no index beside shards it does not list (pretraining then says to run prepare). */
+void shard_set_drop_index(const char *dir);
+/* After this process's sources: under an exclusive lock on shard_dir/.lock-index, if every source
+ * of list is done, forget the partition and write the index (unless another process did since).
+ * Returns 1 if the set is complete, 0 if other parts have sources left. */
+int shard_set_finish(const SetSettings *s, const CorpusList *list);

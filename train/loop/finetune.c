@@ -122,7 +122,7 @@ static void train_file_identity(const char *path, char *out, size_t size) {
     fclose(f);
     free(buf);
     free(tables);
-    snprintf(out, size, "task.train_file %lld bytes, CRC-32 %08x", bytes, (unsigned)crc);
+    snprintf(out, size, "task.train_file %s: %lld bytes, CRC-32 %08x", path, bytes, (unsigned)crc);
 }
 
 /* Score the dev set (rank 0); keep RUN_DIR/best.h5 when the task's metric improves (and
@@ -169,16 +169,21 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     const TaskFeatures *train_set = &train_data->features;
     int B = r->B, accum = tc->grad_accum_steps;
     FineTuning ft = {r, .dev = dev_data, .best = NAN, .best_step = -1};
-    long total = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum));
+    long epoch_steps = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum)), total = epoch_steps;
     if (task->max_steps > 0 && task->max_steps < total)
         total = task->max_steps;
     int warmup = (int)(task->warmup_proportion * (double)total);
     finetune_batches_create(&ft.batches, r, train_set);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
-    char data_identity[128];
+    char data_identity[CONFIG_PATH_MAX + 128];
     train_file_identity(task->train_file, data_identity, sizeof data_identity);
-    rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
-           (double)task->epochs, total, accum, B, warmup);
+    if (total < epoch_steps) /* the cap, and how much of the data it covers */
+        rp_log("fine-tuning: %d sequences: %.3g epochs would be %ld steps, capped by task.max_steps at %ld "
+               "steps (%.3g epochs) of %d x %d (warmup %d)", train_set->count, (double)task->epochs, epoch_steps,
+               total, (double)total * B * accum / train_set->count, accum, B, warmup);
+    else
+        rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
+               (double)task->epochs, total, accum, B, warmup);
     RunTask rt = {
         .name = "fine-tuning",
         .source = finetune_batch_source(&ft.batches),

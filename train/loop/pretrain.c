@@ -196,8 +196,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
     model_set_precision(&p.model, cfg->train.precision, gemm_host_backend()); /* resume: refreshed after the load */
     activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg));
     const TrainConfig *tc = &cfg->train;
-    char data_identity[256];
-    shard_set_identity(&cfg->data, data_identity, sizeof data_identity);
+    char *data_identity = shard_set_identity(&cfg->data);
     RunTask task = {
         .name = "pretraining",
         .source = {next_mlm_batch, skip_mlm_batch, &p},
@@ -213,6 +212,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         .read_state = read_state,
     };
     int rc = run_train(&run, config_ini, &p.model, &task);
+    free(data_identity);
     run_end(&run);
     activations_free(&p.acts);
     model_free(&p.model);

@@ -6,6 +6,7 @@
 
 #include "core/common.h"
 #include "core/h5io.h"
+#include "train/loop/data_identity.h"
 #include "train/model/checkpoint.h"
 
 /* Keys a resumed run may change: how long it trains and how it reports, saves and runs; none of
@@ -104,6 +105,7 @@ static void resume_state(Run *run) {
     hid_t f = run->resume->file;
     const char *path = run->resume_path;
     run_check_resume(run);
+    data_identity_check(f, path, run->task.data_identity);
     checkpoint_load_model(f, path, run->model);
     model_refresh_bf16(run->model); /* bf16: the copy of the loaded weights (AdamW keeps it after) */
     AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
@@ -148,6 +150,7 @@ static void write_run_state(hid_t file, const void *ctx) {
     int64_t step = run->step;
     hsize_t one = 1;
     h5_write_int64s(file, "train/step", &step, 1, &one);
+    data_identity_write(file, run->task.data_identity);
     run->task.write_state(file, run->task.ctx);
 }
 

@@ -70,19 +70,48 @@ const char *run_dir_find_run(const char *path) {
     return found;
 }
 
-/* Rename path to PATH.replaced-YYYYMMDD-HHMMSS (-N if taken); the lock moves with it. */
+/* Fatal unless the run directory at path can be moved aside: not the root, not a mount point (rename(2) cannot move either), and not the working
+ * directory of this command or a directory above it (the command would move itself, and the
+ * paths it reads, away). */
+static void require_movable(const char *path) {
+    char real[PATH_MAX], cwd[PATH_MAX], parent[PATH_MAX + 4];
+    RP_CHECK(realpath(path, real), "--overwrite: train.run_dir %s: %s", path, strerror(errno));
+    RP_CHECK(strcmp(real, "/"), "--overwrite: train.run_dir %s is the root directory: it cannot be moved aside; "
+             "choose another train.run_dir", path);
+    if (getcwd(cwd, sizeof cwd)) {
+        size_t n = strlen(real);
+        RP_CHECK(strncmp(cwd, real, n) || (cwd[n] != '\0' && cwd[n] != '/'),
+                 "--overwrite: train.run_dir %s (%s) %s of this command: moving it aside would move the "
+                 "directory the command runs in, and what it reads there; run the command from outside "
+                 "it, or choose another train.run_dir", path, real,
+                 cwd[n] ? "holds the working directory" : "is the working directory");
+    }
+    struct stat st, up;
+    snprintf(parent, sizeof parent, "%s/..", real);
+    RP_CHECK(stat(real, &st) == 0 && stat(parent, &up) == 0 && st.st_dev == up.st_dev,
+             "--overwrite: train.run_dir %s (%s) is a mount point: it cannot be moved aside; remove the old "
+             "run's files by hand or choose another train.run_dir", path, real);
+}
+
+/* Rename path to PATH.replaced-YYYYMMDD-HHMMSS (-N if taken); the lock moves with it. `path` may
+ * end in slashes (as tab completion writes it): the new name is the directory's, not one inside it. */
 static void move_run_aside(const char *path, char *moved, size_t size) {
+    char name[CONFIG_PATH_MAX];
+    snprintf(name, sizeof name, "%s", path);
+    for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
+        name[n - 1] = '\0';
+    require_movable(path);
     char stamp[32];
     time_t now = time(NULL);
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
     for (int n = 0;; n++) {
-        int len = n ? snprintf(moved, size, "%s.replaced-%s-%d", path, stamp, n)
-                    : snprintf(moved, size, "%s.replaced-%s", path, stamp);
+        int len = n ? snprintf(moved, size, "%s.replaced-%s-%d", name, stamp, n)
+                    : snprintf(moved, size, "%s.replaced-%s", name, stamp);
         RP_CHECK(len > 0 && (size_t)len < size, "%s: path too long to move aside", path);
         if (access(moved, F_OK) != 0)
             break;
     }
-    RP_CHECK(rename(path, moved) == 0, "--overwrite: cannot move the old run %s aside to %s: %s", path, moved,
+    RP_CHECK(rename(name, moved) == 0, "--overwrite: cannot move the old run %s aside to %s: %s", path, moved,
              strerror(errno));
 }
 

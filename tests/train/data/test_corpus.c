@@ -187,15 +187,13 @@ static Shard *materialize(const Shard *lazy) {
     return m;
 }
 
-/* Both splits of the set in dir, opened lazily with the fixture vocabulary, copied to memory. */
-static void open_splits(const char *dir, Shard **train, Shard **eval) {
-    Config cfg;
-    config_defaults(&cfg);
-    strcpy(cfg.data.shard_dir, dir);
+/* Both splits of the set d prepared (in d->shard_dir), opened lazily with the fixture vocabulary
+ * and d's settings (the set's own: shard_set_open refuses others), copied to memory. */
+static void open_splits(const DataConfig *d, Shard **train, Shard **eval) {
     size_t len;
     char *vocab = slurp(FIXTURES "/vocab.txt", &len);
     Shard *lazy[2];
-    shard_set_open(&cfg.data, vocab, len, "the fixture vocabulary", &lazy[0], &lazy[1]);
+    shard_set_open(d, vocab, len, "the fixture vocabulary", &lazy[0], &lazy[1]);
     *train = materialize(lazy[0]);
     *eval = materialize(lazy[1]);
     shard_free(lazy[0]);
@@ -237,7 +235,7 @@ static void test_round_trip(TestTally *t, const Tokenizer *tok, const char *tmp)
     static Doc docs[MAX_DOCS];
     int num_docs = expected_docs(tok, files, 2, docs);
     Shard *split[2];
-    open_splits(dir, &split[0], &split[1]);
+    open_splits(&d, &split[0], &split[1]);
     int where[MAX_DOCS], in_order = 1;
     for (int e = 0; e < num_docs; e++)
         where[e] = -1;
@@ -319,7 +317,7 @@ static void test_split(TestTally *t, const Tokenizer *tok, const char *tmp) {
         d.num_corpus = 1;
         strcpy(d.corpus[0], corpus);
         r[k] = corpus_prepare(&d, 0, 1);
-        open_splits(dirs[k], &train[k], &eval[k]);
+        open_splits(&d, &train[k], &eval[k]);
     }
     /* every generated document, identified by its three words, is in exactly one of the shards */
     int seen[200] = {0}, word_id[10], covered = 0;
@@ -423,7 +421,8 @@ static void test_old_format(TestTally *t, const char *tmp) {
         h5_close(f, path);
     }
     Shard *train, *eval;
-    open_splits(dir, &train, &eval);
+    DataConfig d = data_config(dir, 0.02f, 12345);
+    open_splits(&d, &train, &eval);
     CHECK(t, train->num_documents == 1 && eval->num_sentences == 2 && train->tokens[4] == 9,
           "old format: train.h5 and eval.h5 without index.json still load (one document each)");
     shard_free(train);

@@ -15,8 +15,8 @@ source "$LIB"
 config good "$FIX/docs_a.txt" "$FIX/docs_b.txt"
 if "$RP" prepare good.ini --set data.seed=3 >out 2>err; then
   docs=$(awk '/^(train|eval) / { d += $3 } END { print d }' out)
-  if [ -f good.shards/index.json ] && [ "$(ls -A good.shards | grep -vx .lock | wc -l)" -eq 5 ] && [ "$docs" -eq 6 ]; then
-    pass "prepare: index.json, a shard and a manifest per file (and its .lock), 6 documents, no temporary file"
+  if [ -f good.shards/index.json ] && [ "$(ls -A good.shards | grep -v "^\.lock" | wc -l)" -eq 5 ] && [ "$docs" -eq 6 ]; then
+    pass "prepare: index.json, a shard and a manifest per file (and its .lock files), 6 documents, no temporary file"
   else fail "prepare" "$(ls -A good.shards) / $(cat out)"; fi
 else fail "prepare" "exit $?: $(cat err)"; fi
 

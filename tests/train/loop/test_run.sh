@@ -196,8 +196,8 @@ if command -v mpirun >/dev/null 2>&1; then
   size=$(stat -c %s "$tmp/rankA/train.tsv")
   verdict "mpirun fine-tuning, task.train_file of the same size and other content: every rank stops before the first step (status $rc), naming rank 1 and both CRC-32s" \
     "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "[ $size -eq $(stat -c %s "$tmp/rankB/train.tsv") ]" \
-    "grep -qF \"rank 0 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankA/train.tsv")'\" $tmp/o" \
-    "grep -qF \"rank 1 has 'data = task.train_file $size bytes, CRC-32 $(crc "$tmp/rankB/train.tsv")'\" $tmp/o" \
+    "grep -qF \"rank 0 has 'data = task.train_file train.tsv: $size bytes, CRC-32 $(crc "$tmp/rankA/train.tsv")'\" $tmp/o" \
+    "grep -qF \"rank 1 has 'data = task.train_file train.tsv: $size bytes, CRC-32 $(crc "$tmp/rankB/train.tsv")'\" $tmp/o" \
     "! grep -qE '^step +[0-9]' $tmp/o" "test ! -e $tmp/mpi-ft/metrics.jsonl"
 else
   echo "SKIP test_run: mpirun not found (the rank agreement checks)"

@@ -248,3 +248,19 @@ check "--resume from a weights-only checkpoint is a clear error" has "$work/e8" 
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftE" --resume "$work/missing.h5" >/dev/null 2>"$work/e9"
 rc=$?
 check "--resume from a missing checkpoint names it" bash -c "[ $rc -ne 0 ] && grep -q 'missing.h5' '$work/e9'"
+
+# A checkpoint keeps its train file's identity (size, CRC-32): a resume after the file's contents
+# changed under the same name is refused, naming the file and both versions. The log of a run
+# capped by task.max_steps says both the epochs' steps and the cap.
+cp $FX/sst_train.tsv "$work/edited_train.tsv"
+edited=(--set task.train_file="$work/edited_train.tsv" --set task.init_checkpoint="$work/abs.h5" --set task.max_seq_len=16
+        --set task.epochs=3 --set task.max_steps=6 --set train.checkpoint_interval=3)
+"$RP" finetune /dev/null "${sst[@]}" "${common[@]}" "${edited[@]}" --set train.run_dir="$work/ftF" >/dev/null 2>"$work/ftF.err"
+check "a fine-tune capped by task.max_steps logs the epochs' steps and the cap, not 'N epochs = 6 steps'" bash -c \
+  "grep -qE '3 epochs would be [0-9]+ steps, capped by task.max_steps at 6 steps \(0\.[0-9]+ epochs\)' '$work/ftF.err' &&
+   ! grep -q '3 epochs = 6 steps' '$work/ftF.err'"
+sed -i '2s/\t1$/\t0/; 2s/\t0$/\t1/' "$work/edited_train.tsv"; cmp -s $FX/sst_train.tsv "$work/edited_train.tsv" &&
+  sed -i '3s/^/an /' "$work/edited_train.tsv"
+expect_error "--resume after task.train_file's contents changed (same name): refused, naming the file" \
+  "now:        task.train_file $work/edited_train.tsv: " \
+  "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" "${edited[@]}" --set train.run_dir="$work/ftF" --resume "$work/ftF/latest"

@@ -1,0 +1,32 @@
+/* Reading a shard set's index.json (shard_set.h) as pretraining needs it: every number checked
+ * before anything is sized by it, the settings it records compared with the config's. Used by
+ * shard_set.c. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "train/config/config.h"
+#include "train/data/corpus.h"
+
+/* Counts past this are not a shard set's (2^48 tokens is 1 PB of int32): an index claiming them
+ * is damaged. */
+#define SHARD_INDEX_MAX_COUNT ((int64_t)1 << 48)
+#define SHARD_INDEX_MAX_VOCAB (1 << 24)
+
+/* Member `name` of o: an integer in [0, max]; fatal naming path and the member otherwise. */
+int64_t shard_index_int(const cJSON *o, const char *name, const char *path, int64_t max);
+const char *shard_index_string(const cJSON *o, const char *name, const char *path);
+/* The counts object `name` of o: documents <= sentences <= tokens <= SHARD_INDEX_MAX_COUNT (no
+ * empty document or sentence is ever written). */
+SplitCounts shard_index_counts(const cJSON *o, const char *name, const char *path);
+
+/* index.json of d->shard_dir at path, parsed, its format and vocab_size checked, and its
+ * settings (shard_settings.h) compared with d's, before anything else: fatal, naming each
+ * setting and both values, if the set was prepared with others. vocab_md5: the md5 of the
+ * vocabulary the run uses (the settings' hash, prepare_id, is compared too, which also covers an
+ * index written before it recorded its settings). Fatal too if a source it lists is present with
+ * another size or mtime (edited, not prepared again); an absent one is not judged (a training
+ * machine needs only the set). Caller cJSON_Deletes. */
+cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab_md5);
