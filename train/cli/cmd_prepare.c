@@ -33,7 +33,7 @@ int cmd_prepare(int argc, char **argv) {
                  "--part: expected I/N with 0 <= I < N (e.g. 0/4), got '%s'", part_text);
     }
     Config cfg;
-    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
     if (verify) { /* the whole set now, as pretraining's first reads would */
         RP_CHECK(!part_text, "--verify prepares nothing: give it without --part; usage: realpos %s", usage);

@@ -9,13 +9,14 @@
 #include "core/common.h"
 #include "core/h5io.h"
 #include "train/cli/commands.h"
+#include "train/cli/launch.h"
 #include "train/loop/pretrain.h"
 #include "train/model/checkpoint.h"
 
 int cmd_pretrain(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *resume = NULL, *init = NULL;
-    int overwrite = cli_take_flag(&argc, argv, "overwrite");
+    int overwrite = cli_take_flag(&argc, argv, "overwrite"), verbose = cli_take_flag(&argc, argv, "verbose");
     CliOption options[] = {{"resume", &resume}, {"init", &init}};
     CliArgs args = cli_parse(argc, argv, options, 2);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
@@ -26,11 +27,18 @@ int cmd_pretrain(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     Config cfg;
-    config_load(&cfg, config_path, args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, config_path, args.num_sets, args.sets);
     dist_set_threads(&dist, cfg.train.threads);
+    config_report_job(&cfg);
     char *config_ini = config_to_ini(&cfg);
-    if (dist_is_root(&dist))
-        fprintf(stderr, "# effective configuration\n%s\n", config_ini);
+    if (dist_is_root(&dist)) {
+        char data[CONFIG_PATH_MAX + 64];
+        snprintf(data, sizeof data, "shards of %s, sequences of %d tokens, %.0f%% masked", cfg.data.shard_dir,
+                 cfg.data.max_seq_len, 100 * (double)cfg.data.masked_lm_prob);
+        LaunchFacts facts = {data, cfg.train.max_steps, config_warmup_steps(&cfg), cfg.train.batch_size, cfg.optim.lr,
+                             schedule_kind_names[cfg.train.schedule], NULL};
+        launch_report(stderr, &cfg, "pretraining", &facts, config_ini, verbose);
+    }
     RunStart start = {"pretraining", resume, overwrite,
                       {{config_path, "the config"}, {cfg.data.vocab, "key 'data.vocab'"},
                        {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4};
@@ -47,7 +55,7 @@ int cmd_eval(int argc, char **argv) {
     CliArgs args = cli_parse(argc, argv, options, 2);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
     Config cfg;
-    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
     CheckpointFile c;
