@@ -1,5 +1,6 @@
 /* realpos pretrain / eval: arguments and configuration; the task is train/loop/pretrain.c, the run
  * train/loop/run.c. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/h5io.h"
+#include "core/paths.h"
 #include "train/cli/commands.h"
 #include "train/cli/launch.h"
 #include "train/loop/pretrain.h"
@@ -50,10 +52,18 @@ int cmd_pretrain(int argc, char **argv) {
 
 int cmd_eval(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *ckpt = NULL, *max_len = NULL;
-    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
-    CliArgs args = cli_parse(argc, argv, options, 2);
+    const char *ckpt = NULL, *max_len = NULL, *json = NULL;
+    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}, {"json", &json}};
+    CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
+    if (json) {
+        IoPlan plan;
+        io_plan_init(&plan);
+        io_plan_input(&plan, args.positional[0], "the config");
+        io_plan_input(&plan, ckpt, "--checkpoint");
+        io_plan_output(&plan, json, "--json");
+        io_plan_check(&plan);
+    }
     Config cfg;
     config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
@@ -87,6 +97,26 @@ int cmd_eval(int argc, char **argv) {
            ckpt, cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
            tokenizer_token(data.tok, data.unigram_token));
     RP_CHECK(isfinite(r.loss), "%s: the held-out loss is %g: the model's outputs are not finite", ckpt, r.loss);
+    if (json) { /* the same numbers at full double precision (cJSON prints the shortest exact text) */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "checkpoint", ckpt);
+        cJSON_AddNumberToObject(o, "max_seq_len", cfg.data.max_seq_len);
+        cJSON_AddNumberToObject(o, "predictions", (double)r.predictions);
+        cJSON_AddNumberToObject(o, "loss", r.loss);
+        cJSON_AddNumberToObject(o, "accuracy", r.accuracy);
+        cJSON_AddNumberToObject(o, "perplexity", r.perplexity);
+        cJSON_AddNumberToObject(o, "unigram_accuracy", r.unigram_accuracy);
+        char *text = cJSON_PrintUnformatted(o);
+        RP_CHECK(text, "out of memory formatting --json");
+        size_t length = strlen(text);
+        char *line = xmalloc(length + 2);
+        memcpy(line, text, length);
+        memcpy(line + length, "\n", 2);
+        write_file(json, line, length + 1);
+        free(line);
+        cJSON_free(text);
+        cJSON_Delete(o);
+    }
     activations_free(&acts);
     mlm_data_free(&data);
     model_free(&model);

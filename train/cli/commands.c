@@ -24,10 +24,11 @@ static const Command commands[] = {
      "  --init CKPT               start a new run from this checkpoint's weights\n"
      "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"
      "  --verbose                 also print the whole configuration (RUN_DIR/config.ini) at the start\n"},
-    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]",
+    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--json OUT] [--set section.key=value ...]",
      "held-out MLM loss, accuracy and perplexity of a checkpoint",
      "  --checkpoint CKPT         the checkpoint to evaluate\n"
      "  --max-seq-len N           evaluate on sequences of N tokens (default: the config's)\n"
+     "  --json OUT                also write the numbers to OUT at full precision (one JSON object)\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"finetune", cmd_finetune,
      "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest] [--overwrite] [--verbose]",
