@@ -47,7 +47,7 @@ expect_error() {  # name sweep-file pattern
 expect_error "error: a duplicate value in the grid" dup-value.ini "duplicate point: grid key 'model.seed' lists a value twice"
 expect_error "error: points that differ only in a key that does not apply" dup-ignored.ini \
   "duplicate point: relative_position=none,relative_k=4 and relative_position=none,relative_k=8 are the same run"
-expect_error "error: an override key that does not exist" bad-key.ini "key 'model.relative_kk': expected one of"
+expect_error "error: an override key that does not exist" bad-key.ini "key 'model.relative_kk': did you mean 'model.relative_k'? expected one of"
 expect_error "error: an exclusion with a value not in the grid" bad-exclude.ini "model.relative_k=16 is not one of the grid's values"
 expect_error "error: a grid that leaves zero points" empty.ini "zero points"
 
