@@ -99,7 +99,7 @@ check "the final dev metrics line is printed once (standard output)" \
 
 # ---- docs/finetune.md: predict an unlabelled single-sentence file (GLUE's test.tsv layout) ------------------
 awk -F'\t' 'NR == 1 { print "index\tsentence"; next } { print NR - 2 "\t" $1 }' $FX/sst_dev.tsv >"$tmp/test.tsv"
-"$RP" predict /dev/null --checkpoint "$tmp/e/model.h5" --input "$tmp/test.tsv" --out "$tmp/test_predictions.tsv" \
+"$RP" predict configs/finetune-sst2.ini --checkpoint "$tmp/e/model.h5" --input "$tmp/test.tsv" --out "$tmp/test_predictions.tsv" \
   --set task.glue_task=none --set task.text_a_column=1 --set task.label_column=-1 >"$tmp/t.out" 2>"$tmp/t.err"
 check "predict with glue_task = none, label_column = -1 on a single-sentence file (status $?)" \
   test -s "$tmp/test_predictions.tsv"
