@@ -32,6 +32,17 @@ int cmd_finetune(int argc, char **argv) {
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4};
+    if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
+                      configuration as the init checkpoint's model makes it (a resume checks its own below) */
+        CheckpointFile init;
+        checkpoint_file_open(&init, task->init_checkpoint);
+        Config *merged = xmalloc(sizeof *merged);
+        *merged = r.cfg;
+        config_adopt_model(merged, &init.cfg, task->init_checkpoint);
+        config_report_job(merged);
+        free(merged);
+        checkpoint_file_close(&init);
+    }
     Run run;
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
@@ -46,7 +57,8 @@ int cmd_finetune(int argc, char **argv) {
     if (!run.resume)
         checkpoint_file_close(&init_file);
     RP_CHECK(!table_out || fclose(table_out) == 0, "out of memory writing the parameter table");
-    config_report_job(&r.cfg);
+    if (run.resume)
+        config_report_job(&r.cfg);
     run_check_resume(&run);
     char *config_ini = config_to_ini(&r.cfg);
     TaskData train_data, dev_data;

@@ -68,6 +68,7 @@ expect_error "finetune --set train.max_steps=5: refused for itself, not for trai
 expect_error "finetune refuses relative_k on an absolute-only model" \
   "--set model.relative_k=16: key 'model.relative_k' would have no effect: it needs model.relative_position != none" \
   "$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/f3" --set model.relative_k=16
+check "... and a refused fine-tuning leaves no run directory" bash -c "! test -e '$tmp/f1' && ! test -e '$tmp/f2' && ! test -e '$tmp/f3'"
 printf '[train]\nmax_steps = 5\nlog_interval = 1000\n[data]\nmax_seq_len = 64\n' >"$tmp/ft.ini"
 "$RP" finetune "$tmp/ft.ini" "${ft[@]}" --set task.max_steps=3 --set train.run_dir="$tmp/f4" >"$tmp/f4.out" 2>"$tmp/f4.err"
 check "a fine-tuning file's [train] max_steps (default warm-up 100) runs: warmup_steps is not checked for fine-tuning" \
