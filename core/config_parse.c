@@ -17,6 +17,7 @@ static ConfigOrigins *origins_of(const ConfigSchema *schema, void *values) {
 void config_schema_defaults(const ConfigSchema *schema, void *values) {
     RP_CHECK(schema->num_keys <= CONFIG_MAX_KEYS, "internal: %d schema keys, raise CONFIG_MAX_KEYS",
              schema->num_keys);
+    config_check_uses(schema);
     memset(values, 0, schema->values_size);
     char why[CONFIG_MESSAGE_MAX];
     for (int k = 0; k < schema->num_keys; k++) {
@@ -145,10 +146,11 @@ void config_schema_load_text(const ConfigSchema *schema, void *values, const cha
 }
 
 void config_schema_load_file(const ConfigSchema *schema, void *values, const char *path,
-                             int num_overrides, char *const *overrides, ConfigCheck check) {
+                             int num_overrides, char *const *overrides, unsigned job, ConfigCheck check) {
     size_t length = 0;
     char *text = read_file(path, &length, "config file");
     config_schema_defaults(schema, values);
+    origins_of(schema, values)->job = job;
     parse_ini(schema, values, text, length, path);
     free(text);
     for (int i = 0; i < num_overrides; i++)
@@ -255,7 +257,9 @@ char *config_schema_to_ini(const ConfigSchema *schema, const void *values) {
             fprintf(out, "%s[%s]\n", k ? "\n" : "", key->section);
         char expected[256];
         config_describe_expected(key, expected, sizeof expected);
-        fprintf(out, "; %s: %s\n%s =", key->help, expected, key->name);
+        char applies[CONFIG_MESSAGE_MAX];
+        config_use_comment(schema, values, k, applies, sizeof applies);
+        fprintf(out, "; %s: %s\n%s%s%s =", key->help, expected, applies, applies[0] ? "\n" : "", key->name);
         config_print_value(out, values, key);
         fputc('\n', out);
     }

@@ -174,29 +174,56 @@ static void list_sections(const ConfigSchema *schema, const char *last, char *ou
                                  schema->sections[s]);
 }
 
+/* "; did you mean 'train.max_steps'?" for the schema keys nearest to section.name: the same name
+ * in other sections, else the keys within a small edit distance; "" if none is near. */
+static void suggest_keys(const ConfigSchema *schema, const char *section, const char *name, char *out, size_t size) {
+    char wanted[2 * CONFIG_KEY_NAME_MAX + 2], candidate[sizeof wanted + CONFIG_KEY_NAME_MAX];
+    snprintf(wanted, sizeof wanted, "%s.%s", section, name);
+    int cap = (int)strlen(wanted) / 4 + 1, best = cap; /* 1 edit per 4 characters, as a typo is */
+    bool same_name = false;
+    for (int k = 0; k < schema->num_keys; k++)
+        same_name |= !strcmp(schema->keys[k].name, name);
+    for (int k = 0; k < schema->num_keys; k++) {
+        snprintf(candidate, sizeof candidate, "%s.%s", schema->keys[k].section, schema->keys[k].name);
+        int d = same_name ? (strcmp(schema->keys[k].name, name) ? cap : 0) : config_edit_distance(wanted, candidate, cap);
+        best = d < best ? d : best;
+    }
+    size_t used = 0;
+    out[0] = '\0';
+    for (int k = 0, n = 0; best < cap && k < schema->num_keys && used < size; k++) {
+        snprintf(candidate, sizeof candidate, "%s.%s", schema->keys[k].section, schema->keys[k].name);
+        int d = same_name ? (strcmp(schema->keys[k].name, name) ? cap : 0) : config_edit_distance(wanted, candidate, cap);
+        if (d == best)
+            used += (size_t)snprintf(out + used, size - used, "%s'%s'", n++ ? " or " : "did you mean ", candidate);
+    }
+    if (out[0] && used < size)
+        snprintf(out + used, size - used, "? ");
+}
+
 int config_find_key(const ConfigSchema *schema, const char *section, const char *name, char *why,
                     size_t why_size) {
     bool known_section = false;
     for (int s = 0; s < schema->num_sections; s++)
         known_section |= !strcmp(section, schema->sections[s]);
-    char sections[256];
+    char sections[256], suggestion[256];
     if (!*section) {
         list_sections(schema, " or ", sections, sizeof sections);
         snprintf(why, why_size, "key '%s': expected it under a [section] header (%s), got it "
                  "before the first header", name, sections);
         return -1;
     }
-    if (!known_section) {
-        list_sections(schema, ", ", sections, sizeof sections);
-        snprintf(why, why_size, "key '%s.%s': expected a section among %s, got [%s]", section,
-                 name, sections, section);
-        return -1;
-    }
     const KeySpec *keys = schema->keys;
-    for (int k = 0; k < schema->num_keys; k++)
+    for (int k = 0; known_section && k < schema->num_keys; k++)
         if (!strcmp(section, keys[k].section) && !strcmp(name, keys[k].name))
             return k;
-    size_t used = (size_t)snprintf(why, why_size, "key '%s.%s': expected one of", section, name);
+    suggest_keys(schema, section, name, suggestion, sizeof suggestion);
+    if (!known_section) {
+        list_sections(schema, ", ", sections, sizeof sections);
+        snprintf(why, why_size, "key '%s.%s': %sexpected a section among %s, got [%s]", section,
+                 name, suggestion, sections, section);
+        return -1;
+    }
+    size_t used = (size_t)snprintf(why, why_size, "key '%s.%s': %sexpected one of", section, name, suggestion);
     for (int k = 0, first = 1; k < schema->num_keys && used < why_size; k++)
         if (!strcmp(section, keys[k].section)) {
             used += (size_t)snprintf(why + used, why_size - used, "%s %s", first ? "" : ",",

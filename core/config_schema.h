@@ -39,10 +39,25 @@ typedef struct {
 } KeySpec;
 
 /* Where each key got its value ("file.ini:12", "--set model.k=3", or "" for the default),
- * indexed like the schema's rows. A member of the values struct. */
+ * indexed like the schema's rows, and the job the values were loaded for (a bit of
+ * ConfigSchema.job_names; 0: none, e.g. `realpos config`). A member of the values struct. */
 typedef struct {
     char of[CONFIG_MAX_KEYS][CONFIG_ORIGIN_MAX];
+    unsigned job;
 } ConfigOrigins;
+
+/* Which jobs read a key and when it applies: one row per key that is not read by every job, or
+ * that matters only for some values of other keys (core/config_use.c). `when` is text:
+ *     CLAUSE [and CLAUSE ...]   or   CLAUSE [or CLAUSE ...]
+ *     CLAUSE:  section.key = v1 | v2   section.key != v1 | v2   section.key set   section.key unset
+ * compared with the other key's value as `realpos config` prints it ("set": from a file or --set).
+ * E.g. {"model.relative_k", 0, "model.relative_position != none", NULL}. */
+typedef struct {
+    const char *key;     /* "section.name" */
+    unsigned jobs;       /* bits of ConfigSchema.job_names that read it; 0 = every job */
+    const char *when;    /* NULL = always */
+    const char *instead; /* NULL, or what the other jobs read instead (e.g. "task.max_steps") */
+} KeyUse;
 
 typedef struct {
     const char *const *sections; /* in printed order */
@@ -51,6 +66,9 @@ typedef struct {
     int num_keys;
     size_t values_size;          /* sizeof the values struct */
     size_t origins_offset;       /* of its ConfigOrigins */
+    const char *const *job_names; /* bit i of a job mask: job_names[i] ("pretraining"), NULL-terminated */
+    const KeyUse *uses;          /* keys not read by every job or not always (see KeyUse) */
+    int num_uses;
 } ConfigSchema;
 
 /* A cross-key validation hook: fatal (config_reject) on an impossible combination of values. */
@@ -93,14 +111,36 @@ void config_schema_defaults(const ConfigSchema *schema, void *values);
  * then `check` (may be NULL). */
 void config_schema_load_text(const ConfigSchema *schema, void *values, const char *text,
                              const char *origin, ConfigCheck check);
-/* Defaults, then the file, then each "section.key=value" override, then `check` (may be NULL). */
+/* Defaults, then the file, then each "section.key=value" override, then `check` (may be NULL),
+ * for `job` (a bit of schema->job_names, or 0 for none; see config_key_applies). */
 void config_schema_load_file(const ConfigSchema *schema, void *values, const char *path,
-                             int num_overrides, char *const *overrides, ConfigCheck check);
+                             int num_overrides, char *const *overrides, unsigned job, ConfigCheck check);
 /* Apply one "section.key=value" override; fatal on error. Validate afterwards. */
 void config_schema_override(const ConfigSchema *schema, void *values, const char *assignment);
-/* The full configuration as INI text (every key, every section, with help comments); caller
- * frees. */
+/* The full configuration as INI text (every key, every section, with help comments; a key of a
+ * KeyUse row gets a comment naming the jobs that read it, and "does not apply" when its condition
+ * is false); caller frees. */
 char *config_schema_to_ini(const ConfigSchema *schema, const void *values);
+
+/* ---- which keys apply (core/config_use.c) ---------------------------------------------------- */
+
+/* Whether key k matters: read by the job the values were loaded for (any job when none) and its
+ * condition true. false with the reason in `why` ("fine-tuning does not read it (task.max_steps
+ * does)", "it needs model.relative_position != none; model.relative_position is none (default)"),
+ * and *unused_by_job set when the job is the reason. Cross-key checks skip keys that do not apply. */
+bool config_key_applies(const ConfigSchema *schema, const void *values, int k, bool *unused_by_job,
+                        char *why, size_t why_size);
+/* Every key the file or --set gives that does not apply: fatal for a --set (the command would
+ * run as if it were not given), a warning for a file's (a file may serve several jobs and
+ * settings). Returns the warnings. */
+int config_report_unused(const ConfigSchema *schema, const void *values);
+/* Fatal ("internal") unless every KeyUse row names a key and its condition parses. */
+void config_check_uses(const ConfigSchema *schema);
+/* The comment line `realpos config` prints above key k ("" if none): the jobs that read it and,
+ * when its condition is false, that it does not apply. */
+void config_use_comment(const ConfigSchema *schema, const void *values, int k, char *out, size_t size);
+/* Edit distance (Levenshtein, case-insensitive) of two strings, capped at `cap`. */
+int config_edit_distance(const char *a, const char *b, int cap);
 
 /* ---- single keys ----------------------------------------------------------------------------- */
 

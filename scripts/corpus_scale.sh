@@ -70,10 +70,10 @@ for n in "${copies[@]}"; do
     shards=$(grep -c '"file"' "$out/$name.shards/index.json")
     prss=- first=- toks=-
     if [ "$fmt" = txt ]; then # the .jsonl.zst set holds the same shards (same split, same tokens)
-      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=1 --set train.warmup_steps=0 \
+      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=1 \
         --set train.eval_batches=1 >"$out/$name.first.log" 2>"$out/$name.first.time"
       rm -rf "$out/$name.run"
-      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=12 --set train.warmup_steps=0 \
+      /usr/bin/time -v "$RP" pretrain "$out/$name.ini" --set train.max_steps=12 \
         --set train.log_interval=6 --set train.eval_batches=1 --set train.checkpoint_interval=1000 \
         >"$out/$name.train.log" 2>"$out/$name.train.time"
       toks=$(grep '"kind":"train"' "$out/$name.run/metrics.jsonl" | tail -n 1 |

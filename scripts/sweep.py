@@ -24,7 +24,7 @@ A sweep file (see configs/sweeps/*.ini):
     eval_seq_lens = 256                      ; extra held-out evaluations at these lengths
     finetune = configs/finetune-sst2.ini     ; optional: fine-tune from each point's checkpoint
     finetune_metric = accuracy               ; its dev metric (task_eval record of metrics.jsonl)
-    finetune_set = train.max_steps=100       ; optional overrides of the fine-tuning run
+    finetune_set = task.max_steps=100        ; optional overrides of the fine-tuning run
     average_last = 3                         ; optional: also average the last 3 checkpoints
 
 Each point runs `realpos pretrain BASE --set ...` in OUT/NAME, NAME being its grid settings
@@ -37,9 +37,10 @@ averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.js
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
-that does not apply: relative_k unless relative_position is shaw or method1-4, t5_num_buckets and
-t5_max_distance unless it is t5, rope_theta unless it is rope, residual_attention_mean when
-residual_attention = no), or if the grid leaves no point.
+that does not apply, as `realpos config` marks it: relative_k unless relative_position is shaw or
+method1-4, t5_num_buckets and t5_max_distance unless it is t5, rope_theta unless it is rope,
+residual_attention_mean when residual_attention = no), or if the grid leaves no point. A key that
+does not apply at a point is not passed to its runs (realpos refuses a --set that has no effect).
 
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
 (mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
@@ -59,15 +60,8 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 import sweep_report
 
 STATE_FILE = "sweep-point.json"
-# A key that does not change the model unless another key has a given value.
-TRUNCATED_MODES = ("shaw", "method1", "method2", "method3", "method4")  # the modes relative_k clips
-APPLIES_ONLY_WHEN = {
-    "model.relative_k": ("model.relative_position", lambda v: v in TRUNCATED_MODES),
-    "model.t5_num_buckets": ("model.relative_position", lambda v: v == "t5"),
-    "model.t5_max_distance": ("model.relative_position", lambda v: v == "t5"),
-    "model.rope_theta": ("model.relative_position", lambda v: v == "rope"),
-    "model.residual_attention_mean": ("model.residual_attention", lambda v: v == "yes"),
-}
+# cfg[NOT_APPLYING]: {key: condition} of the keys `realpos config` marks "does not apply: it needs ..."
+NOT_APPLYING = "_does_not_apply"
 KEY_RE = re.compile(r"^[a-z_]+\.[a-z_0-9]+$")
 
 
@@ -221,25 +215,31 @@ def short_names(keys):
 
 
 def effective_config(realpos, base, overrides):
-    """{section.key: value} printed by `realpos config`; SweepError with its message if invalid."""
+    """{section.key: value} printed by `realpos config`, and under NOT_APPLYING the keys it marks as
+    not applying with their conditions; SweepError with its message if invalid."""
     cmd = [realpos, "config", base] + [a for k, v in overrides.items() for a in ("--set", f"{k}={v}")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SweepError(r.stderr.strip() or f"{' '.join(cmd)} failed with status {r.returncode}")
-    cfg, section = {}, None
+    cfg, section, condition = {NOT_APPLYING: {}}, None, None
     for line in r.stdout.splitlines():
         m = re.fullmatch(r"\[(\w+)\]", line.strip())
         if m:
             section = m.group(1)
-        elif section and "=" in line and not line.lstrip().startswith(";"):
+        elif line.lstrip().startswith(";"):
+            m = re.search(r"does not apply: it needs (.*)$", line)
+            condition = m.group(1) if m else None
+        elif section and "=" in line:
             key, value = (t.strip() for t in line.split("=", 1))
             cfg[f"{section}.{key}"] = value
+            if condition:
+                cfg[NOT_APPLYING][f"{section}.{key}"] = condition
+            condition = None
     return cfg
 
 
 def relevant(key, cfg):
-    rule = APPLIES_ONLY_WHEN.get(key)
-    return rule is None or rule[1](cfg[rule[0]])
+    return key not in cfg.get(NOT_APPLYING, {})
 
 
 def expand(spec, realpos):
@@ -273,7 +273,7 @@ def expand(spec, realpos):
             raise SweepError(f"{spec['path']}: point {full_name}: {e}")
         # the run's identity: every effective key except where it runs and with how many threads
         identity = tuple(sorted((k, v) for k, v in cfg.items()
-                                if k not in ("train.run_dir", "train.threads") and relevant(k, cfg)))
+                                if k not in ("train.run_dir", "train.threads", NOT_APPLYING) and relevant(k, cfg)))
         if identity in seen:
             other = seen[identity]
             raise SweepError(f"duplicate point: {other['full_name']} and {full_name} are the same run "
@@ -296,8 +296,7 @@ def expand(spec, realpos):
 
 
 def ignored_note(settings, cfg):
-    return [f"{k} does not apply when {APPLIES_ONLY_WHEN[k][0]} = {cfg[APPLIES_ONLY_WHEN[k][0]]}"
-            for k in settings if not relevant(k, cfg)]
+    return [f"{k} does not apply (it needs {cfg[NOT_APPLYING][k]})" for k in settings if not relevant(k, cfg)]
 
 
 # ---- per-point state -------------------------------------------------------------------------
@@ -348,16 +347,15 @@ def point_status(spec, point):
     return "new"
 
 
-EVAL_RE = re.compile(r"max_seq_len (\d+), (\d+) predictions: mlm loss ([-+0-9.eE]+|nan|inf), "
-                     r"accuracy ([-+0-9.eE]+|nan), perplexity ([-+0-9.eE]+|nan|inf)")
-
-
-def parse_eval_line(text):
-    m = EVAL_RE.search(text)
-    if not m:
+def read_eval_json(path):
+    """`realpos eval --json PATH`'s numbers at full precision: {max_seq_len, predictions, loss,
+    accuracy, perplexity}, or None if the file is missing or unreadable."""
+    try:
+        with open(path) as f:
+            rec = json.load(f)
+        return {k: rec[k] for k in ("max_seq_len", "predictions", "loss", "accuracy", "perplexity")}
+    except (OSError, ValueError, KeyError):
         return None
-    return {"max_seq_len": int(m.group(1)), "predictions": int(m.group(2)), "loss": float(m.group(3)),
-            "accuracy": float(m.group(4)), "perplexity": float(m.group(5))}
 
 
 def finetune_metric(run_dir, output, metric):
@@ -419,8 +417,9 @@ class Runner:
         return child.returncode, output, seconds
 
     def point_sets(self, point):
+        """The point's overrides as --set arguments, without the keys that do not apply to it."""
         sets = dict(point["overrides"], **{"train.threads": str(self.threads)})
-        return [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+        return [a for k, v in sets.items() if relevant(k, point["cfg"]) for a in ("--set", f"{k}={v}")]
 
     def run_point(self, index, total, point):
         """Returns None on success, or an error message."""
@@ -478,12 +477,14 @@ class Runner:
         for stage, checkpoint, length in evals:
             if stage in stages:
                 continue
-            cmd = [self.realpos, "eval", base] + self.point_sets(point) + ["--checkpoint", checkpoint]
+            numbers = os.path.join(run_dir, f"{stage}.json")
+            cmd = [self.realpos, "eval", base] + self.point_sets(point) + ["--checkpoint", checkpoint,
+                                                                            "--json", numbers]
             cmd += ["--max-seq-len", str(length)] if length else []
             status, output, seconds = self.run_command(cmd, os.path.join(run_dir, "eval.log"))
             if status is None or self.stopping:
                 return None
-            result = parse_eval_line(output) if status == 0 else None
+            result = read_eval_json(numbers) if status == 0 else None
             if result is None:
                 return (f"{tag}: eval of {os.path.basename(checkpoint)} at length {length or 'max_seq_len'} failed "
                         f"(status {status}); see {run_dir}/eval.log")

@@ -1,15 +1,22 @@
 """The report of a sweep (scripts/sweep.py): results.csv, results.md and figures.
 
+usage: /usr/bin/python3 scripts/sweep_report.py SWEEP.ini [--realpos ./realpos]
+(the same as `scripts/sweep.py SWEEP.ini --report`: writes the report of the points run so far)
+
 One row per point from its run directory (metrics.jsonl and the sweep's sweep-point.json), then
 groups of points that differ only in their seed keys (grid keys named *seed) summarised as
 mean ± sample standard deviation over the n seeds. With [run] average_last = N, the held-out
 metrics of the point's average of its last N checkpoints (avg_* columns) stand next to those of
-its final checkpoint."""
+its final checkpoint. results.csv keeps every number at full precision (as metrics.jsonl and
+`realpos eval --json` hold it); results.md rounds for reading. The fine-tuning column is named by
+its metric on the fine-tuning run's dev file (e.g. "fine-tuning dev accuracy")."""
+import argparse
 import csv
 import json
 import math
 import os
 import statistics
+import sys
 
 import matplotlib
 
@@ -17,6 +24,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 NOT_APPLICABLE = "-"
+# finetune_metric (a task_eval member of metrics.jsonl) -> how the report names it
+FINETUNE_METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "matthews": "Matthews correlation",
+                         "pearson": "Pearson", "spearman": "Spearman", "exact_match": "exact match"}
 # column, heading, digits
 METRICS = [("final_train_loss", "train loss", 4), ("eval_loss", "held-out loss", 4),
            ("eval_accuracy", "held-out acc", 4)]
@@ -90,7 +100,7 @@ def metric_columns(spec):
         cols += [(f"eval_loss_len{length}", f"held-out loss @{length}", 4),
                  (f"eval_accuracy_len{length}", f"held-out acc @{length}", 4)]
     if spec["finetune"]:
-        cols.append((f"finetune_{spec['finetune_metric']}", spec["finetune_metric"], 4))
+        cols.append((f"finetune_{spec['finetune_metric']}", finetune_heading(spec), 4))
     n = spec.get("average_last")
     if n:
         cols += [("avg_eval_loss", f"held-out loss, avg last {n}", 4),
@@ -99,6 +109,12 @@ def metric_columns(spec):
             cols += [(f"avg_eval_loss_len{length}", f"held-out loss @{length}, avg last {n}", 4),
                      (f"avg_eval_accuracy_len{length}", f"held-out acc @{length}, avg last {n}", 4)]
     return cols + [("tokens_per_s", "tokens/s", 0), ("wall_s", "wall s", 0)]
+
+
+def finetune_heading(spec):
+    """"fine-tuning dev accuracy": the metric of the fine-tuning run's final dev evaluation."""
+    metric = spec["finetune_metric"]
+    return f"fine-tuning dev {FINETUNE_METRIC_NAMES.get(metric, metric)}"
 
 
 def seed_keys(spec):
@@ -147,7 +163,9 @@ def write_markdown(path, spec, rows):
     done = sum(r["status"] == "done" for r in rows)
     lines = [f"Sweep `{spec['path']}` on `{spec['base']}`: {len(rows)} points ({done} finished), "
              f"mean ± sample std over {', '.join(f'`{s}`' for s in seeds) or 'one run per group'}; "
-             f"`{NOT_APPLICABLE}`: the key does not apply.", ""]
+             f"`{NOT_APPLICABLE}`: the key does not apply." +
+             (f" Fine-tuning: `{spec['finetune']}` from each point's final checkpoint, "
+              f"{finetune_heading(spec)} on its task.dev_file." if spec["finetune"] else ""), ""]
     head = [k.split(".", 1)[1] for k in keys] + ["n"] + [h for _, h, _ in cols]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "|".join("---" for _ in head) + "|")
@@ -273,3 +291,23 @@ def write_report(spec, points, relevant):
         plot_loss_curves(out("loss_curves.png"), spec, points, rows)
         written.append(out("loss_curves.png"))
     return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweep", help="the sweep file (e.g. configs/sweeps/ablation-small.ini)")
+    ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
+    args = ap.parse_args()
+    import sweep  # the sweep file's reader (sweep.py imports this module for its report)
+    try:
+        spec = sweep.parse_sweep(args.sweep)
+        points = sweep.expand(spec, args.realpos)
+    except sweep.SweepError as e:
+        sys.exit(f"sweep_report.py: error: {e}")
+    for path in write_report(spec, points, sweep.relevant):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

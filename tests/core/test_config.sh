@@ -43,7 +43,7 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "t5_num_buckets = 32" "t5_max_distance = 128" "rope_theta = 1e+04" \
           "residual_attention = no" "residual_attention_mean = no" "lr = 0.0001" "beta1 = 0.9" \
           "beta2 = 0.999" "eps = 1e-06" "weight_decay = 0.01" "bias_correction = yes" \
-          "batch_size = 32" "grad_accum_steps = 1" "max_steps = 1000" "warmup_steps = 100" \
+          "batch_size = 32" "grad_accum_steps = 1" "max_steps = 1000" "warmup_steps = 100" "warmup_proportion = 0" \
           "schedule = linear" "clip_grad_norm = 1" "log_interval = 10" "eval_interval = 200" \
           "checkpoint_interval = 500" "keep_last = 2" "eval_batches = 20" "run_dir = runs/default" \
           "threads = 0" "shard_optimizer = no" "corpus =" "corpus_format = auto" "text_field = text" "shard_tokens = 33554432" "read_chunk_mb = 32" "vocab =" "shard_dir = data/shards" "do_lower_case = yes" \
@@ -56,9 +56,9 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "max_answer_length = 30" "seed = 42"; do
   grep -qxF -- "$kv" defaults.out || { fail "default $kv" "missing"; all=0; }
 done
-[ $all -eq 1 ] && pass "defaults: all 82 keys print their documented default"
+[ $all -eq 1 ] && pass "defaults: all 84 keys print their documented default"
 keys=$(grep -c '^[a-z_0-9]* =' defaults.out)
-[ "$keys" -eq 82 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
+[ "$keys" -eq 84 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
 [ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] [task] " ] \
   && pass "sections in schema order" || fail "sections in schema order"
 
@@ -109,11 +109,11 @@ expect_ok "max_seq_len > max_position is fine without absolute positions" "max_s
 expect_error "missing config file" "nope.ini: cannot open config file: No such file or directory" nope.ini
 expect_error "usage" "usage: realpos config CONFIG.ini [--set section.key=value ...]"
 ini e.ini "[modle]" "hidden_size = 64"
-expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': expected a section among [model], [optim], [train], [data], [task], got [modle]" e.ini
+expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': did you mean 'model.hidden_size'? expected a section among [model], [optim], [train], [data], [task], got [modle]" e.ini
 ini e.ini "hidden_size = 64"
 expect_error "key before any section" "e.ini:1: key 'hidden_size': expected it under a [section] header*" e.ini
 ini e.ini "[model]" "; c" "hiden_size = 64"
-expect_error "unknown key" "e.ini:3: key 'model.hiden_size': expected one of hidden_size, num_layers, num_heads, intermediate_size, vocab_size, max_position, type_vocab_size, absolute_position, norm, hidden_dropout, attention_dropout, layer_norm_eps, init_range, seed, relative_position, relative_k, t5_num_buckets, t5_max_distance, rope_theta, residual_attention, residual_attention_mean, got 'hiden_size'" e.ini
+expect_error "unknown key" "e.ini:3: key 'model.hiden_size': did you mean 'model.hidden_size'? expected one of hidden_size, num_layers, num_heads, intermediate_size, vocab_size, max_position, type_vocab_size, absolute_position, norm, hidden_dropout, attention_dropout, layer_norm_eps, init_range, seed, relative_position, relative_k, t5_num_buckets, t5_max_distance, rope_theta, residual_attention, residual_attention_mean, got 'hiden_size'" e.ini
 ini e.ini "[model]" "hidden_size = 64" "num_layers = 2" "hidden_size = 64"
 expect_error "duplicate key" "e.ini:4: key 'model.hidden_size': expected one assignment, got a second one (the first is on line 2)" e.ini
 ini e.ini "[train]" "batch_size 4"
@@ -181,7 +181,10 @@ expect_error "too many paths" "--set data.corpus=$(seq -s ' ' 17): key 'data.cor
 expect_error "--set without '='" "--set model.hidden_size: expected section.key=value, got no '='" empty.ini --set model.hidden_size
 expect_error "--set without section" "--set hidden_size=64: key 'hidden_size': expected section.key (e.g. model.hidden_size), got no section" empty.ini --set hidden_size=64
 expect_error "--set unknown key" "--set optim.learning_rate=1: key 'optim.learning_rate': expected one of lr, beta1, beta2, eps, weight_decay, bias_correction, got 'learning_rate'" empty.ini --set optim.learning_rate=1
-expect_error "--set unknown section" "--set opt.lr=1: key 'opt.lr': expected a section among*" empty.ini --set opt.lr=1
+expect_error "--set unknown section" "--set opt.lr=1: key 'opt.lr': did you mean 'optim.lr' or 'task.lr'? expected a section among*" empty.ini --set opt.lr=1
+expect_error "did you mean: one edit" "--set train.max_step=20: key 'train.max_step': did you mean 'train.max_steps'? expected one of batch_size,*" empty.ini --set train.max_step=20
+expect_error "did you mean: the key in its section" "--set train.lr=1: key 'train.lr': did you mean 'optim.lr' or 'task.lr'? expected one of*" empty.ini --set train.lr=1
+expect_error "no suggestion when nothing is near" "--set train.zzzzzz=1: key 'train.zzzzzz': expected one of batch_size,*" empty.ini --set train.zzzzzz=1
 expect_error "--set without a value" "config: option '--set' expects a value" empty.ini --set
 expect_error "unknown option" "config: unknown option '--sett'" empty.ini --sett model.hidden_size=3
 
@@ -196,8 +199,10 @@ ini x.ini "[data]" "max_seq_len = 1024"
 expect_error "max_seq_len > max_position" "x.ini:2: key 'data.max_seq_len': expected at most model.max_position = 512 (default) while model.absolute_position = yes (default), got 1024" x.ini
 ini x.ini "[data]" "max_seq_len = 16" "max_predictions_per_seq = 17"
 expect_error "max_predictions_per_seq > max_seq_len" "x.ini:3: key 'data.max_predictions_per_seq': expected at most data.max_seq_len = 16 (x.ini:2), got 17" x.ini
-expect_error "warmup_steps > max_steps" "(default): key 'train.warmup_steps': expected at most train.max_steps = 50 (--set train.max_steps=50), got 100" \
+expect_error "warmup_steps > max_steps" "(default): key 'train.warmup_steps': expected at most train.max_steps = 50 (--set train.max_steps=50), got 100; for a warm-up that follows the run's length, set train.warmup_proportion (e.g. 0.1) instead" \
   empty.ini --set train.max_steps=50
+expect_ok "warmup_proportion: warmup_steps is not checked against max_steps" "max_steps = 50" empty.ini \
+  --set train.max_steps=50 --set train.warmup_proportion=0.1
 ini x.ini "[task]" "glue_task = stsb" "type = classification"
 expect_error "task.type contradicting the GLUE task" "x.ini:3: key 'task.type': expected regression (or no setting) for task.glue_task = stsb (x.ini:2), got classification" x.ini
 ini x.ini "[task]" "type = squad" "max_seq_len = 64" "max_query_length = 61"
@@ -206,3 +211,24 @@ ini x.ini "[task]" "labels = yes"
 expect_error "classification with one label" "x.ini:2: key 'task.labels': expected at least two space-separated label values, got 'yes'" x.ini
 ini x.ini "[task]" "text_a_column = 2" "text_b_column = 2"
 expect_error "text columns must differ" "x.ini:3: key 'task.text_b_column': expected a column other than task.text_a_column = 2 (x.ini:2), got 2" x.ini
+
+# ---- which keys apply (train/config/schema.c's KeyUse rows) ----------------------------------------
+# the comment above a key: the job that reads it, and "does not apply" while its condition is false
+above() { grep -B1 -x -- "$2" "$1" | head -n 1; }
+"$RP" config empty.ini >uses.out 2>err || fail "config of empty.ini" "$(cat err)"
+[ "$(above uses.out 'relative_k = 64')" = "; does not apply: it needs model.relative_position = shaw | method1 | method2 | method3 | method4" ] \
+  && pass "config marks relative_k without relative positions" || fail "config marks relative_k" "$(above uses.out 'relative_k = 64')"
+"$RP" config empty.ini --set model.relative_position=method4 >uses.out 2>err
+[[ "$(above uses.out 'relative_k = 64')" != *"does not apply"* ]] \
+  && pass "config: relative_k applies with method4" || fail "config: relative_k applies with method4"
+[ "$(above uses.out 'max_steps = 1000')" = "; pretraining only (fine-tuning reads task.max_steps)" ] \
+  && pass "config names the key fine-tuning reads for train.max_steps" || fail "train.max_steps comment" "$(above uses.out 'max_steps = 1000')"
+# the modes without a truncation: relative_k does not apply, their own keys do (and only theirs)
+"$RP" config empty.ini --set model.relative_position=t5 >uses.out 2>err
+[[ "$(above uses.out 'relative_k = 64')" == *"does not apply"* && "$(above uses.out 't5_num_buckets = 32')" != *"does not apply"* \
+   && "$(above uses.out 'rope_theta = 1e+04')" == *"does not apply: it needs model.relative_position = rope" ]] \
+  && pass "config: t5 uses its bucket keys, not relative_k or rope_theta" || fail "config: t5's keys" "$(grep -B1 'relative_k\|t5_\|rope' uses.out)"
+"$RP" config empty.ini --set train.warmup_proportion=0.1 >uses.out 2>err
+[[ "$(above uses.out 'warmup_steps = 100')" == *"does not apply: it needs train.warmup_proportion = 0" ]] \
+  && pass "config: warmup_steps does not apply beside warmup_proportion" || fail "warmup_steps comment" "$(above uses.out 'warmup_steps = 100')"
+roundtrip "with does-not-apply comments" empty.ini --set train.warmup_proportion=0.1 --set model.residual_attention=yes

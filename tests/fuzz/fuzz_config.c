@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     volatile int reparsing = 0;
     fuzz_begin();
     if (setjmp(fuzz_jump) == 0) {
-        config_load(&cfg, path, 0, NULL);
+        config_load(&cfg, JOB_NONE, path, 0, NULL);
         printed = config_to_ini(&cfg);
         reparsing = 1;
         config_load_string(&again, printed, "printed config");

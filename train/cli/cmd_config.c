@@ -11,7 +11,7 @@ int cmd_config(int argc, char **argv) {
     CliArgs args = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", command_usage(argv[0]));
     Config *cfg = xmalloc(sizeof *cfg);
-    config_load(cfg, args.positional[0], args.num_sets, args.sets);
+    config_load(cfg, JOB_NONE, args.positional[0], args.num_sets, args.sets);
     char *text = config_to_ini(cfg);
     fputs(text, stdout);
     free(text);

@@ -6,13 +6,14 @@
 #include "core/common.h"
 #include "core/h5io.h"
 #include "train/cli/commands.h"
+#include "train/cli/launch.h"
 #include "train/loop/finetune.h"
 #include "train/model/checkpoint.h"
 
 int cmd_finetune(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *resume = NULL;
-    int overwrite = cli_take_flag(&argc, argv, "overwrite");
+    int overwrite = cli_take_flag(&argc, argv, "overwrite"), verbose = cli_take_flag(&argc, argv, "verbose");
     CliOption options[] = {{"resume", &resume}};
     CliArgs args = cli_parse(argc, argv, options, 1);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
@@ -31,23 +32,55 @@ int cmd_finetune(int argc, char **argv) {
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4};
+    if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
+                      configuration as the init checkpoint's model makes it (a resume checks its own below) */
+        CheckpointFile init;
+        checkpoint_file_open(&init, task->init_checkpoint);
+        Config *merged = xmalloc(sizeof *merged);
+        *merged = r.cfg;
+        config_adopt_model(merged, &init.cfg, task->init_checkpoint);
+        config_report_job(merged);
+        free(merged);
+        checkpoint_file_close(&init);
+    }
     Run run;
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     CheckpointFile init_file;
     if (!run.resume)
         checkpoint_file_open(&init_file, task->init_checkpoint);
-    task_runner_build_model(&r, run.resume ? run.resume : &init_file, run.resume != NULL);
+    char *table = NULL; /* what happened to each parameter: RUN_DIR/parameters.txt (rank 0) */
+    size_t table_size = 0;
+    FILE *table_out = dist_is_root(&dist) && !run.resume ? open_memstream(&table, &table_size) : NULL;
+    TransferSummary moved = task_runner_build_model(&r, run.resume ? run.resume : &init_file, run.resume != NULL,
+                                                    table_out);
     if (!run.resume)
         checkpoint_file_close(&init_file);
+    RP_CHECK(!table_out || fclose(table_out) == 0, "out of memory writing the parameter table");
+    if (run.resume)
+        config_report_job(&r.cfg);
     run_check_resume(&run);
     char *config_ini = config_to_ini(&r.cfg);
-    if (dist_is_root(&dist))
-        fprintf(stderr, "# effective configuration\n%s\n", config_ini);
     TaskData train_data, dev_data;
     task_data_load(&train_data, task, &r.layout, r.tok, r.L, task->train_file, 1);
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
+    if (dist_is_root(&dist)) {
+        char data[3 * CONFIG_PATH_MAX], parameters[CONFIG_PATH_MAX + 128];
+        snprintf(data, sizeof data, "%s (%d sequences%s%s), %s %s", task->train_file, train_data.features.count,
+                 task->dev_file[0] ? "; dev " : "", task->dev_file, task->glue_task != GLUE_NONE ?
+                 glue_task_name(task->glue_task) : task_kind_name(task->type), task->padding == PAD_LONGEST ?
+                 "padded per batch to its longest" : "padded to task.max_seq_len");
+        snprintf(parameters, sizeof parameters, "%d loaded, %d grown, %d initialised, %d dropped from %s",
+                 moved.loaded, moved.grown, moved.initialised, moved.dropped, task->init_checkpoint);
+        int warmup;
+        long steps = finetune_steps(&r.cfg, train_data.features.count, &warmup, NULL);
+        LaunchFacts facts = {data, steps, warmup, task->batch_size, task->lr, "linear", table ? parameters : NULL};
+        launch_report(stderr, &r.cfg, "fine-tuning", &facts, config_ini, verbose);
+        if (table)
+            launch_write_parameters(stderr, run.dir.path, table, verbose);
+    }
+    free(table);
     task_runner_buffers(&r);
     int rc = finetune(&run, config_ini, &r, &train_data, task->dev_file[0] ? &dev_data : NULL);
     run_end(&run);

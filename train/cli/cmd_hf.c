@@ -162,7 +162,7 @@ int cmd_export_hf(int argc, char **argv) {
     load_model_with_vocab(&lm, ckpt, vocab_path);
     char why[3 * PATH_MAX];
     RP_CHECK(hf_export_check(&lm.cfg, lm.model.heads, why, sizeof why),
-             "%s: HuggingFace BERT cannot express this model: %s", ckpt, why);
+             "%s: HuggingFace BERT cannot express this model (nothing written): %s", ckpt, why);
     const char *label_names[GLUE_MAX_LABELS];
     GlueLayout layout;
     int named = 0;

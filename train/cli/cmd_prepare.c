@@ -51,7 +51,7 @@ int cmd_prepare(int argc, char **argv) {
     if (part_text)
         parse_part(part_text, &part, &num_parts);
     Config cfg;
-    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     const DataConfig *d = &cfg.data;
     if (verify) { /* the whole set now, as pretraining's first reads would */
         RP_CHECK(!part_text, "--verify prepares nothing: give it without --part; usage: realpos %s", usage);

@@ -1,5 +1,6 @@
 /* realpos pretrain / eval: arguments and configuration; the task is train/loop/pretrain.c, the run
  * train/loop/run.c. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -8,14 +9,16 @@
 #include "core/cli.h"
 #include "core/common.h"
 #include "core/h5io.h"
+#include "core/paths.h"
 #include "train/cli/commands.h"
+#include "train/cli/launch.h"
 #include "train/loop/pretrain.h"
 #include "train/model/checkpoint.h"
 
 int cmd_pretrain(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *resume = NULL, *init = NULL;
-    int overwrite = cli_take_flag(&argc, argv, "overwrite");
+    int overwrite = cli_take_flag(&argc, argv, "overwrite"), verbose = cli_take_flag(&argc, argv, "verbose");
     CliOption options[] = {{"resume", &resume}, {"init", &init}};
     CliArgs args = cli_parse(argc, argv, options, 2);
     RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
@@ -26,11 +29,18 @@ int cmd_pretrain(int argc, char **argv) {
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     Config cfg;
-    config_load(&cfg, config_path, args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, config_path, args.num_sets, args.sets);
     dist_set_threads(&dist, cfg.train.threads);
+    config_report_job(&cfg);
     char *config_ini = config_to_ini(&cfg);
-    if (dist_is_root(&dist))
-        fprintf(stderr, "# effective configuration\n%s\n", config_ini);
+    if (dist_is_root(&dist)) {
+        char data[CONFIG_PATH_MAX + 64];
+        snprintf(data, sizeof data, "shards of %s, sequences of %d tokens, %.0f%% masked", cfg.data.shard_dir,
+                 cfg.data.max_seq_len, 100 * (double)cfg.data.masked_lm_prob);
+        LaunchFacts facts = {data, cfg.train.max_steps, config_warmup_steps(&cfg), cfg.train.batch_size, cfg.optim.lr,
+                             schedule_kind_names[cfg.train.schedule], NULL};
+        launch_report(stderr, &cfg, "pretraining", &facts, config_ini, verbose);
+    }
     RunStart start = {"pretraining", resume, overwrite,
                       {{config_path, "the config"}, {cfg.data.vocab, "key 'data.vocab'"},
                        {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4};
@@ -42,12 +52,20 @@ int cmd_pretrain(int argc, char **argv) {
 
 int cmd_eval(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *ckpt = NULL, *max_len = NULL;
-    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}};
-    CliArgs args = cli_parse(argc, argv, options, 2);
+    const char *ckpt = NULL, *max_len = NULL, *json = NULL;
+    CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}, {"json", &json}};
+    CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
+    if (json) {
+        IoPlan plan;
+        io_plan_init(&plan);
+        io_plan_input(&plan, args.positional[0], "the config");
+        io_plan_input(&plan, ckpt, "--checkpoint");
+        io_plan_output(&plan, json, "--json");
+        io_plan_check(&plan);
+    }
     Config cfg;
-    config_load(&cfg, args.positional[0], args.num_sets, args.sets);
+    config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
     CheckpointFile c;
@@ -81,6 +99,26 @@ int cmd_eval(int argc, char **argv) {
            ckpt, cfg.data.max_seq_len, r.predictions, r.loss, r.accuracy, r.perplexity, r.unigram_accuracy,
            tokenizer_token(data.tok, data.unigram_token));
     RP_CHECK(isfinite(r.loss), "%s: the held-out loss is %g: the model's outputs are not finite", ckpt, r.loss);
+    if (json) { /* the same numbers at full double precision (cJSON prints the shortest exact text) */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "checkpoint", ckpt);
+        cJSON_AddNumberToObject(o, "max_seq_len", cfg.data.max_seq_len);
+        cJSON_AddNumberToObject(o, "predictions", (double)r.predictions);
+        cJSON_AddNumberToObject(o, "loss", r.loss);
+        cJSON_AddNumberToObject(o, "accuracy", r.accuracy);
+        cJSON_AddNumberToObject(o, "perplexity", r.perplexity);
+        cJSON_AddNumberToObject(o, "unigram_accuracy", r.unigram_accuracy);
+        char *text = cJSON_PrintUnformatted(o);
+        RP_CHECK(text, "out of memory formatting --json");
+        size_t length = strlen(text);
+        char *line = xmalloc(length + 2);
+        memcpy(line, text, length);
+        memcpy(line + length, "\n", 2);
+        write_file(json, line, length + 1);
+        free(line);
+        cJSON_free(text);
+        cJSON_Delete(o);
+    }
     activations_free(&acts);
     mlm_data_free(&data);
     model_free(&model);

@@ -21,23 +21,28 @@ static const Command commands[] = {
      "  --verify                  prepare nothing: verify every shard of the set now (pretraining\n"
      "                            verifies each at its first read)\n"},
     {"pretrain", cmd_pretrain,
-     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest | --init CKPT] [--overwrite]",
+     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest | --init CKPT] [--overwrite] [--verbose]",
      "MLM pretraining into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
      "  --resume CKPT             continue the run of this checkpoint (weights, optimizer, data position);\n"
      "                            RUN_DIR/latest or RUN_DIR name the run's newest\n"
      "  --init CKPT               start a new run from this checkpoint's weights\n"
-     "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"},
-    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]",
+     "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"
+     "  --verbose                 also print the whole configuration (RUN_DIR/config.ini) at the start\n"},
+    {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--json OUT] [--set section.key=value ...]",
      "held-out MLM loss, accuracy and perplexity of a checkpoint",
      "  --checkpoint CKPT         the checkpoint to evaluate\n"
      "  --max-seq-len N           evaluate on sequences of N tokens (default: the config's)\n"
+     "  --json OUT                also write the numbers to OUT at full precision (one JSON object)\n"
      "  --set section.key=value   override a key (repeatable)\n"},
-    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest] [--overwrite]",
+    {"finetune", cmd_finetune,
+     "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest] [--overwrite] [--verbose]",
      "fine-tune a checkpoint on a GLUE or SQuAD task ([task]) into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
      "  --resume CKPT             continue the fine-tuning run of this checkpoint (or RUN_DIR/latest, RUN_DIR)\n"
-     "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"},
+     "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"
+     "  --verbose                 also print the whole configuration and the parameter table (RUN_DIR/config.ini,\n"
+     "                            RUN_DIR/parameters.txt) at the start\n"},
     {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]",
      "predictions of a fine-tuned checkpoint (and metrics when the input is labelled)",
      "  --checkpoint CKPT         a checkpoint written by realpos finetune\n"

@@ -2,6 +2,7 @@
  * cannot express, each naming the origin of the offending key. */
 #include "train/config/config.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
@@ -18,12 +19,21 @@ static const char *origin_of(const Config *cfg, int k) {
 
 #define reject(cfg, k, ...) config_reject(&config_schema, cfg, k, __VA_ARGS__)
 
+/* Whether key k matters for the job cfg was loaded for (config_key_applies): a cross-key check
+ * between two keys runs only where both apply. */
+static bool applies(const Config *cfg, int k) {
+    char why[CONFIG_MESSAGE_MAX];
+    return config_key_applies(&config_schema, cfg, k, NULL, why, sizeof why);
+}
+
 int config_key_is_set(const Config *cfg, const char *section, const char *name) {
     return config_key_origin(&config_schema, cfg, config_key_index(&config_schema, section, name))[0] != '\0';
 }
 
 static void validate_task(const Config *cfg) {
     const TaskConfig *k = &cfg->task;
+    if (!applies(cfg, KEY(task, type)))
+        return; /* pretraining reads no [task] key */
     if (k->group_by_length && k->padding == PAD_MAX_LENGTH)
         reject(cfg, KEY(task, group_by_length),
                "expected no with task.padding = max_length (%s): every batch is then max_seq_len long, got yes",
@@ -42,20 +52,21 @@ static void validate_task(const Config *cfg) {
                    k->max_seq_len - 4, origin_of(cfg, KEY(task, max_seq_len)), k->max_query_length);
         return;
     }
-    if (k->glue_task != GLUE_NONE)
+    if (k->glue_task != GLUE_NONE || !applies(cfg, KEY(task, text_a_column)))
         return;
     if (k->text_b_column == k->text_a_column)
         reject(cfg, KEY(task, text_b_column), "expected a column other than task.text_a_column = %d (%s), got %d",
                k->text_a_column, origin_of(cfg, KEY(task, text_a_column)), k->text_b_column);
-    if (k->label_column == k->text_a_column || k->label_column == k->text_b_column)
-        reject(cfg, KEY(task, label_column), "expected a column other than the text columns, got %d",
-               k->label_column);
+    /* -1 is "absent" for both text_b_column and label_column: an unlabelled single-text file */
+    if (k->label_column >= 0 && (k->label_column == k->text_a_column || k->label_column == k->text_b_column))
+        reject(cfg, KEY(task, label_column), "expected a column other than the text columns (task.text_a_column = "
+               "%d, task.text_b_column = %d), got %d", k->text_a_column, k->text_b_column, k->label_column);
     int highest = k->text_a_column > k->text_b_column ? k->text_a_column : k->text_b_column;
     highest = highest > k->label_column ? highest : k->label_column;
     if (k->num_columns && k->num_columns <= highest)
         reject(cfg, KEY(task, num_columns), "expected more than %d (the highest column used), got %d", highest,
                k->num_columns);
-    if (k->type == TASK_CLASSIFICATION) {
+    if (k->type == TASK_CLASSIFICATION && applies(cfg, KEY(task, labels))) {
         int count = 0;
         for (const char *s = k->labels; *s;) {
             s += strspn(s, " \t");
@@ -84,15 +95,51 @@ static void validate_precision(const Config *cfg) {
                "neither: set train.precision = fp32", cpu.cpu);
 }
 
+static unsigned origins_job(const Config *cfg) { return cfg->origins.job; }
+
+/* train.warmup_proportion > 0 gives pretraining's warm-up (train.warmup_steps does not apply). */
+static bool warmup_by_proportion(const Config *cfg) { return cfg->train.warmup_proportion > 0; }
+
 void config_validate(const Config *cfg) {
     validate_precision(cfg);
     validate_model(cfg);
     validate_data(cfg);
     const TrainConfig *t = &cfg->train;
-    if (t->warmup_steps > t->max_steps)
-        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d",
+    if (applies(cfg, KEY(train, warmup_steps)) && !warmup_by_proportion(cfg) && t->warmup_steps > t->max_steps)
+        reject(cfg, KEY(train, warmup_steps), "expected at most train.max_steps = %d (%s), got %d; for a warm-up "
+               "that follows the run's length, set train.warmup_proportion (e.g. 0.1) instead",
                t->max_steps, origin_of(cfg, KEY(train, max_steps)), t->warmup_steps);
     validate_task(cfg);
+}
+
+int config_warmup_steps(const Config *cfg) {
+    const TrainConfig *t = &cfg->train;
+    return warmup_by_proportion(cfg) ? (int)lround((double)t->warmup_proportion * t->max_steps) : t->warmup_steps;
+}
+
+/* "warning: ... the warm-up covers ..." when it is more than half of the run: the learning rate
+ * then peaks late (or never, at the whole run) and the decay is short. */
+static void report_warmup(const Config *cfg) {
+    bool finetuning = origins_job(cfg) == JOB_FINETUNE;
+    int k = finetuning ? KEY(task, warmup_proportion)
+                       : warmup_by_proportion(cfg) ? KEY(train, warmup_proportion) : KEY(train, warmup_steps);
+    double share = finetuning ? cfg->task.warmup_proportion
+                              : (double)config_warmup_steps(cfg) / cfg->train.max_steps;
+    const KeySpec *key = &config_schema.keys[k];
+    char *value = config_value_text(cfg, key);
+    if (share >= 1)
+        rp_log("warning: the warm-up (%s.%s =%s, %s) covers the whole run: the learning rate never reaches its "
+               "peak and never decays", key->section, key->name, value, origin_of(cfg, k));
+    else if (share > 0.5)
+        rp_log("warning: the warm-up (%s.%s =%s, %s) covers %.0f%% of the run: the learning rate peaks only then and "
+               "decays over the rest", key->section, key->name, value, origin_of(cfg, k), 100 * share);
+    free(value);
+}
+
+void config_report_job(const Config *cfg) {
+    config_report_unused(&config_schema, cfg);
+    if (origins_job(cfg) != JOB_NONE)
+        report_warmup(cfg);
 }
 
 static void validate_model(const Config *cfg) {
@@ -122,6 +169,8 @@ static void validate_model(const Config *cfg) {
 static void validate_data(const Config *cfg) {
     const ModelConfig *m = &cfg->model;
     const DataConfig *d = &cfg->data;
+    if (!applies(cfg, KEY(data, max_seq_len)))
+        return; /* fine-tuning: the checkpoint's [data], task.max_seq_len */
     if (m->absolute_position && d->max_seq_len > m->max_position)
         reject(cfg, KEY(data, max_seq_len),
                "expected at most model.max_position = %d (%s) while model.absolute_position = yes "
@@ -272,16 +321,16 @@ static void check_model(const void *values) { validate_model(values); }
 
 void config_defaults(Config *cfg) { config_schema_defaults(&config_schema, cfg); }
 
-void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
-    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_all);
+void config_load(Config *cfg, unsigned job, const char *path, int num_overrides, char *const *overrides) {
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, job, check_all);
 }
 
 void config_load_task(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
-    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_task);
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, JOB_FINETUNE, check_task);
 }
 
 void config_load_model(Config *cfg, const char *path, int num_overrides, char *const *overrides) {
-    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_model);
+    config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, JOB_NONE, check_model);
 }
 
 void config_load_string(Config *cfg, const char *text, const char *origin) {

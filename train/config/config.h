@@ -46,6 +46,7 @@ typedef struct {
 
 typedef struct {
     int batch_size, grad_accum_steps, max_steps, warmup_steps;
+    float warmup_proportion; /* > 0: warmup = round(proportion x max_steps), warmup_steps unused */
     ScheduleKind schedule;
     float clip_grad_norm; /* 0 = off */
     int log_interval, eval_interval, checkpoint_interval, keep_last;
@@ -108,11 +109,24 @@ typedef struct {
 /* The schema of Config (train/config/schema.c). */
 extern const ConfigSchema config_schema;
 
+/* The jobs a configuration is loaded for (bits of config_schema.job_names): which keys they read
+ * is the schema's KeyUse table; cross-key checks skip keys the job does not read. */
+enum { JOB_NONE = 0, JOB_PRETRAIN = 1u << 0, JOB_FINETUNE = 1u << 1 };
+
 /* Fill every key with its default. */
 void config_defaults(Config *cfg);
-/* Defaults, then the file, then each "section.key=value" override, then cross-key validation.
+/* Defaults, then the file, then each "section.key=value" override, then cross-key validation,
+ * for `job` (JOB_PRETRAIN: pretrain, eval, prepare; JOB_NONE: `realpos config`, every check).
  * Fatal (with FILE:LINE) on any error. */
-void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides);
+void config_load(Config *cfg, unsigned job, const char *path, int num_overrides, char *const *overrides);
+/* Once per launch, after the config is final (fine-tuning: after config_adopt_model): refuse a
+ * --set of a key that does not apply (one the job does not read, naming the key that does the
+ * job, or one whose condition is false), warn about such a key set in the file, and about a
+ * warm-up that covers more than half of the run. */
+void config_report_job(const Config *cfg);
+/* Pretraining's warm-up steps: round(train.warmup_proportion x train.max_steps) when the
+ * proportion is > 0, else train.warmup_steps. */
+int config_warmup_steps(const Config *cfg);
 /* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. Key ranges
  * and the cross-key checks of [model] only. */
 void config_load_string(Config *cfg, const char *text, const char *origin);

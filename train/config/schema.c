@@ -74,6 +74,8 @@ static const KeySpec keys[] = {
             "number of MPI ranks, which share the micro-batches"),
     INT_KEY(train, max_steps, "1000", 1, INT_MAX, "optimizer steps of the whole run"),
     INT_KEY(train, warmup_steps, "100", 0, INT_MAX, "steps of linear warmup from 0 to lr"),
+    FLOAT_KEY(train, warmup_proportion, "0", '[', 0, 1, ']',
+              "warmup as a fraction of max_steps, rounded to a step (0 = warmup_steps gives it)"),
     ENUM_KEY(train, schedule, ScheduleKind, schedule_kind_names, "linear",
              "after warmup: linear or cosine decay to 0 at max_steps, or constant"),
     FLOAT_KEY(train, clip_grad_norm, "1.0", '[', 0, INFINITY, ')',
@@ -149,6 +151,78 @@ static const KeySpec keys[] = {
 
 _Static_assert(sizeof keys / sizeof keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
 
+/* Which job reads each key and when it applies (core/config_schema.h: KeyUse). A key without a
+ * row is read by pretraining and fine-tuning alike and always matters. A row is one line: a key
+ * that matters only for some values of another (e.g. a position mode's own parameters) adds
+ *     {"model.NEW_KEY", 0, "model.relative_position = MODE", NULL},
+ * and `realpos config` marks it, launches warn when it is set but does not apply, and the cross-key
+ * checks of config.c skip it. */
+#define PRETRAINING JOB_PRETRAIN
+#define FINE_TUNING JOB_FINETUNE
+static const char *const job_names[] = {"pretraining", "fine-tuning", NULL};
+
+static const KeyUse key_uses[] = {
+    {"model.relative_k", 0, "model.relative_position = shaw | method1 | method2 | method3 | method4", NULL},
+    {"model.t5_num_buckets", 0, "model.relative_position = t5", NULL},
+    {"model.t5_max_distance", 0, "model.relative_position = t5", NULL},
+    {"model.rope_theta", 0, "model.relative_position = rope", NULL},
+    {"model.residual_attention_mean", 0, "model.residual_attention = yes", NULL},
+
+    {"optim.lr", PRETRAINING, NULL, "task.lr"},
+
+    {"train.batch_size", PRETRAINING, NULL, "task.batch_size"},
+    {"train.max_steps", PRETRAINING, NULL, "task.max_steps"},
+    {"train.warmup_steps", PRETRAINING, "train.warmup_proportion = 0", "task.warmup_proportion"},
+    {"train.warmup_proportion", PRETRAINING, NULL, "task.warmup_proportion"},
+    {"train.schedule", PRETRAINING, NULL, NULL},
+    {"train.eval_interval", PRETRAINING, NULL, "task.eval_every"},
+    {"train.eval_batches", PRETRAINING, NULL, "task.dev_file"},
+
+    /* fine-tuning reads the checkpoint's [data] (vocabulary and casing) */
+    {"data.corpus", PRETRAINING, NULL, "task.train_file"},
+    {"data.corpus_format", PRETRAINING, NULL, NULL},
+    {"data.text_field", PRETRAINING, NULL, NULL},
+    {"data.shard_tokens", PRETRAINING, NULL, NULL},
+    {"data.read_chunk_mb", PRETRAINING, NULL, NULL},
+    {"data.vocab", PRETRAINING, NULL, NULL},
+    {"data.shard_dir", PRETRAINING, NULL, NULL},
+    {"data.do_lower_case", PRETRAINING, NULL, NULL},
+    {"data.max_seq_len", PRETRAINING, NULL, "task.max_seq_len"},
+    {"data.short_seq_prob", PRETRAINING, NULL, NULL},
+    {"data.masked_lm_prob", PRETRAINING, NULL, NULL},
+    {"data.max_predictions_per_seq", PRETRAINING, NULL, NULL},
+    {"data.whole_word_mask", PRETRAINING, NULL, NULL},
+    {"data.eval_fraction", PRETRAINING, NULL, NULL},
+    {"data.seed", PRETRAINING, NULL, "task.seed"},
+
+    {"task.type", FINE_TUNING, NULL, NULL},
+    {"task.glue_task", FINE_TUNING, NULL, NULL},
+    {"task.init_checkpoint", FINE_TUNING, NULL, NULL},
+    {"task.train_file", FINE_TUNING, NULL, "data.corpus"},
+    {"task.dev_file", FINE_TUNING, NULL, NULL},
+    {"task.text_a_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.text_b_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.label_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.num_columns", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.header", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.labels", FINE_TUNING, "task.glue_task = none and task.type = classification", NULL},
+    {"task.bad_examples", FINE_TUNING, NULL, NULL},
+    {"task.max_seq_len", FINE_TUNING, NULL, "data.max_seq_len"},
+    {"task.batch_size", FINE_TUNING, NULL, "train.batch_size"},
+    {"task.padding", FINE_TUNING, NULL, NULL},
+    {"task.group_by_length", FINE_TUNING, NULL, NULL},
+    {"task.epochs", FINE_TUNING, NULL, "train.max_steps"},
+    {"task.max_steps", FINE_TUNING, NULL, "train.max_steps"},
+    {"task.eval_every", FINE_TUNING, NULL, "train.eval_interval"},
+    {"task.lr", FINE_TUNING, NULL, "optim.lr"},
+    {"task.warmup_proportion", FINE_TUNING, NULL, "train.warmup_proportion"},
+    {"task.doc_stride", FINE_TUNING, "task.type = squad", NULL},
+    {"task.max_query_length", FINE_TUNING, "task.type = squad", NULL},
+    {"task.n_best_size", FINE_TUNING, "task.type = squad", NULL},
+    {"task.max_answer_length", FINE_TUNING, "task.type = squad", NULL},
+    {"task.seed", FINE_TUNING, NULL, NULL},
+};
+
 static const char *const sections[] = {"model", "optim", "train", "data", "task"};
 
 const ConfigSchema config_schema = {
@@ -158,6 +232,9 @@ const ConfigSchema config_schema = {
     .num_keys = (int)(sizeof keys / sizeof keys[0]),
     .values_size = sizeof(Config),
     .origins_offset = offsetof(Config, origins),
+    .job_names = job_names,
+    .uses = key_uses,
+    .num_uses = (int)(sizeof key_uses / sizeof key_uses[0]),
 };
 
 const char *task_kind_name(TaskKind kind) { return enum_name(task_names, (int)kind); }

@@ -136,7 +136,9 @@ static void evaluate(void *ctx, Run *run, int final) {
     char predictions[CONFIG_PATH_MAX + 64];
     snprintf(predictions, sizeof predictions, "%s/%s", run->dir.path,
              r->cfg.task.type == TASK_SQUAD ? "predictions.json" : "dev_predictions.tsv");
+    r->interim_eval = !final;
     TaskScore score = task_predict(r, ft->dev, final ? predictions : NULL, run->log.jsonl, run->step);
+    r->interim_eval = 0;
     if (score.name && !isnan(score.value) && (isnan(ft->best) || score.value > ft->best)) {
         ft->best = score.value;
         ft->best_step = run->step;
@@ -163,16 +165,25 @@ static void finish(void *ctx, Run *run) {
     rp_log("fine-tuned checkpoint %s/model.h5", run->dir.path);
 }
 
+long finetune_steps(const Config *cfg, int sequences, int *warmup, long *epoch_steps) {
+    const TaskConfig *task = &cfg->task;
+    long total = (long)ceil((double)task->epochs * sequences / ((double)task->batch_size * cfg->train.grad_accum_steps));
+    if (epoch_steps)
+        *epoch_steps = total;
+    if (task->max_steps > 0 && task->max_steps < total)
+        total = task->max_steps;
+    *warmup = (int)(task->warmup_proportion * (double)total);
+    return total;
+}
+
 int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data) {
     const TaskConfig *task = &r->cfg.task;
     const TrainConfig *tc = &r->cfg.train;
     const TaskFeatures *train_set = &train_data->features;
     int B = r->B, accum = tc->grad_accum_steps;
     FineTuning ft = {r, .dev = dev_data, .best = NAN, .best_step = -1};
-    long epoch_steps = (long)ceil((double)task->epochs * train_set->count / ((double)B * accum)), total = epoch_steps;
-    if (task->max_steps > 0 && task->max_steps < total)
-        total = task->max_steps;
-    int warmup = (int)(task->warmup_proportion * (double)total);
+    int warmup;
+    long epoch_steps, total = finetune_steps(&r->cfg, train_set->count, &warmup, &epoch_steps);
     finetune_batches_create(&ft.batches, r, train_set);
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
     char data_identity[CONFIG_PATH_MAX + 128];

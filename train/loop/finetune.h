@@ -10,6 +10,10 @@
  * scoring dev_data (may be NULL) every task.eval_every steps and at the end. Returns the exit
  * status. */
 int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data);
+/* The run's optimizer steps, ceil(task.epochs x sequences / (task.batch_size x train.grad_accum_steps))
+ * capped at task.max_steps when it is not 0, and its warm-up steps (task.warmup_proportion of them);
+ * epoch_steps (may be NULL) receives the steps before the cap. */
+long finetune_steps(const Config *cfg, int sequences, int *warmup, long *epoch_steps);
 
 /* Fine-tuning's training batches, as finetune() draws them and as `realpos bench --lengths-from`
  * times them: the TaskSampler's stream over train_set (seed task.seed, batches of task.batch_size,

@@ -5,7 +5,8 @@
  *   ckpt-NNNNNNN.h5       numbered checkpoints; the newest keep_last of the run's own lineage stay
  *   latest                "ckpt-NNNNNNN.h5\nrun RUN_ID\n": the newest checkpoint and its lineage
  *   lineage.tsv           "RUN_ID<TAB>ckpt-NNNNNNN.h5" per checkpoint a lineage wrote and kept
- *   metrics.jsonl/.csv, and what the task adds (fine-tuning: best.h5, model.h5, predictions)
+ *   metrics.jsonl/.csv, and what the task adds (fine-tuning: parameters.txt, the start's parameter
+ *                         table; best.h5, model.h5, predictions)
  * A run has an id (32 hex digits), drawn at its first launch, stored in every checkpoint (root
  * attribute run_id) and in `latest`, and kept on --resume: pruning removes only checkpoints of
  * that lineage, never a file another run left. A fresh run never starts in a directory that holds

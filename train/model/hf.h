@@ -41,7 +41,8 @@ void hf_plan_inputs(const char *dir, HfFiles *files, IoPlan *plan);
  * fatal if strip_accents or tokenize_chinese_chars ask for what realpos's tokenizer cannot do. */
 int hf_read_lower_case(const char *dir);
 
-/* 1 if HF BertModel / BertFor* can express the model exactly, else 0 with the reason in why. */
+/* 1 if HF BertModel / BertFor* can express the model exactly, else 0 with every reason in why
+ * ("(1) ...; (2) ..."), so that one export attempt names all there is to change. */
 int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size);
 /* Write config.json and model.safetensors of m into the existing directory dir (the model as
  * BertForMaskedLM, BertForSequenceClassification, BertForQuestionAnswering or, without heads,

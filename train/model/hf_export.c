@@ -1,6 +1,7 @@
 /* HuggingFace BERT folders from realpos models: what HF BERT can express, and the writers of
  * model.safetensors, config.json and tokenizer_config.json (hf.h; import in hf.c). */
 #include <cJSON.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "core/atomic_file.h"
@@ -18,40 +19,55 @@ static int ends_with(const char *s, const char *suffix) {
 
 static int starts_with(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
 
+/* Appends "(n) reason" to why (reasons separated by "; "). */
+static void add_reason(char *why, size_t size, int *count, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add_reason(char *why, size_t size, int *count, const char *fmt, ...) {
+    size_t used = strlen(why);
+    if (used + 1 >= size)
+        return;
+    used += (size_t)snprintf(why + used, size - used, "%s(%d) ", *count ? "; " : "", *count + 1);
+    va_list ap;
+    va_start(ap, fmt);
+    if (used < size)
+        vsnprintf(why + used, size - used, fmt, ap);
+    va_end(ap);
+    ++*count;
+}
+
 int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size) {
     const ModelConfig *m = &cfg->model;
-    int rel = m->relative_position, P = m->max_position;
+    int rel = m->relative_position, P = m->max_position, count = 0;
     int trained = heads.mlm ? cfg->data.max_seq_len : cfg->task.max_seq_len;
+    why[0] = '\0';
     if (m->norm == NORM_PRE)
-        snprintf(why, size, "model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual)");
-    else if (m->residual_attention)
-        snprintf(why, size, "model.residual_attention = yes: HF BERT has no residual (RealFormer) attention");
-    else if (rel == REL_T5 || rel == REL_ALIBI || rel == REL_ROPE)
-        snprintf(why, size, "model.relative_position = %s: HF BERT has no %s (its positions are absolute "
-                 "embeddings, relative_key or relative_key_query); this model is of the %s family",
-                 rel_kind_name(m->relative_position),
-                 rel == REL_T5 ? "bucketed relative attention bias" : rel == REL_ALIBI ? "linear attention bias"
-                                                                       : "rotary position embedding",
-                 rel == REL_T5 ? "T5 encoder" : rel == REL_ALIBI ? "MosaicBERT" : "ModernBERT / NeoBERT");
+        add_reason(why, size, &count, "model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual)");
+    if (m->residual_attention)
+        add_reason(why, size, &count, "model.residual_attention = yes: HF BERT has no residual (RealFormer) attention");
+    int unclipped_mode = rel == REL_T5 || rel == REL_ALIBI || rel == REL_ROPE; /* relative_k does not apply */
+    if (unclipped_mode)
+        add_reason(why, size, &count, "model.relative_position = %s: HF BERT has no %s (its positions are "
+                   "absolute embeddings, relative_key or relative_key_query); this model is of the %s family",
+                   rel_kind_name(m->relative_position),
+                   rel == REL_T5 ? "bucketed relative attention bias" : rel == REL_ALIBI ? "linear attention bias"
+                                                                         : "rotary position embedding",
+                   rel == REL_T5 ? "T5 encoder" : rel == REL_ALIBI ? "MosaicBERT" : "ModernBERT / NeoBERT");
     else if (rel != REL_NONE && rel != REL_SHAW && rel != REL_METHOD4)
-        snprintf(why, size, "model.relative_position = %s: HF BERT has only relative_key (shaw) and "
-                 "relative_key_query (method4)", rel_kind_name(m->relative_position));
-    else if (rel != REL_NONE && m->absolute_position)
-        snprintf(why, size, "absolute and relative positions together: HF BERT adds absolute position embeddings "
-                 "only when position_embedding_type = absolute");
-    else if (rel == REL_NONE && !m->absolute_position)
-        snprintf(why, size, "no position information (absolute_position = no, relative_position = none): HF BERT "
-                 "always has one");
-    else if (rel != REL_NONE && m->relative_k > P - 1)
-        snprintf(why, size, "model.relative_k = %d > max_position - 1 = %d: HF's table has 2 max_position - 1 "
-                 "rows, distances beyond %d would be lost", m->relative_k, P - 1, P - 1);
-    else if (rel != REL_NONE && trained > P)
-        snprintf(why, size, "trained on sequences of %d tokens (%s.max_seq_len) but model.max_position = %d: HF "
-                 "BERT cannot run sequences longer than max_position_embeddings", trained,
-                 heads.mlm ? "data" : "task", P);
-    else
-        return 1;
-    return 0;
+        add_reason(why, size, &count, "model.relative_position = %s: HF BERT has only relative_key (shaw) and "
+                   "relative_key_query (method4)", rel_kind_name(m->relative_position));
+    if (rel != REL_NONE && m->absolute_position)
+        add_reason(why, size, &count, "absolute and relative positions together: HF BERT adds absolute position "
+                   "embeddings only when position_embedding_type = absolute");
+    if (rel == REL_NONE && !m->absolute_position)
+        add_reason(why, size, &count, "no position information (absolute_position = no, relative_position = none): "
+                   "HF BERT always has one");
+    if (rel != REL_NONE && !unclipped_mode && m->relative_k > P - 1)
+        add_reason(why, size, &count, "model.relative_k = %d > max_position - 1 = %d: HF's table has 2 max_position - 1 "
+                   "rows, distances beyond %d would be lost", m->relative_k, P - 1, P - 1);
+    if (rel != REL_NONE && !unclipped_mode && trained > P)
+        add_reason(why, size, &count, "trained on sequences of %d tokens (%s.max_seq_len) but model.max_position = %d: "
+                   "HF BERT cannot run sequences longer than max_position_embeddings", trained,
+                   heads.mlm ? "data" : "task", P);
+    return count == 0;
 }
 
 /* realpos table [2k+1, d] -> HF's [2P-1, d], rows beyond +-k repeating the edge rows. */

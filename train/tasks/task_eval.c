@@ -81,6 +81,14 @@ static void write_record(FILE *results, cJSON *rec) {
     cJSON_Delete(rec);
 }
 
+/* Where the metrics line goes: standard output, or the log for an evaluation during training. */
+static FILE *score_out(const TaskRunner *r, long step) {
+    if (!r->interim_eval)
+        return stdout;
+    fprintf(stderr, "dev at step %ld: ", step);
+    return stderr;
+}
+
 static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
     TaskScore score = {NULL, NAN};
     TaskFeatures *f = &d->features;
@@ -95,13 +103,14 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
         squad_write_predictions(out_path, &d->squad, answers);
     SquadScores s = squad_evaluate(&d->squad, answers);
     if (s.scored) {
-        printf("%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d", d->path, s.exact_match,
+        FILE *out = score_out(r, step);
+        fprintf(out, "%s: exact match %.2f, F1 %.2f over %d questions (%d windows, max_seq_len %d", d->path, s.exact_match,
                s.f1, s.scored + s.unscored, f->count, r->L);
         if (d->squad.num_unlocated)
-            printf("; %d whose answer_start misses the text, scored by the text", d->squad.num_unlocated);
+            fprintf(out, "; %d whose answer_start misses the text, scored by the text", d->squad.num_unlocated);
         if (s.unscored)
-            printf("; %d malformed, scored 0", s.unscored);
-        printf(")\n");
+            fprintf(out, "; %d malformed, scored 0", s.unscored);
+        fprintf(out, ")\n");
         score = (TaskScore){"f1", s.f1};
         cJSON *rec = task_record(d->path, step);
         cJSON_AddNumberToObject(rec, "questions", s.scored + s.unscored);
@@ -132,7 +141,7 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
             y[i] = f->values[i];
         }
         double pearson = metric_pearson(x, y, n), spearman = metric_spearman(x, y, n);
-        printf("%s: Pearson %.4f, Spearman %.4f over %d examples\n", d->path, pearson, spearman, n);
+        fprintf(score_out(r, step), "%s: Pearson %.4f, Spearman %.4f over %d examples\n", d->path, pearson, spearman, n);
         cJSON_AddNumberToObject(rec, "examples", n);
         cJSON_AddNumberToObject(rec, "pearson", pearson);
         cJSON_AddNumberToObject(rec, "spearman", spearman);
@@ -149,7 +158,7 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
         majority = counts[c] > counts[majority] ? c : majority;
     double acc = metric_accuracy(pred, gold, n), f1 = metric_f1(pred, gold, n, 1);
     double mcc = metric_matthews(pred, gold, n, C), baseline = (double)counts[majority] / n;
-    printf("%s: accuracy %.4f (majority class '%s': %.4f), F1 of '%s' %.4f, Matthews %.4f over %d examples\n",
+    fprintf(score_out(r, step), "%s: accuracy %.4f (majority class '%s': %.4f), F1 of '%s' %.4f, Matthews %.4f over %d examples\n",
            d->path, acc, r->layout.label_names[majority], baseline, r->layout.label_names[1], f1, mcc, n);
     cJSON_AddNumberToObject(rec, "examples", n);
     cJSON_AddNumberToObject(rec, "accuracy", acc);

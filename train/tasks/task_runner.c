@@ -34,7 +34,7 @@ void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const C
              r->cfg.model.vocab_size);
 }
 
-void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume) {
+TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume, FILE *table) {
     const Config stored = from->cfg;
     const char *ckpt = from->path;
     hid_t f = from->file;
@@ -64,10 +64,10 @@ void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resu
         h5_read_int64s(f, ckpt, "train/step", &step, 1, &one);
         rp_log("fine-tuning resumes from %s at step %lld: its weights, not task.init_checkpoint's", ckpt,
                (long long)step);
-        return;
+        return (TransferSummary){0};
     }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    transfer_load(f, ckpt, &r->model, rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
+    return transfer_load(f, ckpt, &r->model, table);
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {
@@ -98,8 +98,13 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
         rp_log("%s: %d questions in %d contexts -> %d windows of %d tokens (%.1f s)", path, d->squad.num_questions,
                d->squad.num_contexts, d->features.count, L, now_seconds() - t0);
     } else {
-        int rows = glue_load(&d->features, layout, path, tok, task->bad_examples);
-        rp_log("%s: %d rows -> %d sequences of %d tokens (%.1f s)", path, rows, d->features.count, L,
+        int rows = glue_load(&d->features, layout, path, tok, task->bad_examples), longest = 0;
+        for (int i = 0; i < d->features.count; i++)
+            longest = d->features.lengths[i] > longest ? d->features.lengths[i] : longest;
+        rp_log("%s: %d rows -> %d sequences of at most %d tokens (task.max_seq_len; the longest has %d), %s (%.1f s)",
+               path, rows, d->features.count, L, longest,
+               task->padding == PAD_LONGEST ? "each batch padded to its longest sequence"
+                                            : "each padded to task.max_seq_len (task.padding = max_length)",
                now_seconds() - t0);
         for (int i = 0; need_labels && i < d->features.count; i++)
             RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),

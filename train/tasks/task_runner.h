@@ -2,6 +2,9 @@
  * model is an encoder (train/model/transfer.h) with the task's head (train/model/task_heads.h);
  * examples are pre-tokenized once (task_data.h) from GLUE TSV (glue.h) or SQuAD JSON (squad.h). */
 #pragma once
+#include <stdio.h>
+
+#include "train/model/transfer.h"
 #include <hdf5.h>
 #include <stdio.h>
 
@@ -30,6 +33,8 @@ typedef struct {
     float *values;                                           /* [B] */
     Batch batch; /* the last batch task_fill_batch built: shape [B, L' <= L] over the arrays above */
     int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
+    int interim_eval;         /* a dev evaluation during training: its metrics line goes to the log
+                                 ("dev at step N: ..."), the final one alone to standard output */
 } TaskRunner;
 
 /* Evaluation data: the sequences and, for SQuAD, the questions and windows behind them. */
@@ -55,10 +60,11 @@ void task_runner_derive(TaskRunner *r);
 ModelHeads task_runner_heads(const TaskRunner *r);
 /* Fine-tuning: the task's model from the init checkpoint (config_adopt_model, the absolute table
  * grown to task.max_seq_len if needed, new parameters initialised with task.seed, the rest
- * transferred by name and shape, the table printed); vocabulary and casing from the checkpoint.
- * resume: `from` is the run's own checkpoint; the model is only created (the run loads every
- * weight from it) and one line names it and its step instead of the table. */
-void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume);
+ * transferred by name and shape, the table written to `table` (may be NULL)); vocabulary and
+ * casing from the checkpoint. Returns the table's counts. resume: `from` is the run's own
+ * checkpoint; the model is only created (the run loads every weight from it), one line names it
+ * and its step, and nothing is transferred (all counts 0). */
+TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume, FILE *table);
 /* Vocabulary of a checkpoint (/vocab), or the file its stored [data] names; sets the tokenizer. */
 void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored);
 /* Batch buffers and head buffers for the runner's model (after the model exists). */

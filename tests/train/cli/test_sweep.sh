@@ -47,7 +47,7 @@ expect_error() {  # name sweep-file pattern
 expect_error "error: a duplicate value in the grid" dup-value.ini "duplicate point: grid key 'model.seed' lists a value twice"
 expect_error "error: points that differ only in a key that does not apply" dup-ignored.ini \
   "duplicate point: relative_position=none,relative_k=4 and relative_position=none,relative_k=8 are the same run"
-expect_error "error: an override key that does not exist" bad-key.ini "key 'model.relative_kk': expected one of"
+expect_error "error: an override key that does not exist" bad-key.ini "key 'model.relative_kk': did you mean 'model.relative_k'? expected one of"
 expect_error "error: an exclusion with a value not in the grid" bad-exclude.ini "model.relative_k=16 is not one of the grid's values"
 expect_error "error: a grid that leaves zero points" empty.ini "zero points"
 
@@ -100,6 +100,22 @@ check "rerun: no point was trained again" test "$(cat runs/run/*/pretrain.log | 
 rm runs/run/results.md
 sweep run.ini --report >report.log 2>&1
 check "--report rewrites the report without running" test -s runs/run/results.md -a "$(grep -c ': pretrain' report.log)" -eq 0
+check "results.csv keeps realpos eval's full precision (the --json numbers, not the 4 printed digits)" "$PY" - <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open("runs/run/results.csv")))
+ok = len(rows) == 6
+for r in rows:
+    rec = json.load(open(f"runs/run/{r['name']}/eval_len_48.json"))
+    ok = ok and float(r["eval_loss_len48"]) == rec["loss"] and len(r["eval_loss_len48"].split(".")[1]) > 4
+sys.exit(0 if ok else 1)
+PY
+check "the absolute points' runs get no --set of relative_k (it does not apply; realpos would refuse it)" \
+  bash -c "! grep -h '^# .* pretrain ' runs/run/relative_position=none*/pretrain.log | grep -q relative_k"
+"$PY" "$root/scripts/sweep_report.py" --help >report_help.txt 2>&1
+check "sweep_report.py --help prints its usage" grep -q '^usage: sweep_report.py .*sweep' report_help.txt
+rm runs/run/results.md
+(cd "$work" && "$PY" "$root/scripts/sweep_report.py" run.ini --realpos "$root/realpos" >report2.log 2>&1)
+check "sweep_report.py SWEEP.ini writes the report" test -s runs/run/results.md
 
 # ---- fine-tuning from each point's checkpoint ------------------------------------------------------
 for split in train:40:3 dev:20:4; do  # label 1 sentences use words w0-w39, label 0 words w40-w79
@@ -121,9 +137,11 @@ ok = len(rows) == 2
 for r in rows:
     recs = [json.loads(l) for l in open(f"runs/finetune/{r['name']}/finetune/metrics.jsonl")]
     dev = [x["accuracy"] for x in recs if x.get("kind") == "task_eval"]
-    ok = ok and len(dev) == 1 and abs(float(r["finetune_accuracy"]) - dev[0]) < 1e-9
+    ok = ok and len(dev) == 1 and float(r["finetune_accuracy"]) == dev[0]
 sys.exit(0 if ok else 1)
 PY
+check "finetune: results.md names the fine-tuning metric (dev accuracy)" \
+  grep -q '| fine-tuning dev accuracy |' runs/finetune/results.md
 
 # ---- a killed point resumes ----------------------------------------------------------------------
 # The sweep is started directly (not through the shell function) so that $! is its Python

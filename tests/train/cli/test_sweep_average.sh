@@ -34,22 +34,25 @@ text = text.decode() if isinstance(text, bytes) else text
 sys.exit(0 if [l.split("\t")[1] for l in text.splitlines()] == ["30", "40"] and "optimizer" not in f else 1)
 PY
 "$RP" eval base.ini --set model.relative_position=method4 --set model.relative_k=4 --set model.seed=1 \
-  --checkpoint "$p/average-last-2.h5" >avg-eval.out 2>/dev/null
+  --checkpoint "$p/average-last-2.h5" --json avg-eval.json >avg-eval.out 2>/dev/null
 "$RP" eval base.ini --set model.relative_position=method4 --set model.relative_k=4 --set model.seed=1 \
-  --checkpoint "$p/ckpt-0000040.h5" >final-eval.out 2>/dev/null
+  --checkpoint "$p/ckpt-0000040.h5" --json final-eval.json >final-eval.out 2>/dev/null
 check "results.csv: avg_eval_* = realpos eval of the average, eval_loss = realpos eval of the final checkpoint" \
   "$PY" - <<'PY'
-import csv, math, re, sys
+import csv, json, math, re, sys
 rows = {r["name"]: r for r in csv.DictReader(open("runs/average/results.csv"))}
 r = rows["seed=1"]
 def printed(path):
     m = re.search(r"mlm loss ([0-9.]+), accuracy ([0-9.]+)", open(path).read())
     return float(m.group(1)), float(m.group(2))
 avg, final = printed("avg-eval.out"), printed("final-eval.out")
+avg_json, final_json = json.load(open("avg-eval.json")), json.load(open("final-eval.json"))
 ok = len(rows) == 2 and all(math.isfinite(float(x[c])) for x in rows.values()
                             for c in ("avg_eval_loss", "avg_eval_accuracy", "avg_eval_loss_len48", "eval_loss"))
-ok = ok and abs(float(r["avg_eval_loss"]) - avg[0]) < 5e-5 and abs(float(r["avg_eval_accuracy"]) - avg[1]) < 5e-5
-ok = ok and abs(float(r["eval_loss"]) - final[0]) < 5e-5 and float(r["avg_eval_loss"]) != float(r["eval_loss"])
+# results.csv holds eval --json's numbers exactly; the printed line is them to 4 decimals
+ok = ok and float(r["avg_eval_loss"]) == avg_json["loss"] and float(r["avg_eval_accuracy"]) == avg_json["accuracy"]
+ok = ok and round(avg_json["loss"], 4) == avg[0] and round(final_json["loss"], 4) == final[0]
+ok = ok and abs(float(r["eval_loss"]) - final_json["loss"]) < 1e-6 and float(r["avg_eval_loss"]) != float(r["eval_loss"])
 sys.exit(0 if ok else 1)
 PY
 check "results.md sets the averaged columns next to the final checkpoint's" \

@@ -224,6 +224,9 @@ refuse "relative_k > max_position - 1" "max_position - 1 = 31" --set model.absol
   --set model.relative_position=shaw --set model.relative_k=40
 refuse "trained longer than max_position" "trained on sequences of 64 tokens" --set model.absolute_position=no \
   --set model.relative_position=shaw --set data.max_seq_len=64
+# every reason at once, numbered, and nothing written (Pre-LN + residual + method2 + absolute)
+refuse "all reasons named" "(1) model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual); (2) model.residual_attention = yes: HF BERT has no residual (RealFormer) attention; (3) model.relative_position = method2: HF BERT has only relative_key (shaw) and relative_key_query (method4); (4) absolute and relative positions together" \
+  --set model.norm=pre --set model.residual_attention=yes --set model.relative_position=method2
 mkdir -p "$tmp/full" && touch "$tmp/full/x"
 expect_error "export into a non-empty directory" "already exists" "$RP" export-hf "$tmp/mlm-absolute.h5" --out "$tmp/full"
 # A killed export's OUT.tmp.PID (PID gone: above the kernel's pid_max) is swept by the next export

@@ -23,7 +23,11 @@ sst=(--set task.glue_task=sst2 --set task.train_file=$FX/sst_train.tsv --set tas
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
   --set task.epochs=10 --set task.max_seq_len=16 --set train.run_dir="$work/sst" >"$work/sst.out" 2>"$work/sst.err"
 check "finetune SST-2 layout exits 0" test $? -eq 0
-t="$work/sst.err"
+t="$work/sst/parameters.txt" # the parameter table is in the run directory, the log has its counts
+check "the launch summary names the counts and the table's file" has "$work/sst.err" \
+  "^  parameters: 37 loaded, 0 grown, 4 initialised, 5 dropped from .*/abs.h5$"
+check "the launch prints neither the configuration nor the table without --verbose" \
+  bash -c "! grep -qE '^# effective configuration|^  loaded ' '$work/sst.err'"
 check "table: encoder loaded (word embeddings, layer 1 FFN, shapes)" has "$t" \
   "^  loaded +bert/embeddings/word_embeddings/weight +\[115, 32\]$"
 check "table: pooler newly initialised (the checkpoint has none)" has "$t" "^  initialised +bert/pooler/dense/weight +\[32, 32\]$"
@@ -39,12 +43,12 @@ check "metrics.jsonl has train records and the dev result" has "$work/sst/metric
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" \
   --set task.epochs=0.1 --set task.max_seq_len=48 --set model.relative_position=method4 --set model.relative_k=4 \
   --set task.lr=1e-30 --set train.run_dir="$work/grow" >"$work/grow.out" 2>"$work/grow.err"
-t="$work/grow.err"
+t="$work/grow/parameters.txt"
 check "drop-in: relative tables of each layer newly initialised" has "$t" \
   "^  initialised +bert/encoder/layer/1/attention/self/distance_embedding/weight +\[9, 16\]$"
 check "max_seq_len 48 > max_position 32: position table grown, old rows loaded" has "$t" \
   "^  grown +bert/embeddings/position_embeddings/weight +\[32, 32\] -> \[48, 32\]: rows 0-31 loaded, 32-47 initialised$"
-check "the log says the position table grows" has "$t" "absolute position table grows to 48 rows"
+check "the log says the position table grows" has "$work/grow.err" "absolute position table grows to 48 rows"
 check "table summary with growth" has "$t" "^  36 loaded, 1 grown, 6 initialised, 5 dropped$"
 check "stored config has the merged model" has "$work/grow/config.ini" "^max_position = 48$"
 check "loaded tensors and the old position rows hold the checkpoint's values, new rows initialised" $PY -c "
@@ -81,8 +85,8 @@ check "drop-in alibi: the log says the outputs change from step 0" has "$work/al
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
   --set task.epochs=0.1 --set task.max_seq_len=64 --set train.run_dir="$work/rel" >"$work/rel.out" 2>"$work/rel.err"
 check "relative-only model at max_seq_len 64 (pretrained 32): runs, relative tables loaded" \
-  has "$work/rel.err" "^  loaded +bert/encoder/layer/0/attention/self/distance_embedding/weight +\[9, 16\]$"
-check "relative-only: no position table, nothing grown" has "$work/rel.err" "^  [0-9]+ loaded, 0 grown, 4 initialised, 5 dropped$"
+  has "$work/rel/parameters.txt" "^  loaded +bert/encoder/layer/0/attention/self/distance_embedding/weight +\[9, 16\]$"
+check "relative-only: no position table, nothing grown" has "$work/rel/parameters.txt" "^  [0-9]+ loaded, 0 grown, 4 initialised, 5 dropped$"
 
 # errors: a shape conflict names the parameter and both shapes; disallowed [model] change names the key
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \
@@ -111,7 +115,7 @@ stsb=(--set task.glue_task=stsb --set task.train_file=$FX/scores.tsv --set task.
 "$RP" finetune /dev/null "${stsb[@]}" "${common[@]}" --set task.init_checkpoint="$work/abs.h5" --set task.epochs=2 \
   --set train.run_dir="$work/stsb" >"$work/stsb.out" 2>"$work/stsb.err"
 check "regression (STS-B layout): Pearson and Spearman reported" has "$work/stsb.out" "Pearson -?[0-9.]+, Spearman -?[0-9.]+ over 12 examples"
-check "regression: one output" has "$work/stsb.err" "^  initialised +classifier/weight +\[1, 32\]$"
+check "regression: one output" has "$work/stsb/parameters.txt" "^  initialised +classifier/weight +\[1, 32\]$"
 "$RP" predict /dev/null "${stsb[@]}" "${common[@]}" --checkpoint "$work/stsb/model.h5" --input $FX/scores.tsv \
   --out "$work/stsb_pred.tsv" >/dev/null 2>&1
 check "predict (regression) = finetune's dev predictions" cmp -s "$work/stsb_pred.tsv" "$work/stsb/dev_predictions.tsv"
@@ -127,7 +131,7 @@ squad=(--set task.type=squad --set task.train_file=$FX/squad_train.json --set ta
 "$RP" finetune /dev/null "${squad[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" --set task.epochs=30 \
   --set train.log_interval=5 --set train.run_dir="$work/squad" >"$work/squad.out" 2>"$work/squad.err"
 check "SQuAD: windows with doc_stride (6 questions -> more windows)" has "$work/squad.err" "6 questions in 2 contexts -> [0-9]+ windows of 32 tokens"
-check "SQuAD: head qa_outputs [2, H], no pooler" bash -c "grep -qE '^  initialised +qa_outputs/weight +\[2, 32\]$' '$work/squad.err' && ! grep -q pooler '$work/squad.err'"
+check "SQuAD: head qa_outputs [2, H], no pooler" bash -c "grep -qE '^  initialised +qa_outputs/weight +\[2, 32\]$' '$work/squad/parameters.txt' && ! grep -q pooler '$work/squad/parameters.txt'"
 check "SQuAD: predictions.json has every question id" \
   $PY -c "import json,sys; p=json.load(open('$work/squad/predictions.json')); sys.exit(sorted(p)!=sorted(['q%d-dev'%i for i in range(1,7)]))"
 ours=$(grep -o 'exact match [0-9.]*, F1 [0-9.]*' "$work/squad.out")
@@ -217,10 +221,10 @@ killed_at=$(head -n 1 "$work/ftB/latest") # ckpt-0000020.h5, or a later one if t
 killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
 check "resumed run says where it resumed (its model built from that checkpoint, not task.init_checkpoint)" \
   has "$work/ftB2.err" "resumed from .*$killed_at at step $killed_step\b"
-check "... one line names the checkpoint and its step, and no transfer table is printed (the fresh half printed it)" \
+check "... one line names the checkpoint and its step, and nothing is transferred (the fresh half did: its table stays)" \
   bash -c "[ \$(grep -cE 'fine-tuning resumes from .*$killed_at at step $killed_step: its weights, not task.init_checkpoint' '$work/ftB2.err') -eq 1 ] &&
-           ! grep -qE '^parameters from|^  [0-9]+ loaded, ' '$work/ftB2.err' &&
-           grep -qF 'parameters from $work/abs.h5:' '$work/ftB1.err' && grep -qE '^  [0-9]+ loaded, ' '$work/ftB1.err'"
+           ! grep -qE '^  parameters: ' '$work/ftB2.err' && grep -qE '^  parameters: [0-9]+ loaded, ' '$work/ftB1.err' &&
+           grep -qF 'parameters from $work/abs.h5:' '$work/ftB/parameters.txt' && grep -qE '^  [0-9]+ loaded, ' '$work/ftB/parameters.txt'"
 check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftB/model.h5"
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
