@@ -15,14 +15,20 @@ int cmd_finetune(int argc, char **argv) {
     int overwrite = cli_take_flag(&argc, argv, "overwrite");
     CliOption options[] = {{"resume", &resume}};
     CliArgs args = cli_parse(argc, argv, options, 1);
-    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    RP_CHECK(args.num_positional == 1 || (resume && !args.num_positional), "usage: realpos %s", usage);
     RP_CHECK(!(resume && overwrite), "--resume continues the run in train.run_dir and --overwrite moves it aside: "
              "give one; usage: realpos %s", usage);
-    const char *config_path = args.positional[0];
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    StoredConfig stored = {0};
+    const char *config_path = args.num_positional ? args.positional[0] : NULL;
+    if (!config_path) { /* --resume RUN_DIR alone: the run's own configuration */
+        run_stored_config(&stored, resume, args.num_sets, args.sets);
+        config_path = stored.path;
+    }
     TaskRunner r;
-    task_runner_setup(&r, config_path, &args);
+    task_runner_setup(&r, config_path, stored.ini, stored.ini ? stored.num_sets : args.num_sets,
+                      stored.ini ? stored.sets : args.sets);
     dist_set_threads(&dist, r.cfg.train.threads);
     const TaskConfig *task = &r.cfg.task;
     RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
@@ -35,8 +41,13 @@ int cmd_finetune(int argc, char **argv) {
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     CheckpointFile init_file;
-    if (!run.resume)
-        checkpoint_file_open(&init_file, task->init_checkpoint);
+    if (!run.resume) {
+        char key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
+        const char *origin = config_key_origin(&config_schema, &r.cfg,
+                                               config_key_index(&config_schema, "task", "init_checkpoint"));
+        snprintf(key, sizeof key, "%s%skey 'task.init_checkpoint'", origin, origin[0] ? ": " : "");
+        checkpoint_file_open_as(&init_file, task->init_checkpoint, key);
+    }
     task_runner_build_model(&r, run.resume ? run.resume : &init_file, run.resume != NULL);
     if (!run.resume)
         checkpoint_file_close(&init_file);
@@ -56,6 +67,7 @@ int cmd_finetune(int argc, char **argv) {
     task_data_free(&train_data);
     task_runner_free(&r);
     free(config_ini);
+    run_stored_config_free(&stored);
     dist_finalize(&dist);
     return rc;
 }
@@ -78,6 +90,9 @@ int cmd_predict(int argc, char **argv) {
     CliOption options[] = {{"checkpoint", &ckpt}, {"input", &input}, {"out", &out}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt && input && out, "usage: realpos %s", usage);
+    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
+    ckpt = ckpt_file;
     IoPlan plan;
     io_plan_init(&plan);
     io_plan_input(&plan, args.positional[0], "the config");
@@ -86,7 +101,7 @@ int cmd_predict(int argc, char **argv) {
     io_plan_output(&plan, out, "--out");
     io_plan_check(&plan);
     TaskRunner r;
-    task_runner_setup(&r, args.positional[0], &args);
+    task_runner_setup(&r, args.positional[0], NULL, args.num_sets, args.sets);
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     adopt_task(&r, &c.cfg, ckpt);

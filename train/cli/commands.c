@@ -16,11 +16,13 @@ static const Command commands[] = {
      "  --verify                  prepare nothing: verify every shard of the set now (pretraining\n"
      "                            verifies each at its first read)\n"},
     {"pretrain", cmd_pretrain,
-     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest | --init CKPT] [--overwrite]",
+     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR | --init CKPT] [--overwrite] | "
+     "pretrain --resume RUN_DIR [--set ...]",
      "MLM pretraining into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
      "  --resume CKPT             continue the run of this checkpoint (weights, optimizer, data position);\n"
-     "                            RUN_DIR/latest or RUN_DIR name the run's newest\n"
+     "                            RUN_DIR/latest or RUN_DIR name the run's newest; without CONFIG.ini the\n"
+     "                            run continues with its stored configuration in the checkpoint's directory\n"
      "  --init CKPT               start a new run from this checkpoint's weights\n"
      "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"},
     {"eval", cmd_eval, "eval CONFIG.ini --checkpoint CKPT [--max-seq-len N] [--set section.key=value ...]",
@@ -28,10 +30,13 @@ static const Command commands[] = {
      "  --checkpoint CKPT         the checkpoint to evaluate\n"
      "  --max-seq-len N           evaluate on sequences of N tokens (default: the config's)\n"
      "  --set section.key=value   override a key (repeatable)\n"},
-    {"finetune", cmd_finetune, "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest] [--overwrite]",
+    {"finetune", cmd_finetune,
+     "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR] [--overwrite] | "
+     "finetune --resume RUN_DIR [--set ...]",
      "fine-tune a checkpoint on a GLUE or SQuAD task ([task]) into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
-     "  --resume CKPT             continue the fine-tuning run of this checkpoint (or RUN_DIR/latest, RUN_DIR)\n"
+     "  --resume CKPT             continue the fine-tuning run of this checkpoint (or RUN_DIR/latest, RUN_DIR);\n"
+     "                            without CONFIG.ini with its stored configuration, in the checkpoint's directory\n"
      "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"},
     {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]",
      "predictions of a fine-tuned checkpoint (and metrics when the input is labelled)",

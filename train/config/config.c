@@ -255,6 +255,14 @@ void config_load_model(Config *cfg, const char *path, int num_overrides, char *c
     config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, check_model);
 }
 
+void config_load_text(Config *cfg, const char *text, const char *origin, int num_overrides, char *const *overrides,
+                      int task) {
+    config_schema_load_text(&config_schema, cfg, text, origin, NULL);
+    for (int i = 0; i < num_overrides; i++)
+        config_schema_override(&config_schema, cfg, overrides[i]);
+    (task ? check_task : check_all)(cfg);
+}
+
 void config_load_string(Config *cfg, const char *text, const char *origin) {
     /* A checkpoint's config: every key range-checked; the cross-key checks of [model] only, as
      * commands take [data] and [task] from their own config (fine-tuning validates what it adopts). */

@@ -109,6 +109,10 @@ void config_defaults(Config *cfg);
 /* Defaults, then the file, then each "section.key=value" override, then cross-key validation.
  * Fatal (with FILE:LINE) on any error. */
 void config_load(Config *cfg, const char *path, int num_overrides, char *const *overrides);
+/* config_load (task: config_load_task) of INI text instead of a file: a resumed run's stored
+ * configuration, `origin` (the checkpoint) naming its keys in errors, then the overrides. */
+void config_load_text(Config *cfg, const char *text, const char *origin, int num_overrides, char *const *overrides,
+                      int task);
 /* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. Key ranges
  * and the cross-key checks of [model] only. */
 void config_load_string(Config *cfg, const char *text, const char *origin);

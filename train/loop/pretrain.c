@@ -159,7 +159,7 @@ static void note_model_key(const KeySpec *key, const char *now, const char *stor
 
 static void init_from(Pretraining *p, const char *init) {
     CheckpointFile c;
-    checkpoint_file_open(&c, init);
+    checkpoint_file_open_as(&c, init, "--init");
     config_each_difference(p->cfg, &c.cfg, note_model_key, (void *)init);
     checkpoint_load_model(c.file, init, &p->model);
     checkpoint_file_close(&c);

@@ -63,9 +63,13 @@ void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resu
     transfer_load(f, ckpt, &r->model, rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
 }
 
-void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {
+void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
+                       char *const *sets) {
     memset(r, 0, sizeof *r);
-    config_load_task(&r->cfg, config_path, args->num_sets, args->sets);
+    if (config_text)
+        config_load_text(&r->cfg, config_text, config_path, num_sets, sets, 1);
+    else
+        config_load_task(&r->cfg, config_path, num_sets, sets);
     if (r->cfg.train.threads > 0)
         omp_set_num_threads(r->cfg.train.threads);
     task_runner_derive(r);
