@@ -60,7 +60,7 @@ void task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resu
         return;
     }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    transfer_load(f, ckpt, &r->model, rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
+    transfer_load(f, ckpt, &r->model, "the fine-tuning model", rp_log_quiet() ? NULL : stderr); /* the table: rank 0 only */
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
