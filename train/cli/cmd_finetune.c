@@ -99,6 +99,9 @@ int cmd_predict(int argc, char **argv) {
     io_plan_input(&plan, ckpt, "--checkpoint");
     io_plan_input(&plan, input, "--input");
     io_plan_output(&plan, out, "--out");
+    char nbest[4096]; /* SQuAD: the n best answers beside --out */
+    squad_nbest_path(nbest, sizeof nbest, out);
+    io_plan_output(&plan, nbest, "the n-best answers beside --out");
     io_plan_check(&plan);
     TaskRunner r;
     task_runner_setup(&r, args.positional[0], NULL, args.num_sets, args.sets);
