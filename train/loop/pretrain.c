@@ -128,7 +128,8 @@ static void evaluate(void *ctx, Run *run, int final) {
     if (r.stopped || !dist_is_root(run->dist))
         return; /* cut short by a stop signal on some rank: no partial record; the run saves and stops */
     MetricsRecord rec = {.kind = "eval", .step = run->step, .total_steps = p->cfg->train.max_steps,
-                         .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
+                         .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity,
+                         .eval_unigram_accuracy = r.unigram_accuracy};
     metrics_write(&run->log, &rec);
 }
 
