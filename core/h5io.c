@@ -326,6 +326,9 @@ void h5_read_int64s(hid_t f, const char *path, const char *name, int64_t *out, i
 void h5_read_uint64s(hid_t f, const char *path, const char *name, uint64_t *out, hsize_t count) {
     read_checked(f, path, name, out, 1, &count, H5T_INTEGER, 8, H5T_NATIVE_UINT64, "uint64");
 }
+void h5_read_doubles(hid_t f, const char *path, const char *name, double *out, hsize_t count) {
+    read_checked(f, path, name, out, 1, &count, H5T_FLOAT, 8, H5T_NATIVE_DOUBLE, "float64");
+}
 double h5_read_double(hid_t f, const char *path, const char *name) {
     double v;
     read_checked(f, path, name, &v, 0, NULL, H5T_FLOAT, 8, H5T_NATIVE_DOUBLE, "float64 scalar");

@@ -74,5 +74,6 @@ void h5_read_ints(hid_t file, const char *path, const char *name, int32_t *out, 
 void h5_read_int64s(hid_t file, const char *path, const char *name, int64_t *out, int rank,
                     const hsize_t *dims);
 void h5_read_uint64s(hid_t file, const char *path, const char *name, uint64_t *out, hsize_t count);
+void h5_read_doubles(hid_t file, const char *path, const char *name, double *out, hsize_t count);
 double h5_read_double(hid_t file, const char *path, const char *name);
 char *h5_read_string(hid_t file, const char *path, const char *name);

@@ -170,15 +170,18 @@ def plot_maps(plt, path, models, labels, example):
         for l in range(layers):
             for h in range(heads):
                 ax = axes[m * layers + l][h]
-                ax.imshow(model["probs"][l][b, h, :n, :n], cmap="viridis", interpolation="nearest",
-                          norm=PowerNorm(gamma=0.5, vmin=0, vmax=1))
+                image = ax.imshow(model["probs"][l][b, h, :n, :n], cmap="viridis", interpolation="nearest",
+                                  norm=PowerNorm(gamma=0.5, vmin=0, vmax=1))
                 ax.set_title(f"{label}: layer {l} head {h}", fontsize=7)
                 ticks = range(n) if n <= 24 else []
                 ax.set_xticks(ticks, [tokens[t] for t in ticks], rotation=90, fontsize=5)
                 ax.set_yticks(ticks, [tokens[t] for t in ticks], fontsize=5)
     fig.suptitle(f"attention probabilities of sentence {example} (rows: queries, columns: keys; "
                  "colour: square root)", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0, 0.92, 0.97))
+    # every map shares the one scale (probabilities 0..1, square-root colour): one bar for all
+    bar = fig.colorbar(image, cax=fig.add_axes((0.935, 0.15, 0.015, 0.7)), label="attention probability")
+    bar.set_ticks([0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1])
     fig.savefig(path, dpi=80)
     plt.close(fig)
 

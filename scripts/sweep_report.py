@@ -196,6 +196,7 @@ def label(keys, group):
 
 
 def plot_against_x(path, spec, rows, x_key):
+    from matplotlib.ticker import ScalarFormatter
     keys, groups = group_rows(spec, [r for r in rows if r["status"] == "done"])
     if not groups:
         return False
@@ -226,9 +227,11 @@ def plot_against_x(path, spec, rows, x_key):
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set(xlabel=x_key.split(".", 1)[1], title=heading)
+        ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))  # 6.05, not 0.05 + 6
         ax.grid(alpha=0.3)
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=8)
+    if names:  # a grid of k (and seeds) alone has one unnamed line
+        fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=8)
     fig.suptitle("mean ± std over seeds", fontsize=9)
     rows = (len(names) + 2) // 3
     fig.tight_layout(rect=(0, 0.06 * rows, 1, 1))
@@ -238,6 +241,7 @@ def plot_against_x(path, spec, rows, x_key):
 
 
 def plot_loss_curves(path, spec, points, rows):
+    from matplotlib.ticker import MaxNLocator, ScalarFormatter
     keys, groups = group_rows(spec, rows)
     by_name = {p["name"]: p for p in points}
     style = line_styles(keys, groups)
@@ -268,6 +272,8 @@ def plot_loss_curves(path, spec, points, rows):
         ax_end.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
     for ax in (ax_all, ax_end):
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+        ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
     ax_all.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)

@@ -35,7 +35,7 @@ static void read_and_predict(const char *path, const Tokenizer *tok, const TaskC
         start[e] = (float)rng_normal(&rng);
         end[e] = (float)rng_normal(&rng);
     }
-    char **answers = squad_best_answers(&set, task, tok, &f, &w, start, end);
+    char **answers = squad_best_answers(&set, task, tok, &f, &w, start, end, NULL);
     for (int q = 0; q < set.num_questions; q++) {
         FUZZ_REQUIRE(answers[q] != NULL, "no answer text");
         free(answers[q]);

@@ -111,15 +111,16 @@ int cmd_attention(int argc, char **argv) {
     CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
     CliArgs args = cli_parse(argc, argv, options, 4);
     RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
+    char ckpt[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(args.positional[0], NULL, ckpt, sizeof ckpt);
     IoPlan plan;
     io_plan_init(&plan);
-    io_plan_input(&plan, args.positional[0], "the checkpoint");
+    io_plan_input(&plan, ckpt, "the checkpoint");
     io_plan_input(&plan, input, "--input");
     if (vocab_path)
         io_plan_input(&plan, vocab_path, "--vocab");
     io_plan_output(&plan, out, "--out");
     io_plan_check(&plan);
-    const char *ckpt = args.positional[0];
     int max_len = max_len_text ? (int)cli_int("--max-len", max_len_text, 3, 1 << 14) : 128;
 
     LoadedModel lm;

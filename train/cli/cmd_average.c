@@ -69,6 +69,12 @@ int cmd_average(int argc, char **argv) {
     if (last_text) {
         count = (int)cli_int("--last", last_text, 1, 1 << 20);
         paths = last_checkpoints(a.positional[0], count);
+    } else { /* each a checkpoint, RUN_DIR or RUN_DIR/latest (the run's newest) */
+        paths = xmalloc(sizeof(char *) * (size_t)count);
+        for (int i = 0; i < count; i++) {
+            paths[i] = xmalloc(CONFIG_PATH_MAX + 32);
+            checkpoint_resolve(a.positional[i], NULL, paths[i], CONFIG_PATH_MAX + 32);
+        }
     }
     /* the output must not be an input (core/paths.h), and no input may come twice (it would weigh
      * double) */
@@ -103,10 +109,8 @@ int cmd_average(int argc, char **argv) {
            avg.steps[count - 1]);
     free(extras_ctx.vocab_text);
     checkpoint_average_free(&avg);
-    if (last_text) {
-        for (int i = 0; i < count; i++)
-            free(paths[i]);
-        free(paths);
-    }
+    for (int i = 0; i < count; i++)
+        free(paths[i]);
+    free(paths);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "core/common.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
+#include "train/model/checkpoint.h"
 #include "train/tasks/loaded_model.h"
 
 #define MASK_TEXT "[MASK]"
@@ -145,16 +146,18 @@ int cmd_fill_mask(int argc, char **argv) {
     CliArgs a = cli_parse(argc, argv, options, 4);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
     const Precision precision = cli_precision(precision_text);
+    char ckpt[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(a.positional[0], NULL, ckpt, sizeof ckpt);
     IoPlan plan;
     io_plan_init(&plan);
-    io_plan_input(&plan, a.positional[0], "the checkpoint");
+    io_plan_input(&plan, ckpt, "the checkpoint");
     if (vocab_path)
         io_plan_input(&plan, vocab_path, "--vocab");
     io_plan_check(&plan);
     LoadedModel lm;
-    load_model_with_vocab(&lm, a.positional[0], vocab_path);
+    load_model_with_vocab(&lm, ckpt, vocab_path);
     RP_CHECK(lm.model.heads.mlm, "%s: no MLM head (cls/predictions); fill-mask needs a pretrained (not fine-tuned) "
-             "checkpoint", a.positional[0]);
+             "checkpoint", ckpt);
     int top_k = (int)cli_int("--top-k", top_text, 1, lm.cfg.model.vocab_size);
     size_t input_len = 0;
     char *input = text ? xstrdup(text) : read_stream(stdin, "standard input", &input_len, "text");

@@ -16,14 +16,20 @@ int cmd_finetune(int argc, char **argv) {
     int overwrite = cli_take_flag(&argc, argv, "overwrite"), verbose = cli_take_flag(&argc, argv, "verbose");
     CliOption options[] = {{"resume", &resume}};
     CliArgs args = cli_parse(argc, argv, options, 1);
-    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    RP_CHECK(args.num_positional == 1 || (resume && !args.num_positional), "usage: realpos %s", usage);
     RP_CHECK(!(resume && overwrite), "--resume continues the run in train.run_dir and --overwrite moves it aside: "
              "give one; usage: realpos %s", usage);
-    const char *config_path = args.positional[0];
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    StoredConfig stored = {0};
+    const char *config_path = args.num_positional ? args.positional[0] : NULL;
+    if (!config_path) { /* --resume RUN_DIR alone: the run's own configuration */
+        run_stored_config(&stored, resume, args.num_sets, args.sets);
+        config_path = stored.path;
+    }
     TaskRunner r;
-    task_runner_setup(&r, config_path, &args);
+    task_runner_setup(&r, config_path, stored.ini, stored.ini ? stored.num_sets : args.num_sets,
+                      stored.ini ? stored.sets : args.sets);
     dist_set_threads(&dist, r.cfg.train.threads);
     const TaskConfig *task = &r.cfg.task;
     RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
@@ -32,10 +38,14 @@ int cmd_finetune(int argc, char **argv) {
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4};
+    char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
+    const char *init_origin = config_key_origin(&config_schema, &r.cfg,
+                                                config_key_index(&config_schema, "task", "init_checkpoint"));
+    snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
     if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
                       configuration as the init checkpoint's model makes it (a resume checks its own below) */
         CheckpointFile init;
-        checkpoint_file_open(&init, task->init_checkpoint);
+        checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
         Config *merged = xmalloc(sizeof *merged);
         *merged = r.cfg;
         config_adopt_model(merged, &init.cfg, task->init_checkpoint);
@@ -48,7 +58,7 @@ int cmd_finetune(int argc, char **argv) {
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     CheckpointFile init_file;
     if (!run.resume)
-        checkpoint_file_open(&init_file, task->init_checkpoint);
+        checkpoint_file_open_as(&init_file, task->init_checkpoint, init_key);
     char *table = NULL; /* what happened to each parameter: RUN_DIR/parameters.txt (rank 0) */
     size_t table_size = 0;
     FILE *table_out = dist_is_root(&dist) && !run.resume ? open_memstream(&table, &table_size) : NULL;
@@ -89,6 +99,7 @@ int cmd_finetune(int argc, char **argv) {
     task_data_free(&train_data);
     task_runner_free(&r);
     free(config_ini);
+    run_stored_config_free(&stored);
     dist_finalize(&dist);
     return rc;
 }
@@ -111,15 +122,21 @@ int cmd_predict(int argc, char **argv) {
     CliOption options[] = {{"checkpoint", &ckpt}, {"input", &input}, {"out", &out}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt && input && out, "usage: realpos %s", usage);
+    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
+    ckpt = ckpt_file;
     IoPlan plan;
     io_plan_init(&plan);
     io_plan_input(&plan, args.positional[0], "the config");
     io_plan_input(&plan, ckpt, "--checkpoint");
     io_plan_input(&plan, input, "--input");
     io_plan_output(&plan, out, "--out");
+    char nbest[4096]; /* SQuAD: the n best answers beside --out */
+    squad_nbest_path(nbest, sizeof nbest, out);
+    io_plan_output(&plan, nbest, "the n-best answers beside --out");
     io_plan_check(&plan);
     TaskRunner r;
-    task_runner_setup(&r, args.positional[0], &args);
+    task_runner_setup(&r, args.positional[0], NULL, args.num_sets, args.sets);
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     adopt_task(&r, &c.cfg, ckpt);

@@ -141,7 +141,8 @@ int cmd_export_hf(int argc, char **argv) {
     CliOption options[] = {{"out", &out}, {"vocab", &vocab_path}};
     CliArgs a = cli_parse(argc, argv, options, 2);
     RP_CHECK(a.num_positional == 1 && out && !a.num_sets, "usage: realpos %s", usage);
-    const char *ckpt = a.positional[0];
+    char ckpt[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(a.positional[0], NULL, ckpt, sizeof ckpt);
     char out_dir[PATH_MAX];
     size_t n = strlen(out);
     while (n > 1 && out[n - 1] == '/') /* "DIR/" names DIR: the temp directory goes beside it */

@@ -80,12 +80,14 @@ int cmd_inspect(int argc, char **argv) {
         }
     CliArgs a = cli_parse(argc, argv, NULL, 0);
     RP_CHECK(a.num_positional == 1 && !a.num_sets, "usage: realpos %s", usage);
+    char path[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(a.positional[0], NULL, path, sizeof path);
     if (verify)
-        return verify_checkpoint(a.positional[0]);
+        return verify_checkpoint(path);
     Config cfg;
     char *ini;
     Model m;
-    load_checkpoint_model(a.positional[0], &cfg, &ini, &m);
+    load_checkpoint_model(path, &cfg, &ini, &m);
     printf("# config\n%s\n# parameters\n", ini);
     printf("%-62s %-14s %12s %12s %12s\n", "name", "shape", "count", "mean", "std");
     size_t total = 0;
@@ -166,6 +168,9 @@ int cmd_dump(int argc, char **argv) {
     const Precision precision = cli_precision(precision_text);
     RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
     int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
+    char checkpoint_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(checkpoint, "--checkpoint", checkpoint_file, sizeof checkpoint_file);
+    checkpoint = checkpoint_file;
     IoPlan plan;
     io_plan_init(&plan);
     io_plan_input(&plan, checkpoint, "--checkpoint");

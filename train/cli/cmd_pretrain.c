@@ -21,15 +21,22 @@ int cmd_pretrain(int argc, char **argv) {
     int overwrite = cli_take_flag(&argc, argv, "overwrite"), verbose = cli_take_flag(&argc, argv, "verbose");
     CliOption options[] = {{"resume", &resume}, {"init", &init}};
     CliArgs args = cli_parse(argc, argv, options, 2);
-    RP_CHECK(args.num_positional == 1, "usage: realpos %s", usage);
+    RP_CHECK(args.num_positional == 1 || (resume && !args.num_positional), "usage: realpos %s", usage);
     RP_CHECK(!(resume && init), "--resume and --init are exclusive; usage: realpos %s", usage);
     RP_CHECK(!(resume && overwrite), "--resume continues the run in train.run_dir and --overwrite moves it aside: "
              "give one; usage: realpos %s", usage);
-    const char *config_path = args.positional[0];
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
     Config cfg;
-    config_load(&cfg, JOB_PRETRAIN, config_path, args.num_sets, args.sets);
+    StoredConfig stored = {0};
+    const char *config_path = args.num_positional ? args.positional[0] : NULL;
+    if (config_path) {
+        config_load(&cfg, JOB_PRETRAIN, config_path, args.num_sets, args.sets);
+    } else { /* --resume RUN_DIR alone: the run's own configuration */
+        run_stored_config(&stored, resume, args.num_sets, args.sets);
+        config_path = stored.path;
+        config_load_text(&cfg, JOB_PRETRAIN, stored.ini, stored.path, stored.num_sets, stored.sets);
+    }
     dist_set_threads(&dist, cfg.train.threads);
     config_report_job(&cfg);
     char *config_ini = config_to_ini(&cfg);
@@ -46,6 +53,7 @@ int cmd_pretrain(int argc, char **argv) {
                        {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4};
     int rc = pretrain(&cfg, config_ini, config_path, &dist, &start, init);
     free(config_ini);
+    run_stored_config_free(&stored);
     dist_finalize(&dist);
     return rc;
 }
@@ -69,7 +77,8 @@ int cmd_eval(int argc, char **argv) {
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
     CheckpointFile c;
-    checkpoint_file_open(&c, ckpt);
+    checkpoint_file_open_as(&c, ckpt, "--checkpoint");
+    ckpt = c.path; /* RUN_DIR or RUN_DIR/latest: the run's newest */
     config_report_differences(&cfg, &c.cfg, "model", ckpt, "eval uses the checkpoint's model");
     cfg.model = c.cfg.model; /* the checkpoint defines the model */
     if (max_len)

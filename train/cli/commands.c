@@ -21,11 +21,13 @@ static const Command commands[] = {
      "  --verify                  prepare nothing: verify every shard of the set now (pretraining\n"
      "                            verifies each at its first read)\n"},
     {"pretrain", cmd_pretrain,
-     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest | --init CKPT] [--overwrite] [--verbose]",
+     "pretrain CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR | --init CKPT] [--overwrite] [--verbose] | "
+     "pretrain --resume RUN_DIR [--set ...]",
      "MLM pretraining into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
      "  --resume CKPT             continue the run of this checkpoint (weights, optimizer, data position);\n"
-     "                            RUN_DIR/latest or RUN_DIR name the run's newest\n"
+     "                            RUN_DIR/latest or RUN_DIR name the run's newest; without CONFIG.ini the\n"
+     "                            run continues with its stored configuration in the checkpoint's directory\n"
      "  --init CKPT               start a new run from this checkpoint's weights\n"
      "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"
      "  --verbose                 also print the whole configuration (RUN_DIR/config.ini) at the start\n"},
@@ -36,10 +38,12 @@ static const Command commands[] = {
      "  --json OUT                also write the numbers to OUT at full precision (one JSON object)\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"finetune", cmd_finetune,
-     "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR/latest] [--overwrite] [--verbose]",
+     "finetune CONFIG.ini [--set section.key=value ...] [--resume RUN_DIR] [--overwrite] [--verbose] | "
+     "finetune --resume RUN_DIR [--set ...]",
      "fine-tune a checkpoint on a GLUE or SQuAD task ([task]) into [train] run_dir",
      "  --set section.key=value   override a key (repeatable)\n"
-     "  --resume CKPT             continue the fine-tuning run of this checkpoint (or RUN_DIR/latest, RUN_DIR)\n"
+     "  --resume CKPT             continue the fine-tuning run of this checkpoint (or RUN_DIR/latest, RUN_DIR);\n"
+     "                            without CONFIG.ini with its stored configuration, in the checkpoint's directory\n"
      "  --overwrite               move an old run in train.run_dir aside (RUN_DIR.replaced-DATE-TIME)\n"
      "  --verbose                 also print the whole configuration and the parameter table (RUN_DIR/config.ini,\n"
      "                            RUN_DIR/parameters.txt) at the start\n"},

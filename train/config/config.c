@@ -333,6 +333,15 @@ void config_load_model(Config *cfg, const char *path, int num_overrides, char *c
     config_schema_load_file(&config_schema, cfg, path, num_overrides, overrides, JOB_NONE, check_model);
 }
 
+void config_load_text(Config *cfg, unsigned job, const char *text, const char *origin, int num_overrides,
+                      char *const *overrides) {
+    config_schema_load_text(&config_schema, cfg, text, origin, NULL);
+    cfg->origins.job = job;
+    for (int i = 0; i < num_overrides; i++)
+        config_schema_override(&config_schema, cfg, overrides[i]);
+    (job == JOB_FINETUNE ? check_task : check_all)(cfg);
+}
+
 void config_load_string(Config *cfg, const char *text, const char *origin) {
     /* A checkpoint's config: every key range-checked; the cross-key checks of [model] only, as
      * commands take [data] and [task] from their own config (fine-tuning validates what it adopts). */

@@ -127,6 +127,11 @@ void config_report_job(const Config *cfg);
 /* Pretraining's warm-up steps: round(train.warmup_proportion x train.max_steps) when the
  * proportion is > 0, else train.warmup_steps. */
 int config_warmup_steps(const Config *cfg);
+/* config_load of INI text instead of a file: a resumed run's stored configuration, `origin` (the
+ * checkpoint) naming its keys in errors, then the overrides; job JOB_FINETUNE checks as
+ * config_load_task does. */
+void config_load_text(Config *cfg, unsigned job, const char *text, const char *origin, int num_overrides,
+                      char *const *overrides);
 /* Parse INI text (e.g. the config stored in a checkpoint); `origin` names it in errors. Key ranges
  * and the cross-key checks of [model] only. */
 void config_load_string(Config *cfg, const char *text, const char *origin);

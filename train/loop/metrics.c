@@ -71,6 +71,8 @@ void metrics_write(MetricsLog *log, const MetricsRecord *r) {
             fputc(',', log->csv);
     }
     fputc('\n', log->csv);
+    if (eval) /* the baseline a model must beat (jsonl only: the CSV's columns are fixed) */
+        cJSON_AddNumberToObject(rec, "unigram_accuracy", r->eval_unigram_accuracy);
     if (!eval) { /* MFU's terms, so that a figure can be checked (jsonl only: the CSV's columns are fixed) */
         cJSON_AddNumberToObject(rec, "gflops", r->gflops);
         cJSON_AddNumberToObject(rec, "peak_gflops", r->peak_gflops);

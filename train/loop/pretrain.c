@@ -17,6 +17,7 @@
 #include "core/h5io.h"
 #include "train/data/shard_set.h"
 #include "train/model/checkpoint.h"
+#include "train/model/transfer.h"
 
 int mlm_max_predictions(const Config *cfg) {
     int64_t n = (int64_t)cfg->train.batch_size * cfg->data.max_predictions_per_seq;
@@ -127,7 +128,8 @@ static void evaluate(void *ctx, Run *run, int final) {
     if (r.stopped || !dist_is_root(run->dist))
         return; /* cut short by a stop signal on some rank: no partial record; the run saves and stops */
     MetricsRecord rec = {.kind = "eval", .step = run->step, .total_steps = p->cfg->train.max_steps,
-                         .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity};
+                         .eval_loss = r.loss, .eval_accuracy = r.accuracy, .eval_perplexity = r.perplexity,
+                         .eval_unigram_accuracy = r.unigram_accuracy};
     metrics_write(&run->log, &rec);
 }
 
@@ -148,22 +150,32 @@ static void read_state(void *ctx, hid_t file, const char *path) {
     instance_state_set(p->data.train_stream, &st);
 }
 
-/* Weights of an --init checkpoint: every parameter of the model's table by name and shape
- * (checkpoint_load_model names the first that is missing or differs); [model] keys that change no
- * parameter (dropout, residual attention, relative_k without relative positions...) are noted. */
+/* Weights of an --init checkpoint, as fine-tuning takes them (train/model/transfer.h): every
+ * parameter of this config's model loaded by name and shape, the relative tables of a mode the
+ * checkpoint lacks added so that the scores stay the checkpoint's, anything else missing freshly
+ * initialised, the table printed; [model] keys that differ from the checkpoint's are noted. */
 static void note_model_key(const KeySpec *key, const char *now, const char *stored, void *ctx) {
-    if (!strcmp(key->section, "model"))
-        rp_log("note: key 'model.%s' = %s here, %s in %s (it changes no parameter)", key->name, now, stored,
-               (const char *)ctx);
+    /* keys that decide which parameters there are and their shapes: the table shows the effect */
+    static const char *const shaping[] = {"hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
+                                          "max_position", "type_vocab_size", "absolute_position",
+                                          "relative_position", "relative_k"};
+    if (strcmp(key->section, "model"))
+        return;
+    int shapes = 0;
+    for (size_t i = 0; i < sizeof shaping / sizeof *shaping; i++)
+        shapes |= !strcmp(key->name, shaping[i]);
+    rp_log("note: key 'model.%s' = %s here, %s in %s (%s)", key->name, now, stored, (const char *)ctx,
+           shapes ? "the parameters may differ: the table below says what loads" : "it changes no parameter");
 }
 
-static void init_from(Pretraining *p, const char *init) {
+static void init_from(Pretraining *p, const char *init, int quiet) {
     CheckpointFile c;
-    checkpoint_file_open(&c, init);
-    config_each_difference(p->cfg, &c.cfg, note_model_key, (void *)init);
-    checkpoint_load_model(c.file, init, &p->model);
+    checkpoint_file_open_as(&c, init, "--init");
+    config_each_difference(p->cfg, &c.cfg, note_model_key, c.path);
+    model_init_weights(&p->model, (uint64_t)p->cfg->model.seed); /* what the checkpoint does not hold */
+    transfer_load(c.file, c.path, &p->model, "the pretraining model", quiet ? NULL : stderr);
+    rp_log("initialised weights from %s", c.path);
     checkpoint_file_close(&c);
-    rp_log("initialised weights from %s", init);
 }
 
 int pretrain(const Config *cfg, const char *config_ini, const char *config_path, Dist *dist, const RunStart *start,
@@ -188,7 +200,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         mlm_data_open(&p.data, cfg, vocab, run.resume_path);
     } else {
         if (init)
-            init_from(&p, init);
+            init_from(&p, init, !dist_is_root(dist));
         else
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);

@@ -1,7 +1,10 @@
 /* The one training run (run.h). */
 #include "train/loop/run.h"
 
+#include <limits.h>
+#include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -56,6 +59,30 @@ static const char *checkpoint_kind(hid_t f) {
     if (h5_exists(f, "train/data_state"))
         return "pretraining";
     return NULL;
+}
+
+void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets) {
+    memset(s, 0, sizeof *s);
+    CheckpointFile c;
+    checkpoint_file_open_as(&c, resume, "--resume");
+    snprintf(s->path, sizeof s->path, "%s", c.path);
+    s->ini = xstrdup(c.config_ini);
+    char dir[CONFIG_PATH_MAX + 32], here[PATH_MAX], stored[PATH_MAX];
+    path_directory(dir, sizeof dir, s->path);
+    int same_dir = realpath(dir, here) && realpath(c.cfg.train.run_dir, stored) && !strcmp(here, stored);
+    checkpoint_file_close(&c);
+    snprintf(s->run_dir_set, sizeof s->run_dir_set, "train.run_dir=%s", dir);
+    if (!same_dir) /* the checkpoint's directory, however the stored run_dir spells it; the command line's comes later and wins */
+        s->sets[s->num_sets++] = s->run_dir_set;
+    for (int i = 0; i < num_sets && s->num_sets <= CLI_MAX_SETS; i++)
+        s->sets[s->num_sets++] = sets[i];
+    rp_log("resuming %s with the configuration stored in it (train.run_dir = %s)%s", s->path, dir,
+           num_sets ? " and the command line's --set" : "");
+}
+
+void run_stored_config_free(StoredConfig *s) {
+    free(s->ini);
+    memset(s, 0, sizeof *s);
 }
 
 void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist, const RunStart *start) {
@@ -119,6 +146,20 @@ static void resume_state(Run *run) {
              "%s: dataset 'train/step': expected the optimizer's step count %lld (in [0, %lld]), got %lld", path,
              (long long)run->opt.opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
     run->step = (long)step;
+    run->has_resumed_window = h5_exists(f, "train/metrics_window"); /* absent: written by an older realpos */
+    if (run->has_resumed_window) {
+        double words[STEP_WINDOW_WORDS];
+        h5_read_doubles(f, path, "train/metrics_window", words, STEP_WINDOW_WORDS);
+        StepWindow *w = &run->resumed_window;
+        *w = step_window_unpack(words);
+        int finite = 1;
+        for (int i = 0; i < STEP_WINDOW_WORDS; i++)
+            finite &= isfinite(words[i]) && (i == 2 || words[i] >= 0); /* only the loss sum may be negative */
+        RP_CHECK(finite && w->start <= run->step && w->correct <= w->predictions,
+                 "%s: dataset 'train/metrics_window': expected finite non-negative sums of a window starting at or "
+                 "before step %ld, got elapsed %g s, start %ld, correct %ld of %ld", path, run->step, w->elapsed_s,
+                 w->start, w->correct, w->predictions);
+    }
     if (run->task.read_state)
         run->task.read_state(run->task.ctx, f, path);
     if (dist_is_root(run->dist)) {
@@ -151,6 +192,10 @@ static void write_run_state(hid_t file, const void *ctx) {
     hsize_t one = 1;
     h5_write_int64s(file, "train/step", &step, 1, &one);
     data_identity_write(file, run->task.data_identity);
+    double window[STEP_WINDOW_WORDS];
+    StepWindow w = train_step_window(&run->ts);
+    step_window_pack(&w, window);
+    h5_write_doubles(file, "train/metrics_window", window, STEP_WINDOW_WORDS);
     run->task.write_state(file, run->task.ctx);
 }
 
@@ -223,6 +268,11 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     TrainStep *ts = &run->ts;
     train_step_init(ts, &sc, model, &run->opt, &run->cfg->optim, task->head, task->source, root ? &run->log : NULL,
                     run->step);
+    if (run->has_resumed_window) /* elapsed_s continues; the open window's sums carry on */
+        train_step_resume_window(ts, &run->resumed_window);
+    else if (resumed)
+        rp_log("%s holds no metrics window (written by an older realpos): elapsed_s restarts at 0 and the first "
+               "record covers the steps since the resume", run->resume_path);
     char peak[4608];
     peak_describe(&ts->peak, peak, sizeof peak);
     rp_log("%s: steps %ld..%ld of %d x %d micro-batches, %d rank%s x %d threads, MFU peak per rank %s", task->name,

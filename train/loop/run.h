@@ -24,6 +24,7 @@
 #pragma once
 #include <hdf5.h>
 
+#include "core/cli.h"
 #include "optim/dist.h"
 #include "train/config/config.h"
 #include "train/loop/metrics.h"
@@ -84,8 +85,24 @@ struct Run {
     TrainStep ts;
     MetricsLog log;         /* rank 0 */
     long step;              /* updates done */
+    StepWindow resumed_window; /* the resumed checkpoint's metrics window, if it has one */
+    int has_resumed_window;
     RunTask task;
 };
+
+/* What `pretrain --resume RUN_DIR` / `finetune --resume RUN_DIR` without CONFIG.ini run with: the
+ * resumed checkpoint's stored configuration (ini, its keys' origin `path`, the checkpoint file),
+ * with train.run_dir set to the checkpoint's own directory and then the command line's --set on
+ * top (sets; the lineage check still refuses those a resume may not change). */
+typedef struct {
+    char path[CONFIG_PATH_MAX + 32];
+    char *ini;
+    char run_dir_set[CONFIG_PATH_MAX + 64]; /* "train.run_dir=DIR" */
+    char *sets[CLI_MAX_SETS + 1];
+    int num_sets;
+} StoredConfig;
+void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets);
+void run_stored_config_free(StoredConfig *s);
 
 /* Claim train.run_dir (rank 0), resolve and open start->resume (a checkpoint of start->kind with
  * training state). No model yet: the task builds it from cfg, or from run->resume. */

@@ -39,16 +39,6 @@ int stop_signal_received(void) { return (int)stop_signal; }
 static const char *const RUN_FILES[] = {"latest", "lineage.tsv", "metrics.jsonl", "metrics.csv", "config.ini", "model.h5", "best.h5"};
 
 /* "ckpt-" then 7 or more digits then ".h5" (what run_dir_checkpoint_name writes), nothing else. */
-static int is_checkpoint_name(const char *name, long *step) {
-    if (strncmp(name, "ckpt-", 5))
-        return 0;
-    size_t digits = strspn(name + 5, "0123456789");
-    if (digits < 7 || digits > 18 || strcmp(name + 5 + digits, ".h5"))
-        return 0;
-    *step = strtol(name + 5, NULL, 10);
-    return 1;
-}
-
 const char *run_dir_find_run(const char *path) {
     static const char checkpoint[] = "ckpt-NNNNNNN.h5 checkpoints";
     char file[CONFIG_PATH_MAX + 32];
@@ -64,7 +54,7 @@ const char *run_dir_find_run(const char *path) {
     struct dirent *e;
     long step;
     while (!found && (e = readdir(dir)))
-        if (is_checkpoint_name(e->d_name, &step))
+        if (checkpoint_name_step(e->d_name, &step))
             found = checkpoint;
     closedir(dir);
     return found;
@@ -186,7 +176,7 @@ static void lineage_path(char *out, size_t size, const char *run_dir) { snprintf
 
 /* One line of lineage.tsv: 1 and its run id, checkpoint name and step, or 0. */
 static int lineage_line(const char *line, char id[64], char name[64], long *step) {
-    return sscanf(line, "%63s %63s", id, name) == 2 && is_checkpoint_name(name, step);
+    return sscanf(line, "%63s %63s", id, name) == 2 && checkpoint_name_step(name, step);
 }
 
 /* Record step's checkpoint in the lineage; with prune, also delete all but the newest keep_last
@@ -254,22 +244,7 @@ void run_dir_save_checkpoint(const RunDir *d, long step, int keep_last, const Mo
     rp_log("checkpoint %s", path);
 }
 
-int run_dir_latest(const char *run_dir, char *out, size_t size) {
-    char latest[CONFIG_PATH_MAX + 32];
-    snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    FILE *f = fopen(latest, "r");
-    if (!f)
-        return 0;
-    char name[256] = "";
-    int got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\n")] = '\0';
-    long step;
-    if (!got || !is_checkpoint_name(name, &step))
-        return 0;
-    int len = snprintf(out, size, "%s/%s", run_dir, name);
-    return len > 0 && (size_t)len < size && access(out, F_OK) == 0;
-}
+int run_dir_latest(const char *run_dir, char *out, size_t size) { return checkpoint_latest(run_dir, out, size); }
 
 int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
     char latest[CONFIG_PATH_MAX + 32], line[256];
@@ -330,21 +305,5 @@ int run_dir_lineage(const char *run_dir, const char *what, long **steps) {
 }
 
 void run_dir_resolve_checkpoint(const char *arg, char *out, size_t size) {
-    struct stat st;
-    RP_CHECK(stat(arg, &st) == 0, "--resume %s: %s", arg, strerror(errno));
-    char dir[CONFIG_PATH_MAX];
-    const char *base = strrchr(arg, '/');
-    base = base ? base + 1 : arg;
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(dir, sizeof dir, "%s", arg);
-    } else if (!strcmp(base, "latest")) {
-        path_directory(dir, sizeof dir, arg);
-    } else {
-        RP_CHECK(S_ISREG(st.st_mode), "--resume %s: not a regular file", arg);
-        RP_CHECK(strlen(arg) < size, "--resume %s: path too long", arg);
-        snprintf(out, size, "%s", arg);
-        return;
-    }
-    RP_CHECK(run_dir_latest(dir, out, size), "--resume %s: %s/latest names no checkpoint that exists (is %s a run "
-             "directory?)", arg, dir, dir);
+    checkpoint_resolve(arg, "--resume", out, size);
 }

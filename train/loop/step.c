@@ -34,6 +34,33 @@ void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW
     ts->window_start = first_step;
 }
 
+StepWindow train_step_window(const TrainStep *ts) {
+    return (StepWindow){now_seconds() - ts->t_begin, ts->window_seconds, ts->window_loss, ts->window_flops,
+                        ts->window_start, ts->window_tokens, ts->window_correct, ts->window_predictions};
+}
+
+void train_step_resume_window(TrainStep *ts, const StepWindow *w) {
+    ts->t_begin = now_seconds() - w->elapsed_s;
+    ts->window_seconds = w->seconds;
+    ts->window_loss = w->loss;
+    ts->window_flops = w->flops;
+    ts->window_start = w->start;
+    ts->window_tokens = w->tokens;
+    ts->window_correct = w->correct;
+    ts->window_predictions = w->predictions;
+}
+
+void step_window_pack(const StepWindow *w, double words[STEP_WINDOW_WORDS]) {
+    const double packed[STEP_WINDOW_WORDS] = {w->elapsed_s, (double)w->start, w->loss, (double)w->correct,
+                                              (double)w->predictions, (double)w->tokens, w->flops, w->seconds};
+    memcpy(words, packed, sizeof packed);
+}
+
+StepWindow step_window_unpack(const double words[STEP_WINDOW_WORDS]) {
+    return (StepWindow){words[0], words[7], words[2], words[6],
+                        (long)words[1], (long)words[5], (long)words[3], (long)words[4]};
+}
+
 /* Fatal: a non-finite loss or gradient norm. Nothing is saved; the run directory's checkpoints
  * (if any) stay as they are. */
 static void stop_non_finite(const TrainStep *ts, long step, const char *what, double value) {

@@ -75,6 +75,21 @@ typedef struct {
     long window_start, window_tokens, window_correct, window_predictions;
 } TrainStep;
 
+/* What a checkpoint keeps of the metrics (/train/metrics_window, float64 [STEP_WINDOW_WORDS], in
+ * this order): the run's elapsed seconds, and the open window's first step and partial sums, so a
+ * resumed run's elapsed_s continues and its first record covers the whole window it names (the
+ * loss, accuracy, lr and gradient norm of an uninterrupted run; tokens/s and MFU over the steps'
+ * time of both processes). */
+#define STEP_WINDOW_WORDS 8
+typedef struct {
+    double elapsed_s, seconds, loss, flops;
+    long start, tokens, correct, predictions;
+} StepWindow;
+StepWindow train_step_window(const TrainStep *ts);
+void train_step_resume_window(TrainStep *ts, const StepWindow *w);
+void step_window_pack(const StepWindow *w, double words[STEP_WINDOW_WORDS]);
+StepWindow step_window_unpack(const double words[STEP_WINDOW_WORDS]);
+
 /* The step machinery for a run whose next update is first_step (0, or the resumed step). */
 void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW *opt, const OptimConfig *optim,
                      LossHead head, BatchSource source, MetricsLog *log, long first_step);

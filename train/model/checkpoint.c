@@ -1,8 +1,12 @@
 #include "train/model/checkpoint.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/common.h"
 #include "core/h5io.h"
@@ -84,13 +88,78 @@ static ModelHeads stored_heads(hid_t file, const char *path) {
     return heads;
 }
 
-void checkpoint_file_open(CheckpointFile *c, const char *path) {
+int checkpoint_name_step(const char *name, long *step) {
+    if (strncmp(name, "ckpt-", 5))
+        return 0;
+    size_t digits = strspn(name + 5, "0123456789");
+    if (digits < 7 || digits > 18 || strcmp(name + 5 + digits, ".h5"))
+        return 0;
+    *step = strtol(name + 5, NULL, 10);
+    return 1;
+}
+
+int checkpoint_latest(const char *run_dir, char *out, size_t size) {
+    char latest[CONFIG_PATH_MAX + 32];
+    snprintf(latest, sizeof latest, "%s/latest", run_dir);
+    FILE *f = fopen(latest, "r");
+    if (!f)
+        return 0;
+    char name[256] = "";
+    int got = fgets(name, sizeof name, f) != NULL;
+    fclose(f);
+    name[strcspn(name, "\n")] = '\0';
+    long step;
+    if (!got || !checkpoint_name_step(name, &step))
+        return 0;
+    int len = snprintf(out, size, "%s/%s", run_dir, name);
+    return len > 0 && (size_t)len < size && access(out, F_OK) == 0;
+}
+
+void checkpoint_resolve(const char *arg, const char *what, char *out, size_t size) {
+    char named[CONFIG_PATH_MAX + 64]; /* "what arg" for messages; a key reads "key 'k' = arg" */
+    if (what)
+        snprintf(named, sizeof named, "%s%s%s", what, strstr(what, "key '") ? " = " : " ", arg);
+    else
+        snprintf(named, sizeof named, "%s", arg);
+    RP_CHECK(arg[0], "%s: expected a checkpoint (a file, RUN_DIR or RUN_DIR/latest), got nothing", what ? what : "");
+    struct stat st;
+    RP_CHECK(stat(arg, &st) == 0, "%s: %s (expected a checkpoint file, RUN_DIR or RUN_DIR/latest)", named,
+             strerror(errno));
+    char dir[CONFIG_PATH_MAX + 32];
+    size_t len = strlen(arg);
+    while (len > 1 && arg[len - 1] == '/') /* "RUN_DIR/" (tab completion) names RUN_DIR */
+        len--;
+    RP_CHECK(len < sizeof dir && len < size, "%s: path too long", named);
+    const char *base = memrchr(arg, '/', len);
+    base = base ? base + 1 : arg;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%.*s", (int)len, arg);
+    } else if (!strcmp(base, "latest")) {
+        path_directory(dir, sizeof dir, arg);
+    } else {
+        RP_CHECK(S_ISREG(st.st_mode), "%s: not a regular file (expected a checkpoint file, RUN_DIR or "
+                 "RUN_DIR/latest)", named);
+        snprintf(out, size, "%s", arg);
+        return;
+    }
+    char latest[CONFIG_PATH_MAX + 40];
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    RP_CHECK(access(latest, F_OK) == 0, "%s: a directory with no checkpoint yet (no %s: a run writes it with its "
+             "first checkpoint, every train.checkpoint_interval steps); name a checkpoint file instead", named, latest);
+    RP_CHECK(checkpoint_latest(dir, out, size), "%s: %s does not name a checkpoint that exists (expected a first line "
+             "ckpt-NNNNNNN.h5 of a file in %s)", named, latest, dir);
+}
+
+void checkpoint_file_open_as(CheckpointFile *c, const char *arg, const char *what) {
     memset(c, 0, sizeof *c);
-    c->path = path;
+    checkpoint_resolve(arg, what, c->path, sizeof c->path);
+    const char *path = c->path;
     c->file = open_verified(path, &c->config_ini);
     config_load_string(&c->cfg, c->config_ini, path);
     c->heads = stored_heads(c->file, path);
 }
+
+void checkpoint_file_open(CheckpointFile *c, const char *arg) { checkpoint_file_open_as(c, arg, NULL); }
 
 void checkpoint_file_close(CheckpointFile *c) {
     if (!c->config_ini)

@@ -32,15 +32,30 @@ void checkpoint_save(const char *path, const Model *m, const CheckpointExtras *e
 /* A checkpoint opened for reading: its checksum verified before libhdf5 parses it, its format
  * and version checked, its stored configuration parsed (range checks, the [model] cross-checks)
  * and the heads its /model holds found. The one way every command opens a checkpoint. */
+/* A checkpoint argument, as every command takes one (--resume, --checkpoint, --init, CKPT.h5,
+ * task.init_checkpoint): a checkpoint file, RUN_DIR/latest, or RUN_DIR itself (then its latest).
+ * The file's path into out. Fatal, starting with `what` (e.g. "--checkpoint", "key
+ * 'task.init_checkpoint'"; NULL: the argument alone) and naming the argument, if it does not exist,
+ * is neither, or is a run directory with no checkpoint yet. */
+void checkpoint_resolve(const char *arg, const char *what, char *out, size_t size);
+/* The checkpoint RUN_DIR/latest names (its first line, ckpt-NNNNNNN.h5) into out, if latest exists
+ * and the file it names does; returns 0 otherwise. */
+int checkpoint_latest(const char *run_dir, char *out, size_t size);
+/* Whether name is a run's checkpoint file name, ckpt-NNNNNNN.h5 (7 to 18 digits): its step. */
+int checkpoint_name_step(const char *name, long *step);
+
 typedef struct {
-    const char *path;
+    char path[CONFIG_PATH_MAX + 32]; /* the checkpoint file (a run directory resolved to its latest) */
     hid_t file;
     char *config_ini; /* the stored effective configuration text */
     Config cfg;       /* ... parsed */
     ModelHeads heads; /* what /model holds: MLM, pooler, classifier rows, span head */
 } CheckpointFile;
 
-void checkpoint_file_open(CheckpointFile *c, const char *path);
+/* Opens checkpoint_resolve(arg)'s file: a run directory or RUN_DIR/latest opens the run's newest. */
+void checkpoint_file_open(CheckpointFile *c, const char *arg);
+/* ... naming the argument as `what` in errors (e.g. "key 'task.init_checkpoint'"). */
+void checkpoint_file_open_as(CheckpointFile *c, const char *arg, const char *what);
 void checkpoint_file_close(CheckpointFile *c);
 /* c's model: m built from its [model] and its heads, every parameter loaded (inference: no
  * gradient block, as model_create_inference). */

@@ -8,7 +8,38 @@
 #include "train/model/checkpoint.h"
 
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
-#define T5_TABLE "bert/encoder/relative_attention_bias/weight"
+
+/* The parameters a position mode adds (to each layer, or T5's one table for the encoder), and the
+ * value that makes its term of the score vanish (docs/attention.md), so that a model given the mode
+ * on top of a checkpoint without it computes the checkpoint model's scores until training moves
+ * the table. One row per mode with parameters (alibi and rope have none: their outputs change at
+ * step 0, docs/finetune.md). */
+static const struct {
+    RelKind mode;
+    const char *suffix; /* the end of the parameter's name */
+    float identity;
+    const char *vanishes; /* the term at that value */
+} ADDED_TABLES[] = {
+    {REL_SHAW, "attention/self/distance_embedding/weight", 0.0f, "q_i·a_r = 0"},
+    {REL_METHOD1, "attention/self/distance_embedding/weight", 1.0f, "(q_i·k_j)·w_s = q_i·k_j"},
+    {REL_METHOD2, "attention/self/distance_embedding/weight", 1.0f, "(q_i·k_j)·w_r = q_i·k_j"},
+    {REL_METHOD3, "attention/self/distance_embedding/weight", 1.0f, "Σ_t q_it k_jt a_rt = q_i·k_j"},
+    {REL_METHOD4, "attention/self/distance_embedding/weight", 0.0f, "q_i·a_r + k_j·a_r = 0"},
+    {REL_T5, "bert/encoder/relative_attention_bias/weight", 0.0f, "b[bucket(j - i), h] = 0"},
+};
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The ADDED_TABLES row of parameter `name` of a model in mode `mode`, or -1. */
+static int added_table(RelKind mode, const char *name) {
+    for (size_t i = 0; i < sizeof ADDED_TABLES / sizeof *ADDED_TABLES; i++)
+        if (ADDED_TABLES[i].mode == mode && ends_with(name, ADDED_TABLES[i].suffix))
+            return (int)i;
+    return -1;
+}
 
 void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
     if (!table)
@@ -39,8 +70,9 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
     scan->summary->dropped++;
 }
 
-TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *table) {
+TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char *model, FILE *table) {
     TransferSummary s = {0, 0, 0, 0};
+    int added = -1; /* the ADDED_TABLES row of the tables this transfer adds */
     if (table)
         fprintf(table, "parameters from %s:\n", path);
     char dataset[PARAM_NAME_MAX + 8], have[64], want[64];
@@ -51,12 +83,14 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
         h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
-            /* a T5 table added to a model without one starts at zero: every score, hence every
-             * output of step 0, is the checkpoint model's (the drop-in) */
-            const int zero = !strcmp(p->name, T5_TABLE);
-            if (zero)
-                memset(m->params + p->offset, 0, p->count * sizeof(float));
-            transfer_print(table, zero ? "zeroed" : "initialised", p->name, rank, dims);
+            int row = added_table(m->cfg.relative_position, p->name);
+            if (row >= 0) { /* a mode the checkpoint lacks: its term starts at nothing */
+                float *w = m->params + p->offset;
+                for (size_t e = 0; e < p->count; e++)
+                    w[e] = ADDED_TABLES[row].identity;
+                added = row;
+            }
+            transfer_print(table, "initialised", p->name, rank, dims);
             s.initialised++;
             continue;
         }
@@ -78,12 +112,14 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, FILE *tabl
                         (unsigned long long)dims[0] - 1);
             s.grown++;
         } else {
-            RP_FATAL("%s: parameter '%s': the checkpoint has shape %s, the fine-tuning model needs %s", path, p->name,
-                     have, want);
+            RP_FATAL("%s: parameter '%s': the checkpoint has shape %s, %s needs %s", path, p->name, have, model, want);
         }
     }
     DropScan scan = {m, table, &s};
     checkpoint_each_model_dataset(file, path, report_dropped, &scan);
     transfer_print_summary(table, &s);
+    if (table && added >= 0)
+        fprintf(table, "  the added relative tables start at %g everywhere (%s): the scores are the checkpoint "
+                "model's until training changes them\n", (double)ADDED_TABLES[added].identity, ADDED_TABLES[added].vanishes);
     return s;
 }

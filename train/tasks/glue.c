@@ -165,16 +165,31 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
     return rows;
 }
 
-void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const int *pred_labels,
-                            const float *pred_values) {
+void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const float *logits,
+                            const int *pred_labels, const float *pred_values) {
     AtomicFile file; /* whole or not at all (core/atomic_file.h) */
     FILE *out = atomic_file_open_or_die(&file, path);
-    fprintf(out, "index\tprediction\n");
+    int C = g->num_labels, classes = g->type == TASK_CLASSIFICATION;
+    fprintf(out, "index\tprediction");
+    for (int c = 0; classes && c < C; c++)
+        fprintf(out, "\tprob_%s", g->label_names[c]);
+    fputc('\n', out);
     for (int i = 0; i < f->count; i++) {
-        if (g->type == TASK_CLASSIFICATION)
-            fprintf(out, "%d\t%s\n", f->example[i], g->label_names[pred_labels[i]]);
-        else
+        if (!classes) {
             fprintf(out, "%d\t%.9g\n", f->example[i], (double)pred_values[i]); /* round-trips a float */
+            continue;
+        }
+        /* p_c = exp(z_c - max z) / sum_c' exp(z_c' - max z), in double */
+        const float *z = logits + (size_t)i * C;
+        double top = z[0], sum = 0;
+        for (int c = 1; c < C; c++)
+            top = z[c] > top ? z[c] : top;
+        for (int c = 0; c < C; c++)
+            sum += exp(z[c] - top);
+        fprintf(out, "%d\t%s", f->example[i], g->label_names[pred_labels[i]]);
+        for (int c = 0; c < C; c++)
+            fprintf(out, "\t%.9g", exp(z[c] - top) / sum);
+        fputc('\n', out);
     }
     atomic_file_commit_or_die(&file);
 }

@@ -35,6 +35,8 @@ GlueLayout glue_layout(const TaskConfig *task);
 int glue_load(TaskFeatures *f, const GlueLayout *layout, const char *path, const Tokenizer *tok,
               BadExamplePolicy policy);
 /* Predictions file: header "index<TAB>prediction", one line per sequence: its data row and the
- * label value (classification) or score (regression). */
-void glue_write_predictions(const char *path, const GlueLayout *layout, const TaskFeatures *f, const int *pred_labels,
+ * label value (classification, then one column prob_LABEL per label: the softmax of the logits
+ * [count, num_labels], which are read only for classification) or score (regression). */
+void glue_write_predictions(const char *path, const GlueLayout *layout, const TaskFeatures *f, const float *logits,
+                            const int *pred_labels,
                             const float *pred_values);

@@ -63,15 +63,36 @@ void squad_windows(const SquadSet *set, const TaskConfig *task, const Tokenizer 
                    SquadWindows *w);
 void squad_windows_free(SquadWindows *w);
 
+/* One of a question's n best answers (nbest_predictions.json). */
+typedef struct {
+    char *text;
+    float start_logit, end_logit;
+    double probability; /* softmax of start + end logit over the question's n best */
+} SquadCandidate;
+typedef struct {
+    SquadCandidate *items;
+    int count;
+} SquadNbest;
+
 /* Best answer text of each question from the windows' start/end logits [count, L] (run_squad.py's
  * write_predictions: the n_best_size highest start and end logits among each window's tokens
  * (run_squad.py ranks its padding too, which then only takes places; here it has none), spans inside
  * the context, starting in their max-context window, end >= start, at most max_answer_length
- * tokens; highest start + end logit; mapped back to the original text by squad_final_text).
- * answers[q] is malloc'd ("empty" when no span qualifies). */
+ * tokens; ranked by start + end logit (ties: window, start rank, end rank, as a stable sort keeps)
+ * and mapped back to the original text by squad_final_text; the first n_best_size distinct texts
+ * are the n best, and the answer is the first). answers[q] is malloc'd ("empty" when no span
+ * qualifies: then its one n-best entry has logits 0 and probability 1). nbest: NULL, or
+ * [num_questions] filled (squad_nbest_free). */
 char **squad_best_answers(const SquadSet *set, const TaskConfig *task, const Tokenizer *tok,
                           const TaskFeatures *f, const SquadWindows *w, const float *start_logits,
-                          const float *end_logits);
+                          const float *end_logits, SquadNbest *nbest);
+void squad_nbest_free(SquadNbest *nbest, int num_questions);
+/* nbest_predictions.json, as run_squad.py writes it: {"question id": [{"text", "probability",
+ * "start_logit", "end_logit"}, ...], ...}, best first. */
+void squad_write_nbest(const char *path, const SquadSet *set, const SquadNbest *nbest);
+/* Where predict writes the n best beside --out: DIR/nbest_BASENAME (predictions.json ->
+ * nbest_predictions.json). */
+void squad_nbest_path(char *out, size_t size, const char *predictions_path);
 /* run_squad.py's get_final_text: the part of orig_text (original words joined by spaces) that
  * pred_text (the de-tokenized WordPiece span) covers, found by aligning pred_text within the
  * basic-tokenized orig_text with spaces removed; orig_text itself when that fails. malloc'd. */

@@ -1,6 +1,8 @@
 /* SQuAD predictions: best span over a question's windows and its original text (squad.h). */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -177,18 +179,59 @@ static char *detokenize(const Tokenizer *tok, const int *ids, int n) {
     return out;
 }
 
+/* A candidate span of a question: window (feature), start and end token, start + end logit. */
+typedef struct {
+    int feature, start, end, order;
+    float score;
+} Span;
+
+static int by_score(const void *pa, const void *pb) { /* descending; ties keep their order (stable) */
+    const Span *a = pa, *b = pb;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return (a->order > b->order) - (a->order < b->order);
+}
+
+/* The original-text answer of a span (squad_final_text of its WordPieces within its words). */
+static char *span_text(const SquadSet *set, int qi, const Tokenizer *tok, const TaskFeatures *f,
+                       const SquadWindows *w, const Span *span) {
+    int L = f->L;
+    const SquadContext *c = &set->contexts[set->questions[qi].context];
+    const int *ids = f->input_ids + (size_t)span->feature * L;
+    char *pred = detokenize(tok, ids + span->start, span->end - span->start + 1);
+    const int *token_word = w->token_word + (size_t)span->feature * L;
+    int w0 = token_word[span->start], w1 = token_word[span->end];
+    size_t size = 1; /* the original words joined by single spaces */
+    for (int k = w0; k <= w1; k++)
+        size += c->words[k].end - c->words[k].start + 1;
+    char *orig = xmalloc(size);
+    size_t used = 0;
+    for (int k = w0; k <= w1; k++) {
+        if (k > w0)
+            orig[used++] = ' ';
+        memcpy(orig + used, c->text + c->words[k].start, c->words[k].end - c->words[k].start);
+        used += c->words[k].end - c->words[k].start;
+    }
+    orig[used] = '\0';
+    char *text = squad_final_text(pred, orig, tokenizer_lower_case(tok));
+    free(pred);
+    free(orig);
+    return text;
+}
+
 char **squad_best_answers(const SquadSet *set, const TaskConfig *task, const Tokenizer *tok,
                           const TaskFeatures *f, const SquadWindows *w, const float *start_logits,
-                          const float *end_logits) {
+                          const float *end_logits, SquadNbest *nbest) {
     int L = f->L, n_best = task->n_best_size < L ? task->n_best_size : L;
     char **answers = xcalloc((size_t)set->num_questions, sizeof(char *));
     int *starts = xmalloc(sizeof(int) * (size_t)n_best), *ends = xmalloc(sizeof(int) * (size_t)n_best);
+    int cap = 64;
+    Span *spans = xmalloc(sizeof(Span) * (size_t)cap);
+    SquadCandidate *best = xmalloc(sizeof(SquadCandidate) * (size_t)(n_best + 1));
     int i = 0;
     for (int qi = 0; qi < set->num_questions; qi++) {
-        /* the highest start + end logit over all valid candidate pairs of all windows; the
-         * first one in (window, start rank, end rank) order on a tie, as a stable sort keeps */
-        int best_feature = -1, best_start = 0, best_end = 0;
-        float best_score = 0;
+        /* every valid candidate pair of every window, in (window, start rank, end rank) order */
+        int num_spans = 0;
         for (; i < f->count && f->example[i] == qi; i++) {
             const float *s = start_logits + (size_t)i * L, *e = end_logits + (size_t)i * L;
             const int *token_word = w->token_word + (size_t)i * L;
@@ -201,50 +244,64 @@ char **squad_best_answers(const SquadSet *set, const TaskConfig *task, const Tok
                     if (st >= f->lengths[i] || en >= f->lengths[i] || token_word[st] < 0 || token_word[en] < 0 ||
                         !max_context[st] || en < st || en - st + 1 > task->max_answer_length)
                         continue;
-                    float score = s[st] + e[en];
-                    if (best_feature < 0 || score > best_score) {
-                        best_feature = i;
-                        best_start = st;
-                        best_end = en;
-                        best_score = score;
-                    }
+                    if (num_spans == cap)
+                        spans = realloc(spans, sizeof(Span) * (size_t)(cap *= 2));
+                    RP_CHECK(spans, "out of memory ranking the answers of question %d", qi);
+                    spans[num_spans] = (Span){i, st, en, num_spans, s[st] + e[en]};
+                    num_spans++;
                 }
         }
-        if (best_feature < 0) {
-            answers[qi] = xstrdup("empty");
-            continue;
+        qsort(spans, (size_t)num_spans, sizeof *spans, by_score);
+        /* the first n_best distinct texts, best first */
+        int count = 0;
+        for (int k = 0; k < num_spans && count < n_best; k++) {
+            char *text = span_text(set, qi, tok, f, w, &spans[k]);
+            int seen = 0;
+            for (int m = 0; m < count && !seen; m++)
+                seen = !strcmp(best[m].text, text);
+            if (seen) {
+                free(text);
+                continue;
+            }
+            const Span *sp = &spans[k];
+            best[count++] = (SquadCandidate){text, start_logits[(size_t)sp->feature * L + sp->start],
+                                             end_logits[(size_t)sp->feature * L + sp->end], 0};
         }
-        const SquadContext *c = &set->contexts[set->questions[qi].context];
-        const int *ids = f->input_ids + (size_t)best_feature * L;
-        char *pred = detokenize(tok, ids + best_start, best_end - best_start + 1);
-        const int *token_word = w->token_word + (size_t)best_feature * L;
-        int w0 = token_word[best_start], w1 = token_word[best_end];
-        /* the original words joined by single spaces */
-        size_t size = 1;
-        for (int k = w0; k <= w1; k++)
-            size += c->words[k].end - c->words[k].start + 1;
-        char *orig = xmalloc(size);
-        size_t used = 0;
-        for (int k = w0; k <= w1; k++) {
-            if (k > w0)
-                orig[used++] = ' ';
-            memcpy(orig + used, c->text + c->words[k].start, c->words[k].end - c->words[k].start);
-            used += c->words[k].end - c->words[k].start;
+        if (!count)
+            best[count++] = (SquadCandidate){xstrdup("empty"), 0, 0, 0};
+        /* p_k = exp(s_k - max s) / sum_k' exp(s_k' - max s), s = start + end logit, in double */
+        double top = (double)best[0].start_logit + best[0].end_logit, sum = 0;
+        for (int k = 0; k < count; k++)
+            sum += exp((double)best[k].start_logit + best[k].end_logit - top);
+        for (int k = 0; k < count; k++)
+            best[k].probability = exp((double)best[k].start_logit + best[k].end_logit - top) / sum;
+        answers[qi] = xstrdup(best[0].text);
+        if (nbest) {
+            nbest[qi].count = count;
+            nbest[qi].items = xmalloc(sizeof(SquadCandidate) * (size_t)count);
+            memcpy(nbest[qi].items, best, sizeof(SquadCandidate) * (size_t)count);
+        } else {
+            for (int k = 0; k < count; k++)
+                free(best[k].text);
         }
-        orig[used] = '\0';
-        answers[qi] = squad_final_text(pred, orig, tokenizer_lower_case(tok));
-        free(pred);
-        free(orig);
     }
+    free(best);
+    free(spans);
     free(starts);
     free(ends);
     return answers;
 }
 
-void squad_write_predictions(const char *path, const SquadSet *set, char *const *answers) {
-    cJSON *root = cJSON_CreateObject();
-    for (int q = 0; q < set->num_questions; q++)
-        cJSON_AddItemToObject(root, set->questions[q].id, cJSON_CreateString(answers[q]));
+void squad_nbest_free(SquadNbest *nbest, int num_questions) {
+    for (int q = 0; q < num_questions; q++) {
+        for (int k = 0; k < nbest[q].count; k++)
+            free(nbest[q].items[k].text);
+        free(nbest[q].items);
+    }
+    free(nbest);
+}
+
+static void write_json(const char *path, cJSON *root) {
     char *text = cJSON_Print(root);
     RP_CHECK(text, "out of memory formatting %s", path);
     size_t len = strlen(text);
@@ -255,4 +312,36 @@ void squad_write_predictions(const char *path, const SquadSet *set, char *const 
     free(whole);
     cJSON_free(text);
     cJSON_Delete(root);
+}
+
+void squad_write_nbest(const char *path, const SquadSet *set, const SquadNbest *nbest) {
+    cJSON *root = cJSON_CreateObject();
+    for (int q = 0; q < set->num_questions; q++) {
+        cJSON *list = cJSON_CreateArray();
+        for (int k = 0; k < nbest[q].count; k++) {
+            const SquadCandidate *c = &nbest[q].items[k];
+            cJSON *entry = cJSON_CreateObject();
+            cJSON_AddStringToObject(entry, "text", c->text);
+            cJSON_AddNumberToObject(entry, "probability", c->probability);
+            cJSON_AddNumberToObject(entry, "start_logit", c->start_logit);
+            cJSON_AddNumberToObject(entry, "end_logit", c->end_logit);
+            cJSON_AddItemToArray(list, entry);
+        }
+        cJSON_AddItemToObject(root, set->questions[q].id, list);
+    }
+    write_json(path, root);
+}
+
+void squad_nbest_path(char *out, size_t size, const char *predictions_path) {
+    const char *slash = strrchr(predictions_path, '/');
+    size_t dir = slash ? (size_t)(slash - predictions_path) + 1 : 0;
+    int n = snprintf(out, size, "%.*snbest_%s", (int)dir, predictions_path, predictions_path + dir);
+    RP_CHECK(n > 0 && (size_t)n < size, "%s: path too long", predictions_path);
+}
+
+void squad_write_predictions(const char *path, const SquadSet *set, char *const *answers) {
+    cJSON *root = cJSON_CreateObject();
+    for (int q = 0; q < set->num_questions; q++)
+        cJSON_AddItemToObject(root, set->questions[q].id, cJSON_CreateString(answers[q]));
+    write_json(path, root);
 }

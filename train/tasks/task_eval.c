@@ -98,9 +98,17 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
         free(end);
         return score;
     }
-    char **answers = squad_best_answers(&d->squad, &r->cfg.task, r->tok, f, &d->windows, start, end);
-    if (out_path)
+    SquadNbest *nbest = out_path ? xcalloc((size_t)d->squad.num_questions, sizeof *nbest) : NULL;
+    char **answers = squad_best_answers(&d->squad, &r->cfg.task, r->tok, f, &d->windows, start, end, nbest);
+    if (out_path) {
+        char nbest_path[4096];
+        squad_nbest_path(nbest_path, sizeof nbest_path, out_path);
         squad_write_predictions(out_path, &d->squad, answers);
+        squad_write_nbest(nbest_path, &d->squad, nbest);
+        squad_nbest_free(nbest, d->squad.num_questions);
+        rp_log("the %d best answers of each question, with their logits and probabilities, written to %s",
+               r->cfg.task.n_best_size, nbest_path);
+    }
     SquadScores s = squad_evaluate(&d->squad, answers);
     if (s.scored) {
         FILE *out = score_out(r, step);
@@ -193,7 +201,7 @@ TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *r
             labelled &= f->labels[i] >= 0 || !isnan(f->values[i]);
         }
         if (out_path)
-            glue_write_predictions(out_path, &r->layout, f, pred, values);
+            glue_write_predictions(out_path, &r->layout, f, logits, pred, values);
         if (labelled)
             score = glue_metrics(r, d, pred, values, results, step);
         free(logits);

@@ -67,12 +67,16 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
         return (TransferSummary){0};
     }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    return transfer_load(f, ckpt, &r->model, table);
+    return transfer_load(f, ckpt, &r->model, "the fine-tuning model", table);
 }
 
-void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args) {
+void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
+                       char *const *sets) {
     memset(r, 0, sizeof *r);
-    config_load_task(&r->cfg, config_path, args->num_sets, args->sets);
+    if (config_text)
+        config_load_text(&r->cfg, JOB_FINETUNE, config_text, config_path, num_sets, sets);
+    else
+        config_load_task(&r->cfg, config_path, num_sets, sets);
     if (r->cfg.train.threads > 0)
         omp_set_num_threads(r->cfg.train.threads);
     task_runner_derive(r);

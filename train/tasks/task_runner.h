@@ -51,9 +51,11 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
                     const char *path, int need_labels);
 void task_data_free(TaskData *d);
 
-/* Load a fine-tuning config (config_load_task), set the thread count, the GLUE layout and the
- * batch shape; no model yet. */
-void task_runner_setup(TaskRunner *r, const char *config_path, const CliArgs *args);
+/* Load a fine-tuning config (config_load_task of config_path, or of config_text when not NULL:
+ * a resumed run's stored configuration, config_path naming it) with the overrides, set the thread
+ * count, the GLUE layout and the batch shape; no model yet. */
+void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
+                       char *const *sets);
 /* The GLUE layout, task type, B and L from r->cfg.task (again after r->cfg.task changed). */
 void task_runner_derive(TaskRunner *r);
 /* The heads the task needs: pooler + classifier (num_labels or 1 output) or the span head. */

@@ -67,8 +67,10 @@ sys.exit(not (same and len(names) == 42 and np.allclose(old, a[pos][()], rtol=1e
   --set task.epochs=0.1 --set task.max_seq_len=16 --set model.relative_position=t5 --set model.t5_num_buckets=8 \
   --set task.lr=1e-30 --set train.run_dir="$work/t5" >"$work/t5.out" 2>"$work/t5.err"
 t="$work/t5.err"
-check "drop-in t5: the shared table is zeroed, not drawn" has "$t" \
-  "^  zeroed +bert/encoder/relative_attention_bias/weight +\[8, 2\]$"
+check "drop-in t5: the shared table is added" has "$work/t5/parameters.txt" \
+  "^  initialised +bert/encoder/relative_attention_bias/weight +\[8, 2\]$"
+check "drop-in t5: the added table starts at zero, not drawn" has "$work/t5/parameters.txt" \
+  "the added relative tables start at 0 everywhere \(b\[bucket\(j - i\), h\] = 0\)"
 check "drop-in t5: the log says step 0's outputs are the checkpoint model's" has "$t" \
   "relative_position = t5 on a none checkpoint: the new T5 table starts at zero"
 check "drop-in t5: the fine-tuned table is still zero at lr 1e-30" $PY -c "

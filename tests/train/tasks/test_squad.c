@@ -108,16 +108,41 @@ static void check_windows(TestTally *t, const Tokenizer *tok) {
     e[POS(1, 8)] = 20;
 #undef POS
     cfg.max_answer_length = 2;
-    char **answers = squad_best_answers(&set, &cfg, tok, &f, &w, s, e);
+    SquadNbest *nbest = xcalloc((size_t)set.num_questions, sizeof *nbest);
+    char **answers = squad_best_answers(&set, &cfg, tok, &f, &w, s, e, nbest);
     CHECK(t, !strcmp(answers[0], "w5 w6"), "best span skips non-max-context starts, end < start and spans over "
           "max_answer_length: got '%s'", answers[0]);
+    /* the n best of "edge": the answer first with its logits, distinct texts, scores descending,
+     * probabilities the softmax of the scores */
+    const SquadNbest *nb = &nbest[0];
+    double total = 0, expect_first = 1;
+    int ordered = 1, distinct = 1;
+    for (int k = 0; k < nb->count; k++) {
+        total += nb->items[k].probability;
+        if (k)
+            ordered &= nb->items[k].start_logit + nb->items[k].end_logit <=
+                       nb->items[k - 1].start_logit + nb->items[k - 1].end_logit;
+        for (int m = 0; m < k; m++)
+            distinct &= strcmp(nb->items[m].text, nb->items[k].text) != 0;
+        if (k)
+            expect_first += exp((double)nb->items[k].start_logit + nb->items[k].end_logit - 10.0);
+    }
+    CHECK(t, nb->count > 1 && nb->count <= cfg.n_best_size && !strcmp(nb->items[0].text, answers[0]) &&
+          nb->items[0].start_logit == 5 && nb->items[0].end_logit == 5,
+          "n-best: %d entries (n_best_size %d), the first is the answer with its logits (got '%s', %g, %g)", nb->count,
+          cfg.n_best_size, nb->items[0].text, nb->items[0].start_logit, nb->items[0].end_logit);
+    CHECK(t, ordered && distinct, "n-best: scores descending, texts distinct");
+    CHECK(t, fabs(total - 1) < 1e-12 && fabs(nb->items[0].probability - 1 / expect_first) < 1e-12,
+          "n-best: probabilities sum to 1 (%.15f) and are the softmax of start + end (first %.15f, expected %.15f)",
+          total, nb->items[0].probability, 1 / expect_first);
+    squad_nbest_free(nbest, set.num_questions);
     SquadScores sc = squad_evaluate(&set, answers);
     CHECK(t, sc.scored == 3, "evaluation counts every question with answers");
     for (int q = 0; q < set.num_questions; q++)
         free(answers[q]);
     free(answers);
     cfg.n_best_size = 1; /* only each window's top start and top end: no valid pair anywhere */
-    answers = squad_best_answers(&set, &cfg, tok, &f, &w, s, e);
+    answers = squad_best_answers(&set, &cfg, tok, &f, &w, s, e, NULL);
     CHECK(t, strcmp(answers[0], "w5 w6"), "n_best_size limits the candidates (n_best 1 gives '%s')", answers[0]);
     for (int q = 0; q < set.num_questions; q++)
         free(answers[q]);

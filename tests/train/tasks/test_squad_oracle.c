@@ -26,7 +26,7 @@ static SquadScores oracle(const SquadSet *set, const Tokenizer *tok, int L, int 
         s[(size_t)i * L + f.start[i]] = 10;
         e[(size_t)i * L + f.end[i]] = 10;
     }
-    char **answers = squad_best_answers(set, &c, tok, &f, &w, s, e);
+    char **answers = squad_best_answers(set, &c, tok, &f, &w, s, e, NULL);
     SquadScores scores = squad_evaluate(set, answers);
     for (int q = 0; q < set->num_questions; q++)
         free(answers[q]);
