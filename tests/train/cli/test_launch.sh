@@ -46,7 +46,7 @@ expect_error "pretrain refuses --set of a key fine-tuning reads, naming pretrain
   "--set task.max_steps=3: key 'task.max_steps' would have no effect: pretraining does not read it (fine-tuning only; train.max_steps does the job); remove it or set train.max_steps" \
   "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/x1" --set task.max_steps=3
 expect_error "pretrain refuses relative_k without relative positions" \
-  "--set model.relative_k=16: key 'model.relative_k' would have no effect: it needs model.relative_position != none; model.relative_position is none (default); remove it" \
+  "--set model.relative_k=16: key 'model.relative_k' would have no effect: it needs model.relative_position = shaw | method1 | method2 | method3 | method4; model.relative_position is none (default); remove it" \
   "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/x2" --set model.relative_k=16
 expect_error "pretrain refuses warmup_steps beside warmup_proportion" \
   "--set train.warmup_steps=3: key 'train.warmup_steps' would have no effect: it needs train.warmup_proportion = 0; train.warmup_proportion is 0.2 ($tmp/p.ini:" \
@@ -66,7 +66,7 @@ expect_error "finetune --set train.max_steps=5: refused for itself, not for trai
   "--set train.max_steps=5: key 'train.max_steps' would have no effect" \
   "$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/f2" --set train.max_steps=5
 expect_error "finetune refuses relative_k on an absolute-only model" \
-  "--set model.relative_k=16: key 'model.relative_k' would have no effect: it needs model.relative_position != none" \
+  "--set model.relative_k=16: key 'model.relative_k' would have no effect: it needs model.relative_position = shaw | method1 | method2 | method3 | method4" \
   "$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/f3" --set model.relative_k=16
 check "... and a refused fine-tuning leaves no run directory" bash -c "! test -e '$tmp/f1' && ! test -e '$tmp/f2' && ! test -e '$tmp/f3'"
 printf '[train]\nmax_steps = 5\nlog_interval = 1000\n[data]\nmax_seq_len = 64\n' >"$tmp/ft.ini"
