@@ -1,5 +1,6 @@
-/* Reading and checking a shard set's index.json (shard_index.h), and the set's identity
- * (shard_set_identity, shard_set.h). */
+/* Reading and checking a shard set's index.json (shard_index.h); from it, the checks that the
+ * corpus is the one the set was prepared from (shard_set_require_current) and the set's identity
+ * (shard_set_identity), both declared in shard_set.h. */
 #include "train/data/shard_index.h"
 
 #include <errno.h>
