@@ -1,5 +1,6 @@
-/* Reading and checking a shard set's index.json (shard_index.h), and the set's identity
- * (shard_set_identity, shard_set.h). */
+/* Reading and checking a shard set's index.json (shard_index.h); from it, the checks that the
+ * corpus is the one the set was prepared from (shard_set_require_current) and the set's identity
+ * (shard_set_identity), both declared in shard_set.h. */
 #include "train/data/shard_index.h"
 
 #include <errno.h>
@@ -49,10 +50,15 @@ SplitCounts shard_index_counts(const cJSON *o, const char *name, const char *pat
     return n;
 }
 
-/* Fatal if a source the index lists is here with another size or mtime than it was prepared from
- * (edited since, and not prepared again: the set holds the old text). A source that is absent
- * is not judged: training machines need only the set, not the corpus. */
-static void check_sources_unchanged(const DataConfig *d, const cJSON *root) {
+void shard_set_require_current(const DataConfig *d) {
+    char index[CONFIG_PATH_MAX + 32];
+    snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
+    if (d->num_corpus == 0 || access(index, R_OK) != 0)
+        return; /* a config that names no corpus; an old train.h5/eval.h5 pair, or no set (said later) */
+    size_t len;
+    char *text = read_file(index, &len, "shard set index");
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    free(text);
     const cJSON *src;
     cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "sources")) {
         const char *file = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(src, "path"));
@@ -69,6 +75,7 @@ static void check_sources_unchanged(const DataConfig *d, const cJSON *root) {
                  "(it prepares this file again and keeps the others' shards)",
                  file, d->shard_dir, size->valuedouble, mtime, (long long)st.st_size, now);
     }
+    cJSON_Delete(root);
 }
 
 cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab_md5) {
@@ -96,7 +103,6 @@ cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab
              "this config (`realpos prepare CONFIG.ini`; another data.shard_dir keeps this set), or "
              "give the config the set's setting%s",
              d->shard_dir, path, differences, n > 1 ? "s" : "");
-    check_sources_unchanged(d, root);
     SetSettings now;
     settings_init(&now, d, vocab_md5, vocab_size);
     const char *id = shard_index_string(root, "prepare_id", path);

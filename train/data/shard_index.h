@@ -26,7 +26,5 @@ SplitCounts shard_index_counts(const cJSON *o, const char *name, const char *pat
  * settings (shard_settings.h) compared with d's, before anything else: fatal, naming each
  * setting and both values, if the set was prepared with others. vocab_md5: the md5 of the
  * vocabulary the run uses (the settings' hash, prepare_id, is compared too, which also covers an
- * index written before it recorded its settings). Fatal too if a source it lists is present with
- * another size or mtime (edited, not prepared again); an absent one is not judged (a training
- * machine needs only the set). Caller cJSON_Deletes. */
+ * index written before it recorded its settings). Caller cJSON_Deletes. */
 cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab_md5);

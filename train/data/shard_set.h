@@ -50,6 +50,13 @@
 void shard_set_open(const DataConfig *data, const char *vocab_text, size_t vocab_len,
                     const char *vocab_origin, Shard **train, Shard **eval);
 
+/* For a fresh run: fatal if a corpus file the set of data->shard_dir was prepared from is here
+ * with another size or mtime (edited since and not prepared again: the set holds the old text),
+ * naming it and both versions. A file that is absent is not judged (a training machine needs only
+ * the set), nor anything when data lists no corpus. A resume is not asked: it continues on the
+ * set it trained on, which its checkpoint's data identity pins. */
+void shard_set_require_current(const DataConfig *data);
+
 /* Verify every shard of the set s (a Shard from shard_set_open) now, as its first reads would;
  * nothing for an in-memory shard. Fatal on the first bad shard, naming it. */
 void shard_set_verify(const Shard *s);

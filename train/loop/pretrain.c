@@ -185,6 +185,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         RP_CHECK(cfg->data.vocab[0], "%s: key 'data.vocab': expected a vocabulary file, got nothing", config_path);
         RP_CHECK(access(cfg->data.vocab, R_OK) == 0, "%s: cannot read the vocabulary (key 'data.vocab' of %s)",
                  cfg->data.vocab, config_path);
+        shard_set_require_current(&cfg->data); /* a corpus edited since prepare */
     }
     Run run;
     run_begin(&run, cfg, config_path, dist, start);

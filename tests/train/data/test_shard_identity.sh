@@ -137,3 +137,8 @@ touch "$tmp/corpus.txt"; "$RP" prepare "$cfg" >/dev/null 2>&1
 if "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-touch" --resume "$tmp/run-touch/latest" >"$tmp/t2.log" 2>&1 &&
    grep -q "resumed from .* at step 1" "$tmp/t2.log"; then pass "a corpus file touched and prepared again (same text): the resume goes on"
 else fail "touched corpus resume" "$(tail -3 "$tmp/t1.log" "$tmp/t2.log")"; fi
+# ... and a corpus edited (not prepared again) does not stop a resume: it continues on its set.
+echo "w1 w2 appended for a later run." >>"$tmp/corpus.txt"
+if "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-touch" --set train.max_steps=3 --resume "$tmp/run-touch/latest" >"$tmp/t3.log" 2>&1 &&
+   grep -q "resumed from .* at step 2" "$tmp/t3.log"; then pass "a corpus edited for a later run (not prepared): the resume goes on, on the set it trained on"
+else fail "resume after a corpus edit" "$(tail -3 "$tmp/t3.log")"; fi

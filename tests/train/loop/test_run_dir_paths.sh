@@ -34,3 +34,7 @@ expect_error "train.run_dir = .. (above the working directory) with --overwrite:
   "$RP" pretrain "$tmp/run.ini" --set train.run_dir=.. --overwrite
 if [ -s "$tmp/here/latest" ] && ! ls -d "$tmp"/here.replaced-* >/dev/null 2>&1; then pass "... and the run there is left in place"
 else fail "run left in place" "$(ls "$tmp")"; fi
+cd "$tmp"; cp run.ini ow/inside.ini
+expect_error "--overwrite of a run_dir that holds the config being read: refused, naming it" \
+  "the config ow/inside.ini lies inside train.run_dir ow" "$RP" pretrain ow/inside.ini --set train.run_dir=ow --overwrite
+if [ -s ow/latest ] && [ -e ow/inside.ini ]; then pass "... and the directory is left in place"; else fail "ow moved" "$(ls)"; fi
