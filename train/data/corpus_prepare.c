@@ -154,8 +154,10 @@ static void walk_round(Source *s, const Round *r, size_t num_units, int64_t base
                 add_sentence(s, b->ids + id_pos, b->lens[len_pos]);
                 id_pos += (size_t)b->lens[len_pos++];
             }
-            if (r->kind[i] == UNIT_RECORD)
+            if (r->kind[i] == UNIT_RECORD) {
+                s->shard.dropped_sentences += r->num_sentences[i] == 0; /* an empty or blank text */
                 end_document(s, end, line);
+            }
             break;
         default:
             bad_record(s, (UnitKind)r->kind[i], line, &r->units[i]);

@@ -67,6 +67,13 @@ if "$RP" prepare dup.ini >out 2>err && [ "$(totals dup.shards)" = "$want" ] && g
   pass "JSON Lines: repeated keys (one spelled \\u0065) and two records on one line are named bad records"
 else fail "repeated keys / two records" "$(totals dup.shards 2>&1) vs $want: $(cat out err | tail -6)"; fi
 
+# A record whose text is empty or blank is counted with the lines that produced no token.
+{ echo '{"text": ""}'; echo '{"text": " \u00a0\n\t"}'; cat good.jsonl; } >empty.jsonl
+config empty "$tmp/empty.jsonl"
+if "$RP" prepare empty.ini >out 2>err && [ "$(totals empty.shards)" = "$want" ] && grep -q '^dropped 2 lines that produced no token' out; then
+  pass "JSON Lines: records of empty and blank text are counted as dropped, not lost without a word"
+else fail "empty records" "$(totals empty.shards 2>&1) vs $want: $(cat out | tail -4)"; fi
+
 # The format is the name's (or data.corpus_format's), whatever the first record: a BOM, a broken
 # first record, a first record longer than the round.
 { printf '\xef\xbb\xbf'; cat good.jsonl; } >bom.jsonl

@@ -4,7 +4,9 @@
  * string decoding (\u0000 kept,
  * surrogate pairs joined, lone surrogates U+FFFD), repeated keys in small and large objects and
  * behind escapes, the nesting limit, the tree reader's refusals, whitespace as str.isspace(),
- * and the line bound of a round. */
+ * and the line bound of a round. With --records it reads records (separated by 0x01) on stdin and
+ * prints each one's verdict and the hex of its member "t" instead: test_corpus_json.sh compares
+ * that with Python's json.loads on mutated records. */
 #include <stdint.h>
 #include <string.h>
 
@@ -156,7 +158,39 @@ static void test_round_lines(TestTally *t) {
     round_free(&r);
 }
 
-int main(void) {
+/* --records: "1 HEX" (valid; HEX the bytes of string member "t", if any) or "0", a line a record. */
+static int check_records(void) {
+    size_t cap = 1 << 20, n = 0, got;
+    char *in = xmalloc(cap);
+    while ((got = fread(in + n, 1, cap - n, stdin)) > 0)
+        if ((n += got) == cap) {
+            in = realloc(in, cap *= 2);
+            RP_CHECK(in, "out of memory");
+        }
+    char *text = xmalloc(n + 1);
+    for (size_t start = 0, i = 0; i <= n; i++) {
+        if (i < n && in[i] != '\x01')
+            continue;
+        JsonMember m = {"t", 1, JSON_INVALID, 0, 0};
+        JsonKind kind = json_check(in + start, i - start, &m, NULL, NULL);
+        printf("%d", kind != JSON_INVALID);
+        if (kind == JSON_OBJECT && m.kind == JSON_STRING) {
+            size_t len = json_string_decode(in + start + m.at, m.len, text);
+            printf(" ");
+            for (size_t j = 0; j < len; j++)
+                printf("%02x", (unsigned char)text[j]);
+        }
+        printf("\n");
+        start = i + 1;
+    }
+    free(text);
+    free(in);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--records"))
+        return check_records();
     TestTally t = {0};
     test_grammar(&t);
     test_decode(&t);
