@@ -49,8 +49,9 @@ typedef struct {
 /* Which jobs read a key and when it applies: one row per key that is not read by every job, or
  * that matters only for some values of other keys (core/config_use.c). `when` is text:
  *     CLAUSE [and CLAUSE ...]   or   CLAUSE [or CLAUSE ...]
- *     CLAUSE:  section.key = v1 | v2   section.key != v1 | v2   section.key set   section.key unset
- * compared with the other key's value as `realpos config` prints it ("set": from a file or --set).
+ *     CLAUSE:  section.key = v1 | v2   or   section.key != v1 | v2
+ * compared with the other key's value as `realpos config` prints it (values only, never where a
+ * value came from: a stored config.ini must read back to the same keys applying).
  * E.g. {"model.relative_k", 0, "model.relative_position != none", NULL}. */
 typedef struct {
     const char *key;     /* "section.name" */
@@ -131,8 +132,8 @@ char *config_schema_to_ini(const ConfigSchema *schema, const void *values);
 bool config_key_applies(const ConfigSchema *schema, const void *values, int k, bool *unused_by_job,
                         char *why, size_t why_size);
 /* Every key the file or --set gives that does not apply: fatal for a --set (the command would
- * run as if it were not given), a warning for a file's (a file may serve several jobs and
- * settings). Returns the warnings. */
+ * run as if it were not given), a warning for a file's unless it holds the default (a file may
+ * serve several jobs and settings; a run's config.ini lists every key). Returns the warnings. */
 int config_report_unused(const ConfigSchema *schema, const void *values);
 /* Fatal ("internal") unless every KeyUse row names a key and its condition parses. */
 void config_check_uses(const ConfigSchema *schema);

@@ -53,24 +53,22 @@ static bool among(const char *list, const char *value) {
     return false;
 }
 
-/* One clause "section.key OP ..." (OP: =, !=, set, unset): its truth in *holds, the key in *k;
- * false if it does not parse. values NULL: parse only (*holds = true). */
+/* One clause "section.key = v1 | v2" or "section.key != v1 | v2": its truth in *holds, the key in
+ * *k; false if it does not parse. values NULL: parse only (*holds = true). A condition reads
+ * values only, never origins: config.ini and a checkpoint's config, which set every key, must
+ * read back to the same keys applying. */
 static bool eval_clause(const ConfigSchema *schema, const void *values, const char *clause, bool *holds, int *k) {
     size_t name = strcspn(clause, " !=");
     *k = key_named(schema, clause, name);
     const char *op = clause + name + strspn(clause + name, " ");
     if (*k < 0)
         return false;
-    bool negated = op[0] == '!', by_origin = !strcmp(op, "set") || !strcmp(op, "unset");
-    if (!by_origin && (strncmp(op + negated, "=", 1) || !op[1 + negated + strspn(op + 1 + negated, " |")]))
+    bool negated = op[0] == '!';
+    if (strncmp(op + negated, "=", 1) || !op[1 + negated + strspn(op + 1 + negated, " |")])
         return false;
     *holds = true;
     if (!values)
         return true;
-    if (by_origin) {
-        *holds = (origins_of(schema, values)->of[*k][0] != '\0') == (op[0] == 's');
-        return true;
-    }
     char *text = config_value_text(values, &schema->keys[*k]);
     *holds = among(op + 1 + negated, text + (text[0] == ' ')) != negated;
     free(text);
@@ -152,17 +150,33 @@ bool config_key_applies(const ConfigSchema *schema, const void *values, int k, b
     return holds;
 }
 
+/* Whether key k holds its default value (e.g. every key of a config.ini that a run wrote out). */
+static bool at_default(const ConfigSchema *schema, const void *values, int k) {
+    const KeySpec *key = &schema->keys[k];
+    void *defaults = xcalloc(1, schema->values_size);
+    char why[CONFIG_MESSAGE_MAX];
+    RP_CHECK(config_set_value(defaults, key, key->fallback, false, why, sizeof why), "schema default: %s", why);
+    char *mine = config_value_text(values, key), *fallback = config_value_text(defaults, key);
+    bool same = !strcmp(mine, fallback);
+    free(mine);
+    free(fallback);
+    free(defaults);
+    return same;
+}
+
 int config_report_unused(const ConfigSchema *schema, const void *values) {
     int warnings = 0;
     char why[CONFIG_MESSAGE_MAX];
     for (int k = 0; k < schema->num_keys; k++) {
         const char *origin = origins_of(schema, values)->of[k];
-        bool unused_by_job;
+        bool unused_by_job, from_set = !strncmp(origin, "--set", 5);
         if (!origin[0] || config_key_applies(schema, values, k, &unused_by_job, why, sizeof why))
             continue;
+        if (!from_set && at_default(schema, values, k))
+            continue; /* a file's key at its default changes nothing, whichever job reads it */
         const KeySpec *key = &schema->keys[k];
         const char *instead = unused_by_job ? use_of(schema, k)->instead : NULL;
-        RP_CHECK(strncmp(origin, "--set", 5), "%s: key '%s.%s' would have no effect: %s; remove it%s%s", origin,
+        RP_CHECK(!from_set, "%s: key '%s.%s' would have no effect: %s; remove it%s%s", origin,
                  key->section, key->name, why, instead ? " or set " : "", instead ? instead : "");
         rp_log("warning: %s: key '%s.%s' has no effect: %s", origin, key->section, key->name, why);
         warnings++;

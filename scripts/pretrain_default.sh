@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${PRETRAIN_CONFIG:-configs/pretrain.ini}
+given="$*" # for the messages: the command that works repeats the user's own arguments
 sets=() pretrain_only=() overwrite=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -43,10 +44,12 @@ final=$(printf '%s/ckpt-%07d.h5' "$run_dir" "$max_steps")
 if [ ${#overwrite[@]} -gt 0 ]; then
   ./realpos pretrain "$config" "${sets[@]}" "${pretrain_only[@]}" --overwrite
 elif [ -s "$final" ]; then
+  again=${given:+$given }--overwrite
+  [[ "$again" == *" "* ]] && again="\"$again\""
   echo "pretrain: $final exists: this run is complete (evaluating and plotting it again). To train it again" \
-    "from scratch: make pretrain PRETRAIN_ARGS=--overwrite (moves $run_dir aside to" \
+    "from scratch: make pretrain PRETRAIN_ARGS=$again (moves $run_dir aside to" \
     "$run_dir.replaced-DATE-TIME); to keep it, train into another directory:" \
-    "make pretrain PRETRAIN_ARGS=\"--set train.run_dir=runs/pretrain-2\""
+    "make pretrain PRETRAIN_ARGS=\"${given:+$given }--set train.run_dir=$run_dir-2\""
 elif [ -s "$run_dir/latest" ] && [ -s "$run_dir/$(head -n 1 "$run_dir/latest")" ]; then
   ./realpos pretrain "$config" "${sets[@]}" "${pretrain_only[@]}" --resume "$run_dir/latest"
 else

@@ -40,7 +40,9 @@ values), and it is an error if two points are the same run (also when they diffe
 that does not apply, as `realpos config` marks it: relative_k unless relative_position is shaw or
 method1-4, t5_num_buckets and t5_max_distance unless it is t5, rope_theta unless it is rope,
 residual_attention_mean when residual_attention = no), or if the grid leaves no point. A key that
-does not apply at a point is not passed to its runs (realpos refuses a --set that has no effect).
+does not apply at a point is not passed to its runs (realpos refuses a --set that has no effect),
+and finetune_set is checked by `realpos config FINETUNE --for finetune` (a key fine-tuning does not
+read, such as train.max_steps for task.max_steps, is an error before anything runs).
 
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
 (mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
@@ -204,6 +206,18 @@ def parse_sweep(path):
     if spec["finetune"] and not os.path.isfile(spec["finetune"]):
         raise SweepError(f"{path}: [run] finetune = {spec['finetune']}: no such file")
     return spec
+
+
+def check_finetune_config(spec, realpos):
+    """`realpos config FINETUNE --for finetune` with finetune_set: a key fine-tuning does not read
+    (e.g. train.max_steps for task.max_steps) is refused before any point runs."""
+    if not spec["finetune"]:
+        return
+    cmd = [realpos, "config", spec["finetune"], "--for", "finetune"] + \
+        [a for s in spec["finetune_set"] for a in ("--set", s)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SweepError(f"{spec['path']}: [run] finetune_set: {r.stderr.strip()}")
 
 
 # ---- points --------------------------------------------------------------------------------
@@ -547,6 +561,7 @@ def main():
         if not os.access(args.realpos, os.X_OK):
             raise SweepError(f"{args.realpos}: not an executable; build it with `make` or pass --realpos")
         spec = parse_sweep(args.sweep)
+        check_finetune_config(spec, args.realpos)
         points = expand(spec, args.realpos)
     except SweepError as e:
         sys.exit(f"sweep.py: error: {e}")

@@ -107,7 +107,7 @@ expect_ok "max_seq_len > max_position is fine without absolute positions" "max_s
 
 # ---- errors --------------------------------------------------------------------------------------
 expect_error "missing config file" "nope.ini: cannot open config file: No such file or directory" nope.ini
-expect_error "usage" "usage: realpos config CONFIG.ini [--set section.key=value ...]"
+expect_error "usage" "usage: realpos config CONFIG.ini [--set section.key=value ...] [--for pretrain|finetune]"
 ini e.ini "[modle]" "hidden_size = 64"
 expect_error "unknown section" "e.ini:2: key 'modle.hidden_size': did you mean 'model.hidden_size'? expected a section among [model], [optim], [train], [data], [task], got [modle]" e.ini
 ini e.ini "hidden_size = 64"
@@ -232,3 +232,9 @@ above() { grep -B1 -x -- "$2" "$1" | head -n 1; }
 [[ "$(above uses.out 'warmup_steps = 100')" == *"does not apply: it needs train.warmup_proportion = 0" ]] \
   && pass "config: warmup_steps does not apply beside warmup_proportion" || fail "warmup_steps comment" "$(above uses.out 'warmup_steps = 100')"
 roundtrip "with does-not-apply comments" empty.ini --set train.warmup_proportion=0.1 --set model.residual_attention=yes
+expect_error "config --for finetune refuses a --set fine-tuning does not read" \
+  "--set train.max_steps=100: key 'train.max_steps' would have no effect: fine-tuning does not read it (pretraining only; task.max_steps does the job); remove it or set task.max_steps" \
+  empty.ini --for finetune --set train.max_steps=100
+expect_ok "config --for pretrain takes train.max_steps" "max_steps = 100" empty.ini --for pretrain --set train.max_steps=100
+expect_error "config --for: only pretrain or finetune" "option '--for': expected pretrain or finetune, got 'eval'" \
+  empty.ini --for eval

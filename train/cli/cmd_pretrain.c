@@ -41,7 +41,7 @@ int cmd_pretrain(int argc, char **argv) {
     config_report_job(&cfg);
     char *config_ini = config_to_ini(&cfg);
     if (dist_is_root(&dist)) {
-        char data[CONFIG_PATH_MAX + 64];
+        char data[CONFIG_PATH_MAX + 128];
         snprintf(data, sizeof data, "shards of %s, sequences of %d tokens, %.0f%% masked", cfg.data.shard_dir,
                  cfg.data.max_seq_len, 100 * (double)cfg.data.masked_lm_prob);
         LaunchFacts facts = {data, cfg.train.max_steps, config_warmup_steps(&cfg), cfg.train.batch_size, cfg.optim.lr,

@@ -9,9 +9,11 @@
 #include "core/common.h"
 
 static const Command commands[] = {
-    {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...]",
+    {"config", cmd_config, "config CONFIG.ini [--set section.key=value ...] [--for pretrain|finetune]",
      "print the effective, validated configuration (every key with its type, range and origin)",
-     "  --set section.key=value   override a key of CONFIG.ini (repeatable)\n"},
+     "  --set section.key=value   override a key of CONFIG.ini (repeatable)\n"
+     "  --for pretrain|finetune   as that command loads it: a --set of a key it does not read is refused,\n"
+     "                            one in the file warned about\n"},
     {"prepare", cmd_prepare, "prepare CONFIG.ini [--part I/N | --verify] [--set section.key=value ...]",
      "tokenize the [data] corpus into the train and eval shards of [data] shard_dir",
      "  --part I/N                prepare the corpus files i with i % N == I (0 <= I < N) of the sorted\n"

@@ -120,3 +120,9 @@ check "make pretrain again: the message names the command that trains again" \
 PRETRAIN_CONFIG="$tmp/m.ini" bash scripts/pretrain_default.sh --overwrite >"$tmp/m3.log" 2>&1
 check "make pretrain PRETRAIN_ARGS=--overwrite trains again, the old run moved aside (status $?)" \
   bash -c "ls -d '$tmp'/m.replaced-* >/dev/null 2>&1 && test -s '$tmp/m/ckpt-0000002.h5' && grep -q 'moved the previous run' '$tmp/m3.log'"
+
+# a run's config.ini lists every key: used as the config of another run, its keys at their defaults
+# (all of [task] here) warn about nothing
+"$RP" pretrain "$tmp/m/config.ini" --set train.run_dir="$tmp/c1" >/dev/null 2>"$tmp/c1.err"
+check "a run's config.ini as the config: no warnings for keys at their defaults (status $?)" \
+  bash -c "test -s '$tmp/c1/ckpt-0000002.h5' && ! grep -q 'has no effect' '$tmp/c1.err'"

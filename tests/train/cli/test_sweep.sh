@@ -50,6 +50,8 @@ expect_error "error: points that differ only in a key that does not apply" dup-i
 expect_error "error: an override key that does not exist" bad-key.ini "key 'model.relative_kk': did you mean 'model.relative_k'? expected one of"
 expect_error "error: an exclusion with a value not in the grid" bad-exclude.ini "model.relative_k=16 is not one of the grid's values"
 expect_error "error: a grid that leaves zero points" empty.ini "zero points"
+expect_error "error: a finetune_set key fine-tuning does not read, before anything runs" bad-finetune-set.ini \
+  "finetune_set: realpos: error: --set train.max_steps=100: key 'train.max_steps' would have no effect: fine-tuning does not read it (pretraining only; task.max_steps does the job)"
 
 # ---- a real sweep, two at a time ------------------------------------------------------------------
 # A wrapper around realpos counts the pretraining runs alive at once.

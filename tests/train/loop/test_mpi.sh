@@ -119,8 +119,9 @@ mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2" >"$tmp/ft2.log" 2
 check "N=2 fine-tuning writes model.h5 and dev predictions" test -s "$tmp/ft2/model.h5" -a -s "$tmp/ft2/dev_predictions.tsv"
 rel=$(compare "$tmp/ft1/model.h5" "$tmp/ft2/model.h5" tol)
 check "N=2 fine-tuning equals N=1 within tolerance (worst ratio, max |diff|: $rel)" within_tolerance "$rel"
-check "N=2 fine-tuning: rank 0 alone prints the transfer table" \
-  test "$(grep -c 'initialised *classifier/weight' "$tmp/ft2.log")" -eq 1
+check "N=2 fine-tuning: rank 0 alone prints the launch summary and writes the parameter table" \
+  test "$(grep -c '^  parameters: [0-9]* loaded' "$tmp/ft2.log")" -eq 1 -a \
+  "$(grep -c 'initialised *classifier/weight' "$tmp/ft2/parameters.txt")" -eq 1
 mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2b" >"$tmp/ft2b.log" 2>&1
 check "N=2 fine-tuning rerun is bit-identical" test "$(compare "$tmp/ft2/model.h5" "$tmp/ft2b/model.h5" bits)" = identical
 mpi 2 "$RP" finetune "${ft[@]}" --set train.run_dir="$tmp/ft2z" --set train.shard_optimizer=yes >"$tmp/ft2z.log" 2>&1
