@@ -255,7 +255,7 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     if (root) { /* rank 0 alone writes the run directory */
         if (!resumed)
             run_dir_write_config(&run->dir, config_ini);
-        metrics_open(&run->log, run->dir.path, resumed);
+        metrics_open(&run->log, run->dir.path, resumed, run->step);
     }
     stop_signals_install();
     StepConfig sc = task->schedule;
