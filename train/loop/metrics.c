@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -30,8 +31,9 @@ static long line_step(const char *line, int csv) {
 
 /* Keep the lines of path up to step `last` (see metrics_open); returns the number dropped. */
 static int drop_records_after(const char *path, int csv, long last) {
-    if (access(path, F_OK) != 0)
-        return 0;
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0; /* none yet, or not a file to rewrite (appending to it fails or succeeds as before) */
     size_t len;
     char *text = read_file(path, &len, csv ? "metrics (CSV)" : "metrics (JSON Lines)");
     char *kept = xmalloc(len + 1);
