@@ -76,9 +76,11 @@ int cmd_eval(int argc, char **argv) {
     config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
+    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
+    ckpt = ckpt_file;
     CheckpointFile c;
-    checkpoint_file_open_as(&c, ckpt, "--checkpoint");
-    ckpt = c.path; /* RUN_DIR or RUN_DIR/latest: the run's newest */
+    checkpoint_file_open(&c, ckpt);
     config_report_differences(&cfg, &c.cfg, "model", ckpt, "eval uses the checkpoint's model");
     cfg.model = c.cfg.model; /* the checkpoint defines the model */
     if (max_len)

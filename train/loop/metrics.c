@@ -3,7 +3,9 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/common.h"
@@ -11,12 +13,67 @@
 static const char *CSV_HEADER = "kind,step,loss,accuracy,lr,grad_norm,tokens_per_s,mfu,elapsed_s,eta_s,"
                                 "eval_loss,eval_accuracy,eval_perplexity\n";
 
-void metrics_open(MetricsLog *log, const char *run_dir, int append) {
+/* The step of a metrics line: JSON's "step" member or the CSV's second column; -1 for a line
+ * without one (the CSV header), -2 for a line that is not a record (cut short by a kill). */
+static long line_step(const char *line, int csv) {
+    if (csv) {
+        const char *comma = strchr(line, ',');
+        char *end;
+        long step = comma ? strtol(comma + 1, &end, 10) : -1;
+        return !comma || !strncmp(line, "kind,", 5) ? -1 : end > comma + 1 && *end == ',' ? step : -2;
+    }
+    cJSON *rec = cJSON_Parse(line);
+    const cJSON *step = rec ? cJSON_GetObjectItemCaseSensitive(rec, "step") : NULL;
+    long value = !rec ? -2 : cJSON_IsNumber(step) ? (long)step->valuedouble : -1;
+    cJSON_Delete(rec);
+    return value;
+}
+
+/* Keep the lines of path up to step `last` (see metrics_open); returns the number dropped. */
+static int drop_records_after(const char *path, int csv, long last) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0; /* none yet, or not a file to rewrite (appending to it fails or succeeds as before) */
+    size_t len;
+    char *text = read_file(path, &len, csv ? "metrics (CSV)" : "metrics (JSON Lines)");
+    char *kept = xmalloc(len + 1);
+    size_t used = 0;
+    int dropped = 0;
+    for (char *line = text, *next; *line; line = next) {
+        next = line + strcspn(line, "\n");
+        int whole = *next == '\n';
+        if (whole)
+            *next++ = '\0';
+        long step = whole ? line_step(line, csv) : -2;
+        if (step == -2 || step > last) {
+            dropped += line[0] != '\0';
+            continue;
+        }
+        size_t n = strlen(line);
+        memcpy(kept + used, line, n);
+        used += n;
+        kept[used++] = '\n';
+    }
+    if (dropped)
+        write_file(path, kept, used); /* whole or not at all */
+    free(kept);
+    free(text);
+    return dropped;
+}
+
+void metrics_open(MetricsLog *log, const char *run_dir, int append, long resumed_step) {
     memset(log, 0, sizeof *log);
     snprintf(log->jsonl_path, sizeof log->jsonl_path, "%s/metrics.jsonl", run_dir);
+    snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.csv", run_dir);
+    if (append) {
+        int jsonl = drop_records_after(log->jsonl_path, 0, resumed_step);
+        int csv = drop_records_after(log->csv_path, 1, resumed_step);
+        if (jsonl || csv)
+            rp_log("%s, %s: dropped %d and %d records after step %ld (written after the checkpoint this run "
+                   "resumes from; they are written again)", log->jsonl_path, log->csv_path, jsonl, csv, resumed_step);
+    }
     log->jsonl = fopen(log->jsonl_path, append ? "a" : "w");
     RP_CHECK(log->jsonl, "%s: cannot open for writing: %s", log->jsonl_path, strerror(errno));
-    snprintf(log->csv_path, sizeof log->csv_path, "%s/metrics.csv", run_dir);
     const char *path = log->csv_path;
     FILE *existing = append ? fopen(path, "r") : NULL;
     int has_header = existing && fgetc(existing) != EOF;

@@ -22,8 +22,11 @@ typedef struct {
     int line_pending; /* a progress line without newline is on screen */
 } MetricsLog;
 
-/* Open (append when resuming, so a resumed run continues the same files). */
-void metrics_open(MetricsLog *log, const char *run_dir, int append);
+/* Open (append when resuming, so a resumed run continues the same files). A resume from step
+ * `resumed_step` (append) first drops the records of later steps (written after the checkpoint, by
+ * the run that was killed; the resumed run writes them again) and a last line cut short by the
+ * kill, rewriting each file whole (temp + rename) and logging how many it dropped. */
+void metrics_open(MetricsLog *log, const char *run_dir, int append, long resumed_step);
 void metrics_write(MetricsLog *log, const MetricsRecord *r);
 /* Flush both files; fatal (naming the file and the reason, e.g. disk full) if a write failed. */
 void metrics_flush(MetricsLog *log);

@@ -72,7 +72,7 @@ void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *
     int same_dir = realpath(dir, here) && realpath(c.cfg.train.run_dir, stored) && !strcmp(here, stored);
     checkpoint_file_close(&c);
     snprintf(s->run_dir_set, sizeof s->run_dir_set, "train.run_dir=%s", dir);
-    if (!same_dir) /* the checkpoint's directory, however the stored run_dir spells it; the command line's comes later and wins */
+    if (!same_dir) /* the checkpoint's own directory; a train.run_dir of the command line comes later and wins */
         s->sets[s->num_sets++] = s->run_dir_set;
     for (int i = 0; i < num_sets && s->num_sets <= CLI_MAX_SETS; i++)
         s->sets[s->num_sets++] = sets[i];
@@ -260,7 +260,7 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     if (root) { /* rank 0 alone writes the run directory */
         if (!resumed)
             run_dir_write_config(&run->dir, config_ini);
-        metrics_open(&run->log, run->dir.path, resumed);
+        metrics_open(&run->log, run->dir.path, resumed, run->step);
     }
     stop_signals_install();
     StepConfig sc = task->schedule;

@@ -124,7 +124,7 @@ void checkpoint_resolve(const char *arg, const char *what, char *out, size_t siz
     RP_CHECK(arg[0], "%s: expected a checkpoint (a file, RUN_DIR or RUN_DIR/latest), got nothing", what ? what : "");
     struct stat st;
     RP_CHECK(stat(arg, &st) == 0, "%s: %s (expected a checkpoint file, RUN_DIR or RUN_DIR/latest)", named,
-             strerror(errno));
+             errno == ENOENT ? "no such file or directory" : strerror(errno));
     char dir[CONFIG_PATH_MAX + 32];
     size_t len = strlen(arg);
     while (len > 1 && arg[len - 1] == '/') /* "RUN_DIR/" (tab completion) names RUN_DIR */
@@ -137,8 +137,7 @@ void checkpoint_resolve(const char *arg, const char *what, char *out, size_t siz
     } else if (!strcmp(base, "latest")) {
         path_directory(dir, sizeof dir, arg);
     } else {
-        RP_CHECK(S_ISREG(st.st_mode), "%s: not a regular file (expected a checkpoint file, RUN_DIR or "
-                 "RUN_DIR/latest)", named);
+        require_regular_file(arg, what ? what : "the checkpoint"); /* a FIFO, a device... named */
         snprintf(out, size, "%s", arg);
         return;
     }

@@ -120,6 +120,7 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char
     transfer_print_summary(table, &s);
     if (table && added >= 0)
         fprintf(table, "  the added relative tables start at %g everywhere (%s): the scores are the checkpoint "
-                "model's until training changes them\n", (double)ADDED_TABLES[added].identity, ADDED_TABLES[added].vanishes);
+                "model's until training changes them\n", (double)ADDED_TABLES[added].identity,
+                ADDED_TABLES[added].vanishes);
     return s;
 }

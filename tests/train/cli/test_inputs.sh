@@ -36,8 +36,9 @@ expect_error "a directory as the config" "adir: config file is a directory, expe
 expect_error "a FIFO as the vocabulary" "fifo: tokenize: --vocab is a FIFO" $T "$RP" tokenize --vocab "$tmp/fifo" </dev/null
 expect_error "a FIFO as a vocab corpus" "fifo: --corpus is a FIFO" \
   $T "$RP" vocab --corpus "$tmp/fifo" --size 50 --out "$tmp/v.txt"
-expect_error "a FIFO as the checkpoint" "fifo: HDF5 file is a FIFO" $T "$RP" inspect "$tmp/fifo"
-expect_error "a directory as the checkpoint" "adir: HDF5 file is a directory" $T "$RP" inspect "$tmp/adir"
+expect_error "a FIFO as the checkpoint" "fifo: the checkpoint is a FIFO" $T "$RP" inspect "$tmp/fifo"
+expect_error "a directory as the checkpoint: a run directory without a checkpoint yet" \
+  "adir: a directory with no checkpoint yet" $T "$RP" inspect "$tmp/adir"
 expect_error "a FIFO as the prepare corpus" "fifo: corpus file ([data] corpus) is a FIFO" \
   $T "$RP" prepare configs/tiny.ini --set data.corpus="$tmp/fifo" --set data.vocab=$FX/vocab.txt \
   --set data.shard_dir="$tmp/shards"
@@ -191,7 +192,8 @@ expect_ok "... inspect --verify accepts the result" "present, right shapes, fini
 awk -F'\t' -v OFS='\t' 'NR > 1 { $2 = $2 == 1 ? "POSITIVE_1" : "négatif" } { print }' $FX/sst_dev.tsv >"$tmp/named.tsv"
 "$RP" predict /dev/null --checkpoint "$tmp/good.h5" --input "$tmp/named.tsv" --out "$tmp/good.tsv" >/dev/null 2>&1
 check "... and predict labels every row with the imported names" \
-  bash -c "[ \$(grep -cE '	(négatif|POSITIVE_1)\$' '$tmp/good.tsv') -eq $(( $(wc -l <$FX/sst_dev.tsv) - 1 )) ]"
+  bash -c "[ \$(grep -cE '^[0-9]+	(négatif|POSITIVE_1)	' '$tmp/good.tsv') -eq $(( $(wc -l <$FX/sst_dev.tsv) - 1 )) ] &&
+           head -n 1 '$tmp/good.tsv' | grep -qx 'index	prediction	prob_négatif	prob_POSITIVE_1'"
 
 # ---- vocabularies ------------------------------------------------------------------------------------
 printf '\xef\xbb\xbf' | cat - $FX/vocab.txt >"$tmp/bom.txt"

@@ -4,7 +4,8 @@
 # uninterrupted run), --set of a key a resume may change is taken and logged, one it may not is
 # refused naming the key; and the metrics across a resume: elapsed_s continues from the checkpoint
 # and the first record after the resume covers the whole logging window it names (its loss,
-# accuracy, lr and gradient norm equal the uninterrupted run's record).
+# accuracy, lr and gradient norm equal the uninterrupted run's record), and the records a killed
+# run wrote after its checkpoint are dropped, so metrics.jsonl holds the uninterrupted run's events.
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 export OMP_NUM_THREADS=1
@@ -27,18 +28,18 @@ a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) and n.starts
 sys.exit(not (names and all(np.array_equal(a[n][()], b[n][()]) for n in names)))
 PY
 }
-# the train records of a metrics.jsonl whose step <= LAST, then those of a second file, against the
-# uninterrupted run's: same steps, same loss, accuracy, lr and gradient norm; elapsed_s increasing
+# same_records REF GOT: the records of two metrics.jsonl files are the same events (kind, step) with
+# the same loss, accuracy, lr and gradient norm (train) or held-out results (eval, task_eval);
+# elapsed_s increasing in GOT
 same_records() { $PY - "$@" <<'PY'
 import json, sys
-ref, first, last, second = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-def train(path, keep=lambda r: True):
-    return [r for r in map(json.loads, open(path)) if r["kind"] == "train" and keep(r)]
-want = train(ref)
-got = train(first, lambda r: r["step"] <= last) + train(second)
-keys = ("step", "loss", "accuracy", "lr", "grad_norm")
-bad = [(w, g) for w, g in zip(want, got) if any(w[k] != g[k] for k in keys)]
-elapsed = [r["elapsed_s"] for r in got]
+def records(path):
+    return [json.loads(l) for l in open(path)]
+want, got = records(sys.argv[1]), records(sys.argv[2])
+timing = {"tokens_per_s", "mfu", "elapsed_s", "eta_s", "gflops", "peak_gflops", "peak_source"}
+strip = lambda r: {k: v for k, v in r.items() if k not in timing}
+bad = [(w, g) for w, g in zip(want, got) if strip(w) != strip(g)]
+elapsed = [r["elapsed_s"] for r in got if r["kind"] == "train"]
 if len(want) != len(got) or bad:
     sys.exit("records differ: %d vs %d records; first difference %s" % (len(want), len(got), bad[:1]))
 if any(b <= a for a, b in zip(elapsed, elapsed[1:])):
@@ -62,12 +63,16 @@ check "... says it runs with the checkpoint's stored configuration" \
 check "... logs no changed key (the stored run_dir, spelled otherwise, is the same directory)" \
   bash -c "! grep -q 'resuming with key' '$tmp/b2.log'"
 check "... and ends bit-identical to the uninterrupted run" same_weights "$tmp/runA/ckpt-0000036.h5" "$tmp/runB/ckpt-0000036.h5"
-out=$(same_records "$tmp/runA/metrics.jsonl" "$tmp/b1.jsonl" "$at" <(tail -n +$(($(wc -l <"$tmp/b1.jsonl") + 1)) "$tmp/runB/metrics.jsonl"))
-check "metrics across the resume: the uninterrupted run's records, elapsed_s increasing ($out)" test -n "$out"
+out=$(same_records "$tmp/runA/metrics.jsonl" "$tmp/runB/metrics.jsonl")
+check "metrics.jsonl across kill -9 and resume: the uninterrupted run's records, elapsed_s increasing ($out)" test -n "$out"
+dropped=$($PY -c "import json; print(sum(json.loads(l)['step'] > $at for l in open('$tmp/b1.jsonl')))")
+check "... the $dropped records the killed run wrote after step $at were dropped, and said so" \
+  bash -c "[ $dropped -eq 0 ] || grep -qF 'dropped $dropped and ' '$tmp/b2.log'"
+check "... metrics.csv: the same steps as the uninterrupted run's" \
+  bash -c "[ \"\$(cut -d, -f1-2 '$tmp/runA/metrics.csv')\" = \"\$(cut -d, -f1-2 '$tmp/runB/metrics.csv')\" ]"
 first_after=$($PY -c "
 import json
-r = [json.loads(l) for l in open('$tmp/runB/metrics.jsonl')][$(wc -l <"$tmp/b1.jsonl"):]
-t = [x for x in r if x['kind'] == 'train']
+t = [x for x in map(json.loads, open('$tmp/runB/metrics.jsonl')) if x['kind'] == 'train' and x['step'] > $at]
 print(t[0]['step'], t[0]['elapsed_s'])")
 before=$($PY -c "
 import json
@@ -78,6 +83,16 @@ check "the checkpoint stores the metrics window (elapsed, partial sums)" "$PY" -
 import h5py, sys
 w = h5py.File('$tmp/runB/$latest', 'r')['train/metrics_window'][()]
 sys.exit(not (w.shape == (8,) and w[0] > 0 and w[1] == $at - $at % 4))"
+
+# a resume from an older checkpoint of a finished run: the later records are dropped and written again
+cp -r "$tmp/runA" "$tmp/runD"
+"$RP" pretrain --resume "$tmp/runD/ckpt-0000018.h5" >"$tmp/d.log" 2>&1; rc=$?
+later=$(grep -c '"step":\(19\|[2-3][0-9]\),' "$tmp/runA/metrics.jsonl")
+check "--resume of step 18 in a finished run drops its $later later records, saying so (status $rc)" \
+  grep -qF "dropped $later and $(grep -c '^[a-z]*,\(19\|[2-3][0-9]\),' "$tmp/runA/metrics.csv") records after step 18" "$tmp/d.log"
+out=$(same_records "$tmp/runA/metrics.jsonl" "$tmp/runD/metrics.jsonl")
+check "... and writes them again: the uninterrupted run's records ($out)" test -n "$out"
+check "... metrics.csv too" bash -c "[ \"\$(cut -d, -f1-5 '$tmp/runA/metrics.csv')\" = \"\$(cut -d, -f1-5 '$tmp/runD/metrics.csv')\" ]"
 
 # ---- --set on a stored configuration ---------------------------------------------------------------
 "$RP" pretrain --resume "$tmp/runB/latest" --set train.max_steps=40 >"$tmp/b3.log" 2>&1; rc=$?
@@ -115,6 +130,6 @@ check "finetune --resume RUN_DIR without a config trains to the end (status $rc)
 check "... with the stored configuration, no key changed" \
   bash -c "grep -qF 'resuming $tmp/ftB/$latest with the configuration stored in it' '$tmp/ftB.log' && ! grep -q 'resuming with key' '$tmp/ftB.log'"
 check "... and model.h5 is bit-identical to the uninterrupted run" same_weights "$tmp/ftA/model.h5" "$tmp/ftB/model.h5"
-out=$(same_records "$tmp/ftA/metrics.jsonl" "$tmp/ft1.jsonl" "$at" <(tail -n +$(($(wc -l <"$tmp/ft1.jsonl") + 1)) "$tmp/ftB/metrics.jsonl"))
+out=$(same_records "$tmp/ftA/metrics.jsonl" "$tmp/ftB/metrics.jsonl")
 check "finetune metrics across the resume: the uninterrupted run's records ($out)" test -n "$out"
 exit 0

@@ -123,4 +123,4 @@ expect_error "--out equal to an input is refused" "the checkpoint '$c30' and --o
   "$RP" average "$c20" "$c30" --out "$tmp/run/./ckpt-0000030.h5"
 check "... and the input is untouched" test "$(md5sum <"$c30")" = "$sum"
 expect_error "an input given twice is refused" "is given twice" "$RP" average "$c20" "$c20" --out "$tmp/x.h5"
-expect_error "a missing input is named" "$tmp/nope.h5: cannot open the checkpoint: No such file or directory" "$RP" average "$tmp/nope.h5" --out "$tmp/x.h5"
+expect_error "a missing input is named" "$tmp/nope.h5: no such file or directory" "$RP" average "$tmp/nope.h5" --out "$tmp/x.h5"

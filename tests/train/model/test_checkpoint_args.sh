@@ -73,7 +73,7 @@ mkdir -p "$tmp/absrun"; cp "$tmp/abs.h5" "$tmp/absrun/ckpt-0000000.h5"; echo ckp
   >/dev/null 2>"$tmp/ft.err"; rc=$?
 check "finetune with task.init_checkpoint = RUN_DIR loads its latest (status $rc)" \
   bash -c "[ $rc -eq 0 ] && grep -qF 'parameters from $tmp/absrun/ckpt-0000000.h5:' '$tmp/ft.err'"
-run=$tmp/ft ckpt=$tmp/ft/ckpt-0000002.h5
+run=$tmp/ft ckpt=$tmp/ft/$(head -n 1 "$tmp/ft/latest")
 same_output "predict --checkpoint" bash -c '"$1" predict /dev/null "${@:5}" --checkpoint "$2" --input "$3" --out "$4.tsv" >/dev/null 2>&1 && cat "$4.tsv"' \
   _ "$RP" {CKPT} $FX/sst_dev.tsv {OUT} "${ft[@]}"
 
@@ -82,17 +82,17 @@ mkdir "$tmp/fresh"
 expect_error "a run directory with no checkpoint yet is named, with what to do" \
   "$tmp/fresh: a directory with no checkpoint yet (no $tmp/fresh/latest" "$RP" inspect "$tmp/fresh"
 expect_error "eval --checkpoint of a missing path names the option" \
-  "--checkpoint $tmp/none.h5: No such file or directory" "$RP" eval "$tmp/p.ini" --checkpoint "$tmp/none.h5"
+  "--checkpoint $tmp/none.h5: no such file or directory" "$RP" eval "$tmp/p.ini" --checkpoint "$tmp/none.h5"
 echo ckpt-0000009.h5 >"$tmp/fresh/latest"
 expect_error "a latest naming a missing checkpoint says so" \
   "$tmp/fresh/latest does not name a checkpoint that exists" "$RP" fill-mask "$tmp/fresh/latest" --text "[MASK]"
 printf '[task]\ninit_checkpoint = %s\n' "$tmp/gone.h5" >"$tmp/ft.ini"
 expect_error "a missing task.init_checkpoint is named with its key and the config line that set it" \
-  "$tmp/ft.ini:2: key 'task.init_checkpoint' = $tmp/gone.h5: No such file or directory" \
+  "$tmp/ft.ini:2: key 'task.init_checkpoint' = $tmp/gone.h5: no such file or directory" \
   "$RP" finetune "$tmp/ft.ini" "${ft[@]}" --set train.run_dir="$tmp/ft2"
 expect_error "... and one given with --set by its --set" \
-  "--set task.init_checkpoint=$tmp/gone2.h5: key 'task.init_checkpoint' = $tmp/gone2.h5: No such file" \
+  "--set task.init_checkpoint=$tmp/gone2.h5: key 'task.init_checkpoint' = $tmp/gone2.h5: no such file" \
   "$RP" finetune /dev/null "${ft[@]}" --set task.init_checkpoint="$tmp/gone2.h5" --set train.run_dir="$tmp/ft2"
-expect_error "pretrain --init of a missing path names --init" "--init $tmp/gone3.h5: No such file or directory" \
+expect_error "pretrain --init of a missing path names --init" "--init $tmp/gone3.h5: no such file or directory" \
   "$RP" pretrain "$tmp/p.ini" --init "$tmp/gone3.h5" --set train.run_dir="$tmp/pi"
 exit 0
