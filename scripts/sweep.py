@@ -42,7 +42,8 @@ t5_max_distance unless it is t5, rope_theta unless it is rope, residual_attentio
 residual_attention = no), or if the grid leaves no point.
 
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
-(mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
+(mean ± std over seeds), OUT/heldout_vs_k.png (or, for a grid without a numeric key, as the
+position schemes of configs/sweeps/positions.ini, OUT/heldout_by_setting.png) and OUT/loss_curves.png."""
 import argparse
 import fcntl
 import itertools
