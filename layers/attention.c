@@ -88,7 +88,8 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
 
 /* The first pass over one query row: S = scale*row (+ bias, t5 / alibi), logits = S (or
  * carried_scale * C with C = [C +] S) + mask penalty, into row; returns their max. Inlined
- * twice, with bias NULL and not, so neither copy tests bias inside its loops. */
+ * twice, with bias NULL and not, so neither copy tests bias inside its loops (and the NULL copy
+ * is the loop of the modes without a bias, not one with a "+ 0"). */
 static inline __attribute__((always_inline)) float
 logits_pass(float *restrict row, float *restrict carried_row, const int *restrict key_mask,
             const float *restrict bias, int L, float scale, const AttnShape *s) {
@@ -96,8 +97,8 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
     if (!carried_row) {
 #pragma omp simd reduction(max : max)
         for (int j = 0; j < L; j++) {
-            const float logit = scale * row[j] + (bias ? bias[j] : 0.0f) +
-                                (key_mask[j] ? 0.0f : MASK_PENALTY);
+            const float sj = bias ? scale * row[j] + bias[j] : scale * row[j];
+            const float logit = sj + (key_mask[j] ? 0.0f : MASK_PENALTY);
             row[j] = logit;
             max = logit > max ? logit : max;
         }
@@ -106,7 +107,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
         if (s->first_layer) {
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
-                const float c = scale * row[j] + (bias ? bias[j] : 0.0f);
+                const float c = bias ? scale * row[j] + bias[j] : scale * row[j];
                 const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
@@ -115,7 +116,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
         } else {
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
-                const float c = carried_row[j] + (scale * row[j] + (bias ? bias[j] : 0.0f));
+                const float c = carried_row[j] + (bias ? scale * row[j] + bias[j] : scale * row[j]);
                 const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
@@ -176,10 +177,11 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const float *q = qkv + (size_t)b * L * ld + (size_t)h * d, *key = q + p->H, *v = q + 2 * p->H;
     float *S = probs + off; /* the unscaled scores, then the logits, then P */
-    if (p->rel == REL_ROPE) { /* q, k rotated by their positions; the GEMM reads them alike */
-        rope_rotate(p, w->rot, ld, q, ld);
-        rope_rotate(p, w->rot + p->H, ld, key, ld);
-        q = w->rot, key = w->rot + p->H;
+    int qk_ld = ld; /* row stride of q and key: qkv's, or rope's rotated copies' */
+    if (p->rel == REL_ROPE) { /* q, k rotated by their positions, contiguous [L, d] each */
+        rope_rotate(p, w->rot, d, q, ld);
+        rope_rotate(p, w->rot + (size_t)L * d, d, key, ld);
+        q = w->rot, key = w->rot + (size_t)L * d, qk_ld = d;
     }
     const float *bias = has_bias2(p->rel) ? p->bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
     float *raw = (p->rel == REL_METHOD1 || p->rel == REL_METHOD2) ? raw_scores + off : NULL;
@@ -190,7 +192,7 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     if (terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
     if (p->rel != REL_METHOD3)
-        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, ld, key, ld,
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, qk_ld, key, qk_ld,
                     terms_first ? 1.0f : 0.0f, raw ? raw : S, L);
     if (rel_kind_uses_k(p->rel) && !terms_first)
         relpos_scores(p, w, S, raw, qkv, table, b, h);
@@ -318,10 +320,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
     const float *q = qkv + qoff, *key = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dkey = dq + H, *dv = dq + 2 * H;
+    int qk_ld = ld;
     if (p->rel == REL_ROPE) { /* the rotated q, k of the forward, recomputed */
-        rope_rotate(p, w->rot, ld, q, ld);
-        rope_rotate(p, w->rot + H, ld, key, ld);
-        q = w->rot, key = w->rot + H;
+        rope_rotate(p, w->rot, d, q, ld);
+        rope_rotate(p, w->rot + (size_t)L * d, d, key, ld);
+        q = w->rot, key = w->rot + (size_t)L * d, qk_ld = d;
     }
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
@@ -344,10 +347,10 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         relpos_backward_pre(p, D, part, raw_scores + off);
     if (p->rel != REL_METHOD3) {
         /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the relative terms add after) */
-        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, ld, 0.0f,
-                    dq, ld);
-        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, D, L, q, ld, 0.0f,
-                    dkey, ld);
+        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, qk_ld, 0.0f,
+                 dq, ld);
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, D, L, q, qk_ld, 0.0f,
+                 dkey, ld);
     }
     if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
         relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);

@@ -31,7 +31,7 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.arow_grad = arena_take(arena, d);
     }
     if (p->rel == REL_ROPE)
-        w.rot = arena_take(arena, (L - 1) * (size_t)p->ld + (size_t)p->H + d);
+        w.rot = arena_take(arena, 2 * L * d);
     return w;
 }
 

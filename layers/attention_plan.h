@@ -58,8 +58,7 @@ typedef struct {
                           * scores (method3) */
     float *blk_g;        /* method3: [block, d] */
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
-    float *rot;          /* rope: [L rows of stride ld] the head's rotated q (columns 0..d) and
-                          * k (columns H..H+d), laid out as in qkv so its GEMMs read them alike */
+    float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
 } AttnWork;
 
 /* Left end (exclusive) and right start of row i's band for clip distance c (see above). */

@@ -11,16 +11,21 @@
 
 #include "layers/positions.h"
 
-/* The angles in double (p theta_t exactly rounded once), cos and sin stored as float. */
+/* cos and sin of p theta_t for every position p: the unit complex number e^{i p theta_t} by
+ * repeated multiplication with e^{i theta_t}, in double (after 64k positions the error is ~1e-11,
+ * far below float's 6e-8), so the table costs 4 multiply-adds per entry instead of a sincos. */
 void rope_prepare(const AttnPlan *p) {
     const int half = p->d / 2;
     for (int t = 0; t < half; t++) {
         const double theta = pow((double)p->rope_theta, -2.0 * t / p->d);
+        const double step_c = cos(theta), step_s = sin(theta);
+        double c = 1.0, s = 0.0;
         for (int pos = 0; pos < p->L; pos++) {
-            double s, c;
-            sincos(pos * theta, &s, &c);
             p->rope_cos[(size_t)pos * half + t] = (float)c;
             p->rope_sin[(size_t)pos * half + t] = (float)s;
+            const double next_c = c * step_c - s * step_s;
+            s = s * step_c + c * step_s;
+            c = next_c;
         }
     }
 }

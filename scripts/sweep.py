@@ -45,7 +45,8 @@ and finetune_set is checked by `realpos config FINETUNE --for finetune` (a key f
 read, such as train.max_steps for task.max_steps, is an error before anything runs).
 
 Report (at the end, or alone with --report): OUT/results.csv (one row per point), OUT/results.md
-(mean ± std over seeds), OUT/heldout_vs_k.png and OUT/loss_curves.png."""
+(mean ± std over seeds), OUT/heldout_vs_k.png (or, for a grid without a numeric key, as the
+position schemes of configs/sweeps/positions.ini, OUT/heldout_by_setting.png) and OUT/loss_curves.png."""
 import argparse
 import fcntl
 import itertools

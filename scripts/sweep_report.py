@@ -240,6 +240,44 @@ def plot_against_x(path, spec, rows, x_key):
     return True
 
 
+def plot_by_setting(path, spec, rows):
+    """Grids without a numeric key (e.g. position schemes x residual): one bar per group and panel
+    (held-out metrics at each length), mean ± std over seeds, seeds as dots."""
+    keys, groups = group_rows(spec, [r for r in rows if r["status"] == "done"])
+    if not groups:
+        return False
+    panels = [(c, h) for c, h, _ in metric_columns(spec) if c.startswith(("eval_loss", "finetune_"))]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(4.6, 0.45 * len(groups) + 2) * len(panels), 4.8),
+                             squeeze=False)
+    last = list(spec["grid"][keys[-1]])  # colour: the last key's value; hatched: another key off its first value
+    firsts = [spec["grid"][k][0] for k in keys[:-1]]
+    colour = lambda g: f"C{last.index(g[-1]) % 10}" if g[-1] in last else "grey"  # noqa: E731
+    hatched = lambda g: any(v != f and v != NOT_APPLICABLE for v, f in zip(g[:-1], firsts))  # noqa: E731
+    names = [label(keys, g) for g in groups]
+    for ax, (column, heading) in zip(axes[0], panels):
+        for x, (group, members) in enumerate(groups.items()):
+            values = [r.get(column) for r in members if r.get(column) is not None]
+            mean, std, _ = mean_std(values)
+            if mean is None:
+                continue
+            ax.bar(x, mean, 0.7, yerr=std or 0, capsize=3, color=colour(group),
+                   hatch="//" if hatched(group) else None, edgecolor="black", linewidth=0.5)
+            ax.plot([x] * len(values), values, "k.", markersize=4)
+        finite = [r.get(column) for r in rows if r.get(column) is not None]
+        if finite:
+            low, high = min(finite), max(finite)
+            ax.set_ylim(low - 0.3 * (high - low + 1e-9), high + 0.3 * (high - low + 1e-9))
+        ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+        ax.set(title=heading)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle("mean ± std over seeds (dots: seeds; colour: " + keys[-1].split(".", 1)[1] + "; hatched: "
+                 + ", ".join(f"{k.split('.', 1)[1]} != {f}" for k, f in zip(keys[:-1], firsts)) + ")", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def plot_loss_curves(path, spec, points, rows):
     from matplotlib.ticker import MaxNLocator, ScalarFormatter
     keys, groups = group_rows(spec, rows)
@@ -293,6 +331,8 @@ def write_report(spec, points, relevant):
     x_key = "model.relative_k" if "model.relative_k" in spec["grid"] else (numeric[0] if numeric else None)
     if x_key and plot_against_x(out("heldout_vs_k.png"), spec, rows, x_key):
         written.append(out("heldout_vs_k.png"))
+    elif not x_key and plot_by_setting(out("heldout_by_setting.png"), spec, rows):
+        written.append(out("heldout_by_setting.png"))
     if any(r["steps"] for r in rows):
         plot_loss_curves(out("loss_curves.png"), spec, points, rows)
         written.append(out("loss_curves.png"))

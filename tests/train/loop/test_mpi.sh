@@ -84,6 +84,15 @@ check "N=2 equals N=1 after 12 steps: every weight within 1e-6 + 1e-4 |w| (worst
   within_tolerance "$rel"
 check "N=2 and N=1 log the same steps and evaluations" \
   test "$(records "$tmp/run1/metrics.jsonl" | cut -d' ' -f1-2)" = "$(records "$tmp/run2/metrics.jsonl" | cut -d' ' -f1-2)"
+# t5's one table under data parallelism: its gradient summed over the layers, then over the ranks
+t5=(--set model.absolute_position=no --set model.relative_position=t5 --set model.t5_num_buckets=8
+    --set model.residual_attention=yes)
+"$RP" pretrain "$cfg" "${t5[@]}" --set train.run_dir="$tmp/t5one" >"$tmp/t5one.log" 2>&1
+mpi 2 "$RP" pretrain "$cfg" "${t5[@]}" --set train.run_dir="$tmp/t5two" --set train.shard_optimizer=yes \
+  >"$tmp/t5two.log" 2>&1
+rel=$(compare "$tmp/t5one/$final" "$tmp/t5two/$final" tol)
+check "t5 + residual: N=2 with ZeRO-1 equals N=1 after 12 steps, the shared table too (worst ratio, max |diff|: $rel)" \
+  within_tolerance "$rel"
 mpi 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run2b" >"$tmp/two-b.log" 2>&1
 check "N=2 rerun is bit-identical ($(compare "$tmp/run2/$final" "$tmp/run2b/$final" bits))" \
   test "$(compare "$tmp/run2/$final" "$tmp/run2b/$final" bits)" = identical
