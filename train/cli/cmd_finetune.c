@@ -37,7 +37,7 @@ int cmd_finetune(int argc, char **argv) {
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing", config_path);
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
-                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4};
+                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4, verbose};
     char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
     const char *init_origin = config_key_origin(&config_schema, &r.cfg,
                                                 config_key_index(&config_schema, "task", "init_checkpoint"));

@@ -50,7 +50,7 @@ int cmd_pretrain(int argc, char **argv) {
     }
     RunStart start = {"pretraining", resume, overwrite,
                       {{config_path, "the config"}, {cfg.data.vocab, "key 'data.vocab'"},
-                       {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4};
+                       {cfg.data.shard_dir, "key 'data.shard_dir'"}, {init, "--init"}}, 4, verbose};
     int rc = pretrain(&cfg, config_ini, config_path, &dist, &start, init);
     free(config_ini);
     run_stored_config_free(&stored);

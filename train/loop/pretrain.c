@@ -8,6 +8,7 @@
  *   /train/data_state  uint64 [INSTANCE_STATE_WORDS]  the training stream's position and RNG */
 #include "train/loop/pretrain.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -153,12 +154,12 @@ static void read_state(void *ctx, hid_t file, const char *path) {
 /* Weights of an --init checkpoint, as fine-tuning takes them (train/model/transfer.h): every
  * parameter of this config's model loaded by name and shape, the relative tables of a mode the
  * checkpoint lacks added so that the scores stay the checkpoint's, anything else missing freshly
- * initialised, the table printed; [model] keys that differ from the checkpoint's are noted. */
+ * initialised, the table written to RUN_DIR/parameters.txt; [model] keys that differ from the checkpoint's are noted. */
 static void note_model_key(const KeySpec *key, const char *now, const char *stored, void *ctx) {
     /* keys that decide which parameters there are and their shapes: the table shows the effect */
     static const char *const shaping[] = {"hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
                                           "max_position", "type_vocab_size", "absolute_position",
-                                          "relative_position", "relative_k"};
+                                          "relative_position", "relative_k", "t5_num_buckets"};
     if (strcmp(key->section, "model"))
         return;
     int shapes = 0;
@@ -168,13 +169,31 @@ static void note_model_key(const KeySpec *key, const char *now, const char *stor
            shapes ? "the parameters may differ: the table below says what loads" : "it changes no parameter");
 }
 
-static void init_from(Pretraining *p, const char *init, int quiet) {
+/* The weights of checkpoint `init` (transfer.h); the table of what happened to each parameter goes
+ * to RUN_DIR/parameters.txt (rank 0), and to stderr too with --verbose, as fine-tuning's does. */
+static void init_from(Pretraining *p, const char *init, const Run *run, const RunStart *start) {
     CheckpointFile c;
     checkpoint_file_open_as(&c, init, "--init");
     config_each_difference(p->cfg, &c.cfg, note_model_key, c.path);
+    transfer_note_positions(&p->cfg->model, &c.cfg.model);
     model_init_weights(&p->model, (uint64_t)p->cfg->model.seed); /* what the checkpoint does not hold */
-    transfer_load(c.file, c.path, &p->model, "the pretraining model", quiet ? NULL : stderr);
-    rp_log("initialised weights from %s", c.path);
+    int root = dist_is_root(run->dist);
+    char *table = NULL;
+    size_t table_size = 0;
+    FILE *table_out = root ? open_memstream(&table, &table_size) : NULL;
+    RP_CHECK(!root || table_out, "cannot open a memory stream for the parameter table: %s", strerror(errno));
+    TransferSummary moved = transfer_load(c.file, c.path, &p->model, "the pretraining model", table_out);
+    if (root) {
+        fclose(table_out);
+        char path[CONFIG_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/parameters.txt", run->dir.path);
+        write_file(path, table, strlen(table));
+        if (start->verbose)
+            fputs(table, stderr);
+        rp_log("initialised weights from %s: %d loaded, %d grown, %d initialised, %d dropped (%s)", c.path,
+               moved.loaded, moved.grown, moved.initialised, moved.dropped, path);
+    }
+    free(table);
     checkpoint_file_close(&c);
 }
 
@@ -201,7 +220,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         mlm_data_open(&p.data, cfg, vocab, run.resume_path);
     } else {
         if (init)
-            init_from(&p, init, !dist_is_root(dist));
+            init_from(&p, init, &run, start);
         else
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);

@@ -47,6 +47,7 @@ typedef struct {
     int overwrite;
     RunInput inputs[8];
     int num_inputs;
+    int verbose; /* --verbose: tables (e.g. --init's parameter table) on stderr too, not only in RUN_DIR */
 } RunStart;
 
 /* What a task gives the run. Callbacks get the task's ctx. */

@@ -124,3 +124,14 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char
                 ADDED_TABLES[added].vanishes);
     return s;
 }
+
+void transfer_note_positions(const ModelConfig *now, const ModelConfig *stored) {
+    if (now->relative_position == stored->relative_position || now->relative_position < REL_T5)
+        return;
+    rp_log("relative_position = %s on a %s checkpoint: %s", rel_kind_name(now->relative_position),
+           rel_kind_name(stored->relative_position),
+           now->relative_position == REL_T5
+               ? "the new T5 table starts at zero, so step 0's outputs are the checkpoint model's"
+               : "it has no parameters that could start at zero, so the outputs change from step 0 "
+                 "(docs/finetune.md)");
+}

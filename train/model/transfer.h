@@ -28,3 +28,8 @@ void transfer_print_summary(FILE *table, const TransferSummary *s);
 /* m: created and freshly initialised; `model` names it in errors ("the fine-tuning model"). Prints
  * one line per tensor and a summary to `table` (may be NULL). */
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char *model, FILE *table);
+
+/* Logs what a position mode the checkpoint lacks does at step 0: t5's table starts at zero (the
+ * outputs are the checkpoint's); alibi and rope have no parameters that could start neutral, so the
+ * outputs change from step 0. Nothing for the other modes (their tables start neutral: ADDED_TABLES). */
+void transfer_note_positions(const ModelConfig *now, const ModelConfig *stored);

@@ -49,13 +49,7 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
     if (!mc->absolute_position && r->cfg.task.max_seq_len > stored.data.max_seq_len)
         rp_log("task.max_seq_len %d is longer than the checkpoint's pretraining sequences (%d): relative positions "
                "only, no change needed", r->cfg.task.max_seq_len, stored.data.max_seq_len);
-    if (mc->relative_position != stored.model.relative_position && mc->relative_position >= REL_T5)
-        rp_log("relative_position = %s on a %s checkpoint: %s", rel_kind_name(mc->relative_position),
-               rel_kind_name(stored.model.relative_position),
-               mc->relative_position == REL_T5
-                   ? "the new T5 table starts at zero, so step 0's outputs are the checkpoint model's"
-                   : "it has no parameters that could start at zero, so the outputs change from step 0 "
-                     "(docs/finetune.md)");
+    transfer_note_positions(mc, &stored.model);
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
     if (resume) { /* nothing is transferred: the run loads every weight from the checkpoint */

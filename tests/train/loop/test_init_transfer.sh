@@ -30,9 +30,10 @@ with h5py.File(sys.argv[1], "w") as f:
 PY
 $PY scripts/h5seal.py "$tmp/batch.h5" >/dev/null
 "$RP" dump --checkpoint "$abs" --batch "$tmp/batch.h5" --out "$tmp/abs-dump.h5" || fail "dump of the absolute model"
-for mode in shaw method1 method2 method3 method4; do
+for mode in shaw method1 method2 method3 method4 t5; do
+  k=(--set model.relative_k=4); [ $mode = t5 ] && k=() # t5 has no truncation (relative_k would be refused)
   "$RP" pretrain "$tmp/p.ini" --init "$abs" "${one[@]}" --set optim.lr=0 --set model.relative_position=$mode \
-    --set model.relative_k=4 --set train.run_dir="$tmp/$mode" >"$tmp/$mode.log" 2>&1; rc=$?
+    "${k[@]}" --set train.run_dir="$tmp/$mode" >"$tmp/$mode.log" 2>&1; rc=$?
   "$RP" dump --checkpoint "$tmp/$mode/ckpt-0000001.h5" --batch "$tmp/batch.h5" --out "$tmp/$mode-dump.h5" 2>/dev/null
   diff=$($PY -c "
 import h5py, numpy as np
@@ -41,14 +42,27 @@ print('%.3g' % (np.abs(a - b).max() / np.abs(a).max()))" 2>/dev/null)
   check "pretrain --init ABSOLUTE.h5 --set model.relative_position=$mode trains (status $rc); its logits are the absolute model's (relative difference $diff)" \
     $PY -c "import sys; sys.exit(not ($rc == 0 and '$diff' != '' and float('$diff') <= 1e-7))"
 done
-t=$tmp/method4.log
-check "the transfer table of fine-tuning: the relative table initialised, the rest loaded" \
-  bash -c "grep -qF 'parameters from $abs:' $t &&
-           grep -qE '^  initialised +bert/encoder/layer/0/attention/self/distance_embedding/weight +\[9, 8\]$' $t &&
-           grep -qE '^  26 loaded, 0 grown, 1 initialised, 0 dropped$' $t"
+t=$tmp/method4.log tab=$tmp/method4/parameters.txt
+check "the transfer table of fine-tuning, in RUN_DIR/parameters.txt: the relative table initialised, the rest loaded" \
+  bash -c "grep -qF 'parameters from $abs:' $tab &&
+           grep -qE '^  initialised +bert/encoder/layer/0/attention/self/distance_embedding/weight +\[9, 8\]$' $tab &&
+           grep -qE '^  26 loaded, 0 grown, 1 initialised, 0 dropped$' $tab"
+check "... the launch logs its counts and where the table is, not the table" \
+  bash -c "grep -qF 'initialised weights from $abs: 26 loaded, 0 grown, 1 initialised, 0 dropped ($tmp/method4/parameters.txt)' $t &&
+           ! grep -qF 'parameters from $abs:' $t"
 check "... with the line that says the added tables start where the scores stay the checkpoint's" \
-  grep -qF "the added relative tables start at 0 everywhere (q_i·a_r + k_j·a_r = 0)" "$t"
-check "method1-3 start at 1" grep -qF "the added relative tables start at 1 everywhere (Σ_t q_it k_jt a_rt = q_i·k_j)" "$tmp/method3.log"
+  grep -qF "the added relative tables start at 0 everywhere (q_i·a_r + k_j·a_r = 0)" "$tab"
+check "method1-3 start at 1" grep -qF "the added relative tables start at 1 everywhere (Σ_t q_it k_jt a_rt = q_i·k_j)" "$tmp/method3/parameters.txt"
+check "t5: its shared table added at zero, and the log says step 0's outputs are the checkpoint's" \
+  bash -c "grep -qE '^  initialised +bert/encoder/relative_attention_bias/weight +\[32, 2\]$' $tmp/t5/parameters.txt &&
+           grep -qF 'the new T5 table starts at zero' $tmp/t5.log"
+"$RP" pretrain "$tmp/p.ini" --init "$abs" "${one[@]}" --set model.relative_position=alibi \
+  --set train.run_dir="$tmp/alibi" >"$tmp/alibi.log" 2>&1
+check "alibi: the log says the outputs change from step 0 (nothing to start neutral)" \
+  grep -qF "relative_position = alibi on a none checkpoint: it has no parameters that could start at zero" "$tmp/alibi.log"
+"$RP" pretrain "$tmp/p.ini" --init "$abs" "${one[@]}" --set model.relative_position=method4 --set model.relative_k=4 \
+  --set train.run_dir="$tmp/verbose" --verbose >"$tmp/verbose.log" 2>&1
+check "--verbose prints the table too" grep -qF "parameters from $abs:" "$tmp/verbose.log"
 check "the stored method4 table is zero after no update (lr 0)" $PY -c "import h5py, sys
 sys.exit(bool(h5py.File('$tmp/method4/ckpt-0000001.h5')['model/bert/encoder/layer/0/attention/self/distance_embedding/weight'][()].any()))"
 check "the note on model.relative_position no longer says it changes no parameter" \
