@@ -72,7 +72,7 @@ mkdir -p "$tmp/absrun"; cp "$tmp/abs.h5" "$tmp/absrun/ckpt-0000000.h5"; echo ckp
 "$RP" finetune /dev/null "${ft[@]}" --set task.init_checkpoint="$tmp/absrun" --set train.run_dir="$tmp/ft" \
   >/dev/null 2>"$tmp/ft.err"; rc=$?
 check "finetune with task.init_checkpoint = RUN_DIR loads its latest (status $rc)" \
-  bash -c "[ $rc -eq 0 ] && grep -qF 'parameters from $tmp/absrun/ckpt-0000000.h5:' '$tmp/ft.err'"
+  bash -c "[ $rc -eq 0 ] && grep -qF 'parameters from $tmp/absrun/ckpt-0000000.h5:' '$tmp/ft/parameters.txt'"
 run=$tmp/ft ckpt=$tmp/ft/$(head -n 1 "$tmp/ft/latest")
 same_output "predict --checkpoint" bash -c '"$1" predict /dev/null "${@:5}" --checkpoint "$2" --input "$3" --out "$4.tsv" >/dev/null 2>&1 && cat "$4.tsv"' \
   _ "$RP" {CKPT} $FX/sst_dev.tsv {OUT} "${ft[@]}"
