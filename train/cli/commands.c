@@ -51,9 +51,10 @@ static const Command commands[] = {
      "                            RUN_DIR/parameters.txt) at the start\n"},
     {"predict", cmd_predict, "predict CONFIG.ini --checkpoint CKPT --input FILE --out FILE [--set ...]",
      "predictions of a fine-tuned checkpoint (and metrics when the input is labelled)",
-     "  --checkpoint CKPT         a checkpoint written by realpos finetune\n"
+     "  --checkpoint CKPT         a checkpoint written by realpos finetune (or its RUN_DIR, RUN_DIR/latest)\n"
      "  --input FILE              GLUE TSV or SQuAD JSON\n"
-     "  --out FILE                predictions (TSV, or SQuAD predictions.json)\n"
+     "  --out FILE                predictions (TSV with prob_LABEL columns, or SQuAD predictions.json and\n"
+     "                            nbest_predictions.json beside it)\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"init", cmd_init, "init CONFIG.ini [--set section.key=value ...] --out CKPT.h5",
      "a freshly initialised checkpoint of the config's model",
