@@ -21,6 +21,16 @@ tiny_pretrain_ini "$tmp/run.ini" model.hidden_size=32 model.num_layers=2 model.i
   train.eval_interval=6 train.checkpoint_interval=4 train.keep_last=10 train.eval_batches=3 train.run_dir="$tmp/a" \
   data.max_predictions_per_seq=5 data.eval_fraction=0.15 train.precision=bf16
 cfg=$tmp/run.ini final=ckpt-0000012.h5
+# A CPU without bf16 (REALPOS_NO_BF16=1 makes the check answer so): refused when the config is read,
+# naming the key, the CPU, the missing flags and fp32; nothing is created. --version says which.
+cpu=$(REALPOS_NO_BF16=1 REALPOS_BF16_EMULATE=0 "$RP" --version | sed -n 's/.*bf16: not available on \(.*\) (no avx512_bf16, amx_bf16)$/\1/p')
+check "realpos --version names the CPU and the missing bf16 flags ($cpu)" test -n "$cpu"
+expect_error "bf16 refused on a CPU without it, naming the key, the CPU, the flags and fp32" \
+  "key 'train.precision': bf16 needs a CPU with avx512_bf16 or amx_bf16; this one ($cpu) has neither: set train.precision = fp32" \
+  env REALPOS_NO_BF16=1 REALPOS_BF16_EMULATE=0 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/refused"
+check "... before anything is created (no run directory)" test ! -e "$tmp/refused"
+expect_error "dump --precision bf16 refused likewise" "--precision bf16: bf16 needs a CPU with avx512_bf16" \
+  env REALPOS_NO_BF16=1 REALPOS_BF16_EMULATE=0 "$RP" dump --checkpoint x.h5 --batch y.h5 --out z.h5 --precision bf16
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1 || { fail "prepare" "$(tail -3 "$tmp/prepare.log")"; exit 1; }
 # compare A.h5 B.h5 bits|tol: "identical" / "differs: NAMES", or the largest |a - b| / (1e-6 + 2e-2 |a|)
 compare() {
