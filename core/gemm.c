@@ -294,6 +294,31 @@ static CachedProduct *cached_product(Gemm *g, const ProductKey *k) {
     return p;
 }
 
+double gemm_bf16_probe_gflops(int tries) {
+    CpuBf16 cpu = cpu_bf16_query();
+    if (!cpu_bf16_available(&cpu))
+        return 0.0;
+    enum { PROBE_N = 1024 };
+    const size_t n = (size_t)PROBE_N * PROBE_N;
+    float *a = xalloc_floats(n), *b = xalloc_floats(n), *c = xalloc_floats(n);
+    for (size_t e = 0; e < n; e++)
+        a[e] = (float)(e % 7) * 0.25f - 0.5f, b[e] = (float)(e % 5) * 0.25f - 0.5f;
+    Gemm *g = gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, n);
+    bf16 *b16 = (bf16 *)xalloc_floats(n / 2);
+    bf16_convert_floats(b16, b, n);
+    gemm_shadow(g, b, n, b16); /* a weight's shadow; A is converted, as an activation is */
+    double best = 0.0;
+    for (int t = 0; t <= tries; t++) { /* the first creates the primitive: untimed */
+        double t0 = omp_get_wtime();
+        gemm(g, GEMM_N, GEMM_T, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N, 0.0f, c, PROBE_N);
+        double gflops = 2.0 * PROBE_N * (double)n / (omp_get_wtime() - t0) * 1e-9;
+        best = t > 0 && gflops > best ? gflops : best;
+    }
+    gemm_free(g);
+    free(a), free(b), free(c), free(b16);
+    return best;
+}
+
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
     if (gemm_precision(g) == PRECISION_FP32) {

@@ -12,16 +12,16 @@
  * reference of the tests and the backend of hosts without bf16 instructions in tests.
  *
  * Where a bf16 operand comes from, cheapest first:
- *   - a shadow: a registered bf16 copy of an fp32 block with the same layout (the parameters'
- *     copy, refreshed by AdamW; gemm_shadow), found by address;
+ *   - a shadow: a registered bf16 copy of an fp32 block with the same layout, found by address
+ *     (gemm_shadow): the parameters' copy, refreshed by AdamW, or an activation's, which its
+ *     producer writes in bf16 only (gemm_shadow_of);
  *   - a staged operand: gemm_stage converts a block once for several products (a gradient
  *     that feeds both backward products), until gemm_unstage;
- *   - (a shadow can also be an activation's: its producer writes it in bf16 only, gemm_shadow_of);
  *   - otherwise the product converts it into the context's scratch.
  * Nothing is allocated per product: the scratch is laid out by gemm_create, and each distinct
  * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
- * in the context (least recently used evicted; pretraining has ~10 shapes, so after the first
- * step nothing is created). The context is not thread-safe: call gemm outside parallel regions.
+ * in the context (96 entries, least recently used evicted; pretraining has 18 shapes, so after
+ * the first step nothing is created). The context is not thread-safe: call gemm outside parallel regions.
  * gemm_f32 is stateless and may be called from inside them (the per-head attention products). */
 #pragma once
 #include <stddef.h>
@@ -89,6 +89,10 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
 /* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
  * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
  * the last product created (e.g. "brg:avx512_core_bf16"). */
+/* The bf16 peak as core/peak.h measures the sgemm one: the best of `tries` timed 1024 x 1024 x
+ * 1024 bf16 products (oneDNN, fp32 accumulation), in GFLOP/s; 0 when the CPU has no bf16. */
+double gemm_bf16_probe_gflops(int tries);
+
 typedef struct {
     long products, primitives_created;
     double product_seconds, convert_seconds;

@@ -69,6 +69,13 @@ rows=(
   "finetune-squad|configs/bert-mini.ini|16|256|3|$ft task.type=squad|no|||$squad/train-half.json"
   "base|configs/bert-base.ini|8|128|2||yes||0.15|"
   "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15|"
+  # bf16 mixed precision (train.precision = bf16, docs/bf16.md), each paired step for step with its
+  # fp32 row (paired overhead -40% = 1.67x as fast), PyTorch under torch.autocast bf16 as the peer;
+  # "% peak" of these rows is of the bf16 peak (a bf16 1024^3 product probe, as the sgemm one)
+  "mini-bf16|configs/bert-mini.ini|32|128|3|train.precision=bf16|yes|mini|0.15|"
+  "mini-method4-k64-residual-bf16|configs/bert-mini.ini|32|128|3|$m4 model.relative_k=64 model.residual_attention=yes train.precision=bf16|yes|mini-method4-k64-residual|0.15|"
+  "mini-seq512-bf16|configs/bert-mini.ini|8|512|2|train.precision=bf16|no|mini-seq512|0.15|"
+  "base-bf16|configs/bert-base.ini|8|128|2|train.precision=bf16|yes|base|0.15|"
 )
 spec="$out/rows.tsv"; : >"$spec"
 for row in "${rows[@]}"; do # every row's effective config first: a paired row needs its overhead row's
@@ -88,9 +95,10 @@ run_realpos() { # name round config batch seq steps label_frac lengths_from agai
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
 run_torch() {
-  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6; shift 6
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 autocast=(); shift 6
+  [[ " $* " != *" train.precision=bf16 "* ]] || autocast=(--autocast-bf16) # the peer of a bf16 row
   LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads /usr/bin/python3 tests/reference/reference.py \
-    bench --config "$config" "$@" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
+    bench --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
     --threads "$threads" --label-frac 0.15 --json "$out/runs/$name.torch.r$round.json" >/dev/null
 }
 

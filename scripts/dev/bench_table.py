@@ -182,6 +182,9 @@ def summarise(out):
     probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
               for p in r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]])]
     peak = max(probes) if probes else 0.0
+    bf16_probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
+                   for p in (r.get("bf16_probes_gflops") or []) if p]
+    bf16_peak = max(bf16_probes) if bf16_probes else 0.0
     results = []
     for name, _torch, against, batch, seq, overrides, lengths_from in rows:
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
@@ -190,11 +193,14 @@ def summarise(out):
         local_frac = [run_flops(models[name], rp[r], int(batch), int(seq))[1] * real_tokens(rp[r]) * 1e-9 / w
                       for r, w in local.items()] if name in models else []
         gflops = spread([r["gflops"] for r in rp.values()])
+        bf16 = any(r.get("precision") == "bf16" for r in rp.values())
+        row_peak = bf16_peak if bf16 else peak  # a bf16 row: % of the bf16 product peak
         frac = None
-        if gflops and peak > 0:
-            frac = {k: v / peak if k != "n" else v for k, v in gflops.items()}
+        if gflops and row_peak > 0:
+            frac = {k: v / row_peak if k != "n" else v for k, v in gflops.items()}
         results.append({
             "name": name, "batch_size": int(batch), "seq_len": int(seq), "overrides": overrides,
+            "precision": "bf16" if bf16 else "fp32",
             "realpos_tokens_per_s": spread([r["tokens_per_s"] for r in rp.values()]),
             "torch_tokens_per_s": spread([r["tokens_per_s"] for r in pt.values()]),
             "speed_ratio": spread(paired(rp, pt, lambda a, b: a["tokens_per_s"] / b["tokens_per_s"])),
@@ -223,6 +229,7 @@ def summarise(out):
             "torch_cpu_capability": some_torch.get("torch_cpu_capability"),
             "openblas_coretype_env": some.get("openblas_coretype_env"),
             "sgemm_peak_gflops": peak, "sgemm_probes": spread(probes),
+            "bf16_peak_gflops": bf16_peak, "bf16_probes": spread(bf16_probes), "bf16": some.get("bf16"),
             "rounds": max((len(rs) for rs in runs.values()), default=0)}
     return host, results
 
@@ -237,6 +244,16 @@ def cpu_vector_isa():
     return next((isa for isa in ("avx512f", "avx2", "avx") if isa in flags), None)
 
 
+def cpu_bf16_flags():
+    """The bf16 instruction flags /proc/cpuinfo lists (avx512_bf16, amx_bf16), or "none"."""
+    try:
+        flags = next((line.split(":", 1)[1].split() for line in open("/proc/cpuinfo")
+                      if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return " ".join(f for f in ("avx512_bf16", "amx_bf16") if f in flags) or "none"
+
+
 def fmt_fraction(s):
     """A fraction of peak as a percentage, flagged "!" when any round exceeds 100%."""
     return "-" if s is None else fmt(s, "%.0f%%", 100.0) + ("!" if s["max"] > 1.0 else "")
@@ -245,11 +262,16 @@ def fmt_fraction(s):
 def main(out):
     host, results = summarise(out)
     host["cpu_vector_isa"] = cpu_vector_isa()
+    host["cpu_bf16_flags"] = cpu_bf16_flags()
     print(f"{host['cpu_model']}, {host['threads']} threads; OpenBLAS kernels: realpos "
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
           f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
           f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
           f"medians [min..max]")
+    print(f"CPU flags: {host['cpu_vector_isa']}, bf16: {host['cpu_bf16_flags']}"
+          + (f"; bf16 peak {host['bf16_peak_gflops']:.1f} GFLOP/s (best of {host['bf16_probes']['n']} "
+             f"oneDNN 1024^3 probes; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
+             if host["bf16_probes"] else ""))
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")
     if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:

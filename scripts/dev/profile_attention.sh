@@ -24,7 +24,7 @@ done
 out=build/profile; rm -rf "$out"; mkdir -p "$out"
 for lib in "${libs[@]}"; do
   cc -std=c11 -D_GNU_SOURCE -I. -O2 -g -Wall -Wextra -Werror -fopenmp -no-pie $(pkg-config --cflags openblas) \
-    -o "$out/profile_attention.${lib%%=*}" scripts/dev/profile_attention.c "${lib#*=}" $(pkg-config --libs openblas ompi-c) -ldl -lm
+    -o "$out/profile_attention.${lib%%=*}" scripts/dev/profile_attention.c "${lib#*=}" $(pkg-config --libs openblas ompi-c) -ldnnl -ldl -lm
 done
 # label | B L H heads mode k residual
 cases=(

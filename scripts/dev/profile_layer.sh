@@ -21,7 +21,7 @@ done
 out=build/profile; mkdir -p "$out"
 for lib in "${libs[@]}"; do
   cc -std=c11 -D_GNU_SOURCE -I. -O2 -g -Wall -Wextra -Werror -fopenmp $(pkg-config --cflags openblas) \
-    -o "$out/profile_layer.${lib%%=*}" scripts/dev/profile_layer.c "${lib#*=}" $(pkg-config --libs openblas ompi-c) -lm
+    -o "$out/profile_layer.${lib%%=*}" scripts/dev/profile_layer.c "${lib#*=}" $(pkg-config --libs openblas ompi-c) -ldnnl -lm
 done
 # label | B L H heads ffn mode k residual (bert-mini shapes)
 cases=("mini absolute|32 128 256 4 1024 none 0 0" "mini method4 k=64 + residual|32 128 256 4 1024 method4 64 1"

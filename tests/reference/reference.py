@@ -611,6 +611,8 @@ def build_parser():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--label-frac", type=float, default=0.15)
+    p.add_argument("--autocast-bf16", action="store_true",
+                   help='forward under torch.autocast("cpu", dtype=torch.bfloat16): mixed precision')
     p.add_argument("--json")
     p.set_defaults(run=lambda a: __import__("reference_bench").cmd_bench(a))
     p = sub.add_parser("selftest")

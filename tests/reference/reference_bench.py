@@ -69,6 +69,14 @@ def cmd_bench(args):
     for layer in model.bert.encoder.layer:
         layer.attention.self.efficient = True
     model.train()
+    if args.autocast_bf16:
+        # torch 1.13's CPU autocast has no fp32 policy for layer_norm: a bf16 input (the MLM head's
+        # gelu(dense(h))) meets the fp32 weight and fails. Layer norms run in fp32, as autocast
+        # does on CUDA and as realpos does: the input is cast up.
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.forward = (lambda m: lambda x: torch.nn.functional.layer_norm(
+                    x.float(), m.normalized_shape, m.weight, m.bias, m.eps))(module)
     params = model.named_tensors()
     groups = [{"params": [p for n, p in params.items() if decays(n)],
                "weight_decay": cfg.weight_decay},
@@ -86,7 +94,10 @@ def cmd_bench(args):
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = model(random_batch())
+        # bf16 mixed precision as PyTorch users get it: the forward under autocast (its matmuls and
+        # linears in bf16 with fp32 accumulation), the backward following the forward's dtypes
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast_bf16):
+            loss, _ = model(random_batch())
         loss.backward()
         optimizer.step()
         return float(loss)
@@ -103,6 +114,7 @@ def cmd_bench(args):
         engine="pytorch-reference", torch=torch.__version__, threads=args.threads,
         config=args.config, overrides=args.set, batch_size=B, seq_len=L, steps=args.steps,
         warmup=args.warmup, label_frac=args.label_frac,
+        precision="bf16-autocast" if args.autocast_bf16 else "fp32",
         relative_position=cfg.relative_position, residual_attention=cfg.residual_attention,
         seconds_per_step=seconds / args.steps, tokens_per_s=B * L * args.steps / seconds,
         step_seconds=step_seconds, median_step_s=statistics.median(step_seconds),

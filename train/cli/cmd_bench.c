@@ -352,6 +352,10 @@ int cmd_bench(int argc, char **argv) {
     }
     const int B = side.B, L = side.L, M = side.M;
 
+    /* bf16 rows: the bf16 peak, probed the same way (before the steps here, after them below) */
+    const int any_bf16 = cfg->train.precision == PRECISION_BF16 ||
+                         (against_path && other.cfg.train.precision == PRECISION_BF16);
+    double bf16_probes[2] = {any_bf16 ? gemm_bf16_probe_gflops(3) : 0.0, 0.0};
     const int max_probes = steps + 1;
     double *probes = xmalloc(sizeof(double) * (size_t)max_probes);
     int num_probes = 0;
@@ -369,6 +373,9 @@ int cmd_bench(int argc, char **argv) {
         if (s >= warmup)
             probes[num_probes++] = peak_probe(peak);
     }
+    if (any_bf16)
+        bf16_probes[1] = gemm_bf16_probe_gflops(3);
+    const double bf16_peak = bf16_probes[0] > bf16_probes[1] ? bf16_probes[0] : bf16_probes[1];
     const CountedSource counted = side.counted;
     const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
     double flops = 0;
@@ -409,6 +416,12 @@ int cmd_bench(int argc, char **argv) {
     char precision_text[256], other_precision[256] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
     printf("precision: %s\n", precision_text);
+    if (any_bf16)
+        printf("bf16 peak %.1f GFLOP/s (best of 2 x 3 timed 1024^3 oneDNN bf16 products, before and after the steps)%s\n",
+               bf16_peak, cfg->train.precision == PRECISION_BF16 && bf16_peak > 0
+                              ? "" : "; this side runs fp32");
+    if (any_bf16 && cfg->train.precision == PRECISION_BF16 && bf16_peak > 0)
+        printf("bf16: %.1f GFLOP/s is %.0f%% of the bf16 peak\n", gflops, 100.0 * gflops / bf16_peak);
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
         describe_precision(&other, steps, other_precision, sizeof other_precision);
@@ -427,6 +440,10 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "precision", precision_names[cfg->train.precision]);
         cJSON_AddStringToObject(o, "precision_detail", precision_text);
         cJSON_AddBoolToObject(o, "bf16_available", cpu_bf16_available(&cpu_bf16));
+        if (any_bf16)
+            cJSON_AddItemToObject(o, "bf16_probes_gflops", cJSON_CreateDoubleArray(bf16_probes, 2));
+        else
+            cJSON_AddNullToObject(o, "bf16_probes_gflops");
         cJSON_AddStringToObject(o, "bf16", bf16_line);
         cJSON_AddNumberToObject(o, "batch_size", B);
         cJSON_AddNumberToObject(o, "seq_len", L); /* --lengths-from: the cap, task.max_seq_len */

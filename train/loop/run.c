@@ -17,7 +17,8 @@
 static const char *const RESUMABLE_KEYS[] = {
     "train.max_steps",   "train.log_interval", "train.eval_interval", "train.checkpoint_interval",
     "train.eval_batches", "train.keep_last",   "train.threads",       "train.run_dir",
-    "train.shard_optimizer", "task.max_steps", "task.eval_every",     "task.dev_file",
+    "train.shard_optimizer", "train.precision" /* checkpoints are fp32 either way */,
+    "task.max_steps", "task.eval_every", "task.dev_file",
     "task.init_checkpoint" /* read by a fresh run only */};
 
 static int resumable(const KeySpec *key) {
