@@ -76,7 +76,11 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm2_mean = arena_take(ar, N);
         la->norm2_rstd = arena_take(ar, N);
         la->ffn_slope = arena_take(ar, N * I);
-        la->ffn_act = arena_take(ar, N * I);
+        /* bf16: GELU's output is written to its bf16 shadow only (linear_gelu_forward), so its fp32
+         * buffer is never written or read as fp32; its address is the shadow's key, and the slope's
+         * block serves (forward only, GELU's input goes there: the slope is not kept then). The
+         * slope is no product's operand, so no product looks that address up but through act. */
+        la->ffn_act = precision == PRECISION_BF16 ? la->ffn_slope : arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
         a->ffn_act16[l] = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     }
@@ -152,12 +156,13 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
                    "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
                    "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
     layout_activations(a, c, m->precision);
-    /* bf16: one staged operand (a gradient both backward products read: at most [N, max(3H, I)]
-     * or the decoder's [M, V]) and two converted activations (at most [N, max(H, I)]) */
+    /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
+     * projections' [N, H], the decoder's [M, V]) and two converted activations (the layer norms'
+     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] have shadows */
     const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
-    const size_t wide = 3 * H > I ? 3 * H : I, M = (size_t)a->max_predictions;
-    const size_t stage = N * wide > M * (size_t)c->vocab_size ? N * wide : M * (size_t)c->vocab_size;
-    a->gemm = gemm_create(m->precision, m->gemm_backend, stage, N * (H > I ? H : I));
+    const size_t M = (size_t)a->max_predictions, stage = M * (size_t)c->vocab_size > N * 3 * H
+                                                            ? M * (size_t)c->vocab_size : N * 3 * H;
+    a->gemm = gemm_create(m->precision, m->gemm_backend, stage, (N > M ? N : M) * H);
     gemm_shadow(a->gemm, m->params, m->table.block_floats, m->params_bf16);
     if (m->precision == PRECISION_BF16) {
         for (int l = 0; l < c->num_layers; l++)

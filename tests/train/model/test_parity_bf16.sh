@@ -24,7 +24,7 @@ if [ ! -x "$REALPOS" ]; then echo "FAIL parity_bf16: $REALPOS is not built"; exi
 hardware=0
 "$REALPOS" --version | grep -q '^oneDNN.*bf16: available' && hardware=1
 [ $hardware -eq 1 ] || echo "SKIP parity_bf16 oneDNN cases: skipped: no avx512_bf16 on this CPU" \
-  "($("$REALPOS" --version | sed -n 's/.*bf16: not available on //p'))"
+  "($("$REALPOS" --version | sed -n 's/.*bf16: not available on \(.*\) (no avx512_bf16.*/\1/p'))"
 
 labels=() sets=() kinds=()
 add_case() { kinds+=("$1"); labels+=("$2"); shift 2; local s=""; for o in "$@"; do s+=" --set $o"; done; sets+=("$s"); }
