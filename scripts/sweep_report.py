@@ -244,7 +244,7 @@ def plot_by_setting(path, spec, rows):
     """Grids without a numeric key (e.g. position schemes x residual): one bar per group and panel
     (held-out metrics at each length), mean ± std over seeds, seeds as dots."""
     keys, groups = group_rows(spec, [r for r in rows if r["status"] == "done"])
-    if not groups or not keys:  # a grid of seeds only: nothing to compare
+    if not groups or not keys:  # a grid of seeds only: nothing to set side by side
         return False
     panels = [(c, h) for c, h, _ in metric_columns(spec) if c.startswith(("eval_loss", "finetune_"))]
     fig, axes = plt.subplots(1, len(panels), figsize=(max(4.6, 0.45 * len(groups) + 2) * len(panels), 4.8),
