@@ -179,16 +179,20 @@ def write_markdown(path, spec, rows):
 
 
 def line_styles(keys, groups):
-    """With several keys, colour by every key but the last and line style by the last (e.g.
-    residual no/yes); with one, colour by its value."""
+    """With several keys, line style by the key with the fewest values (e.g. residual no/yes) and
+    colour by the others (e.g. six position schemes: ten colours tell them apart, four styles do
+    not); with one, colour by its value."""
     if len(keys) < 2:
         colours = {g: f"C{i % 10}" for i, g in enumerate(groups)}
         return lambda g: {"color": colours[g], "linestyle": "-"}
+    counts = [len({g[i] for g in groups}) for i in range(len(keys))]
+    by_style = counts.index(min(counts))
+    rest = lambda g: g[:by_style] + g[by_style + 1:]  # noqa: E731
     colours, styles = {}, {}
     for group in groups:
-        colours.setdefault(group[:-1], f"C{len(colours) % 10}")
-        styles.setdefault(group[-1], ["-", "--", ":", "-."][len(styles) % 4])
-    return lambda g: {"color": colours[g[:-1]], "linestyle": styles[g[-1]]}
+        colours.setdefault(rest(group), f"C{len(colours) % 10}")
+        styles.setdefault(group[by_style], ["-", "--", ":", "-."][len(styles) % 4])
+    return lambda g: {"color": colours[rest(g)], "linestyle": styles[g[by_style]]}
 
 
 def label(keys, group):
