@@ -101,7 +101,6 @@ int cmd_eval(int argc, char **argv) {
     MlmData data;
     mlm_data_open(&data, &cfg, vocab, ckpt);
     model_set_precision(&model, cfg.train.precision, gemm_host_backend());
-    model_set_precision(&model, cfg.train.precision, gemm_host_backend());
     Activations acts;
     activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg));
     EvalResult r = evaluate_mlm(&model, &acts, &data, cfg.train.eval_batches, NULL);
