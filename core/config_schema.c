@@ -36,7 +36,7 @@ void config_describe_expected(const KeySpec *key, char *out, size_t size) {
             snprintf(out, size, "a number in %c%g, %g%c", key->min_open ? '(' : '[', key->float_min,
                      key->float_max, key->max_open ? ')' : ']');
         break;
-    case KEY_BOOL: snprintf(out, size, "yes or no"); break;
+    case KEY_BOOL: snprintf(out, size, "yes or no (" SWITCH_VALUES ")"); break;
     case KEY_ENUM: {
         size_t used = (size_t)snprintf(out, size, "one of");
         for (int i = 0; key->names[i] && used < size; i++)
@@ -115,13 +115,7 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
         break;
     }
     case KEY_BOOL:
-        ok = true;
-        if (!strcmp(text, "yes") || !strcmp(text, "true"))
-            *(int *)field = 1;
-        else if (!strcmp(text, "no") || !strcmp(text, "false"))
-            *(int *)field = 0;
-        else
-            ok = false;
+        ok = parse_switch(text, (int *)field);
         break;
     case KEY_ENUM:
         for (int i = 0; key->names[i] && !ok; i++)
