@@ -39,8 +39,6 @@ static bool is_dev_null(const struct stat *st) {
 const char *path_error_text(int error) {
     if (error == ELOOP)
         return "a symbolic link loop (ELOOP: too many levels of symbolic links)";
-    if (error == ENOENT)
-        return "no such file or directory";
     return strerror(error);
 }
 

@@ -59,7 +59,7 @@ void require_regular_file(const char *path, const char *what);
  * directory, a device or a socket is refused, naming what it is; a symbolic link loop is named as
  * a loop. A path that does not exist returns NULL when missing_ok (fatal otherwise). */
 FILE *open_regular_file(const char *path, const char *what, int missing_ok);
-/* "a symbolic link loop (ELOOP)", "no such file or directory", ...: errno's reason in messages. */
+/* errno's reason in messages: strerror, but a loop of symbolic links is named as such. */
 const char *path_error_text(int error);
 /* Fatal unless path is (or links to) a directory. */
 void require_directory(const char *path, const char *what);

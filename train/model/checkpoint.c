@@ -125,7 +125,7 @@ void checkpoint_resolve(const char *arg, const char *what, char *out, size_t siz
     RP_CHECK(arg[0], "%s: expected a checkpoint (a file, RUN_DIR or RUN_DIR/latest), got nothing", what ? what : "");
     struct stat st;
     RP_CHECK(stat(arg, &st) == 0, "%s: %s (expected a checkpoint file, RUN_DIR or RUN_DIR/latest)", named,
-             path_error_text(errno));
+             errno == ENOENT ? "no such file or directory" : path_error_text(errno));
     char dir[CONFIG_PATH_MAX + 32];
     size_t len = strlen(arg);
     while (len > 1 && arg[len - 1] == '/') /* "RUN_DIR/" (tab completion) names RUN_DIR */
