@@ -17,7 +17,7 @@ static void positions(const ModelConfig *m, char *out, size_t size) {
     else if (m->relative_position == REL_T5)
         snprintf(rel, sizeof rel, "%s (%d buckets, max distance %d)", name, m->t5_num_buckets, m->t5_max_distance);
     else if (m->relative_position == REL_ROPE) {
-        format_float(theta, sizeof theta, m->rope_theta);
+        snprintf(theta, sizeof theta, "%g", (double)m->rope_theta);
         snprintf(rel, sizeof rel, "%s (theta %s)", name, theta);
     } else
         snprintf(rel, sizeof rel, "%s", name);
