@@ -40,6 +40,13 @@ expect_error "REALPOS_PEAK_CACHE=maybe is refused likewise" "environment variabl
 expect_ok "REALPOS_PEAK_CACHE=OFF (any case) bypasses the cache" "tokens/s" \
   env -u REALPOS_PEAK_GFLOPS REALPOS_PEAK_CACHE=OFF $T "$RP" bench configs/tiny.ini --batch-size 2 --seq-len 8 --steps 1
 check "... and writes none" test ! -e "$XDG_CACHE_HOME/realpos"
+# scripts/fetch_corpus.sh reads FETCH_CORPUS_OFFLINE the same way (before anything is installed)
+mkdir "$tmp/corpus"
+expect_error "FETCH_CORPUS_OFFLINE=maybe is refused, naming the variable and the values" \
+  "environment variable FETCH_CORPUS_OFFLINE: $accepted, got 'maybe'" \
+  env FETCH_CORPUS_OFFLINE=maybe $T bash scripts/fetch_corpus.sh "$tmp/corpus"
+expect_error "FETCH_CORPUS_OFFLINE=YES is on: a missing file is an error, not a download" \
+  "kjv.txt: missing or changed (FETCH_CORPUS_OFFLINE is on)" env FETCH_CORPUS_OFFLINE=YES $T bash scripts/fetch_corpus.sh "$tmp/corpus"
 # the summary of a bf16 run names what computes its products: the emulation for every "on" spelling,
 # never for an "off" one (oneDNN where the CPU has bf16, else the refusal naming the CPU)
 i=0
