@@ -2,6 +2,7 @@
 #include "core/common.h"
 
 #include "core/atomic_file.h"
+#include "core/paths.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -97,9 +98,7 @@ double cpu_seconds(void) {
 }
 
 char *read_file(const char *path, size_t *len, const char *what) {
-    require_regular_file(path, what);
-    FILE *f = fopen(path, "rb");
-    RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
+    FILE *f = open_regular_file(path, what, 0); /* checked on the open file: no FIFO blocks, no race */
     char *buf = read_stream(f, path, len, what);
     fclose(f);
     return buf;
