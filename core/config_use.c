@@ -67,9 +67,9 @@ static bool among(const ConfigSchema *schema, int k, const char *list, const voi
 }
 
 /* One clause "section.key = v1 | v2" or "section.key != v1 | v2": its truth in *holds, the key in
- * *k; false if it does not parse (nor does a value that is not one of the key's). values NULL: parse only (*holds = true). A condition reads
- * values only, never origins: config.ini and a checkpoint's config, which set every key, must
- * read back to the same keys applying. */
+ * *k; false if it does not parse (nor does a listed value the key cannot hold). values NULL: parse
+ * only (*holds = true). A condition reads values only, never origins: config.ini and a
+ * checkpoint's config, which set every key, must read back to the same keys applying. */
 static bool eval_clause(const ConfigSchema *schema, const void *values, const char *clause, bool *holds, int *k) {
     size_t name = strcspn(clause, " !=");
     *k = key_named(schema, clause, name);

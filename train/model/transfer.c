@@ -122,8 +122,8 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char
     checkpoint_each_model_dataset(file, path, report_dropped, &scan);
     transfer_print_summary(table, &s);
     if (table && added >= 0) /* what follows from it, with what the checkpoint brought: transfer_note_positions */
-        fprintf(table, "  the added relative tables start at %g everywhere (%s)\n", (double)ADDED_TABLES[added].identity,
-                ADDED_TABLES[added].vanishes);
+        fprintf(table, "  the added relative tables start at %g everywhere (%s)\n",
+                (double)ADDED_TABLES[added].identity, ADDED_TABLES[added].vanishes);
     return s;
 }
 
@@ -199,14 +199,15 @@ static void source_fate(const ModelConfig *now, const ModelConfig *stored, int n
     switch (stored->relative_position) {
     case REL_NONE: return;
     case REL_T5: add_reason(out, size, "the checkpoint's T5 bias (relative_attention_bias) is dropped"); return;
-    case REL_ALIBI: add_reason(out, size, "the checkpoint's ALiBi bias -m_h|i-j| is gone (it has no parameters)"); return;
+    case REL_ALIBI: add_reason(out, size, "the checkpoint's ALiBi bias -m_h|i-j| is gone"); return;
     case REL_ROPE: add_reason(out, size, "the checkpoint's rotation of q and k (RoPE) is gone"); return;
     default: /* a truncated scheme's per-layer tables */
         if (rel_kind_uses_k(now->relative_position) && same_table_shape(now, stored))
             add_reason(out, size, "the checkpoint's %s distance tables are loaded into %s's formula, which reads them "
                        "otherwise", from, to);
         else if (rel_kind_uses_k(now->relative_position))
-            add_reason(out, size, "the checkpoint's %s distance tables do not fit %s's (the load refuses them)", from, to);
+            add_reason(out, size, "the checkpoint's %s distance tables do not fit %s's (the load refuses them)", from,
+                       to);
         else
             add_reason(out, size, "the checkpoint's %s distance tables are dropped", from);
     }
@@ -223,8 +224,8 @@ int transfer_outputs_kept(hid_t file, const char *path, const ModelConfig *now, 
     if (now->residual_attention != stored->residual_attention)
         add_reason(why, size, "residual attention is turned %s", now->residual_attention ? "on" : "off");
     else if (now->residual_attention && now->residual_attention_mean != stored->residual_attention_mean)
-        add_reason(why, size, "the carried scores are scaled %s", now->residual_attention_mean ? "by 1/layer now"
-                                                                                               : "by 1 now, not 1/layer");
+        add_reason(why, size, "the carried scores are scaled %s",
+                   now->residual_attention_mean ? "by 1/layer now" : "by 1 now, not 1/layer");
     if (S == T) {
         if (rel_kind_uses_k(S) && now->relative_k != stored->relative_k)
             add_reason(why, size, "relative_k changes from %d to %d", stored->relative_k, now->relative_k);
@@ -234,8 +235,8 @@ int transfer_outputs_kept(hid_t file, const char *path, const ModelConfig *now, 
                        "read at other distances", now->t5_num_buckets, now->t5_max_distance, stored->t5_num_buckets,
                        stored->t5_max_distance);
         if (S == REL_ROPE && now->rope_theta != stored->rope_theta)
-            add_reason(why, size, "rope_theta changes from %g to %g: every rotation changes", (double)stored->rope_theta,
-                       (double)now->rope_theta);
+            add_reason(why, size, "rope_theta changes from %g to %g: every rotation changes",
+                       (double)stored->rope_theta, (double)now->rope_theta);
         snprintf(kept, sizeof kept, S == REL_NONE ? "the same positions, every parameter loaded"
                                                   : "the same position scheme (%s), its parameters loaded",
                  rel_kind_name(S));
