@@ -117,6 +117,10 @@ expect_error "pretrain --resume RUN_DIR (latest a FIFO)" "$fifo_msg" $T "$RP" pr
 expect_error "pretrain CONFIG --resume RUN_DIR (latest a FIFO)" "$fifo_msg" \
   $T "$RP" pretrain "$tmp/p.ini" --resume "$tmp/fifo" --set train.run_dir="$tmp/fifo"
 expect_error "average --last 1 RUN_DIR (latest a FIFO)" "$fifo_msg" $T "$RP" average --last 1 "$tmp/fifo" --out "$tmp/fifo.h5"
+mkdir "$tmp/lineage"; cp "$run"/ckpt-*.h5 "$run/latest" "$tmp/lineage/"; mkfifo "$tmp/lineage/lineage.tsv"
+expect_error "average --last 1 RUN_DIR whose lineage.tsv is a FIFO: named, no hang" \
+  "$tmp/lineage/lineage.tsv: the run's checkpoint lineage is a FIFO (named pipe), expected a regular file" \
+  $T "$RP" average --last 1 "$tmp/lineage" --out "$tmp/lineage.h5"
 mkdir "$tmp/loop"; cp "$ckpt" "$tmp/loop/"; ln -s latest "$tmp/loop/latest"
 expect_error "a latest that is a symlink loop is named as a loop, not 'no checkpoint yet'" \
   "$tmp/loop/latest: cannot open the run's latest checkpoint record: a symbolic link loop" $T "$RP" inspect "$tmp/loop"
