@@ -7,6 +7,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "layers/layers.h"
+#include "train/model/token_head.h"
 
 /* Dropout site of the classifier input, distinct from the encoder's sites (model_forward.c). */
 enum { SITE_CLASSIFIER = 0xC1A5 };
@@ -20,8 +21,11 @@ void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L) {
     hb->H = H;
     hb->span = m->heads.span;
     hb->C = m->heads.num_labels;
+    hb->token = hb->C > 0 && !m->heads.pooler;
     RP_CHECK(hb->span != (hb->C > 0), "internal: a fine-tuning model has exactly one head (span or classifier)");
-    if (hb->span) {
+    if (hb->token) {
+        token_head_buffers(hb, N);
+    } else if (hb->span) {
         hb->span_logits = xalloc_floats(2 * N);
         hb->d_span = xalloc_floats(2 * N);
         hb->start = xalloc_floats(N);
@@ -69,6 +73,10 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
         }
         return;
     }
+    if (hb->token) {
+        token_head_forward(m, hb, hidden, N);
+        return;
+    }
     for (int b = 0; b < B; b++)
         memcpy(hb->cls + (size_t)b * H, hidden + (size_t)b * L * H, sizeof(float) * (size_t)H);
     linear_forward(NULL, hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
@@ -89,7 +97,9 @@ static int argmax(const float *x, int n) {
 float head_loss(HeadBuffers *hb, const HeadTargets *t, int regression, int *num_correct) {
     int B = hb->B, L = hb->L, correct = 0;
     float loss;
-    if (hb->span) {
+    if (hb->token) {
+        loss = token_head_loss(hb, t->token_labels, B * L, &correct);
+    } else if (hb->span) {
         loss = 0.5f * (crossentropy_forward(hb->start_probs, NULL, hb->start, t->start, B, L) +
                        crossentropy_forward(hb->end_probs, NULL, hb->end, t->end, B, L));
         for (int b = 0; b < B; b++)
@@ -115,6 +125,10 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
     int B = hb->B, L = hb->L, H = hb->H, N = B * L, C = hb->C;
+    if (hb->token) {
+        token_head_backward(m, hb, hidden, t->token_labels, N, loss_scale, d_hidden);
+        return;
+    }
     if (hb->span) {
         /* d start = scale (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
         crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f * loss_scale);

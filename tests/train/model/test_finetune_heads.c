@@ -83,7 +83,7 @@ static void setup(Fixture *fx, ModelHeads heads, int regression) {
         mask[n] = !(n / L == 1 && n % L == L - 1); /* one padded position */
     }
     fx->batch = (Batch){B, L, ids, types, mask, NULL};
-    fx->targets = (HeadTargets){labels, values, start, end};
+    fx->targets = (HeadTargets){labels, values, start, end, NULL};
 }
 
 static void teardown(Fixture *fx) {
