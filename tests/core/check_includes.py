@@ -14,8 +14,15 @@ folder gets its place in WINGS below. MPI is the business of optim/dist.c alone 
 communication under optim/dp_adamw.h): any other file that includes <mpi.h> (or "mpi.h") fails, so
 core's error path and everything else stay MPI-free.
 
+No include circles either, in core/ or any wing: a file's module is its path without the extension
+(X.c and X.h are module X; a .c that includes a header counts as its module's edge), and a circle
+of modules (X.c includes Y.h and Y.c includes X.h; or longer: X -> Y -> Z -> X) fails, naming each
+include line of the circle. A circle means two files that cannot be understood, tested or changed
+one without the other; the fix is a third header below both, or one module.
+
 Prints one "PASS ..." or "FAIL ..." line per check (the format of tests/run.sh); with --graph
-it prints the graph (wing -> wings it includes, with the number of include lines) first;
+it prints the graph (wing -> wings it includes, with the number of include lines, then the
+number of modules and include edges between modules and the circles) first;
 --root DIR checks another tree (default: the repository holding this script).
 Exit status 0 when every check passes.
 """
@@ -50,6 +57,28 @@ def wing_of(path):
     return None
 
 
+def module_of(path):
+    """The module of a file: its path without the extension (core/arena.c, core/arena.h: core/arena)."""
+    return os.path.splitext(path)[0]
+
+
+def circles(edges):
+    """Every simple circle of the module graph edges {module: {module: where}}, each as a list of
+    modules starting at its smallest, each circle once."""
+    found = []
+
+    def walk(start, node, path):
+        for nxt in sorted(edges.get(node, {})):
+            if nxt == start:
+                found.append(list(path))
+            elif nxt > start and nxt not in path:
+                walk(start, nxt, path + [nxt])
+
+    for start in sorted(edges):
+        walk(start, start, [start])
+    return found
+
+
 def sources(root):
     for top in CHECKED_TOPS:
         for directory, _, files in os.walk(os.path.join(root, top)):
@@ -64,7 +93,7 @@ def main():
     if "--root" in args:
         root = args[args.index("--root") + 1]
     show_graph = "--graph" in args
-    failures, graph = [], {}
+    failures, graph, modules = [], {}, {}
     for path in sorted(sources(root)):
         wing = wing_of(path)
         if wing is None:
@@ -89,23 +118,33 @@ def main():
                 if target is None:
                     failures.append(f"{where}: expected a header of a wing, got one outside them")
                     continue
+                if module_of(header) != module_of(path):
+                    modules.setdefault(module_of(path), {}).setdefault(module_of(header), where)
                 edges = graph.setdefault(wing, {})
                 edges[target] = edges.get(target, 0) + 1
                 if target != wing and WINGS[target] >= WINGS[wing]:
                     kind = "a higher" if WINGS[target] > WINGS[wing] else "a peer"
                     failures.append(f"{where}: {wing} (rank {WINGS[wing]}) includes {kind} wing "
                                     f"{target} (rank {WINGS[target]})")
+    found = circles(modules)
+    for circle in found:
+        steps = " -> ".join(circle + circle[:1])
+        lines = "; ".join(modules[a][b] for a, b in zip(circle, circle[1:] + circle[:1]))
+        failures.append(f"include circle {steps}: {lines}")
     if show_graph:
         for wing in sorted(WINGS, key=lambda w: (WINGS[w], w)):
             targets = sorted((t for t in graph.get(wing, {}) if t != wing),
                              key=lambda t: (-WINGS[t], t))
             listed = ", ".join(f"{t} ({graph[wing][t]})" for t in targets) or "-"
             print(f"  {wing:13} -> {listed}")
+        names = set(modules) | {m for targets in modules.values() for m in targets}
+        print(f"  {len(names)} modules, {sum(len(t) for t in modules.values())} include edges between "
+              f"them, {len(found)} include circle{'' if len(found) == 1 else 's'}")
     for failure in failures:
         print(f"FAIL includes: {failure}")
     if not failures:
-        print("PASS includes: no file includes a header of a higher or peer wing, and only optim/dist.c "
-              "includes mpi.h")
+        print("PASS includes: no file includes a header of a higher or peer wing, no include circle, and "
+              "only optim/dist.c includes mpi.h")
     return 1 if failures else 0
 
 
