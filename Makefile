@@ -20,7 +20,7 @@ CFLAGS   = -std=c11 -D_GNU_SOURCE -I. $(OPT) -fno-math-errno -fopenmp -Wall -Wex
 LDLIBS   = $(PKG_LIBS) $(DNNL_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
 
 BUILD    := build
-LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
+LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c core/*/*.c layers/*.c optim/*.c train/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(shell find tests -path tests/fuzz -prune -o -name 'test_*.c' -print | sort)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core/common.h"
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/paths.h" /* require_regular_file, IoPlan: every path read or written */
+#include "core/io/paths.h" /* require_regular_file, IoPlan: every path read or written */
 
 /* Print "realpos: error: ..." and end the process (rp_fatal_exit). Every bad input ends here with
  * a message that names the file, key or dataset and what was expected. */

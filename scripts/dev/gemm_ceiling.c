@@ -46,7 +46,7 @@
 #include <time.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
 

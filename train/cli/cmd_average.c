@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "train/cli/commands.h"
 #include "train/model/average.h"
 #include "train/loop/run_dir.h"

@@ -33,10 +33,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "train/config/config.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "core/rng.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"

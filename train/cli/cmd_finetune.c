@@ -2,9 +2,9 @@
  * the run train/loop/run.c. */
 #include <string.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "train/cli/commands.h"
 #include "train/cli/launch.h"
 #include "train/loop/finetune.h"

@@ -8,8 +8,8 @@
 
 #include <limits.h>
 
-#include "core/atomic_file.h"
-#include "core/cli.h"
+#include "core/io/atomic_file.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "train/cli/commands.h"
 #include "train/tasks/loaded_model.h"

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
-#include "core/dir_lock.h"
-#include "core/paths.h"
+#include "core/io/dir_lock.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/config/config.h"
 #include "train/data/corpus.h"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "train/cli/commands.h"
 #include "train/data/tokenizer.h"

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
+#include "core/config/config_schema.h"
 #include "core/gemm.h"
 #include "layers/attention.h"
 #include "layers/encoder.h"

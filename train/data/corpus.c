@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "core/rng.h"
 #include "train/data/tokenizer.h"
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 #include "core/rng.h"
 #include "train/data/corpus_reader.h"
 #include "train/data/corpus_round.h"

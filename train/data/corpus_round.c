@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 #include "core/rng.h"
 #include "train/data/basic_tokenizer.h"
 #include "train/data/shard_write.h"

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/h5io.h"
 #include "core/rng.h"
 #include "train/data/shard_set.h"
 #include "train/data/shard_settings.h"

@@ -12,7 +12,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
 #include "train/data/shard_set.h"
 #include "train/data/shard_settings.h"

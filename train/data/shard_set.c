@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/h5io.h"
 #include "train/data/shard_index.h"
 
 /* One shard file of a set, shared by the set's train and eval Shards. */

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "train/data/shard_set.h"
 #include "train/model/checkpoint.h"
 #include "train/model/transfer.h"

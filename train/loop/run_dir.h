@@ -14,7 +14,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "core/dir_lock.h"
+#include "core/io/dir_lock.h"
 #include "train/model/checkpoint.h"
 
 #define RUN_ID_HEX 32

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "core/rng.h"
 #include "train/loop/run_dir.h"
 

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
-#include "core/peak.h"
+#include "core/config/config_schema.h"
+#include "train/loop/peak.h"
 #include "optim/dp_adamw.h"
 #include "train/loop/metrics.h"
 #include "train/model/loss.h"

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
 
 GlueLayout glue_layout(const TaskConfig *task) {

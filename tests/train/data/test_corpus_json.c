@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 #include "tests/check.h"
 #include "tests/child.h"
 #include "train/data/corpus_round.h"

@@ -2,7 +2,7 @@
  * keys under which it matters, and the reports built on them (keys a command would ignore, the
  * `realpos config` comments). Conditions are parsed from their text at each use: a table of a
  * hundred rows costs microseconds, and the text is also what the messages quote. */
-#include "core/config_schema.h"
+#include "core/config/config_schema.h"
 
 #include <ctype.h>
 #include <string.h>

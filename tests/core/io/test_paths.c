@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/paths.h"
+#include "core/io/paths.h"
 #include "tests/check.h"
 
 static char root[256];

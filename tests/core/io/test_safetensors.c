@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "tests/check.h"
 
 /* IEEE half by its definition: (-1)^s 2^(e-15) (1 + m/1024), subnormal 2^-14 m/1024. */

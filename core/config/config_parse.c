@@ -1,6 +1,6 @@
 /* Whole configurations over a schema (see config_schema.h): defaults, INI text through inih,
  * --set overrides, the origin of each key, rejection messages and the printed form. */
-#include "core/config_schema.h"
+#include "core/config/config_schema.h"
 
 #include <ctype.h>
 #include <ini.h>

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/h5io.h"
 
 static const char SEAL_MAGIC[] = "realpos-checksum 1\n";
 static const unsigned char HDF5_SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};

@@ -1,5 +1,5 @@
 /* One writer per directory (dir_lock.h). */
-#include "core/dir_lock.h"
+#include "core/io/dir_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>

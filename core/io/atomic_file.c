@@ -1,6 +1,6 @@
 /* Whole-file writes: temp + fsync + rename (atomic_file.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>

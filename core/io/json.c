@@ -1,5 +1,5 @@
 /* The JSON scanner and strict parsing over cJSON (json.h). */
-#include "core/json.h"
+#include "core/io/json.h"
 
 #include <stdarg.h>
 #include <stdint.h>

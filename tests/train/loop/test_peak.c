@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "tests/check.h"
 
 /* Returns values[0], values[1], ... and then the last value forever; counts its calls. */

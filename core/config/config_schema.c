@@ -1,7 +1,7 @@
 /* Typed values of a schema row: what a key accepts, parsing a value into its field, printing it
  * back, and finding a row by section and name. Defaults are INI text parsed like any other
  * value, and error messages are generated from the row. */
-#include "core/config_schema.h"
+#include "core/config/config_schema.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Path checks: regular files, and the read/write plan of a command (paths.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "core/paths.h"
+#include "core/io/paths.h"
 
 #include <errno.h>
 #include <limits.h>
