@@ -16,7 +16,7 @@
 #include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 #include "train/data/shard_set.h"
 #include "train/data/shard_write.h"
 

@@ -14,7 +14,7 @@
  * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its
  * non-blank lines (CR of CRLF removed): a pure function of (seed, the document's text), whatever
  * the file, format, compression, position, process count or round size. */
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 
 #include <errno.h>
 #include <stdio.h>

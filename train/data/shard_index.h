@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 
 /* Counts past this are not a shard set's (2^48 tokens is 1 PB of int32): an index claiming them
  * is damaged. */

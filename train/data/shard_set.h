@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 
 #define SHARD_SET_FORMAT "realpos-shard-set-1"
 #define SHARD_SET_INDEX "index.json"

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 #include "train/data/corpus_reader.h"
 
 typedef struct {

@@ -10,7 +10,7 @@
 #include "core/common.h"
 #include "train/config/config.h"
 #include "core/io/h5io.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 #include "train/data/shard_set.h"
 #include "train/data/tokenizer.h"
 #include "tests/check.h"

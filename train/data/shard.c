@@ -1,5 +1,5 @@
 /* MD5 and the loading of old-format (in-memory) shards (format in corpus.h). */
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 
 #include <errno.h>
 #include <math.h>
