@@ -1,15 +1,6 @@
-/* Corpus preparation (corpus files -> a shard set, corpus_prepare.c; the set's format and lazy
- * reading in shard_set.h) and the old single-file shards.
- *
- * Input: the [data] corpus entries (files, directories, globs, `**` at any depth; plain, gzip
- * or zstd, detected by content; text or JSON Lines by data.corpus_format, `auto` by the name:
- * corpus_reader.h). Text files: UTF-8, one sentence per line (LF or CRLF), a blank line (only
- * whitespace, as Python's str.isspace) or the end of a file between documents. JSON Lines: one
- * document per line, the string member data.text_field holding its text (read by core/json.h),
- * whose lines are its sentences; a line that is not valid JSON (a repeated key, two records on
- * the line), not an object, lacks the member or holds a non-string is a bad record, named
- * (file:line, the reason and column) on stderr and counted. Sentences that produce no token are dropped and counted, and so are documents
- * left without a sentence.
+/* The Shard: the documents of one split (train or eval), as the instance streams read them, in
+ * memory or lazily from the shard files of a set (shard_set.h opens one), and the two formats it
+ * is read from.
  *
  * Old format (realpos-shard-1, still loaded whole by shard_load): shard_dir/train.h5 and
  * eval.h5, each
@@ -17,22 +8,31 @@
  *   /sentence_offsets  int64 [S + 1] sentence s is tokens[off[s], off[s + 1]), never empty
  *   /document_offsets  int64 [D + 1] document d is sentences [doff[d], doff[d + 1]), never empty
  * and root attributes: format ("realpos-shard-1"), split, vocab_size, do_lower_case, vocab_md5
- * (MD5 of the vocabulary file's bytes, as `md5sum` prints it), sources, seed, eval_fraction. */
+ * (MD5 of the vocabulary file's bytes, as `md5sum` prints it), sources, seed, eval_fraction.
+ *
+ * Shard sets (SHARD_SET_FORMAT): an index.json and shard files of both splits (shard_set.h). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
 
 #define SHARD_FORMAT "realpos-shard-1"
+#define SHARD_SET_FORMAT "realpos-shard-set-1"
+#define SHARD_SET_INDEX "index.json"
 
-typedef struct ShardPart ShardPart;   /* one split of one shard file, read lazily (shard_set.c) */
+typedef struct ShardPart ShardPart;   /* one split of one shard file, read lazily */
 typedef struct ShardFiles ShardFiles; /* a set's open shard files, shared by its two splits */
+
+typedef struct {
+    int64_t documents, sentences, tokens;
+} SplitCounts;
 
 /* The documents of one split: in memory (tokens and offsets arrays: an old-format shard, tests),
  * or lazily read from the shard files of a set (parts != NULL, the arrays NULL; read them with
- * the accessors of shard_set.h). Global indices run over the parts in order. */
+ * the accessors below). Global indices run over the parts in order. */
 typedef struct {
     char path[CONFIG_PATH_MAX];
     int32_t *tokens;           /* [num_tokens] */
@@ -48,50 +48,79 @@ typedef struct {
     int64_t *token_counts;     /* lazy: [vocab_size] token frequencies of the split */
 } Shard;
 
-typedef struct {
-    int64_t documents, sentences, tokens;
-} SplitCounts;
-
-typedef struct {
-    SplitCounts train, eval; /* of every source, prepared now or before */
-    int64_t dropped_sentences; /* lines that produced no token */
-    int64_t bad_records;       /* JSON Lines records without a string text member */
-    int64_t unknown_tokens;    /* [UNK] among the tokens prepared now */
-    int unknown_sources;       /* sources prepared now with over TOKENIZER_UNKNOWN_WARN [UNK] */
-    int64_t bytes;             /* decompressed input bytes tokenized now */
-    int sources, sources_kept; /* corpus files; those already prepared (kept) */
-    int shards_written, shards_kept;
-    int index_written;         /* 0: other parts (--part) have sources still to prepare */
-    char prepare_id[17];
-    double seconds_read, seconds_tokenize, seconds_write, seconds_total;
-} PrepareReport;
-
-/* Prepare the sources i with i % num_parts == part (of the expanded corpus list) into the shard
- * set of data->shard_dir: a source whose manifest and shards are intact is kept, one with some
- * intact shards is read on from their end, the others are prepared; then, if every source is
- * done, the index is written. Any number of processes, each with its own part, give the same set
- * as one. Fatal, naming the file or key, on a missing corpus file, a duplicate, a vocabulary
- * without the special tokens, CR-only line ends, a set left without train or eval documents, or
- * another num_parts than the unfinished prepare of data->shard_dir (shard_set_claim_parts).
- * Tokenization runs on all OpenMP threads; the result does not depend on their number. */
-PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts);
-
-/* "<shard_dir>/<split>.h5" into out (fatal if it does not fit). */
+/* "<shard_dir>/<split>.h5", an old-format shard, into out (fatal if it does not fit). */
 void shard_path(char *out, size_t size, const char *shard_dir, const char *split);
 
-/* Load and validate a shard (format, shapes, offsets monotone and in range, ids < vocab_size,
- * no empty sentence or document); fatal with the path and dataset on any mismatch. */
+/* Load and validate an old-format shard (format, shapes, offsets monotone and in range, ids <
+ * vocab_size, no empty sentence or document); fatal with the path and dataset on any mismatch. */
 Shard *shard_load(const char *path);
+/* Free a Shard of either kind (a lazy one drops its hold on its set's files; the last closes them). */
 void shard_free(Shard *shard);
-/* Drop one Shard's hold on its set's files; the last closes them (shard_set.c). */
-void shard_files_release(ShardFiles *files);
 /* Fatal unless the shard was made from exactly this vocabulary text and lower-casing, e.g. the
  * vocabulary file read for training or the copy stored in a checkpoint. */
 void shard_check_vocab(const Shard *shard, const char *vocab_text, size_t len, int do_lower_case,
                        const char *vocab_origin);
-
-/* MD5 of a byte string as 32 lower-case hex digits and a terminating NUL (RFC 1321). */
-void md5_hex(const void *data, size_t len, char out[33]);
-
 /* The most frequent token of a shard that is not a special token (the unigram baseline). */
 int shard_most_frequent_token(const Shard *shard, SpecialTokens special);
+
+/* Verify every shard file of a lazy Shard now, as its first reads would; nothing for an in-memory
+ * shard. Fatal on the first bad shard, naming it. */
+void shard_verify(const Shard *s);
+
+/* ---- read access for instance streams (in-memory and lazy shards alike) ---------------------- */
+
+/* Sentences of document doc (0 <= doc < num_documents), as global sentence indices. */
+void shard_document(const Shard *s, int64_t doc, int64_t *first_sentence, int64_t *num_sentences);
+
+/* A window of consecutive sentence offsets, owned by the reader (an instance stream), so that a
+ * lazy shard is read in blocks. A Shard is shared by its readers; the one thing a read changes is
+ * a shard file's state at its first read (verified, located): readers run on one thread. */
+#define SHARD_WINDOW 1024
+typedef struct {
+    int64_t first, count;                /* global sentences [first, first + count) cached */
+    int64_t offsets[SHARD_WINDOW + 1];   /* their global token offsets, and the next one */
+} ShardWindow;
+void shard_window_reset(ShardWindow *w);
+/* Global tokens [*from, *to) of global sentence sent. */
+void shard_sentence(const Shard *s, ShardWindow *w, int64_t sent, int64_t *from, int64_t *to);
+/* n tokens from global token index from into out; fatal on an id outside [0, vocab_size). */
+void shard_read_tokens(const Shard *s, int64_t from, int64_t n, int32_t *out);
+
+/* ---- a lazy Shard's files, as the opener (shard_set.c) fills them ---------------------------- */
+
+/* One shard file of a set, shared by the set's train and eval Shards. */
+typedef struct {
+    int fd;               /* opened at start-up and kept: every read is of this one file */
+    int ready;            /* seal verified, datasets located: at the first read of either split */
+    char name[64];        /* in shard_dir */
+    SplitCounts count[2]; /* train, eval: from index.json */
+    /* what index.json says the shard holds: its source's version and its contents' digest (0:
+     * not recorded), checked at the first read against the shard's own attributes */
+    int64_t source_size;
+    char source_mtime[24];
+    uint64_t digest;
+    off_t at[2][3];       /* file offsets of {train, eval} x {tokens, sentence_offsets, document_offsets} */
+} ShardFile;
+
+struct ShardFiles { /* released by the last of the set's two Shards */
+    int refs, count;
+    char dir[CONFIG_PATH_MAX], index[CONFIG_PATH_MAX + 32], prepare_id[17];
+    ShardFile file[];
+};
+
+struct ShardPart {
+    ShardFile *file;
+    int split;                                 /* 0 train, 1 eval */
+    int64_t doc_base, sent_base, tok_base;     /* global index of the part's first element */
+    int64_t num_documents, num_sentences, num_tokens;
+};
+
+/* "<dir>/<name>" of shard file f of set into out. */
+void shard_file_path(char *out, size_t size, const ShardFiles *set, const ShardFile *f);
+/* Make f readable: verify its whole seal through the descriptor reads will use, then (libhdf5
+ * sees only a verified file) check its format and prepare_id and locate both splits' datasets,
+ * their sizes checked against the index. Once per file and process: the descriptor stays open,
+ * so later reads are of these same verified bytes. */
+void shard_file_ready(const ShardFiles *set, ShardFile *f);
+/* Drop one Shard's hold on its set's files; the last closes them. */
+void shard_files_release(ShardFiles *files);

@@ -10,6 +10,8 @@
 #include "core/common.h"
 #include "train/config/config.h"
 #include "core/io/h5io.h"
+#include "train/data/corpus_prepare.h"
+#include "train/data/md5.h"
 #include "train/data/shard.h"
 #include "train/data/shard_set.h"
 #include "train/data/tokenizer.h"
