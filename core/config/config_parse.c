@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 
 static ConfigOrigins *origins_of(const ConfigSchema *schema, void *values) {
     return (ConfigOrigins *)((char *)values + schema->origins_offset);

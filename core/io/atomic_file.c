@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/paths.h"
 
 int atomic_file_open(AtomicFile *a, const char *path, char *why, size_t why_size) {
     memset(a, 0, sizeof *a);

@@ -7,6 +7,7 @@
 
 #include "core/io/atomic_file.h"
 #include "core/common.h"
+#include "core/io/paths.h"
 
 typedef struct {
     char *out;

@@ -11,6 +11,7 @@
 #include "core/io/atomic_file.h"
 #include "core/common.h"
 #include "core/io/json.h"
+#include "core/io/paths.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 

@@ -8,9 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/config/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/model/average.h"
 #include "train/loop/run_dir.h"

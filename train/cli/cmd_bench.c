@@ -33,11 +33,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/config/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
 #include "train/loop/peak.h"
 #include "core/rng.h"
+#include "core/io/files.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
 #include "train/loop/finetune.h"

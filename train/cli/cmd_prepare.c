@@ -10,9 +10,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/config/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "core/io/dir_lock.h"
+#include "core/io/files.h"
 #include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/config/config.h"

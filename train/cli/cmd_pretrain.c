@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/config/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "core/io/paths.h"
 #include "train/cli/commands.h"

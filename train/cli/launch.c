@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 
 /* "absolute + method4 (k = 16)", "method4 (k = 16)", "absolute", "none". */
 static void positions(const ModelConfig *m, char *out, size_t size) {

@@ -24,7 +24,9 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/json.h"
+#include "core/io/paths.h"
 #include "core/rng.h"
 #include "train/data/corpus_list.h"
 #include "train/data/corpus_reader.h"

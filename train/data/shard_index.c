@@ -13,6 +13,7 @@
 
 #include "core/common.h"
 #include "core/io/crc32.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "core/rng.h"
 #include "train/data/shard_settings.h"

@@ -13,8 +13,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "core/io/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
 #include "train/data/shard.h"
 #include "train/data/shard_settings.h"
 #include "train/data/shard_temp.h"

@@ -17,6 +17,7 @@
 
 #include "core/common.h"
 #include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/data/md5.h"
 #include "train/data/shard.h"
 #include "train/data/shard_index.h"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "core/rng.h"
 #include "train/data/shard_settings.h"

@@ -13,8 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/io/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 
 enum { PROBE_N = 1024 };
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "train/data/shard_index.h"
 #include "train/data/shard_set.h"

@@ -11,6 +11,7 @@
 #include "core/common.h"
 #include "core/io/h5io.h"
 #include "core/io/json.h"
+#include "core/io/paths.h"
 #include "core/io/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"

@@ -5,8 +5,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/io/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
 
 GlueLayout glue_layout(const TaskConfig *task) {
     GlueLayout g;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "train/model/checkpoint.h"
 

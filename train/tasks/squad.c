@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/json.h"
 #include "train/data/basic_tokenizer.h"
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "layers/layers.h"
 #include "train/model/checkpoint.h"

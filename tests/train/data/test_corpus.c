@@ -10,6 +10,7 @@
 #include "core/common.h"
 #include "train/config/config.h"
 #include "core/io/h5io.h"
+#include "core/io/files.h"
 #include "train/data/corpus_prepare.h"
 #include "train/data/md5.h"
 #include "train/data/shard.h"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "train/loop/peak.h"
 #include "tests/check.h"
 
