@@ -4,21 +4,26 @@
 Reads every `#include "..."` line of the C sources and headers under core/, layers/, optim/ and
 train/ (root-relative paths, as the Makefile's -I. gives them). Wings and their ranks:
 
-    core  <  layers, optim  <  train/config  <  train/data, train/model  <  train/tasks
-          <  train/loop  <  train/cli
+    core  <  layers, optim, core/io  <  core/config  <  train/config  <  train/data, train/model
+          <  train/tasks  <  train/loop  <  train/cli
 
 A file may include headers of its own wing and of wings of a lower rank; wings of the same rank
-(layers and optim, train/data and train/model) may not include each other. tests/ may include
-anything and is not checked. A source file in a folder that is no wing fails the check, so a new
-folder gets its place in WINGS below. MPI is the business of optim/dist.c alone (the data-parallel
-communication under optim/dp_adamw.h): any other file that includes <mpi.h> (or "mpi.h") fails, so
-core's error path and everything else stay MPI-free.
+(layers, optim and core/io; train/data and train/model) may not include each other, so the layers
+and the optimizer never see a file format. The wings of core (core: what layers and optim need;
+core/io: file formats and file safety; core/config: the typed INI engine and CLI parsing) know no
+model: they include no header outside core. tests/ may include anything and is not checked. A
+source file in a folder that is no wing fails the check, so a new folder gets its place in WINGS
+below. MPI is the business of optim/dist.c alone (the data-parallel communication under
+optim/dp_adamw.h): any other file that includes <mpi.h> (or "mpi.h") fails, so core's error path
+and everything else stay MPI-free.
 
 No include circles either, in core/ or any wing: a file's module is its path without the extension
 (X.c and X.h are module X; a .c that includes a header counts as its module's edge), and a circle
 of modules (X.c includes Y.h and Y.c includes X.h; or longer: X -> Y -> Z -> X) fails, naming each
 include line of the circle. A circle means two files that cannot be understood, tested or changed
-one without the other; the fix is a third header below both, or one module.
+one without the other; the fix is a third header below both, or one module. KNOWN_CIRCLES lists
+the circles another change is removing; one that no longer occurs fails too, so the list only
+shrinks.
 
 Prints one "PASS ..." or "FAIL ..." line per check (the format of tests/run.sh); with --graph
 it prints the graph (wing -> wings it includes, with the number of include lines, then the
@@ -32,14 +37,24 @@ import sys
 
 WINGS = {  # folder -> rank
     "core": 0,
+    "core/io": 1,
     "layers": 1,
     "optim": 1,
-    "train/config": 2,
-    "train/data": 3,
-    "train/model": 3,
-    "train/tasks": 4,
-    "train/loop": 5,
-    "train/cli": 6,
+    "core/config": 2,
+    "train/config": 3,
+    "train/data": 4,
+    "train/model": 4,
+    "train/tasks": 5,
+    "train/loop": 6,
+    "train/cli": 7,
+}
+CORE_WINGS = ("core", "core/io", "core/config")  # model-free: include no header outside them
+# Circles that another change removes (module paths in order, starting at the smallest). The
+# position-scheme files of layers/ are rewritten by issue 34's "position schemes as one
+# interface"; these two are main's before it.
+KNOWN_CIRCLES = {
+    ("layers/attention", "layers/positions", "layers/attention_plan"),
+    ("layers/attention", "layers/relpos", "layers/attention_plan"),
 }
 CHECKED_TOPS = ("core", "layers", "optim", "train")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -89,9 +104,10 @@ def sources(root):
 
 def main():
     args = sys.argv[1:]
-    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    default_root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    root = default_root
     if "--root" in args:
-        root = args[args.index("--root") + 1]
+        root = os.path.abspath(args[args.index("--root") + 1])
     show_graph = "--graph" in args
     failures, graph, modules = [], {}, {}
     for path in sorted(sources(root)):
@@ -126,11 +142,22 @@ def main():
                     kind = "a higher" if WINGS[target] > WINGS[wing] else "a peer"
                     failures.append(f"{where}: {wing} (rank {WINGS[wing]}) includes {kind} wing "
                                     f"{target} (rank {WINGS[target]})")
+                elif wing in CORE_WINGS and target not in CORE_WINGS:
+                    failures.append(f"{where}: {wing} is a wing of core, which knows no model, but "
+                                    f"includes {target}")
     found = circles(modules)
+    known = []  # circles of KNOWN_CIRCLES found (only in this repository, not under --root)
     for circle in found:
         steps = " -> ".join(circle + circle[:1])
         lines = "; ".join(modules[a][b] for a, b in zip(circle, circle[1:] + circle[:1]))
-        failures.append(f"include circle {steps}: {lines}")
+        if tuple(circle) in KNOWN_CIRCLES and root == default_root:
+            known.append(f"{steps} (KNOWN_CIRCLES: being removed)")
+        else:
+            failures.append(f"include circle {steps}: {lines}")
+    for circle in sorted(KNOWN_CIRCLES):
+        if root == default_root and list(circle) not in found:
+            failures.append(f"KNOWN_CIRCLES lists {' -> '.join(circle + circle[:1])}, which no longer "
+                            f"occurs: remove it from {sys.argv[0]}")
     if show_graph:
         for wing in sorted(WINGS, key=lambda w: (WINGS[w], w)):
             targets = sorted((t for t in graph.get(wing, {}) if t != wing),
@@ -139,12 +166,16 @@ def main():
             print(f"  {wing:13} -> {listed}")
         names = set(modules) | {m for targets in modules.values() for m in targets}
         print(f"  {len(names)} modules, {sum(len(t) for t in modules.values())} include edges between "
-              f"them, {len(found)} include circle{'' if len(found) == 1 else 's'}")
+              f"them, {len(found)} include circle{'' if len(found) == 1 else 's'}"
+              f"{f' ({len(known)} known)' if known else ''}")
+        for line in known:
+            print(f"  known circle: {line}")
     for failure in failures:
         print(f"FAIL includes: {failure}")
     if not failures:
-        print("PASS includes: no file includes a header of a higher or peer wing, no include circle, and "
-              "only optim/dist.c includes mpi.h")
+        print("PASS includes: no file includes a header of a higher or peer wing, no include circle"
+              f"{f' but the {len(known)} of KNOWN_CIRCLES' if known else ''}, and only optim/dist.c "
+              "includes mpi.h")
     return 1 if failures else 0
 
 
