@@ -25,6 +25,11 @@ one without the other; the fix is a third header below both, or one module. KNOW
 the circles another change is removing; one that no longer occurs fails too, so the list only
 shrinks.
 
+In the wings of ONE_HEADER_WINGS each .c file has its own header: every function X.c defines
+without `static` is declared in X.h (a helper is static; a header does not declare what another
+file defines), so the include lines show who calls whom and a circle cannot hide behind a shared
+header.
+
 Prints one "PASS ..." or "FAIL ..." line per check (the format of tests/run.sh); with --graph
 it prints the graph (wing -> wings it includes, with the number of include lines, then the
 number of modules and include edges between modules and the circles) first;
@@ -49,6 +54,11 @@ WINGS = {  # folder -> rank
     "train/cli": 7,
 }
 CORE_WINGS = ("core", "core/io", "core/config")  # model-free: include no header outside them
+# Wings where each .c exports only what its own header declares (the others still have headers
+# shared by several files: layers/layers.h, train/cli/commands.h, train/model/model.h, ...).
+ONE_HEADER_WINGS = ("core", "core/io", "core/config", "train/data")
+DEFINITION = re.compile(r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t*]*?\b(\w+)\s*\(([^;{}]*?)\)\s*\{",
+                        re.M)
 # Circles that another change removes (module paths in order, starting at the smallest). The
 # position-scheme files of layers/ are rewritten by issue 34's "position schemes as one
 # interface"; these two are main's before it.
@@ -94,6 +104,26 @@ def circles(edges):
     return found
 
 
+def unowned_functions(root, path):
+    """(line, name) of each function path (a .c) defines without static that its header does not
+    declare."""
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    header = os.path.splitext(path)[0] + ".h"
+    declared = ""
+    if os.path.isfile(os.path.join(root, header)):
+        with open(os.path.join(root, header), encoding="utf-8", errors="replace") as f:
+            declared = f.read()
+    found = []
+    for match in DEFINITION.finditer(text):
+        name = match.group(1)
+        if name in ("if", "for", "while", "switch", "main", "return", "sizeof"):
+            continue
+        if not re.search(r"\b%s\s*\(" % re.escape(name), declared):
+            found.append((text.count("\n", 0, match.start()) + 1, name))
+    return found
+
+
 def sources(root):
     for top in CHECKED_TOPS:
         for directory, _, files in os.walk(os.path.join(root, top)):
@@ -115,6 +145,11 @@ def main():
         if wing is None:
             failures.append(f"{path}: its folder is no wing (add it to WINGS in {sys.argv[0]})")
             continue
+        if wing in ONE_HEADER_WINGS and path.endswith(".c"):
+            header = os.path.splitext(path)[0] + ".h"
+            for number, name in unowned_functions(root, path):
+                failures.append(f"{path}:{number}: {name} is defined without static but not declared in "
+                                f"{header}: make it static, or declare it there (one header per file)")
         with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
                 if MPI_INCLUDE.match(line) and path not in MPI_FILES:
@@ -174,8 +209,9 @@ def main():
         print(f"FAIL includes: {failure}")
     if not failures:
         print("PASS includes: no file includes a header of a higher or peer wing, no include circle"
-              f"{f' but the {len(known)} of KNOWN_CIRCLES' if known else ''}, and only optim/dist.c "
-              "includes mpi.h")
+              f"{f' but the {len(known)} of KNOWN_CIRCLES' if known else ''}, each .c of "
+              f"{', '.join(ONE_HEADER_WINGS)} exports only what its own header declares, and only "
+              "optim/dist.c includes mpi.h")
     return 1 if failures else 0
 
 
