@@ -27,9 +27,9 @@
 #include <stddef.h>
 
 #include "core/bf16.h"
+#include "core/kinds.h" /* Precision */
 
-typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
-/* Their config names in enum order ("fp32", "bf16"), NULL-terminated. */
+/* Precision's config names in enum order ("fp32", "bf16"), NULL-terminated. */
 extern const char *const precision_names[];
 
 typedef enum { GEMM_N = 0, GEMM_T = 1 } GemmOp;

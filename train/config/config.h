@@ -12,10 +12,8 @@
 #include <stdint.h>
 
 #include "core/config/config_schema.h"
-#include "core/gemm.h"
-#include "layers/attention.h"
-#include "layers/encoder.h"
-#include "optim/adamw.h"
+#include "core/kinds.h"
+#include "optim/optim_config.h"
 
 /* Most Transformer layers a model may have (fixed-size per-layer tables in train/model/model.h). */
 #define CONFIG_MAX_LAYERS 64

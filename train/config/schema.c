@@ -7,6 +7,10 @@
 #include <math.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
+#include "optim/adamw.h"
 
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
