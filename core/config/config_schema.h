@@ -47,7 +47,7 @@ typedef struct {
 } ConfigOrigins;
 
 /* Which jobs read a key and when it applies: one row per key that is not read by every job, or
- * that matters only for some values of other keys (core/config_use.c). `when` is text:
+ * that matters only for some values of other keys (core/config/config_use.c). `when` is text:
  *     CLAUSE [and CLAUSE ...]   or   CLAUSE [or CLAUSE ...]
  *     CLAUSE:  section.key = v1 | v2   or   section.key != v1 | v2
  * compared with the other key's value as `realpos config` prints it (values only, never where a

@@ -19,7 +19,7 @@ void h5_close(hid_t file, const char *path);
 
 /* A file written whole or not at all: h5_create_temp creates PATH.tmp.PID (tmp receives its
  * name), h5_commit closes and seals it, renames it onto path and fsyncs the directory (as
- * core/atomic_file.h); every failure removes the temporary file and names the reason. */
+ * core/io/atomic_file.h); every failure removes the temporary file and names the reason. */
 hid_t h5_create_temp(const char *path, char *tmp, size_t tmp_size);
 void h5_commit(hid_t file, const char *tmp, const char *path);
 

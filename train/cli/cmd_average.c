@@ -77,7 +77,7 @@ int cmd_average(int argc, char **argv) {
             checkpoint_resolve(a.positional[i], NULL, paths[i], CONFIG_PATH_MAX + 32);
         }
     }
-    /* the output must not be an input (core/paths.h), and no input may come twice (it would weigh
+    /* the output must not be an input (core/io/paths.h), and no input may come twice (it would weigh
      * double) */
     RP_CHECK(count < IO_PLAN_MAX, "average: at most %d checkpoints", IO_PLAN_MAX - 1);
     IoPlan *plan = xmalloc(sizeof *plan);

@@ -65,7 +65,7 @@ int cmd_prepare(int argc, char **argv) {
         shard_free(train), shard_free(eval), free(vocab);
         return 0;
     }
-    /* every path before any work (core/paths.h); an absent shard_dir is made by prepare */
+    /* every path before any work (core/io/paths.h); an absent shard_dir is made by prepare */
     IoPlan *plan = xmalloc(sizeof *plan);
     io_plan_init(plan);
     io_plan_input(plan, args.positional[0], "the config");

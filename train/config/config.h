@@ -2,7 +2,7 @@
  *
  * The sections [model] [optim] [train] [data] [task] as one Config struct, its schema table
  * (train/config/schema.c: every section.key with its type, default, range and help text) and
- * the cross-key checks, on the generic typed INI engine of core/config_schema.h. Parsing a file,
+ * the cross-key checks, on the generic typed INI engine of core/config/config_schema.h. Parsing a file,
  * `--set section.key=value` overrides and re-parsing the config text stored in a checkpoint all
  * go through it. Any error stops the program with
  *     FILE:LINE: key 'x': expected ..., got ...

@@ -1,4 +1,4 @@
-/* core/safetensors: exact F16/BF16 conversion of every bit pattern, writer -> reader round trip
+/* core/io/safetensors: exact F16/BF16 conversion of every bit pattern, writer -> reader round trip
  * (including an empty tensor), 8-byte data alignment. Malformed headers: tests/train/model/test_hf.sh. */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Corpus preparation and shards (train/data/corpus.h): MD5 vectors, the round trip prepare ->
+/* Corpus preparation and shards (train/data/corpus_prepare.h, shard.h, shard_set.h): MD5 vectors, the round trip prepare ->
  * load on the fixtures, the held-out fraction, determinism for a seed, dropped empty sentences and
  * documents, and the refusal of foreign vocabularies and malformed shards. Failures of
  * `realpos prepare` on bad input are in tests/train/data/test_corpus.sh. */
@@ -92,7 +92,7 @@ typedef struct {
     int sentence_end[64], num_sentences;
 } Doc;
 
-/* Documents of the files as corpus.h defines them: non-blank lines, a blank line or the end of a
+/* Documents of the files as corpus_prepare.h defines them: non-blank lines, a blank line or the end of a
  * file ends a document; lines without tokens are dropped, then documents without sentences. */
 static int expected_docs(const Tokenizer *tok, const char *const *files, int num_files, Doc *docs) {
     int n = 0;

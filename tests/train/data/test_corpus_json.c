@@ -1,4 +1,4 @@
-/* The JSON reader of corpus records, config.json and SQuAD (core/json.h) and the line rules of
+/* The JSON reader of corpus records, config.json and SQuAD (core/io/json.h) and the line rules of
  * corpus text (train/data/corpus_round.h): RFC 8259 grammar cases (each one's verdict is Python's
  * json.loads, except NaN, a Python extension outside the RFC; repeated keys are refused on top),
  * string decoding (\u0000 kept,
