@@ -121,5 +121,3 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
 void config_print_value(FILE *out, const void *values, const KeySpec *key);
 /* The same as a string (caller frees). */
 char *config_value_text(const void *values, const KeySpec *key);
-/* Edit distance (Levenshtein, case-insensitive) of two strings, capped at `cap`. */
-int config_edit_distance(const char *a, const char *b, int cap);

@@ -94,6 +94,15 @@ Shard *shard_load(const char *path) {
     return s;
 }
 
+/* Drop one Shard's hold on its set's files; the last closes them. */
+static void shard_files_release(ShardFiles *set) {
+    if (!set || --set->refs > 0)
+        return;
+    for (int i = 0; i < set->count; i++)
+        close(set->file[i].fd);
+    free(set);
+}
+
 void shard_free(Shard *s) {
     if (!s)
         return;
@@ -217,14 +226,6 @@ void shard_file_ready(const ShardFiles *set, ShardFile *f) {
     }
     h5_close(h, path);
     f->ready = 1;
-}
-
-void shard_files_release(ShardFiles *set) {
-    if (!set || --set->refs > 0)
-        return;
-    for (int i = 0; i < set->count; i++)
-        close(set->file[i].fd);
-    free(set);
 }
 
 void shard_verify(const Shard *s) {

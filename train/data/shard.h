@@ -122,5 +122,3 @@ void shard_file_path(char *out, size_t size, const ShardFiles *set, const ShardF
  * their sizes checked against the index. Once per file and process: the descriptor stays open,
  * so later reads are of these same verified bytes. */
 void shard_file_ready(const ShardFiles *set, ShardFile *f);
-/* Drop one Shard's hold on its set's files; the last closes them. */
-void shard_files_release(ShardFiles *files);

@@ -127,6 +127,15 @@ void shard_parts_drop_index(const char *dir) {
     }
 }
 
+/* Every source is done: forget the partition (called before the index is written, so that a kill
+ * in between leaves a set any prepare completes). */
+static void shard_parts_release(const char *dir) {
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
+    sync_directory(path);
+}
+
 int shard_parts_finish(const SetSettings *s, const CorpusList *list) {
     const char *dir = s->data->shard_dir;
     char lock_path[CONFIG_PATH_MAX + 32], parts[CONFIG_PATH_MAX + 32], index[CONFIG_PATH_MAX + 32];
@@ -159,11 +168,4 @@ int shard_parts_finish(const SetSettings *s, const CorpusList *list) {
     }
     close(fd); /* releases the lock */
     return written;
-}
-
-void shard_parts_release(const char *dir) {
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
-    sync_directory(path);
 }

@@ -27,6 +27,3 @@ int shard_parts_finish(const SetSettings *s, const CorpusList *list);
 /* Fatal, naming dir, both N's and what to run: two partitions of the corpus list would leave some
  * sources to no part and give others to two parts at once. */
 _Noreturn void shard_parts_refuse(const char *dir, int recorded, int num_parts);
-/* Every source is done: forget the partition (called before the index is written, so that a kill
- * in between leaves a set any prepare completes). */
-void shard_parts_release(const char *dir);
