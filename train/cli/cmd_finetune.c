@@ -5,6 +5,7 @@
 #include "core/common.h"
 #include "core/config/cli.h"
 #include "core/config/config_parse.h"
+#include "core/io/files.h"
 #include "core/io/h5io.h"
 #include "core/io/paths.h"
 #include "train/cli/commands.h"

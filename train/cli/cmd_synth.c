@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/atomic_file.h"
-#include "core/cli.h"
+#include "core/io/atomic_file.h"
+#include "core/io/paths.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "train/cli/commands.h"
 #include "train/tasks/synth.h"

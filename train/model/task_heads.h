@@ -9,7 +9,7 @@
  * Span head (SQuAD), as BertForQuestionAnswering (no pooler, no dropout):
  *   [start | end] = h W_qa^T + b_qa          [N, 2]  qa_outputs, -inf where attention_mask = 0
  *   loss   = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2, each over the real tokens
- * Token head (tagging), as BertForTokenClassification (no pooler; token_head.c):
+ * Token head (tagging), as BertForTokenClassification (no pooler):
  *   z      = dropout(h, hidden_dropout)      [N, H]
  *   logits = z W_c^T + b_c                   [N, C]  classifier, one row per position
  *   loss   = mean over labelled positions (token_labels != IGNORE_LABEL) of CE(logits_n, y_n)

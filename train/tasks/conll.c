@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "layers/layers.h"
 
 enum { CONLL_MAX_FIELDS = 64, CONLL_MAX_PIECES = 64 };

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
 #include "train/tasks/tag_metrics.h"
 #include "train/tasks/task_runner.h"

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "train/model/transfer.h"
 #include "train/tasks/task_runner.h"
 

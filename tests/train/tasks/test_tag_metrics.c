@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "train/tasks/tag_metrics.h"
 #include "tests/check.h"
 
