@@ -5,6 +5,9 @@
 
 #include "core/common.h"
 #include "core/gemm.h"
+#include "core/io/files.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
 
 /* "absolute + method4 (k = 16)", "method4 (k = 16)", "t5 (32 buckets, max distance 128)", "rope (theta
  * 10000)", "alibi", "absolute", "none": each scheme with the keys that apply to it (schema.c's key_uses). */

@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/paths.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/config/config.h"
 
 /* Set by the stop-signal handler, polled between steps: the only state a signal handler may
