@@ -88,8 +88,7 @@ static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float al
 }
 
 GemmBackend gemm_host_backend(void) {
-    const char *emulate = getenv("REALPOS_BF16_EMULATE");
-    return emulate && *emulate && strcmp(emulate, "0") ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
+    return env_switch("REALPOS_BF16_EMULATE", 0) ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
 }
 
 int gemm_bf16_runs_here(CpuBf16 *cpu) {

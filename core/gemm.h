@@ -49,7 +49,8 @@ typedef enum {
 } GemmBackend;
 
 /* The backend of bf16 runs on this host: GEMM_BF16_ONEDNN, or GEMM_BF16_EMULATED when the
- * environment sets REALPOS_BF16_EMULATE=1 (tests on hosts without bf16; slow). */
+ * environment switch REALPOS_BF16_EMULATE is on (env_switch: 1, yes, true, on; tests on hosts
+ * without bf16; slow). */
 GemmBackend gemm_host_backend(void);
 /* Whether bf16 runs here: the CPU has bf16 instructions (cpu, filled in either way, says which),
  * or the emulation is selected. */

@@ -274,7 +274,7 @@ PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx,
 }
 
 PeakEstimate peak_estimate(int threads) {
-    const char *fixed = getenv("REALPOS_PEAK_GFLOPS"), *cache = getenv("REALPOS_PEAK_CACHE");
+    const char *fixed = getenv("REALPOS_PEAK_GFLOPS");
     if (fixed && *fixed) {
         char *end;
         double gflops = strtod(fixed, &end);
@@ -285,10 +285,8 @@ PeakEstimate peak_estimate(int threads) {
         p.source = "REALPOS_PEAK_GFLOPS";
         return p;
     }
-    RP_CHECK(!cache || !*cache || !strcmp(cache, "on") || !strcmp(cache, "off"),
-             "REALPOS_PEAK_CACHE: expected on or off, got '%s'", cache);
     char path[4096] = "";
-    if (!cache || strcmp(cache, "off"))
+    if (env_switch("REALPOS_PEAK_CACHE", 1))
         default_cache_path(path, sizeof path, blas_core_name(), threads);
     return peak_estimate_with(threads, sgemm_probe_gflops, NULL, path[0] ? path : NULL);
 }
