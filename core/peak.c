@@ -111,15 +111,16 @@ static void read_cache(PeakEstimate *p, int log_bad_file) {
                 *precision = cJSON_GetObjectItemCaseSensitive(o, "precision"),
                 *threads = cJSON_GetObjectItemCaseSensitive(o, "threads"),
                 *at = cJSON_GetObjectItemCaseSensitive(o, "probed_at");
-    if (!cJSON_IsNumber(gflops) || !(gflops->valuedouble > 0) || !isfinite(gflops->valuedouble) ||
+    if (cJSON_IsString(precision) && strcmp(precision->valuestring, precision_names[p->precision])) {
+        /* the other precision's entry: not this peak, replaced by the next probe */
+    } else if (!cJSON_IsNumber(gflops) || !(gflops->valuedouble > 0) || !isfinite(gflops->valuedouble) ||
         !cJSON_IsString(cpu) || !cJSON_IsString(core) || !cJSON_IsNumber(threads) || !cJSON_IsString(at)) {
         if (log_bad_file)
             rp_log("note: peak cache %s is not a realpos peak record (expected gflops, cpu_model, %s, "
                    "threads, probed_at); ignoring it, the next probe replaces it", p->cache_path, kernels_field(p));
     } else if (!strcmp(cpu->valuestring, p->cpu_model) && !strcmp(core->valuestring, p->kernels) &&
                threads->valueint == p->threads &&
-               (cJSON_IsString(precision) ? !strcmp(precision->valuestring, precision_names[p->precision])
-                                          : !precision && p->precision == PRECISION_FP32)) {
+               (cJSON_IsString(precision) || (!precision && p->precision == PRECISION_FP32))) {
         p->cached_gflops = gflops->valuedouble;
         snprintf(p->cached_at, sizeof p->cached_at, "%s", at->valuestring);
     }
