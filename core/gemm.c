@@ -406,5 +406,6 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
         DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
+    g->stats.product_flops += 2.0 * M * N * (double)K;
     g->stats.products++;
 }

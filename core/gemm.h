@@ -86,7 +86,7 @@ void gemm_unstage(Gemm *g);
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
 
-/* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
+/* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
  * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
  * the last product created (e.g. "brg:avx512_core_bf16"). */
 /* One product shape of a step: C [M,N] = op(A) op(B) + beta C, operands contiguous. */
@@ -105,6 +105,7 @@ typedef struct {
     long products, primitives_created;
     double product_seconds, convert_seconds;
     double converted_floats;
+    double product_flops; /* 2 M N K summed over the products */
     char implementation[48];
 } GemmStats;
 GemmStats gemm_stats(const Gemm *g);

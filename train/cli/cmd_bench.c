@@ -433,12 +433,14 @@ int cmd_bench(int argc, char **argv) {
         peak_describe(bf16_peak, peak_text, sizeof peak_text);
         printf("paired side's peak: %s\n", peak_text);
     }
+    double products_gflops = 0; /* bf16: the step's bf16 products' own rate (their FLOPs over their seconds) */
     if (peak->precision == PRECISION_BF16) {
-        const GemmStats now = gemm_stats(side.gemm);
-        const double in_products = now.product_seconds - side.gemm_at_warmup.product_seconds;
-        printf("bf16: the step's products ran %.1f%% of the step's time; model GFLOP/s over their time alone: %.1f "
-               "(%.0f%% of the bf16 peak)\n", 100.0 * in_products / elapsed, flops / in_products * 1e-9,
-               100.0 * flops / in_products * 1e-9 / peak->gflops);
+        const GemmStats now = gemm_stats(side.gemm), *w = &side.gemm_at_warmup;
+        const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
+        products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
+        printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "
+               "%.0f%% of the step's time)\n", done / steps * 1e-9, seconds / steps, products_gflops,
+               100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed);
     }
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
@@ -490,6 +492,10 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "peak_precision", precision_names[peak->precision]);
         cJSON_AddStringToObject(o, "peak_source", peak->source);
         cJSON_AddNumberToObject(o, "peak_fraction", fraction);
+        if (peak->precision == PRECISION_BF16)
+            cJSON_AddNumberToObject(o, "bf16_products_gflops", products_gflops);
+        else
+            cJSON_AddNullToObject(o, "bf16_products_gflops");
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
