@@ -355,9 +355,11 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
             const int64_t lda = x->ta == GEMM_T ? x->M : x->K, ldb = x->tb == GEMM_T ? x->K : x->N;
             double t0 = omp_get_wtime();
             if (backend == GEMM_BF16_EMULATED) {
-                emulated_product(x->ta, x->tb, x->M, x->N, x->K, 1.0f, a, (size_t)lda, b, (size_t)ldb, x->beta, c, x->N);
+                emulated_product(x->ta, x->tb, x->M, x->N, x->K, 1.0f, a, (size_t)lda, b, (size_t)ldb, x->beta, c,
+                                 x->N);
             } else {
-                const ProductKey key = {x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, lda, ldb, x->N, 1.0f, x->beta};
+                const ProductKey key = {x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, lda, ldb, x->N,
+                                        1.0f, x->beta};
                 CachedProduct *p = cached_product(g, &key);
                 DNNL_CHECK(dnnl_memory_set_data_handle(p->a, a), "binding A");
                 DNNL_CHECK(dnnl_memory_set_data_handle(p->b, b), "binding B");

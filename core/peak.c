@@ -144,9 +144,10 @@ static void write_cache(PeakEstimate *p, double gflops) {
     cJSON_AddStringToObject(o, "precision", precision_names[p->precision]);
     cJSON_AddStringToObject(o, kernels_field(p), p->kernels);
     cJSON_AddNumberToObject(o, "threads", p->threads);
-    cJSON_AddStringToObject(o, "probe", p->precision == PRECISION_BF16
-                                            ? "best timed pass over a step's bf16 linear-layer products (realpos core/peak.h)"
-                                            : "best timed 1024x1024x1024 cblas_sgemm (realpos core/peak.h)");
+    cJSON_AddStringToObject(o, "probe",
+                            p->precision == PRECISION_BF16
+                                ? "best timed pass over a step's bf16 linear-layer products (realpos core/peak.h)"
+                                : "best timed 1024x1024x1024 cblas_sgemm (realpos core/peak.h)");
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     char why[3 * 4096] = "out of memory";
@@ -332,7 +333,8 @@ PeakEstimate peak_estimate(int threads) {
 /* ---- the bf16 peak's probe ---- */
 
 void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tokens, int hidden, int intermediate) {
-    const int H = hidden, T = tokens, maps[4][3] = {{H, 3 * H, 1}, {H, H, 0}, {H, intermediate, 1}, {intermediate, H, 1}};
+    const int H = hidden, T = tokens < PEAK_BF16_MAX_TOKENS ? tokens : PEAK_BF16_MAX_TOKENS;
+    const int maps[4][3] = {{H, 3 * H, 1}, {H, H, 0}, {H, intermediate, 1}, {intermediate, H, 1}};
     memset(probe, 0, sizeof *probe);
     probe->backend = backend;
     for (int m = 0; m < 4; m++) { /* {in i, out o, bias} */

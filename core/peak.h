@@ -83,14 +83,17 @@ PeakEstimate peak_estimate(int threads);
 PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path);
 
 /* The bf16 peak's probe: the products of a step's linear layers (gemm_bf16_shapes_gflops). */
-enum { PEAK_BF16_MAX_SHAPES = 16 };
+enum { PEAK_BF16_MAX_SHAPES = 16, PEAK_BF16_MAX_TOKENS = 4096 };
 typedef struct {
     GemmBackend backend;
     int count;
     GemmShape shapes[PEAK_BF16_MAX_SHAPES];
 } PeakBf16Probe;
 /* Into probe: the 12 products of an encoder layer's 4 linear maps (QKV H -> 3H, attention out
- * H -> H, FFN H -> I and I -> H) on `tokens` rows, as layers/linear.c runs them:
+ * H -> H, FFN H -> I and I -> H) on T = min(tokens, PEAK_BF16_MAX_TOKENS) rows (the cap keeps
+ * the operands each probe allocates bounded: ~300 MB uncapped at bert-base 32 x 512, 80 MB at
+ * 4096 rows; that products of more rows run no faster is assumed, not measured), as
+ * layers/linear.c runs them:
  *   forward  out [T,o] = in [T,i] W[o,i]^T        (N, T; beta 1 where a bias was copied in)
  *   d_in     d_in [T,i] = d_out [T,o] W [o,i]     (N, N; beta 0)
  *   dW       dW [o,i] += d_out^T [o,T] in [T,i]   (T, N; beta 1) */

@@ -366,7 +366,8 @@ int cmd_bench(int argc, char **argv) {
         bf16_peak = &other.ts.peak;
     }
     const int any_bf16 = bf16_peak != NULL;
-    double *probes = xmalloc(sizeof(double) * (size_t)(steps + 1)), *bf16_probes = xmalloc(sizeof(double) * (size_t)(steps + 1));
+    double *probes = xmalloc(sizeof(double) * (size_t)(steps + 1)),
+           *bf16_probes = xmalloc(sizeof(double) * (size_t)(steps + 1));
     int num_probes = 0, num_bf16_probes = 0;
     probes[num_probes++] = sgemm->probe_gflops;
     if (bf16_peak)
