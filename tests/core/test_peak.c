@@ -180,6 +180,19 @@ int main(void) {
     p = peak_estimate_with(2, scripted, &f10, shared);
     CHECK(&t, near(p.gflops, 10) && !strcmp(p.source, "probe"),
           "an fp32 estimate does not read a bf16 entry (peak %.1f from %s)", p.gflops, p.source);
+    PeakBf16Probe shapes;
+    peak_bf16_encoder_shapes(&shapes, GEMM_BF16_ONEDNN, 32 * 128, 256, 1024); /* bert-mini 32 x 128 */
+    int as_the_step = shapes.count == 12;
+    for (int k = 0; k < shapes.count; k++) { /* the QKV map's: forward, d_in, dW */
+        const GemmShape *x = &shapes.shapes[k], want[3] = {{GEMM_N, GEMM_T, 4096, 768, 256, 1.0f},
+                                                           {GEMM_N, GEMM_N, 4096, 256, 768, 0.0f},
+                                                           {GEMM_T, GEMM_N, 768, 256, 4096, 1.0f}};
+        as_the_step &= k >= 3 || !memcmp(x, &want[k], sizeof *x);
+    }
+    peak_bf16_encoder_shapes(&shapes, GEMM_BF16_ONEDNN, 32 * 512, 768, 3072); /* bert-base 32 x 512 */
+    CHECK(&t, as_the_step && shapes.shapes[0].M == PEAK_BF16_MAX_TOKENS && shapes.shapes[2].K == PEAK_BF16_MAX_TOKENS,
+          "the bf16 probe's products: the linear layers' 12, as layers/linear.c runs them, at most %d rows",
+          PEAK_BF16_MAX_TOKENS);
     char fp32_path[4096], bf16_path[4096];
     peak_cache_path(fp32_path, sizeof fp32_path, PRECISION_FP32, blas_core_name(), 2);
     peak_cache_path(bf16_path, sizeof bf16_path, PRECISION_BF16, "oneDNN", 2);
