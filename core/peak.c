@@ -47,7 +47,7 @@ static void file_name_safe(char *text) {
             *c = '_';
 }
 
-/* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json, or peak-bf16-HOST-ENGINE-tTHREADS.json
+/* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json, or peak-bf16-HOST-KERNELS-tTHREADS.json
  * (HOME/.cache when XDG_CACHE_HOME is unset, empty or relative: the XDG spec says a relative path
  * is invalid and to be ignored); "" when neither gives an absolute directory. */
 void peak_cache_path(char *out, size_t size, Precision precision, const char *kernels, int threads) {
@@ -76,9 +76,9 @@ void peak_cache_path(char *out, size_t size, Precision precision, const char *ke
 }
 
 /* The field of a cache file naming the kernels: the fp32 files' name is kept (older caches stay
- * valid); a bf16 file's kernels are its engine. */
+ * valid); a bf16 file's kernels are its engine and shapes. */
 static const char *kernels_field(const PeakEstimate *p) {
-    return p->precision == PRECISION_BF16 ? "engine" : "openblas_core";
+    return p->precision == PRECISION_BF16 ? "probed_on" : "openblas_core";
 }
 
 /* The cached best probe into p->cached_gflops / cached_at when the file exists, parses and names
@@ -337,6 +337,7 @@ void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tok
     const int maps[4][3] = {{H, 3 * H, 1}, {H, H, 0}, {H, intermediate, 1}, {intermediate, H, 1}};
     memset(probe, 0, sizeof *probe);
     probe->backend = backend;
+    probe->tokens = T, probe->hidden = H, probe->intermediate = intermediate;
     for (int m = 0; m < 4; m++) { /* {in i, out o, bias} */
         const int i = maps[m][0], o = maps[m][1];
         probe->shapes[probe->count++] = (GemmShape){GEMM_N, GEMM_T, T, o, i, (float)maps[m][2]};
@@ -351,9 +352,11 @@ double bf16_probe_gflops(void *ctx) {
 }
 
 PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe) {
-    return estimate_from_environment(PRECISION_BF16, "REALPOS_PEAK_BF16_GFLOPS",
-                                     probe->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN", threads,
-                                     bf16_probe_gflops, probe);
+    char kernels[64];
+    snprintf(kernels, sizeof kernels, "%s-T%dxH%dxI%d", probe->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN",
+             probe->tokens, probe->hidden, probe->intermediate);
+    return estimate_from_environment(PRECISION_BF16, "REALPOS_PEAK_BF16_GFLOPS", kernels, threads, bf16_probe_gflops,
+                                     probe);
 }
 
 void peak_refine(PeakEstimate *p) {

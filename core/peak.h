@@ -35,8 +35,10 @@
  *             the emulation under REALPOS_BF16_EMULATE), after an untimed pass that creates the
  *             primitives: the rate the step's own products can reach, where a 1024^3 product
  *             read 350 GFLOP/s against the step's 560;
- *   cache     its own file, peak-bf16-HOST-ENGINE-tTHREADS.json ("precision": "bf16" inside):
- *             the best pass over any step's shapes this host has run at this thread count;
+ *   cache     its own file, peak-bf16-HOST-ENGINE-TtokensxHhiddenxIintermediate-tTHREADS.json
+ *             ("precision": "bf16" inside): the best pass over these shapes this host has run at
+ *             this thread count (keyed by the shapes too: a tiny model's in-cache products ran
+ *             at 650 GFLOP/s where bert-mini's reached 111, and neither is the other's peak);
  *   observed  never: a window is divided by the bf16 peak as it stands, so a bf16 MFU above
  *             100% would be printed as measured (the step's products beat every probe), not
  *             turned into a new peak;
@@ -71,7 +73,8 @@ typedef struct {
     int spread_left;       /* probes still to run at metrics records */
     char cache_path[4096]; /* "" when the cache is off */
     char cpu_model[256];
-    char kernels[64];      /* what the probe runs on: OpenBLAS's core (fp32), "oneDNN" or "emulated" */
+    char kernels[64];      /* what the probe runs on: OpenBLAS's core (fp32); the engine ("oneDNN" or
+                            * "emulated") and the shapes' tokens, hidden, intermediate (bf16) */
     PeakProbeFn probe;
     void *probe_ctx;
 } PeakEstimate;
@@ -86,6 +89,7 @@ PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx,
 enum { PEAK_BF16_MAX_SHAPES = 16, PEAK_BF16_MAX_TOKENS = 4096 };
 typedef struct {
     GemmBackend backend;
+    int tokens, hidden, intermediate; /* what the shapes were made of (the cache key's) */
     int count;
     GemmShape shapes[PEAK_BF16_MAX_SHAPES];
 } PeakBf16Probe;
@@ -106,7 +110,8 @@ PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe);
 /* The same with an injected probe and cache file (NULL: no cache), ignoring the environment. */
 PeakEstimate peak_estimate_bf16_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path);
 /* The cache file of a precision's peak at `threads` threads on this host (kernels: OpenBLAS's
- * core for fp32, the bf16 engine's name for bf16); "" when no absolute directory is known. */
+ * core for fp32; for bf16 the engine and the probe's shapes, "oneDNN-T4096xH256xI1024"); "" when
+ * no absolute directory is known. */
 void peak_cache_path(char *out, size_t size, Precision precision, const char *kernels, int threads);
 
 /* Run one probe now; the peak and the cache take it if it is faster. Returns its GFLOP/s. */

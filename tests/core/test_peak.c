@@ -172,7 +172,7 @@ int main(void) {
     CHECK(&t, near(p.gflops, 10) && !strcmp(p.source, "probe"),
           "a bf16 estimate does not read an fp32 entry (peak %.1f from %s)", p.gflops, p.source);
     text = read_file(shared, &len, "peak cache");
-    CHECK(&t, strstr(text, "\"precision\":\t\"bf16\"") && strstr(text, "\"engine\""),
+    CHECK(&t, strstr(text, "\"precision\":\t\"bf16\"") && strstr(text, "\"probed_on\""),
           "... and records its own, with its precision and engine: %s", text);
     free(text);
     Script b100 = {quiet, 1, 0}, f10 = {slow_then_quiet, 1, 0};
@@ -195,7 +195,7 @@ int main(void) {
           PEAK_BF16_MAX_TOKENS);
     char fp32_path[4096], bf16_path[4096];
     peak_cache_path(fp32_path, sizeof fp32_path, PRECISION_FP32, blas_core_name(), 2);
-    peak_cache_path(bf16_path, sizeof bf16_path, PRECISION_BF16, "oneDNN", 2);
+    peak_cache_path(bf16_path, sizeof bf16_path, PRECISION_BF16, "oneDNN-T4096xH256xI1024", 2);
     CHECK(&t, fp32_path[0] && bf16_path[0] && strcmp(fp32_path, bf16_path) && strstr(bf16_path, "/peak-bf16-") &&
                   !strstr(fp32_path, "/peak-bf16-"),
           "the two precisions' default cache files differ: %s, %s", fp32_path, bf16_path);

@@ -54,8 +54,8 @@ records "$tmp/run/metrics.jsonl" probe,cache
 bf16_file=$(ls "$cache"/peak-bf16-*-t2.json 2>/dev/null)
 check "bf16: the bf16 probes are cached in their own file, and only there" \
   test -n "$bf16_file" -a "$(ls "$cache" | wc -l)" -eq 1
-check "... which says bf16 and its engine" \
-  "$PY" -c "import json,sys; r=json.load(open('$bf16_file')); sys.exit(not (r['precision'] == 'bf16' and r['threads'] == 2 and r['gflops'] > 0 and r['engine']))"
+check "... which says bf16, its engine and the shapes (384 tokens, 64 wide, 128 inside)" \
+  "$PY" -c "import json,sys; r=json.load(open('$bf16_file')); sys.exit(not (r['precision'] == 'bf16' and r['threads'] == 2 and r['gflops'] > 0 and r['probed_on'].endswith('-T384xH64xI128')))"
 cp "$bf16_file" "$tmp/bf16-cache-before"
 
 # 2. An fp32 run with only the bf16 cache present probes and caches its own peak, leaves the bf16
@@ -75,6 +75,12 @@ cp "$fp32_file" "$tmp/fp32-cache-before"
 check "a bf16 run reads the bf16 cache, not the fp32 one" \
   bash -c "grep 'MFU peak per rank' '$tmp/log16b' | grep -q 'cache [0-9.]* (probed .*) in $bf16_file' && ! grep 'MFU peak per rank' '$tmp/log16b' | grep -qF '$fp32_file'"
 check "... and leaves the fp32 file as it was" cmp -s "$fp32_file" "$tmp/fp32-cache-before"
+cp "$bf16_file" "$tmp/bf16-cache-after-16b"
+
+"$RP" pretrain "$tmp/run.ini" --set train.precision=bf16 --set train.batch_size=4 --set train.max_steps=2 \
+  --set train.run_dir="$tmp/run16d" >"$tmp/log16d" 2>&1 || fail "bf16 pretrain of batch 4 runs" "$(tail -3 "$tmp/log16d")"
+check "another shape (batch 4: 192 tokens) is another bf16 entry, the first left as it was" \
+  bash -c "grep -q 'MFU peak per rank bf16 products: .*peak-bf16-.*-T192xH64xI128-t2.json' '$tmp/log16d' && test \$(ls '$cache'/peak-bf16-* | wc -l) -eq 2 && cmp -s '$bf16_file' '$tmp/bf16-cache-after-16b'"
 
 # 3. The bf16 peak fixed far below any machine is never raised: MFU far above 100%, as measured.
 REALPOS_PEAK_BF16_GFLOPS=0.001 REALPOS_PEAK_GFLOPS=0.001 "$RP" pretrain "$tmp/run.ini" --set train.precision=bf16 \
