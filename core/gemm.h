@@ -27,9 +27,9 @@
 #include <stddef.h>
 
 #include "core/bf16.h"
+#include "core/kinds.h" /* Precision */
 
-typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
-/* Their config names in enum order ("fp32", "bf16"), NULL-terminated. */
+/* Precision's config names in enum order ("fp32", "bf16"), NULL-terminated. */
 extern const char *const precision_names[];
 
 typedef enum { GEMM_N = 0, GEMM_T = 1 } GemmOp;
@@ -95,7 +95,7 @@ typedef struct {
     int M, N, K;
     float beta;
 } GemmShape;
-/* One probe of the bf16 peak (core/peak.h): the products `shapes` [count] on `backend`, operands
+/* One probe of the bf16 peak (train/loop/peak.h): the products `shapes` [count] on `backend`, operands
  * already in bf16 (nothing converted), each primitive created and run once untimed, then one
  * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. Allocates and
  * frees its operands and context: call it between steps. */

@@ -1,7 +1,7 @@
 /* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
  * backward, gradient reduction and clipping, AdamW), one micro-batch per update, and the
  * peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh). The peak is
- * the step's own (core/peak.h: the one training logs use, start-up probes and the per-host cache;
+ * the step's own (train/loop/peak.h: the one training logs use, start-up probes and the per-host cache;
  * the sgemm peak in fp32, the bf16 one, probed on the step's linear-layer products, in bf16),
  * probed again after every step (outside the step timings); the probes' spread shows the noise.
  * A bf16 run (or pair) also probes the other precision's peak, for the JSON's sgemm_* and bf16_*
@@ -35,11 +35,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "core/rng.h"
+#include "core/io/files.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
 #include "train/loop/finetune.h"
@@ -354,7 +355,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const int B = side.B, L = side.L, M = side.M;
 
-    /* The side's peak (its precision's: core/peak.h), and both precisions' probes for the JSON:
+    /* The side's peak (its precision's: train/loop/peak.h), and both precisions' probes for the JSON:
      * the sgemm peak always (a bf16 side's own estimate besides its step's), the bf16 one when a
      * side runs bf16 (that side's), each probed after every step pair. */
     PeakEstimate *peak = &side.ts.peak, sgemm_alone, *sgemm = peak, *bf16_peak = NULL;

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
-#include "core/peak.h"
+#include "core/config/config_schema.h"
+#include "train/loop/peak.h"
 #include "optim/dp_adamw.h"
 #include "train/loop/metrics.h"
 #include "train/model/loss.h"
@@ -66,7 +66,7 @@ typedef struct {
     LossHead head;
     BatchSource source;
     MetricsLog *log;   /* NULL: no records (ranks other than 0) */
-    PeakEstimate peak; /* MFU's denominator, of one rank (core/peak.h): the fp32 sgemm peak, or in a
+    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h): the fp32 sgemm peak, or in a
                         * bf16 run the bf16 one, probed on peak_bf16's products */
     PeakBf16Probe peak_bf16;
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */

@@ -29,7 +29,7 @@ check("bench json: step times and CPU time", len(r.get("step_seconds", [])) == 2
 PY
 
 # bf16 (issue 37): the bench divides a bf16 step by the bf16 peak (probed on the step's products,
-# core/peak.h), says so in its JSON and output, never by the sgemm peak (fixed far below any
+# train/loop/peak.h), says so in its JSON and output, never by the sgemm peak (fixed far below any
 # machine here: the old bench raised it to the step's rate, peak_source "observed", fraction 1),
 # and never raises the bf16 one to a window (fixed likewise in the second run: only the bench's
 # own bf16 probes after each step lift it, as they lift a fixed sgemm peak).

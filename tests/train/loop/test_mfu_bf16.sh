@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bf16 MFU (issue 37, core/peak.h): a bf16 run divides by its own peak, probed on the step's
+# The bf16 MFU (issue 37, train/loop/peak.h): a bf16 run divides by its own peak, probed on the step's
 # bf16 products and cached in its own file, never by the fp32 sgemm peak and never raised to a
 # window's rate (no "observed", no MFU pinned at 100.0%); an fp32 run neither reads nor writes the
 # bf16 peak's cache, nor a bf16 run the sgemm one's. No check depends on the host's speed: the

@@ -1,5 +1,5 @@
 /* The peak of this machine from probes, the per-host cache and observed windows (peak.h). */
-#include "core/peak.h"
+#include "train/loop/peak.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -13,8 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 
 enum { PROBE_N = 1024 };
 
@@ -146,7 +148,7 @@ static void write_cache(PeakEstimate *p, double gflops) {
     cJSON_AddNumberToObject(o, "threads", p->threads);
     cJSON_AddStringToObject(o, "probe",
                             p->precision == PRECISION_BF16
-                                ? "best timed pass over a step's bf16 linear-layer products (realpos core/peak.h)"
+                                ? "best timed pass over a step's bf16 linear-layer products (realpos train/loop/peak.h)"
                                 : "best timed 1024x1024x1024 cblas_sgemm (realpos core/peak.h)");
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
