@@ -37,8 +37,8 @@
  *             read 350 GFLOP/s against the step's 560;
  *   cache     its own file, peak-bf16-HOST-ENGINE-TtokensxHhiddenxIintermediate-tTHREADS.json
  *             ("precision": "bf16" inside): the best pass over these shapes this host has run at
- *             this thread count (keyed by the shapes too: a tiny model's in-cache products ran
- *             at 650 GFLOP/s where bert-mini's reached 111, and neither is the other's peak);
+ *             this thread count (keyed by the shapes too: what one model's products reach is
+ *             not a peak of another's, e.g. a tiny model's in-cache ones);
  *   observed  never: a window is divided by the bf16 peak as it stands, so a bf16 MFU above
  *             100% would be printed as measured (the step's products beat every probe), not
  *             turned into a new peak;
