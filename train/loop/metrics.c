@@ -133,6 +133,7 @@ void metrics_write(MetricsLog *log, const MetricsRecord *r) {
         cJSON_AddNumberToObject(rec, "gflops", r->gflops);
         cJSON_AddNumberToObject(rec, "peak_gflops", r->peak_gflops);
         cJSON_AddStringToObject(rec, "peak_source", r->peak_source ? r->peak_source : "none");
+        cJSON_AddStringToObject(rec, "peak_precision", r->peak_precision ? r->peak_precision : "none");
     }
     char *text = cJSON_PrintUnformatted(rec);
     RP_CHECK(text, "out of memory formatting a metrics record");
