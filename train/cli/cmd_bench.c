@@ -63,7 +63,6 @@ static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) 
 static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
     model_create(&s->model, &cfg->model, heads_mlm());
     model_init_weights(&s->model, (uint64_t)cfg->model.seed);
-    model_set_precision(&s->model, cfg->train.precision, gemm_host_backend());
     size_t N = (size_t)B * L;
     s->ids = xmalloc(sizeof(int) * N), s->types = xcalloc(N, sizeof(int)), s->mask = xmalloc(sizeof(int) * N),
     s->labels = xmalloc(sizeof(int) * N);
@@ -79,7 +78,7 @@ static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L,
     }
     s->labelled = M;
     s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels}, {0}, (long)N};
-    activations_create(&s->acts, &s->model, B, L, M);
+    activations_create(&s->acts, &s->model, B, L, M, cfg->train.precision);
 }
 
 static void synthetic_free(SyntheticBench *s) {
@@ -228,7 +227,6 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
         b->M = b->synthetic.labelled;
     }
     dp_adamw_create(&b->opt, dist, &m->table, 0);
-    b->opt.opt.params_bf16 = m->params_bf16; /* bf16: refreshed in the update pass */
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
     train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
                     NULL, 0);

@@ -187,9 +187,8 @@ int cmd_dump(int argc, char **argv) {
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
         M += bf.labels[e] != IGNORE_LABEL;
-    model_set_precision(&m, precision, gemm_host_backend());
     Activations acts;
-    activations_create(&acts, &m, bf.B, bf.L, M);
+    activations_create(&acts, &m, bf.B, bf.L, M, precision);
     char tmp[4096];
     hid_t out = h5_create_temp(out_path, tmp, sizeof tmp);
     if (train_steps == 0) {
@@ -204,14 +203,14 @@ int cmd_dump(int argc, char **argv) {
     } else {
         AdamW opt;
         adamw_create(&opt, &m.table);
-        opt.params_bf16 = m.params_bf16; /* bf16: refreshed in the update pass */
         double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
         /* no zeroing here: the gradients are allocated zero and adamw_step leaves them so, which the
          * PyTorch trajectory then checks too */
         for (int s = 0; s < train_steps; s++) {
             losses[s] = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, (uint64_t)s, NULL).loss;
             model_mlm_backward(&m, &acts, &batch, 1.0f);
-            adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
+            adamw_step_range(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f, 0,
+                             m.table.block_floats, acts.weights16);
         }
         h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)train_steps);
         checkpoint_write_block(out, "final", &m.table, m.params);

@@ -225,8 +225,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);
     }
-    model_set_precision(&p.model, cfg->train.precision, gemm_host_backend()); /* resume: refreshed after the load */
-    activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg));
+    activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg),
+                       cfg->train.precision); /* resume: the bf16 weights refreshed after the load */
     const TrainConfig *tc = &cfg->train;
     char *data_identity = shard_set_identity(&cfg->data);
     RunTask task = {

@@ -135,7 +135,7 @@ static void resume_state(Run *run) {
     run_check_resume(run);
     data_identity_check(f, path, run->task.data_identity);
     checkpoint_load_model(f, path, run->model);
-    model_refresh_bf16(run->model); /* bf16: the copy of the loaded weights (AdamW keeps it after) */
+    activations_refresh_weights(run->task.head.acts, run->model); /* bf16: AdamW keeps the copy after */
     AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
     RP_CHECK(checkpoint_load_optimizer(f, path, run->model, &full), "%s: no optimizer state to resume from", path);
     dp_adamw_scatter(&run->opt, &full);
@@ -244,7 +244,6 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     run->model = model;
     run->task = *task;
     dp_adamw_create(&run->opt, run->dist, &model->table, tc->shard_optimizer);
-    run->opt.opt.params_bf16 = model->params_bf16; /* bf16: refreshed in the update pass */
     if (resumed)
         resume_state(run);
     else if (root)

@@ -147,7 +147,7 @@ void train_step(TrainStep *ts, long step) {
     if (!isfinite(clip.norm))
         stop_non_finite(ts, step, "gradient norm", clip.norm);
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
-    dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->head.acts->weights16, ts->optim, lr, clip.scale);
     ts->phases.update += now_seconds() - t_update;
 
     ts->window_loss += totals.loss;

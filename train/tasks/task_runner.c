@@ -139,8 +139,7 @@ void task_runner_buffers(TaskRunner *r) {
     r->start = xcalloc((size_t)r->B, sizeof(int));
     r->end = xcalloc((size_t)r->B, sizeof(int));
     r->values = xcalloc((size_t)r->B, sizeof(float));
-    model_set_precision(&r->model, r->cfg.train.precision, gemm_host_backend()); /* the weights are loaded */
-    activations_create(&r->acts, &r->model, r->B, r->L, 0);
+    activations_create(&r->acts, &r->model, r->B, r->L, 0, r->cfg.train.precision); /* the weights are loaded */
     head_buffers_create(&r->heads, &r->model, r->B, r->L);
 }
 

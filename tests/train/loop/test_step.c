@@ -55,7 +55,7 @@ static void check_scale(TestTally *t, const char *name, ModelHeads heads, int re
     Model m;
     make_model(&m, heads);
     Activations a;
-    activations_create(&a, &m, B, L, B * L);
+    activations_create(&a, &m, B, L, B * L, PRECISION_FP32);
     HeadBuffers hb;
     memset(&hb, 0, sizeof hb);
     if (!heads.mlm)
@@ -104,7 +104,7 @@ static void check_step(TestTally *t) {
     make_model(&m, heads);
     make_model(&ref, heads);
     Activations a;
-    activations_create(&a, &m, B, L, 0);
+    activations_create(&a, &m, B, L, 0, PRECISION_FP32);
     HeadBuffers hb;
     head_buffers_create(&hb, &m, B, L);
     Dist dist;
@@ -125,7 +125,7 @@ static void check_step(TestTally *t) {
           "one step asks the source for micro-batches 0, 1, 2 of that step (%d calls)", src.calls);
     /* the same step by hand: the three micro-batches through the loss API, clipping, one AdamW update */
     Activations ra;
-    activations_create(&ra, &ref, B, L, 0);
+    activations_create(&ra, &ref, B, L, 0, PRECISION_FP32);
     HeadBuffers rhb;
     head_buffers_create(&rhb, &ref, B, L);
     LossHead rh = loss_head_task(&ref, &ra, &rhb, 0);
