@@ -98,8 +98,7 @@ typedef struct {
 static void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
     memset(t, 0, sizeof *t);
     TaskRunner *r = &t->r;
-    r->cfg = *cfg;
-    const TaskConfig *task = &r->cfg.task;
+    const TaskConfig *task = &cfg->task;
     RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
     int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
     RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
@@ -109,16 +108,8 @@ static void task_bench_create(TaskBench *t, const Config *cfg, const char *path)
     RP_CHECK(!cfg->model.absolute_position || task->max_seq_len <= cfg->model.max_position,
              "task.max_seq_len %d exceeds model.max_position = %d (absolute positions)", task->max_seq_len,
              cfg->model.max_position);
-    task_runner_derive(r);
-    r->vocab_text = read_file(cfg->data.vocab, NULL, "vocabulary (key 'data.vocab')");
-    r->tok = tokenizer_from_text(r->vocab_text, strlen(r->vocab_text), cfg->data.do_lower_case, cfg->data.vocab);
-    r->special = tokenizer_special(r->tok);
-    RP_CHECK(tokenizer_vocab_size(r->tok) == cfg->model.vocab_size, "%s: the vocabulary has %d tokens but "
-             "model.vocab_size = %d", cfg->data.vocab, tokenizer_vocab_size(r->tok), cfg->model.vocab_size);
-    model_create(&r->model, &r->cfg.model, task_runner_heads(r));
-    model_init_weights(&r->model, (uint64_t)cfg->model.seed);
-    task_data_load(&t->data, task, &r->layout, r->tok, r->L, path, 1);
-    task_runner_buffers(r);
+    task_runner_fresh(r, cfg);
+    task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
     finetune_batches_create(&t->batches, r, &t->data.features);
     long total = 0;
     for (int i = 0; i < t->data.features.count; i++)

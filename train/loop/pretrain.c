@@ -32,10 +32,8 @@ void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *
     const DataConfig *dc = &cfg->data;
     memset(d, 0, sizeof *d);
     d->vocab_text = vocab_text;
-    d->tok = tokenizer_from_text(vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin);
-    RP_CHECK(tokenizer_vocab_size(d->tok) == cfg->model.vocab_size,
-             "%s: the vocabulary has %d tokens but model.vocab_size = %d", vocab_origin,
-             tokenizer_vocab_size(d->tok), cfg->model.vocab_size);
+    d->tok = tokenizer_for_model(vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin,
+                                 cfg->model.vocab_size, "model.vocab_size");
     shard_set_open(dc, vocab_text, strlen(vocab_text), vocab_origin, &d->train_shard, &d->eval_shard);
     InstanceOptions train_opt = instance_options(dc, cfg->train.batch_size, 0);
     InstanceOptions eval_opt = instance_options(dc, cfg->train.batch_size, 1);

@@ -142,6 +142,12 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch);
  * labelled positions (row-major (b, l) order) are copied there. */
 ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                uint64_t step_key, float *logits_copy);
+/* The two halves of each: the MLM head and its loss on the encoder's output of the last
+ * model_encode (in the same mode), and the head's backward into a->d_hidden_a (overwritten; the
+ * encoder's backward follows). The MLM LossHead (train/model/loss.h) is these. */
+ForwardStats model_mlm_head_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                                    float *logits_copy);
+void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
 /* Gradients of the last model_mlm_forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
  * e.g. 1/grad_accum_steps). Overwrites a->head.logits. Fatal after a FORWARD_EVAL forward. */
 void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);

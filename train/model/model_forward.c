@@ -230,11 +230,12 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
     return x;
 }
 
-ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
-                               uint64_t step_key, float *logits_copy) {
+ForwardStats model_mlm_head_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                                    float *logits_copy) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
-    RP_CHECK(m->heads.mlm, "internal: model_mlm_forward needs the MLM head");
+    RP_CHECK(m->heads.mlm, "internal: the MLM loss needs the MLM head");
+    RP_CHECK(a->encoder_out && a->mode == mode, "internal: the MLM head runs on the encoder's output of its forward");
     int M = 0;
     for (int n = 0; n < N; n++) {
         if (batch->labels[n] == IGNORE_LABEL)
@@ -244,16 +245,21 @@ ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batc
         a->labels[M++] = batch->labels[n];
     }
     a->num_predictions = M;
-    const float *x = model_encode(m, a, batch, mode, step_key);
     ForwardStats stats = {0, M, 0};
     if (M == 0)
         return stats;
-    mlm_head_forward(a->gemm, &a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
-                     mode == FORWARD_EVAL);
+    mlm_head_forward(a->gemm, &a->head, a->encoder_out, a->rows, M, &m->p.head, m->p.word_emb, H, V,
+                     c->layer_norm_eps, mode == FORWARD_EVAL);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
     stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
     return stats;
+}
+
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                               uint64_t step_key, float *logits_copy) {
+    model_encode(m, a, batch, mode, step_key);
+    return model_mlm_head_forward(m, a, batch, mode, logits_copy);
 }
 
 void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
@@ -287,7 +293,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
                        batch->token_type_ids, B, L, H);
 }
 
-void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
     RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
@@ -298,6 +304,10 @@ void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss
         mlm_head_backward(a->gemm, a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
                           a->rows, M, &m->p.head, m->p.word_emb, H, V);
     }
+}
+
+void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+    model_mlm_head_backward(m, a, batch, loss_scale);
     model_encode_backward(m, a, batch);
 }
 
