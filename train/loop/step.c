@@ -149,6 +149,7 @@ void train_step(TrainStep *ts, long step) {
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
     dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->head.acts->weights16, ts->optim, lr, clip.scale);
     ts->phases.update += now_seconds() - t_update;
+    ts->last_loss = totals.loss, ts->last_grad_norm = clip.norm, ts->last_lr = lr;
 
     ts->window_loss += totals.loss;
     ts->window_correct += totals.correct;

@@ -70,6 +70,9 @@ typedef struct {
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */
     double comm_seconds, step_seconds; /* time in dp's communication, and in steps, since init */
     StepPhases phases;
+    /* the last step's mean loss (over the job), gradient norm before clipping, learning rate */
+    double last_loss, last_grad_norm;
+    float last_lr;
     /* metrics window since the last record; its time counts only steps, not eval or saving */
     double t_begin, window_seconds, window_loss, window_flops;
     long window_start, window_tokens, window_correct, window_predictions;
