@@ -166,7 +166,6 @@ typedef struct {
     int B, L, M; /* M: MLM labels per batch (synthetic) */
     SyntheticBench synthetic;
     TaskBench task;
-    DpAdamW opt;
     CountedSource counted;
     TrainStep ts;
     Gemm *gemm;       /* the model's products; gemm_at_warmup: its counts before the timed steps */
@@ -217,10 +216,9 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
         inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
         b->M = b->synthetic.labelled;
     }
-    dp_adamw_create(&b->opt, dist, &m->table, 0);
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
-    train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
-                    NULL, 0);
+    train_step_init(&b->ts, &sc, m, head, (BatchSource){next_counted, NULL, &b->counted}, &cfg->optim, dist, 0);
+    train_step_begin(&b->ts, NULL, 0);
     b->ts.peak.spread_left = 0; /* no probe inside a timed step: the bench probes between steps */
     b->step_s = xmalloc(sizeof(double) * (size_t)o->steps);
     b->step_real = xmalloc(sizeof(long) * (size_t)o->steps);
@@ -249,7 +247,7 @@ static void bench_side_step(BenchSide *b, int s, int warmup) {
 
 static void bench_side_free(BenchSide *b, int is_task) {
     free(b->step_s), free(b->step_real), free(b->counted.lengths);
-    dp_adamw_free(&b->opt);
+    train_step_free(&b->ts);
     if (is_task)
         task_bench_free(&b->task);
     else

@@ -194,11 +194,10 @@ static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts,
                      (uint64_t)cfg->model.seed, steps + 1, NULL};
     Dist dist;
     dist_init(&dist, NULL, NULL);
-    DpAdamW opt;
-    dp_adamw_create(&opt, &dist, &m->table, 0);
     TrainStep ts;
-    train_step_init(&ts, &sc, m, &opt, &cfg->optim, loss_head_mlm(acts), (BatchSource){next_same_batch, NULL, &same},
-                    NULL, 0);
+    train_step_init(&ts, &sc, m, loss_head_mlm(acts), (BatchSource){next_same_batch, NULL, &same}, &cfg->optim, &dist,
+                    0);
+    train_step_begin(&ts, NULL, 0);
     double *losses = xmalloc(sizeof(double) * 3 * (size_t)steps), *norms = losses + steps, *lrs = norms + steps;
     for (int s = 0; s < steps; s++) {
         train_step(&ts, s);
@@ -209,7 +208,7 @@ static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts,
     h5_write_doubles(out, "trajectory_lr", lrs, (hsize_t)steps);
     checkpoint_write_block(out, "final", &m->table, m->params);
     free(losses);
-    dp_adamw_free(&opt);
+    train_step_free(&ts);
     dist_finalize(&dist);
 }
 
