@@ -168,10 +168,10 @@ static void test_operand_sources(TestTally *t, Rng *rng, GemmBackend backend, co
     float *W2 = copy(&pool, W, (size_t)N * K);
     for (int e = 0; e < N * K; e++)
         W2[e] *= 2.0f;
-    bf16 *shadow = pool_alloc(&pool, (size_t)N * K, sizeof(bf16));
-    bf16_convert_floats(shadow, W2, (size_t)N * K); /* the weights' copy holds 2W */
+    bf16 *copy16 = pool_alloc(&pool, (size_t)N * K, sizeof(bf16));
+    bf16_convert_floats(copy16, W2, (size_t)N * K); /* the weights' copy holds 2W */
     Gemm *g = gemm_create(PRECISION_BF16, backend, (size_t)M * K, (size_t)M * K);
-    gemm_set_weights(g, W, (size_t)N * K, shadow);
+    gemm_set_weights(g, W, (size_t)N * K, copy16);
     float *got = zeros(&pool, (size_t)M * N), *ref = zeros(&pool, (size_t)M * N);
     gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
     gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W2, K, 0.0f, ref, N);

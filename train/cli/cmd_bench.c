@@ -53,12 +53,6 @@ typedef struct {
     TrainBatch batch;
 } SyntheticBench;
 
-/* The synthetic batch source: the same random batch every micro-batch. */
-static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) {
-    (void)step, (void)micro;
-    *out = ((const SyntheticBench *)ctx)->batch;
-}
-
 /* Random batch: full-length sequences, a fixed fraction of positions labelled. */
 static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
     model_create(&s->model, &cfg->model, heads_mlm());
@@ -168,8 +162,7 @@ typedef struct {
     TaskBench task;
     CountedSource counted;
     TrainStep ts;
-    Gemm *gemm;       /* the model's products; gemm_at_warmup: its counts before the timed steps */
-    GemmStats gemm_at_warmup;
+    GemmStats gemm_at_warmup; /* the counts of the model's products (its activations') before the timed steps */
     double *step_s;   /* [steps] seconds of each timed step */
     long *step_real;  /* [steps] real tokens of each timed step */
     double elapsed, cpu_elapsed, t_forward, t_backward, t_update;
@@ -204,16 +197,14 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     if (o->lengths_path) {
         task_bench_create(&b->task, cfg, o->lengths_path);
         m = &b->task.r.model;
-        b->gemm = b->task.r.acts.gemm;
         head = finetune_loss_head(&b->task.r);
         inner = finetune_batch_source(&b->task.batches);
         sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
     } else {
         synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
         m = &b->synthetic.model;
-        b->gemm = b->synthetic.acts.gemm;
         head = loss_head_mlm(&b->synthetic.acts);
-        inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
+        inner = batch_source_repeat(&b->synthetic.batch); /* the same random batch every micro-batch */
         b->M = b->synthetic.labelled;
     }
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
@@ -228,7 +219,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
 static void bench_side_step(BenchSide *b, int s, int warmup) {
     if (s == warmup) { /* count the timed steps' micro-batches (and products) only */
         b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
-        b->gemm_at_warmup = gemm_stats(b->gemm);
+        b->gemm_at_warmup = gemm_stats(b->ts.head.acts->gemm);
     }
     const StepPhases before = b->ts.phases;
     const long real_before = b->counted.real_tokens;
@@ -257,14 +248,14 @@ static void bench_side_free(BenchSide *b, int is_task) {
 /* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
  * 0.02 s converting 12.5 M floats)": the side's precision and its timed products per step. */
 static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
-    const Precision precision = gemm_precision(b->gemm);
+    const Precision precision = gemm_precision(b->ts.head.acts->gemm);
     if (precision == PRECISION_FP32) {
         snprintf(out, size, "fp32 (OpenBLAS)");
         return;
     }
-    const GemmStats now = gemm_stats(b->gemm), *w = &b->gemm_at_warmup;
+    const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;
     snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats)",
-             gemm_engine_name(b->gemm), now.implementation, (double)(now.products - w->products) / steps,
+             gemm_engine_name(b->ts.head.acts->gemm), now.implementation, (double)(now.products - w->products) / steps,
              (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
              (now.converted_floats - w->converted_floats) / steps * 1e-6);
 }

@@ -176,12 +176,6 @@ static void dump_gradients(hid_t out, Model *m, Activations *acts, const Batch *
     free(logits);
 }
 
-/* The BatchSource of the trajectory: the one batch, every step. */
-static void next_same_batch(void *ctx, long step, int micro, TrainBatch *out) {
-    (void)step, (void)micro;
-    *out = *(const TrainBatch *)ctx;
-}
-
 /* S training steps on the batch (a fresh optimizer: moments zero, step count 0), then the final
  * weights, and per step the loss, the gradient norm before clipping and the learning rate. */
 static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts, const Batch *batch, int steps) {
@@ -195,8 +189,7 @@ static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts,
     Dist dist;
     dist_init(&dist, NULL, NULL);
     TrainStep ts;
-    train_step_init(&ts, &sc, m, loss_head_mlm(acts), (BatchSource){next_same_batch, NULL, &same}, &cfg->optim, &dist,
-                    0);
+    train_step_init(&ts, &sc, m, loss_head_mlm(acts), batch_source_repeat(&same), &cfg->optim, &dist, 0);
     train_step_begin(&ts, NULL, 0);
     double *losses = xmalloc(sizeof(double) * 3 * (size_t)steps), *norms = losses + steps, *lrs = norms + steps;
     for (int s = 0; s < steps; s++) {

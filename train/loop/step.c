@@ -19,6 +19,13 @@ typedef struct {
     double flops;
 } StepTotals;
 
+static void next_repeated(void *ctx, long step, int micro, TrainBatch *out) {
+    (void)step, (void)micro;
+    *out = *(const TrainBatch *)ctx;
+}
+
+BatchSource batch_source_repeat(const TrainBatch *tb) { return (BatchSource){next_repeated, NULL, (void *)tb}; }
+
 void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, LossHead head, BatchSource source,
                      const OptimConfig *optim, Dist *dist, int shard_optimizer) {
     memset(ts, 0, sizeof *ts);

@@ -41,6 +41,10 @@ typedef struct {
     void *ctx;
 } BatchSource;
 
+/* The same batch *tb (which must outlive the source) for every micro-batch: bench's synthetic
+ * batch, dump --train-steps' batch file. */
+BatchSource batch_source_repeat(const TrainBatch *tb);
+
 typedef struct {
     ScheduleKind schedule;
     float peak_lr;
