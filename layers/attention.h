@@ -28,12 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Relative position modes (Shaw et al. 2018; Huang et al. 2020), per head as above. */
-typedef enum {
-    REL_NONE = 0, REL_SHAW, REL_METHOD1, REL_METHOD2, REL_METHOD3, REL_METHOD4,
-    REL_T5, REL_ALIBI, REL_ROPE /* T5 buckets, ALiBi (Press et al. 2022), RoPE (Su et al. 2021) */
-} RelKind;
-/* Their config names in enum order ("none", "shaw", "method1", ...), NULL-terminated. */
+#include "core/kinds.h" /* RelKind */
+
+/* RelKind (core/kinds.h): the relative position modes (Shaw et al. 2018; Huang et al. 2020), per
+ * head as above. Their config names in enum order ("none", "shaw", "method1", ...), NULL-terminated. */
 extern const char *const rel_kind_names[];
 const char *rel_kind_name(RelKind kind);
 /* 1 for the modes truncated at relative_k (shaw, methods 1-4); 0 for none, t5, alibi, rope. */

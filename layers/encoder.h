@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/gemm.h"
+#include "core/kinds.h" /* NormKind */
 #include "layers/attention.h"
 
 /* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
@@ -55,9 +56,8 @@ typedef struct {
                          * bf16 only (it feeds only W1's products) */
 } LayerScratch;
 
-/* Where the layer norms sit: after each residual sum (post, BERT) or before each branch (pre). */
-typedef enum { NORM_POST = 0, NORM_PRE = 1 } NormKind;
-/* Their config names in enum order ("post", "pre"), NULL-terminated. */
+/* NormKind (core/kinds.h): where the layer norms sit, after each residual sum (post, BERT) or before
+ * each branch (pre). Their config names in enum order ("post", "pre"), NULL-terminated. */
 extern const char *const norm_kind_names[];
 
 typedef struct {

@@ -2,9 +2,11 @@
  * the run train/loop/run.c. */
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/config/cli.h"
+#include "core/config/config_parse.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/cli/launch.h"
 #include "train/loop/finetune.h"

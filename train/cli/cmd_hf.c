@@ -8,9 +8,11 @@
 
 #include <limits.h>
 
-#include "core/atomic_file.h"
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/tasks/loaded_model.h"
 #include "train/model/checkpoint.h"

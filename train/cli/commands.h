@@ -1,7 +1,7 @@
 /* train/cli/: the `realpos` command line and nothing else: main.c dispatches, through the command
  * table of commands.c (names, usage lines, option help), to one cmd_* per subcommand
  * (cmd_pretrain.c: pretrain, eval; cmd_finetune.c: finetune, predict; cmd_model.c: init, inspect,
- * dump; ...), each parsing its arguments, checking its paths (core/paths.h) and calling the wings
+ * dump; ...), each parsing its arguments, checking its paths (core/io/paths.h) and calling the wings
  * below (loop, tasks, model, data).
  *
  * Subcommands of the realpos CLI; each returns the process exit status. argv[0] is the

@@ -2,7 +2,7 @@
  *
  * The sections [model] [optim] [train] [data] [task] as one Config struct, its schema table
  * (train/config/schema.c: every section.key with its type, default, range and help text) and
- * the cross-key checks, on the generic typed INI engine of core/config_schema.h. Parsing a file,
+ * the cross-key checks, on the generic typed INI engine of core/config/config_schema.h. Parsing a file,
  * `--set section.key=value` overrides and re-parsing the config text stored in a checkpoint all
  * go through it. Any error stops the program with
  *     FILE:LINE: key 'x': expected ..., got ...
@@ -11,11 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
-#include "core/gemm.h"
-#include "layers/attention.h"
-#include "layers/encoder.h"
-#include "optim/adamw.h"
+#include "core/config/config_schema.h"
+#include "core/kinds.h"
+#include "optim/optim_config.h"
 
 /* Most Transformer layers a model may have (fixed-size per-layer tables in train/model/model.h). */
 #define CONFIG_MAX_LAYERS 64

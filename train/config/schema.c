@@ -1,12 +1,16 @@
 /* The schema of Config: one row per section.key with its type, default, range and help text.
  * Defaults are INI text parsed like any other value; error messages and the comments of
- * `realpos config` are generated from these rows by core/config_schema.c. */
+ * `realpos config` are generated from these rows by core/config/config_schema.c. */
 #include "train/config/config.h"
 
 #include <limits.h>
 #include <math.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
+#include "optim/adamw.h"
 
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
@@ -151,7 +155,7 @@ static const KeySpec keys[] = {
 
 _Static_assert(sizeof keys / sizeof keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
 
-/* Which job reads each key and when it applies (core/config_schema.h: KeyUse). A key without a
+/* Which job reads each key and when it applies (core/config/config_schema.h: KeyUse). A key without a
  * row is read by pretraining and fine-tuning alike and always matters. A row is one line: a key
  * that matters only for some values of another (e.g. a position mode's own parameters) adds
  *     {"model.NEW_KEY", 0, "model.relative_position = MODE", NULL},

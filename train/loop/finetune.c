@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/h5io.h"
 #include "train/model/checkpoint.h"
 
 /* The fine-tuning task: the task runner, its training batches and best dev score. */

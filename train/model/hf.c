@@ -9,9 +9,10 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
-#include "core/json.h"
-#include "core/safetensors.h"
+#include "core/io/h5io.h"
+#include "core/io/json.h"
+#include "core/io/paths.h"
+#include "core/io/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"
 

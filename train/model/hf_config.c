@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 
 static const char *const position_kinds[] = {"absolute", "relative_key", "relative_key_query"};
 

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
 #include "layers/layers.h"
 #include "train/model/checkpoint.h"
 #include "train/model/transfer.h"

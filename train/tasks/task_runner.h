@@ -8,7 +8,7 @@
 #include <hdf5.h>
 #include <stdio.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
 #include "train/model/checkpoint.h"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Nothing a user does loses a run (issue 18): every file argument is checked before it is opened,
-# every path written is compared with every path read before any work (core/paths.h), every
-# writer is whole or nothing with the system's reason on failure (core/atomic_file.h), JSON is
-# read strictly (core/json.h), and what import-hf writes loads everywhere. Each refusal has a
+# every path written is compared with every path read before any work (core/io/paths.h), every
+# writer is whole or nothing with the system's reason on failure (core/io/atomic_file.h), JSON is
+# read strictly (core/io/json.h), and what import-hf writes loads everywhere. Each refusal has a
 # positive control; commands run under `timeout` so that a hang (a FIFO) is a failure.
 source "$(dirname "$0")/../../lib.sh"
 FX=tests/fixtures/finetune

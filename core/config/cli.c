@@ -1,5 +1,5 @@
 /* Subcommand argument parsing (see cli.h). */
-#include "core/cli.h"
+#include "core/config/cli.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* safetensors reader and writer (safetensors.h). */
 #define _FILE_OFFSET_BITS 64
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -8,9 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
+#include "core/io/paths.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 

@@ -1,6 +1,6 @@
 /* Path checks: regular files, and the read/write plan of a command (paths.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "core/paths.h"
+#include "core/io/paths.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -219,4 +219,14 @@ void require_distinct_files(const char *input, const char *input_what, const cha
     identify(&out, &out_id);
     RP_CHECK(!same_path(&in_id, &out_id), "%s '%s' and %s '%s' are the same file; writing it would destroy the "
              "input: choose another %s", input_what, input, output_what, output, output_what);
+}
+
+void path_directory(char *out, size_t size, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, size, ".");
+    else if (slash == path)
+        snprintf(out, size, "/");
+    else
+        snprintf(out, size, "%.*s", (int)(slash - path), path);
 }

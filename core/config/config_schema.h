@@ -5,7 +5,7 @@
  * Any error stops the program with
  *     ORIGIN:LINE: key 'section.key': expected ..., got ...
  * (for overrides the origin is "--set section.key=value"). The concrete schema of realpos is
- * train/config/. */
+ * train/config/. Whole configurations: config_parse.h; which keys apply: config_use.h. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,7 +47,7 @@ typedef struct {
 } ConfigOrigins;
 
 /* Which jobs read a key and when it applies: one row per key that is not read by every job, or
- * that matters only for some values of other keys (core/config_use.c). `when` is text:
+ * that matters only for some values of other keys (core/config/config_use.c). `when` is text:
  *     CLAUSE [and CLAUSE ...]   or   CLAUSE [or CLAUSE ...]
  *     CLAUSE:  section.key = v1 | v2   or   section.key != v1 | v2
  * compared with the other key's value as `realpos config` prints it (values only, never where a
@@ -104,58 +104,11 @@ typedef void (*ConfigCheck)(const void *values);
      .offset = CONFIG_FIELD(T, sec.key, char(*)[CONFIG_PATH_MAX]),                                 \
      .count_offset = CONFIG_FIELD(T, sec.count, int), .fallback = def, .help = desc}
 
-/* ---- whole configurations (core/config_parse.c) ---------------------------------------------- */
-
-/* Zero the struct and fill every key with its default. */
-void config_schema_defaults(const ConfigSchema *schema, void *values);
-/* Defaults, then INI text (e.g. the config stored in a checkpoint; `origin` names it in errors),
- * then `check` (may be NULL). */
-void config_schema_load_text(const ConfigSchema *schema, void *values, const char *text,
-                             const char *origin, ConfigCheck check);
-/* Defaults, then the file, then each "section.key=value" override, then `check` (may be NULL),
- * for `job` (a bit of schema->job_names, or 0 for none; see config_key_applies). */
-void config_schema_load_file(const ConfigSchema *schema, void *values, const char *path,
-                             int num_overrides, char *const *overrides, unsigned job, ConfigCheck check);
-/* Apply one "section.key=value" override; fatal on error. Validate afterwards. */
-void config_schema_override(const ConfigSchema *schema, void *values, const char *assignment);
-/* The full configuration as INI text (every key, every section, with help comments; a key of a
- * KeyUse row gets a comment naming the jobs that read it, and "does not apply" when its condition
- * is false); caller frees. */
-char *config_schema_to_ini(const ConfigSchema *schema, const void *values);
-
-/* ---- which keys apply (core/config_use.c) ---------------------------------------------------- */
-
-/* Whether key k matters: read by the job the values were loaded for (any job when none) and its
- * condition true. false with the reason in `why` ("fine-tuning does not read it (task.max_steps
- * does)", "it needs model.relative_position != none; model.relative_position is none (default)"),
- * and *unused_by_job set when the job is the reason. Cross-key checks skip keys that do not apply. */
-bool config_key_applies(const ConfigSchema *schema, const void *values, int k, bool *unused_by_job,
-                        char *why, size_t why_size);
-/* Every key the file or --set gives that does not apply: fatal for a --set (the command would
- * run as if it were not given), a warning for a file's unless it holds the default (a file may
- * serve several jobs and settings; a run's config.ini lists every key). Returns the warnings. */
-int config_report_unused(const ConfigSchema *schema, const void *values);
-/* Fatal ("internal") unless every KeyUse row names a key and its condition parses. */
-void config_check_uses(const ConfigSchema *schema);
-/* The comment line `realpos config` prints above key k ("" if none): the jobs that read it and,
- * when its condition is false, that it does not apply. */
-void config_use_comment(const ConfigSchema *schema, const void *values, int k, char *out, size_t size);
-/* Edit distance (Levenshtein, case-insensitive) of two strings, capped at `cap`. */
-int config_edit_distance(const char *a, const char *b, int cap);
-
 /* ---- single keys ----------------------------------------------------------------------------- */
 
 /* Schema index of section.name, or -1 with "key '...': expected ..., got ..." in `why`. */
 int config_find_key(const ConfigSchema *schema, const char *section, const char *name, char *why,
                     size_t why_size);
-/* Schema index of a key the caller knows exists; fatal ("internal") otherwise. */
-int config_key_index(const ConfigSchema *schema, const char *section, const char *name);
-/* "file.ini:12", "--set ..." or "" (the default) for key k. */
-const char *config_key_origin(const ConfigSchema *schema, const void *values, int k);
-/* Fatal: "ORIGIN: key 'section.name': <message>" for key k, whose value is impossible
- * (ORIGIN is "(default)" for a default). */
-void config_reject(const ConfigSchema *schema, const void *values, int k, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5), noreturn));
 /* What a key accepts: "an integer in [1, 65536]", "a number >= 0", "one of post, pre", ... */
 void config_describe_expected(const KeySpec *key, char *out, size_t size);
 /* Parses `text` into the key's field of `values`; on failure writes "key '...': expected ...,

@@ -5,12 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/io/h5seal.h" /* the seal every file realpos writes carries: h5_open checks it */
 #include "core/param_table.h"
 
-/* Every file realpos writes has a 512-byte user block holding a CRC-32 of the rest of the file
- * (core/h5seal.c, docs/checkpoint.md), written by h5_close and verified by h5_open before libhdf5
- * reads a byte: libhdf5 cannot be trusted with a corrupt file (it crashes or loops). */
-#define H5_USER_BLOCK 512
 
 /* Create (truncating) or open read-only / read-write. HDF5's own error printing is silenced;
  * our messages replace it. h5_open refuses a file whose checksum is absent or wrong. */
@@ -22,21 +19,13 @@ void h5_close(hid_t file, const char *path);
 
 /* A file written whole or not at all: h5_create_temp creates PATH.tmp.PID (tmp receives its
  * name), h5_commit closes and seals it, renames it onto path and fsyncs the directory (as
- * core/atomic_file.h); every failure removes the temporary file and names the reason. */
+ * core/io/atomic_file.h); every failure removes the temporary file and names the reason. */
 hid_t h5_create_temp(const char *path, char *tmp, size_t tmp_size);
 void h5_commit(hid_t file, const char *tmp, const char *path);
 
-typedef enum { H5_SEAL_OK, H5_SEAL_ABSENT, H5_SEAL_BAD } H5SealStatus;
-/* Verify path's checksum; why receives the verdict ("CRC-32 ... verified", "corrupt: ..."). */
-H5SealStatus h5_check_seal(const char *path, char *why, size_t why_size);
-/* The same through an open descriptor; whole = 0 checks only the header and that the file has the
- * length it records (one 512-byte read: catches truncation and extension, not corruption). */
-H5SealStatus h5_check_seal_fd(int fd, int whole, char *why, size_t why_size);
 /* Open read-only a file whose whole seal the caller has just verified (h5_check_seal_fd on a
  * descriptor of this same file): h5_open without its second full read. */
 hid_t h5_open_verified(const char *path);
-/* Write the checksum of a closed file created by h5_create (fatal, removing it, on failure). */
-void h5_seal(const char *path);
 /* The operating system's or HDF5's reason for the last HDF5 failure. */
 void h5_error_reason(char *out, size_t size);
 /* Fatal write failure on the file holding obj: removes the file, names it, what and the reason. */

@@ -1,4 +1,4 @@
-/* core/paths: require_regular_file on every kind of non-file, and the rules of io_plan_check
+/* core/io/paths: require_regular_file on every kind of non-file, and the rules of io_plan_check
  * (paths.h) by identity, not spelling: links, "./", "..", paths that do not exist yet, folders.
  * Each case runs in a child process (the checks are fatal); the child's exit status and stderr
  * are the verdict. */
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/paths.h"
+#include "core/io/paths.h"
 #include "tests/check.h"
 
 static char root[256];

@@ -1,7 +1,7 @@
 /* Typed values of a schema row: what a key accepts, parsing a value into its field, printing it
  * back, and finding a row by section and name. Defaults are INI text parsed like any other
  * value, and error messages are generated from the row. */
-#include "core/config_schema.h"
+#include "core/config/config_schema.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -174,6 +174,30 @@ static void list_sections(const ConfigSchema *schema, const char *last, char *ou
                                  schema->sections[s]);
 }
 
+/* Edit distance (Levenshtein, case-insensitive) of two strings, capped at `cap`. */
+static int config_edit_distance(const char *a, const char *b, int cap) {
+    size_t n = strlen(b);
+    if (n > 63)
+        return cap;
+    int row[64];
+    for (size_t j = 0; j <= n; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; a[i - 1]; i++) {
+        int diagonal = row[0], best = row[0] = (int)i;
+        for (size_t j = 1; j <= n; j++) {
+            int above = row[j];
+            int substitute = diagonal + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            row[j] = substitute < above + 1 ? substitute : above + 1;
+            row[j] = row[j] < row[j - 1] + 1 ? row[j] : row[j - 1] + 1;
+            diagonal = above;
+            best = row[j] < best ? row[j] : best;
+        }
+        if (best >= cap)
+            return cap;
+    }
+    return row[n] < cap ? row[n] : cap;
+}
+
 /* "; did you mean 'train.max_steps'?" for the schema keys nearest to section.name: the same name
  * in other sections, else the keys within a small edit distance; "" if none is near. */
 static void suggest_keys(const ConfigSchema *schema, const char *section, const char *name, char *out, size_t size) {
@@ -268,7 +292,6 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key) {
     }
     }
 }
-
 
 char *config_value_text(const void *values, const KeySpec *key) {
     char *text = NULL;

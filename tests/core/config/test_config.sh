@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # realpos config: defaults, round trip, --set overrides, and one check per error class (non-zero
 # exit and the exact "ORIGIN: key '...': expected ..." message). Uses ./realpos (make realpos).
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../../lib.sh"
 CONFIGS="$PWD/configs"
 cd "$tmp"
 

@@ -1,11 +1,11 @@
-/* core/safetensors: exact F16/BF16 conversion of every bit pattern, writer -> reader round trip
+/* core/io/safetensors: exact F16/BF16 conversion of every bit pattern, writer -> reader round trip
  * (including an empty tensor), 8-byte data alignment. Malformed headers: tests/train/model/test_hf.sh. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "tests/check.h"
 
 /* IEEE half by its definition: (-1)^s 2^(e-15) (1 + m/1024), subnormal 2^-14 m/1024. */

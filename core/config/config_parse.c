@@ -1,6 +1,6 @@
 /* Whole configurations over a schema (see config_schema.h): defaults, INI text through inih,
  * --set overrides, the origin of each key, rejection messages and the printed form. */
-#include "core/config_schema.h"
+#include "core/config/config_parse.h"
 
 #include <ctype.h>
 #include <ini.h>
@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/config/config_use.h"
+#include "core/io/files.h"
 
 static ConfigOrigins *origins_of(const ConfigSchema *schema, void *values) {
     return (ConfigOrigins *)((char *)values + schema->origins_offset);

@@ -1,4 +1,4 @@
-#include "core/crc32.h"
+#include "core/io/crc32.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* The JSON scanner and strict parsing over cJSON (json.h). */
-#include "core/json.h"
+#include "core/io/json.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 
 #define NO_KEY SIZE_MAX /* no enclosing key: the top-level value */
 #define SMALL_OBJECT 16 /* objects of up to this many keys are checked pairwise, larger ones sorted */

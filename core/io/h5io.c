@@ -1,12 +1,13 @@
 #define _POSIX_C_SOURCE 200809L
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
+#include "core/io/paths.h"
 
 typedef struct {
     char *out;

@@ -3,6 +3,8 @@
  * where N is the length of the HDF5 body [512, EOF) and the CRC-32 covers exactly those bytes.
  * Verified by one sequential read before libhdf5 sees the file. */
 #define _POSIX_C_SOURCE 200809L
+#include "core/io/h5seal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,8 +13,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
 
 static const char SEAL_MAGIC[] = "realpos-checksum 1\n";
 static const unsigned char HDF5_SIGNATURE[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};

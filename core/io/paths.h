@@ -33,6 +33,7 @@
  * The plan holds the callers' strings (they must live until io_plan_check); no allocation, no
  * global state. */
 #pragma once
+#include <stddef.h>
 
 #define IO_PLAN_MAX 1024 /* paths per plan (e.g. the checkpoints of `realpos average`) */
 
@@ -64,7 +65,10 @@ void io_plan_output_dir(IoPlan *plan, const char *path, const char *what);
 /* Apply rules 1-5 to every path of the plan; fatal on the first violation. */
 void io_plan_check(const IoPlan *plan);
 
-/* Rule 2 alone, for callers not yet converted to a plan (train/data/corpus.c,
+/* Rule 2 alone, for callers not yet converted to a plan (train/data/corpus_prepare.c,
  * train/cli/cmd_finetune.c's finetune): fatal if output is the same file as input. An input or
  * output that is NULL, "" or absent is skipped (the caller reports a missing input itself). */
 void require_distinct_files(const char *input, const char *input_what, const char *output, const char *output_what);
+
+/* The directory part of path ("." if none). */
+void path_directory(char *out, size_t size, const char *path);

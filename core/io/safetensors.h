@@ -54,6 +54,6 @@ typedef struct {
 } StWriteTensor;
 
 /* Write F32 tensors (in the given order) with string metadata pairs meta[2i] = meta[2i+1],
- * whole or not at all (core/atomic_file.h). Returns 0, or -1 with the reason in why. */
+ * whole or not at all (core/io/atomic_file.h). Returns 0, or -1 with the reason in why. */
 int st_write_floats(const char *path, const StWriteTensor *tensors, int count, const char *const *meta,
                     int num_meta, char *why, size_t why_size);

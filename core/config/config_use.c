@@ -2,7 +2,7 @@
  * keys under which it matters, and the reports built on them (keys a command would ignore, the
  * `realpos config` comments). Conditions are parsed from their text at each use: a table of a
  * hundred rows costs microseconds, and the text is also what the messages quote. */
-#include "core/config_schema.h"
+#include "core/config/config_use.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -219,27 +219,4 @@ void config_use_comment(const ConfigSchema *schema, const void *values, int k, c
     /* no value or origin here: the line must stay within an INI line (config_check_uses caps `when`) */
     if (use->when && eval_condition(schema, values, use->when, &holds, NULL, 0) && !holds && used < size)
         snprintf(out + used, size - used, "%sdoes not apply: it needs %s", used ? "; " : "; ", use->when);
-}
-
-int config_edit_distance(const char *a, const char *b, int cap) {
-    size_t n = strlen(b);
-    if (n > 63)
-        return cap;
-    int row[64];
-    for (size_t j = 0; j <= n; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; a[i - 1]; i++) {
-        int diagonal = row[0], best = row[0] = (int)i;
-        for (size_t j = 1; j <= n; j++) {
-            int above = row[j];
-            int substitute = diagonal + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            row[j] = substitute < above + 1 ? substitute : above + 1;
-            row[j] = row[j] < row[j - 1] + 1 ? row[j] : row[j - 1] + 1;
-            diagonal = above;
-            best = row[j] < best ? row[j] : best;
-        }
-        if (best >= cap)
-            return cap;
-    }
-    return row[n] < cap ? row[n] : cap;
 }

@@ -1,5 +1,5 @@
 /* One writer per directory (dir_lock.h). */
-#include "core/dir_lock.h"
+#include "core/io/dir_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 
 /* This process's command line (/proc/self/cmdline, NULs as spaces), at most size - 1 bytes. */
 static void own_command_line(char *out, size_t size) {

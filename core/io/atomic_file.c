@@ -1,6 +1,6 @@
 /* Whole-file writes: temp + fsync + rename (atomic_file.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/paths.h"
 
 int atomic_file_open(AtomicFile *a, const char *path, char *why, size_t why_size) {
     memset(a, 0, sizeof *a);

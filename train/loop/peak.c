@@ -1,5 +1,5 @@
 /* The peak of this machine from probes, the per-host cache and observed windows (peak.h). */
-#include "core/peak.h"
+#include "train/loop/peak.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -13,8 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 
 enum { PROBE_N = 1024 };
 

@@ -1,4 +1,4 @@
-/* The MFU peak (core/peak.h) with a scripted probe: a slow start-up probe no longer pins MFU at
+/* The MFU peak (train/loop/peak.h) with a scripted probe: a slow start-up probe no longer pins MFU at
  * 100% (the spread probes, the cache and an observed window each lift the peak), MFU never
  * exceeds 1, the cache is keyed, survives a bad file and an unwritable directory, and the
  * environment's REALPOS_PEAK_GFLOPS / REALPOS_PEAK_CACHE do what peak.h says. */
@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "core/io/files.h"
+#include "train/loop/peak.h"
 #include "tests/check.h"
 
 /* Returns values[0], values[1], ... and then the last value forever; counts its calls. */
