@@ -49,3 +49,4 @@ int cmd_attention(int argc, char **argv); /* attention maps of a checkpoint on t
 int cmd_import_hf(int argc, char **argv); /* HuggingFace BERT folder -> checkpoint */
 int cmd_export_hf(int argc, char **argv); /* checkpoint -> HuggingFace BERT folder */
 int cmd_fill_mask(int argc, char **argv); /* top-k tokens for [MASK] in text */
+int cmd_synth(int argc, char **argv);     /* synthetic tagging tasks */

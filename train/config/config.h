@@ -18,7 +18,7 @@
 /* Most Transformer layers a model may have (fixed-size per-layer tables in train/model/model.h). */
 #define CONFIG_MAX_LAYERS 64
 
-typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
+typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD, TASK_TAGGING } TaskKind;
 /* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
@@ -92,6 +92,8 @@ typedef struct {
     int eval_every;                  /* steps between dev evaluations, 0 = only at the end */
     int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
     int64_t seed;                    /* new-parameter init, data order, dropout */
+    char tag_labels[CONFIG_PATH_MAX]; /* tagging: the label set, space-separated ("": the training file's) */
+    int train_max_length;             /* tagging: longest training example in words (0: measured) */
 } TaskConfig;
 
 typedef struct {

@@ -55,7 +55,7 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     long tokens = 0;
     for (int n = 0; n < r->batch.B * r->batch.L; n++)
         tokens += r->attention_mask[n];
-    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end}, tokens};
+    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end, r->token_labels}, tokens};
 }
 
 /* Another rank's micro-batch: the sampler moves on, nothing is built. */

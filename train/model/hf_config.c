@@ -161,6 +161,7 @@ char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *la
     const ModelConfig *m = &cfg->model;
     cJSON *json = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     const char *architecture = heads.mlm ? "BertForMaskedLM"
+                               : heads.num_labels && !heads.pooler ? "BertForTokenClassification"
                                : heads.num_labels ? "BertForSequenceClassification"
                                : heads.span ? "BertForQuestionAnswering" : "BertModel";
     cJSON_AddItemToArray(arch, cJSON_CreateString(architecture));
@@ -195,7 +196,8 @@ char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *la
         }
         cJSON_AddItemToObject(json, "id2label", id2label);
         cJSON_AddItemToObject(json, "label2id", label2id);
-        cJSON_AddStringToObject(json, "problem_type", regression ? "regression" : "single_label_classification");
+        if (heads.pooler) /* BertForTokenClassification reads no problem_type */
+            cJSON_AddStringToObject(json, "problem_type", regression ? "regression" : "single_label_classification");
     }
     char *text = cJSON_Print(json);
     cJSON_Delete(json);

@@ -2,6 +2,7 @@
 #include "train/model/loss.h"
 
 #include "core/common.h"
+#include "layers/layers.h"
 
 static ForwardStats mlm_forward(const LossHead *h, const Model *m, const TrainBatch *tb, ForwardMode mode,
                                 uint64_t step_key) {
@@ -40,18 +41,33 @@ static void regression_backward(const LossHead *h, Model *m, const TrainBatch *t
     head_backward(m, h->heads, h->acts->encoder_out, &tb->targets, 1, loss_scale, h->acts->d_hidden_a);
 }
 
+/* tagging: the sequence count replaced by the labelled positions' */
+static ForwardStats tagging_forward(const LossHead *h, const Model *m, const TrainBatch *tb, ForwardMode mode,
+                                    uint64_t step_key) {
+    ForwardStats st = task_forward(h, m, tb, 0, mode, step_key);
+    st.num_predicted = 0;
+    for (int n = 0; n < tb->batch.B * tb->batch.L; n++)
+        st.num_predicted += tb->targets.token_labels[n] != IGNORE_LABEL;
+    return st;
+}
+
 static const LossHeadOps MLM = {"mlm", mlm_forward, mlm_backward, 1};
 static const LossHeadOps CLASSIFICATION = {"classification", classification_forward, classification_backward, 0};
 static const LossHeadOps REGRESSION = {"regression", regression_forward, regression_backward, 0};
 /* the span head's loss and backward are head_loss / head_backward's for a span model */
 static const LossHeadOps SPAN = {"span", classification_forward, classification_backward, 0};
+static const LossHeadOps TAGGING = {"tagging", tagging_forward, classification_backward, 0};
 
 LossHead loss_head_mlm(Activations *acts) { return (LossHead){&MLM, acts, NULL}; }
 
 LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, int regression) {
     RP_CHECK(!m->heads.mlm && (m->heads.span || m->heads.num_labels > 0),
              "internal: a task loss needs a model with a span or classifier head");
-    return (LossHead){m->heads.span ? &SPAN : regression ? &REGRESSION : &CLASSIFICATION, acts, heads};
+    return (LossHead){m->heads.span      ? &SPAN
+                      : !m->heads.pooler ? &TAGGING
+                      : regression       ? &REGRESSION
+                                         : &CLASSIFICATION,
+                      acts, heads};
 }
 
 ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, ForwardMode mode, uint64_t step_key) {

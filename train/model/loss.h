@@ -3,6 +3,7 @@
  *   classification:      loss = mean_b CE(classifier(pooler(h_[CLS])), y_b)      (task_heads.h)
  *   regression:          loss = mean_b (classifier(pooler(h_[CLS])) - y_b)^2
  *   span (SQuAD):        loss = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2
+ *   tagging:             loss = mean over labelled positions of CE(classifier(h_n), y_n)
  * with h = encoder(batch) [B*L, H]. Each head is a row of operations (LossHeadOps, loss.c) on the
  * encoder's output: loss_forward runs the encoder, then the head and its loss; loss_backward runs
  * the head's backward into d_hidden, then the encoder's, scaled by loss_scale (e.g.
