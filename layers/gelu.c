@@ -118,11 +118,11 @@ void linear_gelu_forward_bf16(Gemm *g, float *restrict slope, int forward_only, 
     }
 }
 
-/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
- * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
- * over rows in order, so db is the same for any thread count. */
-void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
-                        int o) {
+/* The pass of both: d = d_act * slope into d_pre (fp32) or d_pre16 (bf16, the other NULL), db += the
+ * fp32 column sums of d. Inlined into each with a constant NULL, so neither tests it in its loop. */
+static inline __attribute__((always_inline)) void
+gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const float *d_act,
+               const float *restrict slope, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
@@ -132,12 +132,22 @@ void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, co
             const size_t row = (size_t)n * o + c0;
             const float *restrict s = slope + row;
             const float *g = d_act + row;
-            float *dx = d_pre + row;
+            if (d_pre16) {
+                bf16 *restrict dx16 = d_pre16 + row;
 #pragma omp simd
-            for (int c = 0; c < width; c++) {
-                const float d = g[c] * s[c];
-                dx[c] = d;
-                acc[c] += d;
+                for (int c = 0; c < width; c++) {
+                    const float d = g[c] * s[c];
+                    dx16[c] = bf16_from_float(d);
+                    acc[c] += d;
+                }
+            } else {
+                float *dx = d_pre + row;
+#pragma omp simd
+                for (int c = 0; c < width; c++) {
+                    const float d = g[c] * s[c];
+                    dx[c] = d;
+                    acc[c] += d;
+                }
             }
         }
         for (int c = 0; c < width; c++)
@@ -145,27 +155,16 @@ void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, co
     }
 }
 
+/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
+ * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
+ * over rows in order, so db is the same for any thread count. */
+void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
+                        int o) {
+    gelu_bias_pass(d_pre, NULL, db, d_act, slope, N, o);
+}
+
 /* The same with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
 void gelu_bias_backward_bf16(bf16 *restrict d_pre16, float *restrict db, const float *d_act,
                              const float *restrict slope, int N, int o) {
-    const ColBlocks blocks = col_blocks(o);
-#pragma omp parallel for schedule(static)
-    for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
-        float acc[COL_BLOCK_MAX] = {0};
-        for (int n = 0; n < N; n++) {
-            const size_t row = (size_t)n * o + c0;
-            const float *restrict s = slope + row;
-            const float *g = d_act + row;
-            bf16 *restrict dx16 = d_pre16 + row;
-#pragma omp simd
-            for (int c = 0; c < width; c++) {
-                const float d = g[c] * s[c];
-                dx16[c] = bf16_from_float(d);
-                acc[c] += d;
-            }
-        }
-        for (int c = 0; c < width; c++)
-            db[c0 + c] += acc[c];
-    }
+    gelu_bias_pass(NULL, d_pre16, db, d_act, slope, N, o);
 }
