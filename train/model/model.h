@@ -84,6 +84,8 @@ typedef struct {
     float *final_out, *final_mean, *final_rstd; /* Pre-LN final norm */
     HeadActs head;
     LayerScratch scratch;
+    PosTables positions; /* the scheme's length-only tables: built by the forward for its L
+                          * (before the layers), read by every layer's forward and backward */
     Gemm *gemm; /* the matrix products in the model's precision, m->params_bf16 as shadow */
     /* bf16 only (else NULL): the shadows of the activations that feed products only, written in
      * bf16 where they are produced (GELU's output, its gradient): [N, I] each */
