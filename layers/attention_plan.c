@@ -38,11 +38,9 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     *p = (AttnPlan){0};
     p->B = s->B, p->L = s->L, p->H = s->H, p->heads = s->num_heads;
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
-    p->scheme = scheme;
+    p->shape = s, p->scheme = scheme;
     p->dropout = s->dropout > 0.0f;
     p->rel_k = rel_kind_uses_k(s->rel) ? s->rel_k : 0;
-    p->t5_buckets = s->t5_num_buckets, p->t5_max_distance = s->t5_max_distance;
-    p->rope_theta = s->rope_theta;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;
     p->at_ld = 2 * p->rel_k + 1;

@@ -1,6 +1,6 @@
-/* Internal to layers/attention*.c and the scheme files (positions.h): the scratch plan of one attention call
- * (AttnPlan: shape, index conventions, shared buffers; AttnWork: one thread's buffers), defined
- * in attention_plan.c.
+/* Internal to layers/attention*.c and the scheme files (positions.h): the scratch plan of one
+ * attention call (AttnPlan: shape, index conventions, shared buffers; AttnWork: one thread's
+ * buffers), defined in attention_plan.c.
  *
  * Index conventions (per head, i = query, j = key, k = AttnShape.rel_k, the truncation distance):
  *   r(i,j) = clip(i-j, -k, k) + k        table row of shaw, method2, method3, method4
@@ -18,13 +18,12 @@
 
 typedef struct AttnPlan {
     int B, L, H, heads, d, BL, BH, ld; /* ld = 3H, the row stride of qkv and d_qkv */
-    const PosScheme *scheme; /* the row of s->rel */
+    const AttnShape *shape;  /* the call's shape (the scheme's own parameters) */
+    const PosScheme *scheme; /* the row of shape->rel */
     int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
     int rel_k;    /* truncation distance k (0 unless the scheme uses k) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
-    int t5_buckets, t5_max_distance; /* t5 */
-    float rope_theta;                /* rope */
     float scale;  /* 1/sqrt(d) */
     int slots;    /* min(BH, ATTN_SLOTS); slot s owns bh in [s*BH/slots, (s+1)*BH/slots) */
     int block;    /* rows per relative-term GEMM (QA / KA blocks, method3 regions),

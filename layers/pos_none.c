@@ -3,6 +3,7 @@
 #include "layers/positions.h"
 
 const PosScheme pos_none = {
+    .adds_nothing = 1,
     .qk = POS_QK_PLAIN,
     .hf_type = "absolute",
 };

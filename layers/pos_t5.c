@@ -64,7 +64,7 @@ static void finish(const AttnPlan *p, float *d_table) {
             float sum = 0.0f;
             for (int s = 0; s < p->slots; s++)
                 sum += slot[(size_t)s * p->slot_floats + (size_t)h * W + u];
-            const int bucket = t5_bucket(u - (L - 1), p->t5_buckets, p->t5_max_distance);
+            const int bucket = t5_bucket(u - (L - 1), p->shape->t5_num_buckets, p->shape->t5_max_distance);
             d_table[(size_t)bucket * p->heads + h] += sum;
         }
 }

@@ -86,6 +86,7 @@ typedef struct {
  * [p->slot_floats]. */
 typedef struct PosScheme {
     /* ---- facts ---- */
+    int adds_nothing;             /* no position terms (none: absolute embeddings or nothing) */
     int uses_k;                   /* truncated at model.relative_k: the key applies */
     const char *even_head_width;  /* NULL, or why the head width must be even */
     PosTableScope table_scope;    /* whose table: none, each layer's, one for the model */

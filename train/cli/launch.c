@@ -7,7 +7,8 @@
 
 /* "absolute + method4 (k = 16)", "method4 (k = 16)", "absolute", "none". */
 static void positions(const ModelConfig *m, char *out, size_t size) {
-    int relative = m->relative_position != REL_NONE;
+    const PosScheme *scheme = pos_scheme(m->relative_position);
+    int relative = !scheme->adds_nothing;
     char rel[64] = "";
     if (relative)
         snprintf(rel, sizeof rel, "%s (k = %d)", rel_kind_name(m->relative_position), m->relative_k);

@@ -155,10 +155,11 @@ static void validate_model(const Config *cfg) {
         reject(cfg, KEY(model, t5_max_distance), "expected more than model.t5_num_buckets / 4 = %d (%s), the "
                "distances with a bucket each, got %d", m->t5_num_buckets / 4,
                origin_of(cfg, KEY(model, t5_num_buckets)), m->t5_max_distance);
-    if (m->relative_position == REL_ROPE && (m->hidden_size / m->num_heads) % 2)
+    const char *even_width = pos_scheme(m->relative_position)->even_head_width;
+    if (even_width && (m->hidden_size / m->num_heads) % 2)
         reject(cfg, KEY(model, num_heads), "expected an even head width hidden_size / num_heads for "
-               "relative_position = rope (%s), which rotates pairs of dimensions, got %d / %d = %d",
-               origin_of(cfg, KEY(model, relative_position)), m->hidden_size, m->num_heads,
+               "relative_position = %s (%s), %s, got %d / %d = %d", rel_kind_name(m->relative_position),
+               origin_of(cfg, KEY(model, relative_position)), even_width, m->hidden_size, m->num_heads,
                m->hidden_size / m->num_heads);
     if (m->residual_attention_mean && !m->residual_attention)
         reject(cfg, KEY(model, residual_attention_mean),

@@ -9,36 +9,18 @@
 
 #define POSITION_TABLE "bert/embeddings/position_embeddings/weight"
 
-/* The parameters a position mode adds (to each layer, or T5's one table for the encoder), and the
- * value that makes its term of the score vanish (docs/attention.md), so that a model given the mode
- * on top of a checkpoint without it computes the checkpoint model's scores until training moves
- * the table. One row per mode with parameters (alibi and rope have none: their outputs change at
- * step 0, docs/finetune.md). */
-static const struct {
-    RelKind mode;
-    const char *suffix; /* the end of the parameter's name */
-    float identity;
-    const char *vanishes; /* the term at that value */
-} ADDED_TABLES[] = {
-    {REL_SHAW, "attention/self/distance_embedding/weight", 0.0f, "q_i·a_r = 0"},
-    {REL_METHOD1, "attention/self/distance_embedding/weight", 1.0f, "(q_i·k_j)·w_s = q_i·k_j"},
-    {REL_METHOD2, "attention/self/distance_embedding/weight", 1.0f, "(q_i·k_j)·w_r = q_i·k_j"},
-    {REL_METHOD3, "attention/self/distance_embedding/weight", 1.0f, "Σ_t q_it k_jt a_rt = q_i·k_j"},
-    {REL_METHOD4, "attention/self/distance_embedding/weight", 0.0f, "q_i·a_r + k_j·a_r = 0"},
-    {REL_T5, "bert/encoder/relative_attention_bias/weight", 0.0f, "b[bucket(j - i), h] = 0"},
-};
-
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* The ADDED_TABLES row of parameter `name` of a model in mode `mode`, or -1. */
-static int added_table(RelKind mode, const char *name) {
-    for (size_t i = 0; i < sizeof ADDED_TABLES / sizeof *ADDED_TABLES; i++)
-        if (ADDED_TABLES[i].mode == mode && ends_with(name, ADDED_TABLES[i].suffix))
-            return (int)i;
-    return -1;
+/* Whether parameter `name` is the table of the position scheme `scheme` (each layer's, or T5's one
+ * for the encoder): a table the checkpoint lacks starts at the scheme's transfer_identity, the
+ * value that makes its term of the score vanish (docs/attention.md), so that the model computes
+ * the checkpoint model's scores until training moves the table (alibi and rope have none: their
+ * outputs change at step 0, docs/finetune.md). */
+static int is_scheme_table(const PosScheme *scheme, const char *name) {
+    return scheme->table_name && scheme->transfer_vanishes && ends_with(name, scheme->table_name);
 }
 
 void transfer_print(FILE *table, const char *status, const char *name, int rank, const hsize_t *dims) {
@@ -72,7 +54,8 @@ static void report_dropped(const char *name, int rank, const hsize_t *dims, void
 
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char *model, FILE *table) {
     TransferSummary s = {0, 0, 0, 0};
-    int added = -1; /* the ADDED_TABLES row of the tables this transfer adds */
+    const PosScheme *scheme = pos_scheme(m->cfg.relative_position);
+    int added = 0; /* this transfer adds the scheme's tables */
     if (table)
         fprintf(table, "parameters from %s:\n", path);
     char dataset[PARAM_NAME_MAX + 8], have[64], want[64];
@@ -83,12 +66,11 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char
         h5_shape_text(want, sizeof want, rank, dims);
         snprintf(dataset, sizeof dataset, "model/%s", p->name);
         if (!h5_exists(file, dataset)) {
-            int row = added_table(m->cfg.relative_position, p->name);
-            if (row >= 0) { /* a mode the checkpoint lacks: its term starts at nothing */
+            if (is_scheme_table(scheme, p->name)) { /* a scheme the checkpoint lacks: its term starts at nothing */
                 float *w = m->params + p->offset;
                 for (size_t e = 0; e < p->count; e++)
-                    w[e] = ADDED_TABLES[row].identity;
-                added = row;
+                    w[e] = scheme->transfer_identity;
+                added = 1;
             }
             transfer_print(table, "initialised", p->name, rank, dims);
             s.initialised++;
@@ -118,20 +100,17 @@ TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char
     DropScan scan = {m, table, &s};
     checkpoint_each_model_dataset(file, path, report_dropped, &scan);
     transfer_print_summary(table, &s);
-    if (table && added >= 0)
+    if (table && added)
         fprintf(table, "  the added relative tables start at %g everywhere (%s): the scores are the checkpoint "
-                "model's until training changes them\n", (double)ADDED_TABLES[added].identity,
-                ADDED_TABLES[added].vanishes);
+                "model's until training changes them\n", (double)scheme->transfer_identity,
+                scheme->transfer_vanishes);
     return s;
 }
 
 void transfer_note_positions(const ModelConfig *now, const ModelConfig *stored) {
-    if (now->relative_position == stored->relative_position || now->relative_position < REL_T5)
+    const char *note = pos_scheme(now->relative_position)->transfer_note;
+    if (now->relative_position == stored->relative_position || !note)
         return;
     rp_log("relative_position = %s on a %s checkpoint: %s", rel_kind_name(now->relative_position),
-           rel_kind_name(stored->relative_position),
-           now->relative_position == REL_T5
-               ? "the new T5 table starts at zero, so step 0's outputs are the checkpoint model's"
-               : "it has no parameters that could start at zero, so the outputs change from step 0 "
-                 "(docs/finetune.md)");
+           rel_kind_name(stored->relative_position), note);
 }
