@@ -169,7 +169,7 @@ int cmd_attention(int argc, char **argv) {
         if (table_rows) {
             hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
             snprintf(name, sizeof name, "distance_embedding/layer_%d", l);
-            h5_write_floats(o, name, model->p.layer[l].rel_table, 2, table_dims);
+            h5_write_floats(o, name, model->p.layer[l].position_table, 2, table_dims);
         }
     }
     const PosScheme *scheme = pos_scheme(c->relative_position);

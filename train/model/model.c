@@ -80,10 +80,10 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
         NAME(0, "attention/self/query/bias"), NAME(1, "attention/self/key/bias"),
             NAME(2, "attention/self/value/bias");
         p->qkv_b = place_group(lo, names, 3, H, 0, 0);
-        p->rel_table = mp->relative_attention_bias;
+        p->position_table = mp->relative_attention_bias;
         if (scheme->table_scope == POS_TABLE_LAYER) {
             NAME(0, scheme->table_name);
-            p->rel_table = place(lo, n[0], table_rows, table_cols, 1);
+            p->position_table = place(lo, n[0], table_rows, table_cols, 1);
         }
         NAME(0, "attention/output/dense/weight");
         p->attn_out_w = place(lo, n[0], H, H, 1);

@@ -33,7 +33,7 @@ typedef struct {
     float *word_emb, *pos_emb, *type_emb; /* [V,H], [P,H] or NULL, [T,H] */
     float *emb_norm_g, *emb_norm_b;       /* [H] */
     float *relative_attention_bias;       /* t5: [t5_num_buckets, heads], the one table every
-                                           * layer's rel_table points to; else NULL */
+                                           * layer's position_table points to; else NULL */
     LayerParams layer[MODEL_MAX_LAYERS];
     float *final_norm_g, *final_norm_b;   /* Pre-LN only, else NULL */
     HeadParams head;                      /* MLM head (all NULL without it) */
