@@ -57,8 +57,8 @@ int attention_table_cols(RelKind rel, int head_dim);
 size_t attention_scratch_floats(const AttnShape *s);
 
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
- * table    relative table as above (t5: the shared [t5_num_buckets, heads] table), or NULL for
- *          none, alibi and rope
+ * table    the scheme's table as above (t5: the model's shared [t5_num_buckets, heads] table),
+ *          or NULL for the schemes without one (none, alibi, rope)
  * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
  * probs    [B, heads, L, L]  out: softmax probabilities P (saved for backward; dropout(P) is
  *          not stored: backward recomputes its mask from dropout_key, element e of probs keeping

@@ -40,7 +40,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
     p->shape = s, p->scheme = scheme;
     p->dropout = s->dropout > 0.0f;
-    p->rel_k = rel_kind_uses_k(s->rel) ? s->rel_k : 0;
+    p->rel_k = scheme->uses_k ? s->rel_k : 0;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;
     p->at_ld = 2 * p->rel_k + 1;

@@ -4,8 +4,9 @@
  *
  * Every parameter of the new model whose name and shape match a dataset of the checkpoint's
  * /model is loaded; the others keep their fresh initialisation (task head, pooler), except the
- * relative table of a mode the checkpoint lacks: it starts at the value that makes its term vanish
- * (ADDED_TABLES in transfer.c: 0 for shaw, method4 and T5's shared bias, 1 for methods 1-3), so the new model's
+ * table of a position scheme the checkpoint lacks: it starts at the value that makes its term vanish
+ * (the scheme's transfer_identity, layers/positions.h: 0 for shaw, method4 and T5's shared bias, 1
+ * for methods 1-3), so the new model's
  * scores, and every output, are at first the checkpoint model's. Checkpoint datasets the new model
  * has no use for (the MLM head) are dropped. A parameter present in both with different shapes is
  * fatal, naming it and both shapes, except the absolute position table with more rows: its first
@@ -29,7 +30,8 @@ void transfer_print_summary(FILE *table, const TransferSummary *s);
  * one line per tensor and a summary to `table` (may be NULL). */
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char *model, FILE *table);
 
-/* Logs what a position mode the checkpoint lacks does at step 0: t5's table starts at zero (the
- * outputs are the checkpoint's); alibi and rope have no parameters that could start neutral, so the
- * outputs change from step 0. Nothing for the other modes (their tables start neutral: ADDED_TABLES). */
+/* Logs what a position scheme the checkpoint lacks does at step 0 (the scheme's transfer_note):
+ * t5's table starts at zero (the outputs are the checkpoint's); alibi and rope have no parameters
+ * that could start neutral, so the outputs change from step 0. Nothing for the schemes without a
+ * note (their tables start neutral: transfer_identity). */
 void transfer_note_positions(const ModelConfig *now, const ModelConfig *stored);
