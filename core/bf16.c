@@ -32,7 +32,7 @@ static unsigned long long xcr0(void) {
 CpuBf16 cpu_bf16_query(void) {
     CpuBf16 c = {0, 0, "unknown CPU"};
     unsigned int a, b, cx, d;
-    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+    if ((unsigned int)__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) { /* int in clang */
         unsigned int brand[12];
         for (unsigned int i = 0; i < 3; i++)
             __get_cpuid(0x80000002u + i, &brand[4 * i], &brand[4 * i + 1], &brand[4 * i + 2], &brand[4 * i + 3]);

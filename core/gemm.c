@@ -12,10 +12,49 @@
 
 const char *const precision_names[] = {"fp32", "bf16", NULL};
 
-void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
-              const float *B, int ldb, float beta, float *C, int ldc) {
+/* OpenBLAS splits a product among its threads by the thread count, and with some of its kernels
+ * (Haswell, Prescott: what 0.3.21 runs on CPUs it does not know) the edge of each split goes
+ * through a kernel that rounds differently, so an element's bits depended on the thread count
+ * (issue 33: 3715 of 96 x 1030 elements at 1 vs 2 threads). The product is split here instead,
+ * into parts fixed by its shape alone: the longer of M and N in up to GEMM_PARTS_MAX parts, each
+ * a whole number of GEMM_PART_ALIGN rows or columns and of at least GEMM_PART_FLOPS. Each part is
+ * one OpenBLAS call made inside a parallel region, where OpenBLAS runs on the calling thread (also
+ * when there is one part): every element comes from the same call at any thread count. */
+enum { GEMM_PARTS_MAX = 16, GEMM_PART_ALIGN = 64 };
+static const double GEMM_PART_FLOPS = 4e6;
+
+static void sgemm_part(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
     cblas_sgemm(CblasRowMajor, ta == GEMM_T ? CblasTrans : CblasNoTrans, tb == GEMM_T ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    const int split_rows = M >= N, length = split_rows ? M : N;
+    const double flops = 2.0 * M * N * (double)K;
+    int parts = 1;
+    while (parts < GEMM_PARTS_MAX && flops / (2 * parts) >= GEMM_PART_FLOPS &&
+           length >= 2 * parts * GEMM_PART_ALIGN)
+        parts *= 2;
+    if (length <= 0 || omp_in_parallel()) { /* nothing to split, or one thread's work already
+                                             * (the per-head attention products) */
+        sgemm_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    const int per_part = ((length + parts - 1) / parts + GEMM_PART_ALIGN - 1) / GEMM_PART_ALIGN * GEMM_PART_ALIGN;
+    parts = (length + per_part - 1) / per_part;
+#pragma omp parallel for schedule(static)
+    for (int part = 0; part < parts; part++) {
+        const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
+        if (split_rows) { /* rows first .. of op(A) and C */
+            const float *A_part = ta == GEMM_T ? A + first : A + (size_t)first * lda;
+            sgemm_part(ta, tb, count, N, K, alpha, A_part, lda, B, ldb, beta, C + (size_t)first * ldc, ldc);
+        } else { /* columns first .. of op(B) and C */
+            const float *B_part = tb == GEMM_T ? B + (size_t)first * ldb : B + first;
+            sgemm_part(ta, tb, M, count, K, alpha, A, lda, B_part, ldb, beta, C + first, ldc);
+        }
+    }
 }
 
 /* Element (r, c) of op(X) for X stored with row stride ld. */

@@ -3,6 +3,7 @@
 # "PASS ..." or "FAIL ..." line per check, or "SKIP ..." for checks whose data is absent. A program
 # that exits non-zero without printing a FAIL line (a crash) counts as one failure; one that
 # prints nothing but SKIP lines is reported as skipped. Ends with "N passed, N failed, N skipped".
+# RP_TEST_ONLY=REGEX runs only the tests whose file name matches.
 # OPENBLAS_CORETYPE is left as the environment has it: no verdict may depend on the kernels.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,6 +17,8 @@ log_dir=build/test-logs; mkdir -p "$log_dir"
 tests=( $(find build/tests -name 'test_*' -type f ! -name '*.d' 2>/dev/null | sort) $(find tests -path tests/fuzz -prune -o -name 'test_*.sh' -print | sort) )
 for t in "${tests[@]}"; do
   name=$(basename "$t"); log="$log_dir/$name.log"
+  # RP_TEST_ONLY=REGEX: only the tests whose file name matches (tests/kernels.sh)
+  [ -z "${RP_TEST_ONLY:-}" ] || [[ "$name" =~ $RP_TEST_ONLY ]] || continue
   start=$(date +%s)
   if [[ "$t" == *.sh ]]; then bash "$t" >"$log" 2>&1; else "$t" >"$log" 2>&1; fi
   rc=$?

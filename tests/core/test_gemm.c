@@ -1,5 +1,6 @@
 /* core/gemm.h and core/bf16.h: bf16 rounding (nearest, ties to even; NaN, inf, overflow); fp32
- * products bit-identical to cblas_sgemm with and without a context; the emulated backend
+ * products with the same bits at any thread count (gemm_f32's parts are fixed by the shape) and
+ * with and without a context, within the fp32 accumulation bound; the emulated backend
  * bit-identical to gemm_bf16_reference for every transpose, alpha and beta; oneDNN's bf16 matmul
  * against the reference within the fp32 accumulation bound (skipped, saying so, on a CPU without
  * avx512_bf16/amx_bf16); shadows and the staged block are read instead of the fp32 values (a
@@ -7,6 +8,7 @@
  * unstaged; repeated oneDNN products (cached primitives) give the same bits. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 
 #include "core/gemm.h"
@@ -71,6 +73,10 @@ static const Shape shapes[] = {
     {GEMM_N, GEMM_T, 37, 45, 70, 1.0f, 0.0f}, {GEMM_N, GEMM_N, 33, 70, 45, 1.0f, 1.0f},
     {GEMM_T, GEMM_N, 45, 70, 33, 1.0f, 1.0f}, {GEMM_T, GEMM_T, 20, 31, 17, 0.5f, 0.25f},
     {GEMM_N, GEMM_T, 128, 96, 256, 1.0f, 0.0f},
+    /* large enough for gemm_f32 to split them in parts: by columns, by rows of op(A) = A^T, by
+     * rows (2 unequal parts), by columns of op(B) = B^T */
+    {GEMM_N, GEMM_T, 300, 700, 64, 1.0f, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f, 1.0f},
+    {GEMM_N, GEMM_N, 520, 130, 96, 0.5f, 0.25f}, {GEMM_T, GEMM_T, 90, 600, 100, 1.0f, 0.0f},
 };
 
 /* Operands of a shape, stored as the transposes say (row strides = stored columns + pad). */
@@ -109,6 +115,25 @@ static double bound_ratio(const Shape *s, const Operands *o, const float *C0, co
     return worst;
 }
 
+/* bound_ratio against the exact product of the fp32 operands (no bf16 rounding) */
+static double fp32_bound_ratio(const Shape *s, const Operands *o, const float *C0, const float *got) {
+    double worst = 0;
+    for (int m = 0; m < s->M; m++)
+        for (int n = 0; n < s->N; n++) {
+            double sum = 0, mag = 0;
+            for (int k = 0; k < s->K; k++) {
+                const double ab = (double)AT(o->A, s->ta, o->lda, m, k) * AT(o->B, s->tb, o->ldb, k, n);
+                sum += ab, mag += fabs(ab);
+            }
+            size_t e = (size_t)m * o->ldc + n;
+            const double exact = s->alpha * sum + (double)s->beta * C0[e];
+            double bound = (s->K + 2) * ldexp(1.0, -24) * (fabs(s->alpha) * mag + fabs(s->beta * C0[e])) + 1e-30;
+            double r = fabs((double)got[e] - exact) / bound;
+            worst = r > worst ? r : worst;
+        }
+    return worst;
+}
+
 static void test_products(TestTally *t, Rng *rng) {
     Pool pool = {0};
     CpuBf16 cpu = cpu_bf16_query();
@@ -118,18 +143,28 @@ static void test_products(TestTally *t, Rng *rng) {
     Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 16) : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
+        pool_release(&pool); /* the previous shape's */
         Operands o = operands(&pool, rng, s);
         size_t nc = (size_t)s->M * o.ldc;
-        float *blas = copy(&pool, o.C, nc), *none = copy(&pool, o.C, nc), *ctx = copy(&pool, o.C, nc);
+        float *blas = copy(&pool, o.C, nc), *ctx = copy(&pool, o.C, nc), *none[3];
         cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->M, s->N,
                     s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, blas, o.ldc);
-        gemm(NULL, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, none, o.ldc);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            none[threads - 1] = copy(&pool, o.C, nc);
+            gemm(NULL, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, none[threads - 1], o.ldc);
+        }
+        omp_set_num_threads(2);
         gemm(fp32, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, ctx, o.ldc);
         char what[96];
         snprintf(what, sizeof what, "%s%s %dx%dx%d alpha %g beta %g", s->ta ? "T" : "N", s->tb ? "T" : "N", s->M,
                  s->N, s->K, (double)s->alpha, (double)s->beta);
-        CHECK(t, !memcmp(blas, none, nc * 4) && !memcmp(blas, ctx, nc * 4),
-              "gemm fp32 %s: bit-identical to cblas_sgemm (no context, fp32 context)", what);
+        CHECK(t, !memcmp(none[0], none[1], nc * 4) && !memcmp(none[0], none[2], nc * 4) && !memcmp(none[1], ctx, nc * 4),
+              "gemm fp32 %s: the same bits at 1, 2 and 3 threads, with and without an fp32 context", what);
+        const double exact_err = fp32_bound_ratio(s, &o, o.C, none[1]), blas_err = fp32_bound_ratio(s, &o, o.C, blas);
+        CHECK(t, exact_err <= 1.0 && blas_err <= 1.0,
+              "gemm fp32 %s: within the fp32 accumulation bound of the exact product (%.2f of it; OpenBLAS "
+              "threaded on its own: %.2f)", what, exact_err, blas_err);
         float *ref = copy(&pool, o.C, nc), *emu = copy(&pool, o.C, nc);
         gemm_bf16_reference(s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, ref, o.ldc);
         gemm(emulated, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, emu, o.ldc);

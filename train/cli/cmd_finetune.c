@@ -105,11 +105,13 @@ int cmd_finetune(int argc, char **argv) {
 }
 
 /* predict reads data as the model was fine-tuned: the checkpoint's [task] keys that define the
- * inputs (type, columns, labels, lengths, SQuAD windows), except those given with --set; keys of
+ * inputs (type, columns, labels, lengths, SQuAD windows) and the batches (batch_size: with some
+ * BLAS kernels a row's last bits depend on the rows it is multiplied with, so the dev predictions
+ * are reproduced bit for bit only from the same batches), except those given with --set; keys of
  * CONFIG.ini that differ are reported and not used. */
 static void adopt_task(TaskRunner *r, const Config *stored, const char *ckpt) {
     static const char *const input_keys[] = {"type", "glue_task", "text_a_column", "text_b_column", "label_column",
-                                             "num_columns", "header", "labels", "max_seq_len", "doc_stride",
+                                             "num_columns", "header", "labels", "max_seq_len", "batch_size", "doc_stride",
                                              "max_query_length", "n_best_size", "max_answer_length"};
     config_adopt_keys(&r->cfg, stored, "task", input_keys, sizeof input_keys / sizeof *input_keys, ckpt,
                       "predict uses the checkpoint's fine-tuning setting (override it with --set)");

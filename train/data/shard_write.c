@@ -3,6 +3,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -146,6 +148,15 @@ static void attr_counts(hid_t f, const char *split, const SplitCounts *c) {
     h5_attr_write_int64(f, name, c->tokens);
 }
 
+/* The tests' kill at a chosen point (tests/train/data/test_corpus.sh), whatever the host's speed:
+ * REALPOS_TEST_KILL_AFTER_SHARD=K sends this process SIGKILL right after a source's shard K is in
+ * place, as a kill at that moment would. */
+static void test_kill_after_shard(int k) {
+    const char *after = getenv("REALPOS_TEST_KILL_AFTER_SHARD");
+    if (after && *after && atoi(after) == k)
+        raise(SIGKILL);
+}
+
 ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char *stem, int k,
                         const ShardBuffer *b, int64_t input_end, int64_t line_end) {
     const DataConfig *d = s->data;
@@ -198,6 +209,7 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
         unlink(tmp);
     shard_temp_end();
     RP_CHECK(renamed, "%s: cannot rename to %s: %s (removed the temporary file)", tmp, path, strerror(err));
+    test_kill_after_shard(k);
     return c;
 }
 

@@ -218,6 +218,12 @@ expect_ok "predict with another task's config: the checkpoint's [task] is used, 
   $T "$RP" predict "$tmp/cola.ini" --checkpoint "$tmp/sst/model.h5" --input $FX/sst_dev.tsv --out "$tmp/pred.tsv"
 check "... and its predictions are finetune's dev predictions (SST-2 columns, max_seq_len 16)" \
   cmp -s "$tmp/pred.tsv" "$tmp/sst/dev_predictions.tsv"
+# byte for byte at any thread count (finetune ran at 1): the products are split by shape, not by threads
+for threads in 1 2; do
+  "$RP" predict "$tmp/cola.ini" --checkpoint "$tmp/sst/model.h5" --input $FX/sst_dev.tsv \
+    --out "$tmp/pred_t$threads.tsv" --set train.threads=$threads >/dev/null 2>&1
+  check "... also at $threads thread(s)" cmp -s "$tmp/pred_t$threads.tsv" "$tmp/sst/dev_predictions.tsv"
+done
 cp $FX/sst_dev.tsv "$tmp/dev.tsv"
 expect_error "predict --input X --out X" "are the same file" \
   $T "$RP" predict /dev/null --checkpoint "$tmp/sst/model.h5" --input "$tmp/dev.tsv" --out "$tmp/dev.tsv"

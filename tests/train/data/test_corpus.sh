@@ -153,8 +153,11 @@ sed 's/whole.shards/killed.shards/' whole.ini >killed.ini
 printf 'read_chunk_mb = 1\n' >>killed.ini
 for i in $(seq 10); do cat gen1.txt; done | awk '{ print } /^$/ { n++; print "copy line " n " ." }' >gen1.txt.big && mv gen1.txt.big gen1.txt
 sed -i "s/^shard_tokens = 300/shard_tokens = 4000/" killed.ini
-"$RP" prepare killed.ini >/dev/null 2>&1 & pid=$!
-signal_when KILL $pid bash -c 'ls killed.shards/*-1.h5' >/dev/null 2>&1; wait $pid 2>/dev/null # early: well before the last shard
+# killed right after its shard 1 is in place (a test hook: the same point on any host, however fast)
+(REALPOS_TEST_KILL_AFTER_SHARD=1 "$RP" prepare killed.ini >/dev/null) 2>/dev/null; killed_rc=$?
+if [ $killed_rc -eq 137 ] && ls killed.shards/*-1.h5 >/dev/null 2>&1 && [ ! -e killed.shards/index.json ]; then
+  pass "prepare killed (SIGKILL) right after shard 1: shards 0-1 on disk, no index"
+else fail "prepare killed after shard 1" "status $killed_rc; $(ls killed.shards | tr "\n" " ")"; fi
 sed 's/killed.shards/fresh.shards/' killed.ini >fresh.ini
 "$RP" prepare fresh.ini >/dev/null 2>&1
 "$RP" prepare killed.ini >out 2>err
