@@ -13,10 +13,12 @@
  *   t5            pos_t5.c        + b[bucket(j-i), h]               [buckets, heads] per model
  *   alibi         pos_alibi.c     - m_h |i-j|                       -
  *   rope          pos_rope.c      (R_i q_i).(R_j k_j)               -
- * The truncated family (shaw, methods 1-4) shares pos_truncated.c: the clip at k, the table shape
- * [2k+1, d] and the in-order sum of the per-slot partials of such a table.
+ * The truncated family (shaw, methods 1-4) shares pos_truncated.c: the check of k, the table
+ * shape [2k+1, d] and the in-order sum of the per-slot partials of such a table.
  *
- * Adding a scheme: a line in POSITION_SCHEMES, its file with its row, its tests, its docs. */
+ * Adding a scheme: a line in POSITION_SCHEMES, its file with its row, its tests, its docs, and its
+ * formula in the two oracles that name every scheme on purpose (attention_reference.c, in double;
+ * tests/reference/reference.py, PyTorch). */
 #pragma once
 #include <stddef.h>
 
