@@ -24,7 +24,7 @@ CLANG_CFLAGS = $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | hea
 LDLIBS   = $(PKG_LIBS) $(DNNL_LIBS) -fopenmp -lm $(EXTRA_LDLIBS)
 
 BUILD    := build
-LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c layers/*.c optim/*.c train/*/*.c))
+LIB_SRC  := $(filter-out train/cli/main.c,$(wildcard core/*.c core/*/*.c layers/*.c optim/*.c train/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(shell find tests -path tests/fuzz -prune -o -name 'test_*.c' -print | sort)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

@@ -5,8 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/paths.h" /* require_regular_file, IoPlan: every path read or written */
-
 /* Print "realpos: error: ..." and end the process (rp_fatal_exit). Every bad input ends here with
  * a message that names the file, key or dataset and what was expected. */
 #define RP_FATAL(...)                                                                              \
@@ -55,36 +53,12 @@ float *xalloc_floats_for(size_t count, const char *what);
  * about half the memory bandwidth of two: 3.9 against 2.2 ms for bert-mini's 11 M gradients). */
 void zero_floats(float *x, size_t count);
 
-/* Whole file into a NUL-terminated buffer (caller frees); *len gets its size. Fatal, naming the
- * path and `what` (e.g. "vocabulary ([data] vocab)"), if it is not a regular file
- * (require_regular_file: a FIFO would block, a directory read as garbage) or cannot be read. */
-char *read_file(const char *path, size_t *len, const char *what);
-/* The rest of an open stream (e.g. stdin) the same way; `name` names it in messages. */
-char *read_stream(FILE *f, const char *name, size_t *len, const char *what);
-
-/* Write `len` bytes to PATH.tmp.PID, fsync, rename to path; fatal on failure, naming the path and
- * the system's reason, after removing the temporary file. */
-void write_file(const char *path, const void *data, size_t len);
-
-/* mkdir -p; fatal on failure. mkdir_p_try returns 0 or the errno instead. */
-void mkdir_p(const char *path);
-int mkdir_p_try(const char *path);
-
 /* The shortest %g text that reads back as the same float (at most 9 significant digits): the
  * one float formatter of configs and file attributes. */
 void format_float(char *out, size_t size, float v);
 
 /* names[value] of a NULL-terminated list of enum value names; "?" when value is out of range. */
 const char *enum_name(const char *const *names, int value);
-/* Temporary files are NAME.tmp.PID; remove those in dir whose writing process no longer exists
- * (a killed save), logging each. */
-void remove_stale_temp_files(const char *dir);
-/* The PID of a temporary name NAME.tmp.PID whose writer is gone (not this process, not alive),
- * else 0: a malformed name, or a writer that may still be writing. */
-long temp_name_stale_pid(const char *name);
-/* The directory part of path ("." if none). */
-void path_directory(char *out, size_t size, const char *path);
-
 
 /* Seconds since an arbitrary monotonic origin. */
 double now_seconds(void);

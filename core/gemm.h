@@ -27,9 +27,9 @@
 #include <stddef.h>
 
 #include "core/bf16.h"
+#include "core/kinds.h" /* Precision */
 
-typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
-/* Their config names in enum order ("fp32", "bf16"), NULL-terminated. */
+/* Precision's config names in enum order ("fp32", "bf16"), NULL-terminated. */
 extern const char *const precision_names[];
 
 typedef enum { GEMM_N = 0, GEMM_T = 1 } GemmOp;
@@ -89,7 +89,7 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
 /* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
  * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
  * the last product created (e.g. "brg:avx512_core_bf16"). */
-/* The bf16 peak as core/peak.h measures the sgemm one: the best of `tries` timed 1024 x 1024 x
+/* The bf16 peak as train/loop/peak.h measures the sgemm one: the best of `tries` timed 1024 x 1024 x
  * 1024 bf16 products (oneDNN, fp32 accumulation), in GFLOP/s; 0 when the CPU has no bf16. */
 double gemm_bf16_probe_gflops(int tries);
 

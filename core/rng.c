@@ -1,6 +1,7 @@
 #include "core/rng.h"
 
 #include <math.h>
+#include <string.h>
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -36,4 +37,15 @@ double rng_normal(Rng *rng) {
     double u1 = ((double)(rng_next(rng) >> 11) + 1.0) * (1.0 / 9007199254740992.0); /* (0, 1] */
     double u2 = (double)(rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+uint64_t hash_bytes(const void *data, size_t n) {
+    const char *p = data;
+    uint64_t h = hash64(n ^ 0x736861726473ULL);
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+        h = hash64(h ^ w);
+    }
+    return h;
 }

@@ -5,6 +5,7 @@
  *      of (seed, step, site, element), so backward regenerates them instead of storing them and
  *      results do not depend on the thread count. */
 #pragma once
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -28,6 +29,9 @@ static inline uint64_t hash64(uint64_t x) {
 }
 
 /* Key for a dropout site: mixes seed, step and a site id (layer * 8 + site). */
+/* 64-bit hash of a byte string: each 8-byte word (the tail zero-padded) mixed through hash64. */
+uint64_t hash_bytes(const void *data, size_t n);
+
 static inline uint64_t hash_key(uint64_t seed, uint64_t step, uint64_t site) {
     return hash64(hash64(hash64(seed) ^ step) ^ site);
 }

@@ -23,6 +23,18 @@
 float expf(float);
 #endif
 
+int attention_table_rows(RelKind rel, int rel_k) {
+    int rows, cols;
+    pos_table_shape(rel, &(PosDims){.rel_k = rel_k, .head_dim = 1}, &rows, &cols);
+    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? rows : 0;
+}
+
+int attention_table_cols(RelKind rel, int head_dim) {
+    int rows, cols;
+    pos_table_shape(rel, &(PosDims){.rel_k = 1, .head_dim = head_dim}, &rows, &cols);
+    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? cols : 0;
+}
+
 size_t attention_scratch_floats(const AttnShape *s) {
     AttnPlan p;
     attn_plan(&p, s, NULL);

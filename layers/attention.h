@@ -28,24 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layers/attention_shape.h"
 #include "layers/positions.h"
 
-typedef struct AttnShape {
-    int B, L, H, num_heads;
-    RelKind rel;
-    int rel_k;           /* truncation distance k of the formulas (shaw, methods 1-4 only) */
-    int t5_num_buckets;  /* t5: buckets of the shared table (even, >= 4) */
-    int t5_max_distance; /* t5: distance at which the log buckets end */
-    float rope_theta;    /* rope: base of the frequencies theta_t = rope_theta^(-2t/d) */
-    int residual;        /* carry scores between layers */
-    int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
-    float carried_scale; /* residual: logits = carried_scale * C */
-    float dropout;       /* probability dropout; 0 in eval */
-    int threads;         /* threads the scratch is sized for; the parallel regions use at most
-                          * this many (0 = 1), whatever omp_get_max_threads() says by then */
-    const PosTables *tables; /* the length-only tables built for L (pos_tables_build), or NULL:
-                              * each call builds them in its scratch */
-} AttnShape;
 
 /* Number of rows of a layer's own table for a scheme (0 for none, t5, alibi, rope), and its
  * width (d for vector tables, 1 for the scalar tables of methods 1 and 2): the row's table_shape.

@@ -12,7 +12,8 @@
 #pragma once
 #include <stddef.h>
 
-#include "layers/attention.h"
+#include "layers/attention_shape.h"
+#include "layers/positions.h"
 
 #define ATTN_SLOTS 32 /* (b,h) pairs are split into this many fixed groups for table partials */
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "core/gemm.h"
+#include "core/kinds.h" /* NormKind */
 #include "layers/attention.h"
 
 /* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
@@ -51,9 +52,8 @@ typedef struct {
     float *d_carried;   /* [B, heads, L, L] dL/dC carried down (residual only) */
 } LayerScratch;
 
-/* Where the layer norms sit: after each residual sum (post, BERT) or before each branch (pre). */
-typedef enum { NORM_POST = 0, NORM_PRE = 1 } NormKind;
-/* Their config names in enum order ("post", "pre"), NULL-terminated. */
+/* NormKind (core/kinds.h): where the layer norms sit, after each residual sum (post, BERT) or before
+ * each branch (pre). Their config names in enum order ("post", "pre"), NULL-terminated. */
 extern const char *const norm_kind_names[];
 
 typedef struct {

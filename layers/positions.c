@@ -3,7 +3,7 @@
 #include "layers/positions.h"
 
 #include "core/common.h"
-#include "layers/attention.h"
+#include "layers/attention_shape.h"
 
 const char *const rel_kind_names[] = {
 #define POS_NAME(kind, name, row) name,
@@ -32,18 +32,6 @@ void pos_table_shape(RelKind kind, const PosDims *dims, int *rows, int *cols) {
     *rows = *cols = 0;
     if (sc->table_shape)
         sc->table_shape(dims, rows, cols);
-}
-
-int attention_table_rows(RelKind rel, int rel_k) {
-    int rows, cols;
-    pos_table_shape(rel, &(PosDims){.rel_k = rel_k, .head_dim = 1}, &rows, &cols);
-    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? rows : 0;
-}
-
-int attention_table_cols(RelKind rel, int head_dim) {
-    int rows, cols;
-    pos_table_shape(rel, &(PosDims){.rel_k = 1, .head_dim = head_dim}, &rows, &cols);
-    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? cols : 0;
 }
 
 void pos_tables_lay_out(PosTables *t, const AttnShape *s, Arena *arena) {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "core/arena.h"
+#include "core/kinds.h"
 
 struct AttnPlan;
 struct AttnWork;
@@ -41,12 +42,8 @@ struct AttnShape;
     X(REL_ALIBI, "alibi", pos_alibi)                                                               \
     X(REL_ROPE, "rope", pos_rope)
 
-/* A value of model.relative_position (the key keeps its name: configs and checkpoints). */
-typedef enum {
-#define POS_KIND(kind, name, row) kind,
-    POSITION_SCHEMES(POS_KIND)
-#undef POS_KIND
-} RelKind;
+/* RelKind (core/kinds.h, where the config names it): a value of model.relative_position (the key
+ * keeps its name: configs and checkpoints), in the order of POSITION_SCHEMES. */
 #define POS_ONE(kind, name, row) +1
 enum { REL_KIND_COUNT = 0 POSITION_SCHEMES(POS_ONE) };
 #undef POS_ONE

@@ -11,17 +11,12 @@
 #include <stdint.h>
 
 #include "core/bf16.h"
+#include "core/kinds.h" /* ScheduleKind */
 #include "core/param_table.h"
+#include "optim/optim_config.h"
 
-/* The [optim] section of the configuration. */
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay;
-    int bias_correction; /* bool */
-} OptimConfig;
-
-/* Learning-rate schedules after warmup (lr_schedule below). */
-typedef enum { SCHED_LINEAR = 0, SCHED_COSINE, SCHED_CONSTANT } ScheduleKind;
-/* Their config names in enum order ("linear", "cosine", "constant"), NULL-terminated. */
+/* ScheduleKind (core/kinds.h): the learning-rate schedules after warmup (lr_schedule below). Their
+ * config names in enum order ("linear", "cosine", "constant"), NULL-terminated. */
 extern const char *const schedule_kind_names[];
 
 typedef struct {

@@ -26,6 +26,13 @@ A sweep file (see configs/sweeps/*.ini):
     finetune_metric = accuracy               ; its dev metric (task_eval record of metrics.jsonl)
     finetune_set = task.max_steps=100        ; optional overrides of the fine-tuning run
     average_last = 3                         ; optional: also average the last 3 checkpoints
+    [synth]                                  ; optional: a synthetic tagging suite instead of
+    tasks = reverse duplicate mqar           ; pretraining (scripts/sweep_synth.py): each point is
+    train_lengths = 1-40                     ; `realpos finetune BASE` from scratch on its task's
+    train_count = 20000                      ; realpos synth files, scored per test length
+    test_lengths = 1-160
+    test_count = 8
+    seed = 1
 
 Each point runs `realpos pretrain BASE --set ...` in OUT/NAME, NAME being its grid settings
 (`relative_position=method4,relative_k=16,seed=1`), then the extra evaluations and fine-tuning.
@@ -61,6 +68,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import sweep_report
+import sweep_synth
 
 STATE_FILE = "sweep-point.json"
 # cfg[NOT_APPLYING]: {key: condition} of the keys `realpos config` marks "does not apply: it needs ..."
@@ -89,9 +97,9 @@ def read_sections(path):
         m = re.fullmatch(r"\[([a-z]+)\]", text)
         if m:
             current = m.group(1)
-            if current not in ("sweep", "set", "grid", "exclude", "derive", "run"):
+            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth"):
                 raise SweepError(f"{path}:{no}: unknown section [{current}]; expected [sweep], [set], "
-                                 "[grid], [exclude], [derive] or [run]")
+                                 "[grid], [exclude], [derive], [run] or [synth]")
             if current in sections:
                 raise SweepError(f"{path}:{no}: section [{current}] appears twice")
             sections[current] = []
@@ -100,6 +108,10 @@ def read_sections(path):
         else:
             sections[current].append((no, text))
     return sections
+
+
+def raise_sweep_error(message):
+    raise SweepError(message)
 
 
 def key_value(path, no, text):
@@ -170,6 +182,9 @@ def parse_sweep(path):
         if len(set(values)) != len(values):
             raise SweepError(f"{path}:{no}: duplicate point: grid key '{key}' lists a value twice ({value})")
         spec["grid"][key] = values
+    spec["synth"] = sweep_synth.parse(path, s.get("synth"), lambda message: raise_sweep_error(message))
+    if spec["synth"]:  # the task is the outermost grid key: synth.task = TASKS
+        spec["grid"] = dict({sweep_synth.TASK_KEY: spec["synth"]["tasks"]}, **spec["grid"])
     if not spec["grid"]:
         raise SweepError(f"{path}: [grid] is empty: the sweep would run zero points")
     for no, text in s.get("exclude", []):
@@ -277,6 +292,9 @@ def expand(spec, realpos):
                         raise SweepError(f"{spec['path']}: derive: two lines set {key} differently for "
                                          f"{settings}")
                     overrides[key] = value
+        if sweep_synth.TASK_KEY in overrides:  # not a realpos key: the task's data files
+            overrides.pop(sweep_synth.TASK_KEY)
+            overrides.update(sweep_synth.overrides(spec, settings))
         full_name = ",".join(f"{names[k]}={v}" for k, v in settings.items())
         try:
             cfg = effective_config(realpos, spec["base"], overrides)
@@ -341,6 +359,8 @@ def average_checkpoint(spec, point):
 
 def stages_wanted(spec):
     """The stage names a finished point holds (besides pretrain)."""
+    if spec.get("synth"):
+        return ["tagging"]
     wanted = [f"eval_len_{n}" for n in spec["eval_seq_lens"]]
     if spec["finetune"]:
         wanted.append("finetune")
@@ -451,6 +471,14 @@ class Runner:
         if is_done(self.spec, state):
             return None
         stages, base = state["stages"], self.spec["base"]
+        if self.spec.get("synth"):
+            error = sweep_synth.run_point(self, tag, point, state, lambda: save_state(run_dir, state))
+            if error or self.stopping or "tagging" not in stages:
+                return error
+            state["done"] = True
+            save_state(run_dir, state)
+            print(f"{tag}: done ({stages['tagging']['wall_s']:.0f} s)", flush=True)
+            return None
         final = final_checkpoint(point)
         if not os.path.exists(final):
             cmd = [self.realpos, "pretrain", base] + self.point_sets(point)
@@ -580,6 +608,10 @@ def main():
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             sys.exit(f"sweep.py: error: another sweep is running in {spec['out']}")
+        if spec.get("synth"):
+            failures = sweep_synth.make_data(spec, args.realpos)
+            if failures:
+                sys.exit(f"sweep.py: error: {failures[0]}")
         runner = Runner(spec, args.realpos, args.jobs, max(1, args.cores // args.jobs))
         signal.signal(signal.SIGINT, runner.stop)
         signal.signal(signal.SIGTERM, runner.stop)

@@ -325,6 +325,9 @@ def plot_loss_curves(path, spec, points, rows):
 def write_report(spec, points, relevant):
     """Write the report files into spec['out']; returns their paths."""
     os.makedirs(spec["out"], exist_ok=True)
+    if spec.get("synth"):  # a synthetic tagging suite: accuracy by test length
+        import sweep_report_synth
+        return sweep_report_synth.write_report(spec, points, relevant)
     rows = [point_row(spec, p, relevant) for p in points]
     out = lambda name: os.path.join(spec["out"], name)  # noqa: E731
     write_csv(out("results.csv"), spec, rows)

@@ -7,7 +7,7 @@ RP="${REALPOS:-$PWD/realpos}"
 PY=/usr/bin/python3
 tmp=$(mktemp -d /tmp/realpos-test.XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
-# The MFU peak cache (core/peak.h) of runs under test is the test's own, not the user's.
+# The MFU peak cache (train/loop/peak.h) of runs under test is the test's own, not the user's.
 export XDG_CACHE_HOME="$tmp/cache"
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1${2:+: $2}"; }

@@ -25,7 +25,7 @@ log_dir=$san/test-logs; mkdir -p "$log_dir"
 # The shell tests that run the binary through prepare, pretrain, eval, finetune, predict,
 # tokenize, vocab, config, init/inspect/dump and checkpoint errors; and the fuzz harnesses'
 # regression and seed inputs through their sanitizer builds.
-shell_tests=(tests/core/test_config.sh tests/train/data/test_tokenizer.sh tests/train/data/test_corpus.sh tests/train/model/test_checkpoint.sh
+shell_tests=(tests/core/config/test_config.sh tests/train/data/test_tokenizer.sh tests/train/data/test_corpus.sh tests/train/model/test_checkpoint.sh
              tests/train/tasks/test_finetune.sh tests/train/loop/test_pretrain.sh tests/train/cli/test_fuzz_replay.sh
              tests/train/model/test_checkpoint_args.sh tests/train/tasks/test_predict_scores.sh
              tests/train/loop/test_resume_stored.sh tests/train/loop/test_init_transfer.sh)

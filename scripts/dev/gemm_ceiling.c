@@ -16,7 +16,7 @@
  *   replay   the same calls replayed right after the step on the same operands, with the same
  *            strides, in the same order, each parallel run on the threads that made its calls
  *            (best of --replays): the step with everything else removed, caches included;
- *   probe    the mean of a 1024^3 sgemm probe (core/peak.h's) before and after the replays.
+ *   probe    the mean of a 1024^3 sgemm probe (train/loop/peak.h's) before and after the replays.
  * --clock cpu times all of these in this process's CPU seconds instead of wall seconds (a call in
  * a parallel region: its thread's, summed over the region's threads), which other processes of a
  * shared host do not inflate; the fractions then compare CPU time with CPU time. --shapes prints
@@ -46,7 +46,7 @@
 #include <time.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
 
@@ -85,7 +85,7 @@ typedef struct {
     int recording, replays;
     int cpu_clock; /* --clock cpu: CPU seconds (process; a parallel region's calls their thread's) */
     int shapes;    /* --shapes: every counted step's GEMMs by shape */
-    int timing_probe;                   /* the next call is core/peak.h's probe: time it */
+    int timing_probe;                   /* the next call is train/loop/peak.h's probe: time it */
     double probe_seconds, probe_flops;  /* that call's time on this tool's clock, and FLOPs */
     GemmCall *calls;
     size_t num_calls;
@@ -108,7 +108,7 @@ static double call_clock_seconds(int parallel) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* core/peak.h's probe (sgemm_probe_gflops: one 1024^3 sgemm) timed on this tool's clock: the
+/* train/loop/peak.h's probe (sgemm_probe_gflops: one 1024^3 sgemm) timed on this tool's clock: the
  * wrapper times the probe's one call while timing_probe is set. GFLOP/s. */
 static double probe_gflops(void) {
     recorder.timing_probe = 1;

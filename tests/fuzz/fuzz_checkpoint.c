@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "optim/adamw.h"
 #include "tests/fuzz/fuzz.h"
 #include "train/model/checkpoint.h"

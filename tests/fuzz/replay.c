@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "tests/fuzz/fuzz.h"
 
 static int replay_file(const char *path) {

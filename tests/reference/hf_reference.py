@@ -12,6 +12,9 @@ and written with numpy below). float64 throughout.
   jobs FILE                   run one of the above per line, in one process
   perturb CKPT.h5             noise on every /model dataset of a realpos checkpoint (in place)
   top-k FOLDER --ids I,J,.. --k K --out F   fill-mask's expected output for one sequence
+  token-tags FOLDER --input F --out OUT   BertForTokenClassification's label and probability per
+                              word of a tagging file whose words are whole vocabulary tokens,
+                              the folder loaded strictly (its tensors are exactly the module's)
   same-tensors A B            every tensor of folder A that realpos keeps is in B, bit-identical
                               as float32 (A may use BertModel names, gamma/beta, F16/BF16)
 """
@@ -240,6 +243,55 @@ class BertForMaskedLM(nn.Module):
         t = self.cls.predictions.transform
         h = t.LayerNorm(gelu(t.dense(h)))
         return h @ self.bert.embeddings.word_embeddings.weight.t() + self.cls.predictions.bias
+
+
+class BertForTokenClassification(nn.Module):
+    """HF's token classification: logits = classifier(dropout(sequence output)), no pooler."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.bert = BertModel(c, pooler=False)
+        self.dropout = nn.Dropout(c.get("hidden_dropout_prob", 0.1))
+        self.classifier = nn.Linear(c["hidden_size"], len(c["id2label"]))
+
+    def forward(self, ids, types, attention_mask):
+        return self.classifier(self.dropout(self.bert(ids, types, attention_mask)))
+
+
+def cmd_token_tags(a):
+    config, tensors = read_folder(a.folder)
+    assert config["architectures"] == ["BertForTokenClassification"], config["architectures"]
+    model = BertForTokenClassification(config).double()
+    own = model.state_dict()
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        own.pop("bert.embeddings.position_embeddings.weight")  # HF keeps it, unused
+        tensors.pop("bert.embeddings.position_embeddings.weight", None)
+    missing, unexpected = sorted(set(own) - set(tensors)), sorted(set(tensors) - set(own))
+    assert not missing and not unexpected, f"module layout: missing {missing}, unexpected {unexpected}"
+    model.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float64).copy())
+                           for k, v in tensors.items()}, strict=False)
+    model.eval()
+    with open(os.path.join(a.folder, "vocab.txt")) as f:
+        vocab = {w: i for i, w in enumerate(f.read().splitlines())}
+    labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+    examples, words = [], []
+    with open(a.input) as f:
+        for line in f.read().splitlines() + [""]:
+            if line.split():
+                words.append(line.split()[0])
+            elif words:
+                examples.append(words)
+                words = []
+    with open(a.out, "w") as out:
+        for words in examples:
+            ids = torch.tensor([[vocab["[CLS]"]] + [vocab[w.lower()] for w in words] + [vocab["[SEP]"]]])
+            with torch.no_grad():
+                probs = torch.softmax(model(ids, torch.zeros_like(ids), torch.ones_like(ids))[0], -1)
+            for i, w in enumerate(words):
+                best = int(torch.argmax(probs[i + 1]))
+                out.write(f"{w}\t{labels[best]}\t{float(probs[i + 1, best]):.6f}\n")
+            out.write("\n")
+    return 0
 
 
 # ---- make-folder ---------------------------------------------------------------------------
@@ -506,6 +558,10 @@ def main(argv=None):
     p.add_argument("folder")
     p.add_argument("--batch", required=True)
     p.add_argument("--out", required=True)
+    p = sub.add_parser("token-tags")
+    p.add_argument("folder")
+    p.add_argument("--input", required=True)
+    p.add_argument("--out", required=True)
     p = sub.add_parser("same-tensors")
     p.add_argument("a")
     p.add_argument("b")
@@ -522,7 +578,7 @@ def main(argv=None):
     p.add_argument("file")
     a = parser.parse_args(argv)
     return {"make-folder": cmd_make_folder, "make-batch": cmd_make_batch, "logits": cmd_logits,
-            "same-tensors": cmd_same_tensors, "top-k": cmd_top_k, "perturb": cmd_perturb,
+            "same-tensors": cmd_same_tensors, "token-tags": cmd_token_tags, "top-k": cmd_top_k, "perturb": cmd_perturb,
             "jobs": cmd_jobs}[a.command](a)
 
 

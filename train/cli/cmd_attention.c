@@ -20,9 +20,11 @@
  * num_layers, num_heads. Layers count from 0. */
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/config/cli.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "layers/positions.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"

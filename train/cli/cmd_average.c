@@ -8,9 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/config/cli.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/model/average.h"
 #include "train/loop/run_dir.h"
@@ -76,7 +77,7 @@ int cmd_average(int argc, char **argv) {
             checkpoint_resolve(a.positional[i], NULL, paths[i], CONFIG_PATH_MAX + 32);
         }
     }
-    /* the output must not be an input (core/paths.h), and no input may come twice (it would weigh
+    /* the output must not be an input (core/io/paths.h), and no input may come twice (it would weigh
      * double) */
     RP_CHECK(count < IO_PLAN_MAX, "average: at most %d checkpoints", IO_PLAN_MAX - 1);
     IoPlan *plan = xmalloc(sizeof *plan);

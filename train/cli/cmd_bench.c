@@ -1,7 +1,7 @@
 /* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
  * backward, gradient reduction and clipping, AdamW), one micro-batch per update, and the
  * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
- * The peak is the step's own (core/peak.h: the one training logs use, start-up probes and the
+ * The peak is the step's own (train/loop/peak.h: the one training logs use, start-up probes and the
  * per-host cache), probed again after every step (outside the step timings); the probes' spread
  * shows the noise. Two batch sources:
  *   synthetic (default)   the same random batch every step: B sequences of L random ids, all real,
@@ -33,11 +33,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "core/rng.h"
+#include "core/io/files.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
 #include "train/loop/finetune.h"

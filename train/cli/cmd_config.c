@@ -5,7 +5,7 @@
  * launch checks [model] conditions again on the init checkpoint's model). */
 #include <string.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "core/common.h"
 #include "train/config/config.h"
 #include "train/cli/commands.h"

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "layers/layers.h"
 #include "train/cli/commands.h"
 #include "train/model/checkpoint.h"

@@ -2,9 +2,12 @@
  * the run train/loop/run.c. */
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/config/cli.h"
+#include "core/config/config_parse.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/cli/launch.h"
 #include "train/loop/finetune.h"
@@ -35,14 +38,20 @@ int cmd_finetune(int argc, char **argv) {
     RP_CHECK(task->init_checkpoint[0] || resume, "%s: key 'task.init_checkpoint': expected the checkpoint to start from, got "
              "nothing", config_path);
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing", config_path);
+    int fresh = task_from_scratch(task) && !resume; /* a new model: no checkpoint to start from */
+    if (fresh || task->type == TASK_TAGGING)
+        tagging_prepare(&r, fresh); /* the label set, the training lengths, a fresh model's vocabulary */
     RunStart start = {"fine-tuning", resume, overwrite,
-                      {{config_path, "the config"}, {task->init_checkpoint, "key 'task.init_checkpoint'"},
+                      {{config_path, "the config"}, {task_from_scratch(task) ? "" : task->init_checkpoint,
+                                                     "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4, verbose};
     char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
     const char *init_origin = config_key_origin(&config_schema, &r.cfg,
                                                 config_key_index(&config_schema, "task", "init_checkpoint"));
     snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
-    if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
+    if (fresh) {
+        config_report_job(&r.cfg);
+    } else if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
                       configuration as the init checkpoint's model makes it (a resume checks its own below) */
         CheckpointFile init;
         checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
@@ -57,15 +66,22 @@ int cmd_finetune(int argc, char **argv) {
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
     CheckpointFile init_file;
-    if (!run.resume)
+    if (!run.resume && !fresh)
         checkpoint_file_open_as(&init_file, task->init_checkpoint, init_key);
     char *table = NULL; /* what happened to each parameter: RUN_DIR/parameters.txt (rank 0) */
     size_t table_size = 0;
     FILE *table_out = dist_is_root(&dist) && !run.resume ? open_memstream(&table, &table_size) : NULL;
-    TransferSummary moved = task_runner_build_model(&r, run.resume ? run.resume : &init_file, run.resume != NULL,
-                                                    table_out);
-    if (!run.resume)
+    TransferSummary moved = fresh ? task_runner_build_fresh(&r, table_out)
+                                  : task_runner_build_model(&r, run.resume ? run.resume : &init_file,
+                                                            run.resume != NULL, table_out);
+    if (!run.resume && !fresh)
         checkpoint_file_close(&init_file);
+    if (fresh && !r.cfg.data.vocab[0] && dist_is_root(&dist)) { /* the vocabulary built from the training file */
+        char vocab_path[CONFIG_PATH_MAX + 16];
+        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", run.dir.path);
+        write_file(vocab_path, r.vocab_text, strlen(r.vocab_text));
+        rp_log("the vocabulary built from %s: %s", task->train_file, vocab_path);
+    }
     RP_CHECK(!table_out || fclose(table_out) == 0, "out of memory writing the parameter table");
     if (run.resume)
         config_report_job(&r.cfg);
@@ -112,7 +128,8 @@ int cmd_finetune(int argc, char **argv) {
 static void adopt_task(TaskRunner *r, const Config *stored, const char *ckpt) {
     static const char *const input_keys[] = {"type", "glue_task", "text_a_column", "text_b_column", "label_column",
                                              "num_columns", "header", "labels", "max_seq_len", "batch_size", "doc_stride",
-                                             "max_query_length", "n_best_size", "max_answer_length"};
+                                             "max_query_length", "n_best_size", "max_answer_length",
+                                             "tag_labels", "train_max_length"};
     config_adopt_keys(&r->cfg, stored, "task", input_keys, sizeof input_keys / sizeof *input_keys, ckpt,
                       "predict uses the checkpoint's fine-tuning setting (override it with --set)");
     task_runner_derive(r);
@@ -145,7 +162,8 @@ int cmd_predict(int argc, char **argv) {
     r.cfg.model = c.cfg.model; /* the checkpoint defines the model */
     r.cfg.data = c.cfg.data;
     ModelHeads heads = c.heads, want = task_runner_heads(&r);
-    RP_CHECK(heads.span == want.span && heads.num_labels == want.num_labels && !heads.mlm,
+    RP_CHECK(heads.span == want.span && heads.num_labels == want.num_labels && !heads.mlm &&
+                 heads.pooler == want.pooler,
              "%s: its heads (%s%s, %d classifier outputs) do not fit task.type = %s with %d outputs; predict needs a "
              "checkpoint written by `realpos finetune` for this task", ckpt, heads.mlm ? "MLM, " : "",
              heads.span ? "span" : "no span", heads.num_labels, task_kind_name(r.cfg.task.type), want.num_labels);

@@ -8,13 +8,16 @@
 
 #include <limits.h>
 
-#include "core/atomic_file.h"
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/tasks/loaded_model.h"
 #include "train/model/checkpoint.h"
 #include "train/model/hf.h"
+#include "train/tasks/conll.h"
 #include "train/tasks/glue.h"
 
 typedef struct {
@@ -166,9 +169,16 @@ int cmd_export_hf(int argc, char **argv) {
     char why[3 * PATH_MAX];
     RP_CHECK(hf_export_check(&lm.cfg, lm.model.heads, why, sizeof why),
              "%s: HuggingFace BERT cannot express this model (nothing written): %s", ckpt, why);
-    const char *label_names[GLUE_MAX_LABELS];
+    const char *label_names[TAG_MAX_LABELS];
     GlueLayout layout;
+    TagLabels tags;
     int named = 0;
+    if (lm.model.heads.num_labels && lm.cfg.task.type == TASK_TAGGING && lm.cfg.task.tag_labels[0]) {
+        tag_labels_parse(&tags, lm.cfg.task.tag_labels, "the checkpoint's task.tag_labels");
+        named = tags.count == lm.model.heads.num_labels;
+        for (int i = 0; named && i < tags.count; i++)
+            label_names[i] = tags.names[i];
+    }
     if (lm.model.heads.num_labels && lm.cfg.task.type == TASK_CLASSIFICATION) {
         layout = glue_layout(&lm.cfg.task);
         named = layout.num_labels == lm.model.heads.num_labels;

@@ -2,10 +2,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "layers/layers.h"
 #include "optim/adamw.h"
 #include "train/model/checkpoint.h"

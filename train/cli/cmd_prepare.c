@@ -2,7 +2,7 @@
  * corpus into the shard set of [data] shard_dir (train/data/shard_set.h). With --part I/N this
  * process prepares the corpus files i with i % N == I; the part that finds every file done
  * writes the index (so does a plain `realpos prepare` afterwards, preparing nothing again). Every
- * process of an unfinished set must use the same N (shard_set_claim_parts). --verify prepares
+ * process of an unfinished set must use the same N (shard_parts_claim). --verify prepares
  * nothing and verifies every shard of the set now (pretraining verifies each at its first read).
  * Tokenization runs on train.threads threads (0: all cores), as training does. */
 #include <omp.h>
@@ -10,15 +10,18 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/dir_lock.h"
-#include "core/paths.h"
+#include "core/config/cli.h"
+#include "core/io/dir_lock.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/corpus_prepare.h"
+#include "train/data/shard.h"
+#include "train/data/shard_parts.h"
 #include "train/data/shard_set.h"
-#include "train/data/shard_write.h"
+#include "train/data/shard_temp.h"
 
 /* "I/N": two decimal integers, 0 <= I < N <= PREPARE_MAX_PARTS, nothing else (no sign, no
  * space, no overflow: 4294967297/2 is not 1/2). */
@@ -58,11 +61,11 @@ int cmd_prepare(int argc, char **argv) {
         char *vocab = read_file(d->vocab, NULL, "vocabulary ([data] vocab)");
         Shard *train, *eval;
         shard_set_open(d, vocab, strlen(vocab), d->vocab, &train, &eval);
-        shard_set_verify(train);
+        shard_verify(train);
         shard_free(train), shard_free(eval), free(vocab);
         return 0;
     }
-    /* every path before any work (core/paths.h); an absent shard_dir is made by prepare */
+    /* every path before any work (core/io/paths.h); an absent shard_dir is made by prepare */
     IoPlan *plan = xmalloc(sizeof *plan);
     io_plan_init(plan);
     io_plan_input(plan, args.positional[0], "the config");

@@ -6,10 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
-#include "core/h5io.h"
-#include "core/paths.h"
+#include "core/config/cli.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/cli/launch.h"
 #include "train/loop/pretrain.h"

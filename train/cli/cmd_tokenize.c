@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/cli.h"
 #include "core/common.h"
+#include "core/config/cli.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/cli/commands.h"
 #include "train/data/tokenizer.h"
 #include "train/data/vocab_train.h"

@@ -1,7 +1,7 @@
 /* train/cli/: the `realpos` command line and nothing else: main.c dispatches, through the command
  * table of commands.c (names, usage lines, option help), to one cmd_* per subcommand
  * (cmd_pretrain.c: pretrain, eval; cmd_finetune.c: finetune, predict; cmd_model.c: init, inspect,
- * dump; ...), each parsing its arguments, checking its paths (core/paths.h) and calling the wings
+ * dump; ...), each parsing its arguments, checking its paths (core/io/paths.h) and calling the wings
  * below (loop, tasks, model, data).
  *
  * Subcommands of the realpos CLI; each returns the process exit status. argv[0] is the
@@ -49,3 +49,4 @@ int cmd_attention(int argc, char **argv); /* attention maps of a checkpoint on t
 int cmd_import_hf(int argc, char **argv); /* HuggingFace BERT folder -> checkpoint */
 int cmd_export_hf(int argc, char **argv); /* checkpoint -> HuggingFace BERT folder */
 int cmd_fill_mask(int argc, char **argv); /* top-k tokens for [MASK] in text */
+int cmd_synth(int argc, char **argv);     /* synthetic tagging tasks */

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
 
 /* "absolute + method4 (k = 16)", "method4 (k = 16)", "absolute", "none". */
 static void positions(const ModelConfig *m, char *out, size_t size) {

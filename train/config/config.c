@@ -8,6 +8,10 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/config/config_parse.h"
+#include "core/config/config_use.h"
+#include "core/gemm.h"
+#include "layers/positions.h"
 
 #define KEY(sec, name) config_key_index(&config_schema, #sec, #name)
 

@@ -2,7 +2,7 @@
  *
  * The sections [model] [optim] [train] [data] [task] as one Config struct, its schema table
  * (train/config/schema.c: every section.key with its type, default, range and help text) and
- * the cross-key checks, on the generic typed INI engine of core/config_schema.h. Parsing a file,
+ * the cross-key checks, on the generic typed INI engine of core/config/config_schema.h. Parsing a file,
  * `--set section.key=value` overrides and re-parsing the config text stored in a checkpoint all
  * go through it. Any error stops the program with
  *     FILE:LINE: key 'x': expected ..., got ...
@@ -11,16 +11,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
-#include "core/gemm.h"
-#include "layers/attention.h"
-#include "layers/encoder.h"
-#include "optim/adamw.h"
+#include "core/config/config_schema.h"
+#include "core/kinds.h"
+#include "optim/optim_config.h"
 
 /* Most Transformer layers a model may have (fixed-size per-layer tables in train/model/model.h). */
 #define CONFIG_MAX_LAYERS 64
 
-typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD } TaskKind;
+typedef enum { TASK_CLASSIFICATION = 0, TASK_REGRESSION, TASK_SQUAD, TASK_TAGGING } TaskKind;
 /* GLUE TSV layouts with their columns and label sets (train/tasks/glue.c); GLUE_NONE: explicit columns */
 typedef enum { GLUE_NONE = 0, GLUE_SST2, GLUE_COLA, GLUE_MRPC, GLUE_RTE, GLUE_STSB } GlueTask;
 typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
@@ -94,6 +92,8 @@ typedef struct {
     int eval_every;                  /* steps between dev evaluations, 0 = only at the end */
     int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
     int64_t seed;                    /* new-parameter init, data order, dropout */
+    char tag_labels[CONFIG_PATH_MAX]; /* tagging: the label set, space-separated ("": the training file's) */
+    int train_max_length;             /* tagging: longest training example in words (0: measured) */
 } TaskConfig;
 
 typedef struct {

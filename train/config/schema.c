@@ -1,12 +1,16 @@
 /* The schema of Config: one row per section.key with its type, default, range and help text.
  * Defaults are INI text parsed like any other value; error messages and the comments of
- * `realpos config` are generated from these rows by core/config_schema.c. */
+ * `realpos config` are generated from these rows by core/config/config_schema.c. */
 #include "train/config/config.h"
 
 #include <limits.h>
 #include <math.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
+#include "layers/attention.h"
+#include "layers/encoder.h"
+#include "optim/adamw.h"
 
 _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int) &&
                    sizeof(ScheduleKind) == sizeof(int) && sizeof(TaskKind) == sizeof(int) &&
@@ -15,7 +19,7 @@ _Static_assert(sizeof(NormKind) == sizeof(int) && sizeof(RelKind) == sizeof(int)
                    sizeof(PaddingKind) == sizeof(int) && sizeof(Precision) == sizeof(int),
                "enum fields are stored through int");
 
-static const char *const task_names[] = {"classification", "regression", "squad", NULL};
+static const char *const task_names[] = {"classification", "regression", "squad", "tagging", NULL};
 static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
 static const char *const bad_example_names[] = {"skip", "fatal", NULL};
 static const char *const corpus_format_names[] = {"auto", "text", "jsonl", NULL};
@@ -114,7 +118,7 @@ static const KeySpec keys[] = {
     INT64_KEY(data, seed, "12345", 0, INT64_MAX, "seed of the data order and masking"),
 
     ENUM_KEY(task, type, TaskKind, task_names, "classification",
-             "fine-tuning task: [CLS] classification, [CLS] regression (MSE) or SQuAD spans"),
+             "fine-tuning task: [CLS] classification, [CLS] regression (MSE), SQuAD spans or tagging (a label per word)"),
     ENUM_KEY(task, glue_task, GlueTask, glue_names, "none",
              "GLUE TSV layout and labels (sets type); none = the column keys below"),
     STRING_KEY(task, init_checkpoint, "", false, "checkpoint whose encoder fine-tuning starts from"),
@@ -147,11 +151,15 @@ static const KeySpec keys[] = {
     INT_KEY(task, n_best_size, "20", 1, 1000, "SQuAD: start and end candidates per window"),
     INT_KEY(task, max_answer_length, "30", 1, 65536, "SQuAD: longest predicted answer in tokens"),
     INT64_KEY(task, seed, "42", 0, INT64_MAX, "seed of new parameters, data order and dropout"),
+    STRING_KEY(task, tag_labels, "", false,
+               "tagging: the label set, space-separated (empty: the training file's labels, sorted)"),
+    INT_KEY(task, train_max_length, "0", 0, 1 << 24,
+            "tagging: longest training example in words, the edge of the length buckets (0: measured)"),
 };
 
 _Static_assert(sizeof keys / sizeof keys[0] <= CONFIG_MAX_KEYS, "raise CONFIG_MAX_KEYS");
 
-/* Which job reads each key and when it applies (core/config_schema.h: KeyUse). A key without a
+/* Which job reads each key and when it applies (core/config/config_schema.h: KeyUse). A key without a
  * row is read by pretraining and fine-tuning alike and always matters. A row is one line: a key
  * that matters only for some values of another (e.g. a position mode's own parameters) adds
  *     {"model.NEW_KEY", 0, "model.relative_position = MODE", NULL},
@@ -200,11 +208,11 @@ static const KeyUse key_uses[] = {
     {"task.init_checkpoint", FINE_TUNING, NULL, NULL},
     {"task.train_file", FINE_TUNING, NULL, "data.corpus"},
     {"task.dev_file", FINE_TUNING, NULL, NULL},
-    {"task.text_a_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
-    {"task.text_b_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
-    {"task.label_column", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
-    {"task.num_columns", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
-    {"task.header", FINE_TUNING, "task.glue_task = none and task.type != squad", NULL},
+    {"task.text_a_column", FINE_TUNING, "task.glue_task = none and task.type = classification | regression", NULL},
+    {"task.text_b_column", FINE_TUNING, "task.glue_task = none and task.type = classification | regression", NULL},
+    {"task.label_column", FINE_TUNING, "task.glue_task = none and task.type = classification | regression", NULL},
+    {"task.num_columns", FINE_TUNING, "task.glue_task = none and task.type = classification | regression", NULL},
+    {"task.header", FINE_TUNING, "task.glue_task = none and task.type = classification | regression", NULL},
     {"task.labels", FINE_TUNING, "task.glue_task = none and task.type = classification", NULL},
     {"task.bad_examples", FINE_TUNING, NULL, NULL},
     {"task.max_seq_len", FINE_TUNING, NULL, "data.max_seq_len"},
@@ -221,6 +229,8 @@ static const KeyUse key_uses[] = {
     {"task.n_best_size", FINE_TUNING, "task.type = squad", NULL},
     {"task.max_answer_length", FINE_TUNING, "task.type = squad", NULL},
     {"task.seed", FINE_TUNING, NULL, NULL},
+    {"task.tag_labels", FINE_TUNING, "task.type = tagging", NULL},
+    {"task.train_max_length", FINE_TUNING, "task.type = tagging", NULL},
 };
 
 static const char *const sections[] = {"model", "optim", "train", "data", "task"};

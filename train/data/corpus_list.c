@@ -1,5 +1,7 @@
 /* The expansion of [data] corpus entries into the list of files prepare reads (corpus_reader.h):
  * files, directories, globs and `**`. */
+#include "train/data/corpus_list.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -10,7 +12,6 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "train/data/corpus_reader.h"
 
 static void *resize(void *p, size_t bytes) {
     p = realloc(p, bytes);

@@ -1,4 +1,5 @@
-/* Streaming corpus preparation: corpus files -> a shard set (shard_set.h), in bounded memory.
+/* Streaming corpus preparation (corpus_prepare.h): corpus files -> a shard set (shard_set.h), in
+ * bounded memory.
  *
  * Each source file is read in rounds of data.read_chunk_mb (decompressed) bytes cut at a line
  * end; a round's lines are tokenized in parallel (corpus_round.h: the result does not depend on
@@ -11,10 +12,10 @@
  * its content's; a UTF-8 byte order mark at its start is skipped.
  *
  * Held-out split: document D is held out iff u(D) < eval_fraction, u(D) = 53 high bits of
- * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ text_hash(line)) over its
+ * hash64(h(D) ^ a seed hash) / 2^53, h(D) = the chain h = hash64(h ^ hash_bytes(line)) over its
  * non-blank lines (CR of CRLF removed): a pure function of (seed, the document's text), whatever
  * the file, format, compression, position, process count or round size. */
-#include "train/data/corpus.h"
+#include "train/data/corpus_prepare.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,11 +24,19 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/files.h"
+#include "core/io/json.h"
+#include "core/io/paths.h"
 #include "core/rng.h"
+#include "train/data/corpus_list.h"
 #include "train/data/corpus_reader.h"
 #include "train/data/corpus_round.h"
-#include "train/data/shard_set.h"
+#include "train/data/md5.h"
+#include "train/data/shard.h"
+#include "train/data/shard_buffer.h"
+#include "train/data/shard_parts.h"
+#include "train/data/shard_settings.h"
+#include "train/data/shard_temp.h"
 #include "train/data/shard_write.h"
 #include "train/data/tokenizer.h"
 
@@ -62,7 +71,7 @@ typedef struct {
 static void flush_shard(Source *s, int64_t input_end, int64_t line_end) {
     double t0 = now_seconds();
     size_t cap = (size_t)s->cap_shards;
-    s->shards = grow_to(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
+    s->shards = corpus_round_grow(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
     RP_CHECK(s->shards, "out of memory");
     s->cap_shards = (int)cap;
     s->shards[s->num_shards] = shard_write(s->set, s->src, s->stem, s->num_shards, &s->shard,
@@ -79,8 +88,8 @@ static void add_sentence(Source *s, const int *ids, int64_t n) {
         return;
     }
     size_t cap_t = (size_t)s->doc_cap_tokens, cap_s = (size_t)s->doc_cap_sentences;
-    s->doc_tokens = grow_to(s->doc_tokens, &cap_t, (size_t)(s->doc_num_tokens + n), sizeof(int32_t));
-    s->doc_lens = grow_to(s->doc_lens, &cap_s, (size_t)s->doc_num_sentences + 1, sizeof(int64_t));
+    s->doc_tokens = corpus_round_grow(s->doc_tokens, &cap_t, (size_t)(s->doc_num_tokens + n), sizeof(int32_t));
+    s->doc_lens = corpus_round_grow(s->doc_lens, &cap_s, (size_t)s->doc_num_sentences + 1, sizeof(int64_t));
     RP_CHECK(s->doc_tokens && s->doc_lens, "%s: out of memory holding a document of %lld tokens",
              s->src->path, (long long)(s->doc_num_tokens + n));
     s->doc_cap_tokens = (int64_t)cap_t;
@@ -184,7 +193,7 @@ static void refuse_unnamed_jsonl(const char *path, const char *buf, size_t n) {
     for (size_t start = 0; start < n;) {
         const char *nl = memchr(buf + start, '\n', n - start);
         size_t end = nl ? (size_t)(nl - buf) : n;
-        if (!is_blank(buf + start, end - start)) {
+        if (!corpus_round_is_blank(buf + start, end - start)) {
             RP_CHECK(!nl || json_check(buf + start, end - start, NULL, NULL, NULL) != JSON_OBJECT,
                      "%s: its first line is a JSON object, but data.corpus_format = auto reads it as text (its name "
                      "does not end in .jsonl, .json or .ndjson): rename it, or set data.corpus_format = jsonl (or "
@@ -201,9 +210,9 @@ static void prepare_source(Source *s, Round *r) {
     const DataConfig *d = s->set->data;
     int64_t skip = 0, line_base = 0, input_end, line_end;
     ShardCounts kept;
-    while (shard_kept(s->set, s->src, s->stem, s->num_shards, &kept, &input_end, &line_end)) {
+    while (shard_write_kept(s->set, s->src, s->stem, s->num_shards, &kept, &input_end, &line_end)) {
         size_t cap = (size_t)s->cap_shards;
-        s->shards = grow_to(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
+        s->shards = corpus_round_grow(s->shards, &cap, (size_t)s->num_shards + 1, sizeof *s->shards);
         RP_CHECK(s->shards, "out of memory");
         s->cap_shards = (int)cap;
         s->shards[s->num_shards++] = kept;
@@ -225,7 +234,7 @@ static void prepare_source(Source *s, Round *r) {
     RP_CHECK(nl || !memchr(buf, '\r', have),
              "%s: lines end in CR alone (classic Mac OS line endings): realpos reads LF or CRLF line "
              "ends; convert the file with: tr '\\r' '\\n' < FILE > NEW", s->src->path);
-    s->jsonl = corpus_file_is_jsonl(d, s->src->path);
+    s->jsonl = corpus_reader_is_jsonl(d, s->src->path);
     size_t bom = have >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark: not text */
     if (!s->jsonl && d->corpus_format == CORPUS_AUTO)
         refuse_unnamed_jsonl(s->src->path, buf + bom, have - bom);
@@ -250,11 +259,11 @@ static void prepare_source(Source *s, Round *r) {
             have = fill(in, buf, have, cap, &eof, &s->report->seconds_read);
             continue;
         }
-        size_t units = split_units(r, buf, cut, max_units, &cut);
+        size_t units = corpus_round_split_units(r, buf, cut, max_units, &cut);
         if (offset == 0 && bom && units)
             r->units[0].text += bom, r->units[0].len -= bom;
         double t0 = now_seconds();
-        tokenize_round(r, units, s->tok, s->jsonl, d->text_field);
+        corpus_round_tokenize(r, units, s->tok, s->jsonl, d->text_field);
         s->report->seconds_tokenize += now_seconds() - t0;
         walk_round(s, r, units, offset, line_base);
         s->report->bytes += (int64_t)cut;
@@ -283,7 +292,7 @@ static void prepare_source(Source *s, Round *r) {
         s->report->unknown_sources++ < UNKNOWN_NAMED)
         tokenizer_report_unknown(s->unknown, s->tokens, s->src->path, d->vocab);
     s->report->unknown_tokens += s->unknown;
-    manifest_write(s->set, s->src, s->stem, corpus_reader_compression(in), s->jsonl ? "jsonl" : "text",
+    shard_write_manifest(s->set, s->src, s->stem, corpus_reader_compression(in), s->jsonl ? "jsonl" : "text",
                    s->shards, s->num_shards);
     corpus_reader_close(in);
     free(buf);
@@ -318,35 +327,35 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     char vocab_md5[33];
     md5_hex(vocab_text, vocab_len, vocab_md5);
     SetSettings set;
-    settings_init(&set, data, vocab_md5, tokenizer_vocab_size(tok));
+    shard_settings_init(&set, data, vocab_md5, tokenizer_vocab_size(tok));
     mkdir_p(data->shard_dir);
-    int recorded = shard_set_claim_parts(&set, num_parts);
+    int recorded = shard_parts_claim(&set, num_parts);
     for (int i = 0; i < list.count && recorded != num_parts; i++) { /* harmless only with nothing left */
         char stem[18];
         ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
-        source_stem(stem, &set, list.files[i].path);
-        if (!manifest_done(&set, &list.files[i], stem, 0, &ignored))
-            shard_set_refuse_parts(data->shard_dir, recorded, num_parts);
+        shard_settings_source_stem(stem, &set, list.files[i].path);
+        if (!shard_write_manifest_done(&set, &list.files[i], stem, 0, &ignored))
+            shard_parts_refuse(data->shard_dir, recorded, num_parts);
     }
-    shard_remove_stale_temps(data->shard_dir, num_parts == 1);
+    shard_temp_remove_stale(data->shard_dir, num_parts == 1);
     Round round = {0};
     int index_dropped = 0;
     report.sources = list.count;
     for (int i = 0; i < list.count; i++) {
         Source s = {.set = &set, .tok = tok, .src = &list.files[i], .report = &report};
-        source_stem(s.stem, &set, s.src->path);
+        shard_settings_source_stem(s.stem, &set, s.src->path);
         ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
         if (i % num_parts != part)
             continue;
-        if (!manifest_done(&set, s.src, s.stem, 1, &total)) {
+        if (!shard_write_manifest_done(&set, s.src, s.stem, 1, &total)) {
             if (!index_dropped++)
-                shard_set_drop_index(data->shard_dir);
+                shard_parts_drop_index(data->shard_dir);
             s.split_seed = hash64((uint64_t)data->seed ^ SPLIT_SALT);
             shard_buffer_init(&s.shard, set.vocab_size);
             prepare_source(&s, &round);
             shard_buffer_free(&s.shard);
             free(s.shards), free(s.doc_tokens), free(s.doc_lens);
-            RP_CHECK(manifest_done(&set, s.src, s.stem, 0, &total), "%s: manifest not readable back",
+            RP_CHECK(shard_write_manifest_done(&set, s.src, s.stem, 0, &total), "%s: manifest not readable back",
                      s.src->path);
         } else {
             report.sources_kept++;
@@ -363,9 +372,9 @@ PrepareReport corpus_prepare(const DataConfig *data, int part, int num_parts) {
     if (report.unknown_sources > UNKNOWN_NAMED)
         rp_log("warning: %d more corpus files (%d in all) are over %.0f%% [UNK] with vocabulary %s",
                report.unknown_sources - UNKNOWN_NAMED, report.unknown_sources, 100 * TOKENIZER_UNKNOWN_WARN, data->vocab);
-    report.index_written = shard_set_finish(&set, &list);
+    report.index_written = shard_parts_finish(&set, &list);
     memcpy(report.prepare_id, set.prepare_id, sizeof report.prepare_id);
-    round_free(&round);
+    corpus_round_free(&round);
     corpus_list_free(&list);
     tokenizer_free(tok);
     free(vocab_text);

@@ -30,7 +30,7 @@ struct CorpusReader {
     int eof;
 };
 
-const char *compression_name(Compression c) {
+const char *corpus_reader_compression_name(Compression c) {
     return c == COMPRESSION_GZIP ? "gzip" : c == COMPRESSION_ZSTD ? "zstd" : "plain";
 }
 
@@ -204,7 +204,7 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
     return n >= k && !strncasecmp(s + n - k, suffix, k);
 }
 
-int corpus_file_is_jsonl(const DataConfig *data, const char *path) {
+int corpus_reader_is_jsonl(const DataConfig *data, const char *path) {
     if (data->corpus_format != CORPUS_AUTO)
         return data->corpus_format == CORPUS_JSONL;
     static const char *const compressed[] = {".gz", ".gzip", ".zst", ".zstd", ".bz2", ".xz"};

@@ -5,12 +5,11 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 #include "core/rng.h"
 #include "train/data/basic_tokenizer.h"
-#include "train/data/shard_write.h"
 
-void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
+void *corpus_round_grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap)
         return p;
     size_t c = *cap ? *cap : 1024;
@@ -23,18 +22,18 @@ void *grow_to(void *p, size_t *cap, size_t need, size_t elem) {
 }
 
 /* Python's str.isspace(): bidirectional class WS, B or S, or category Zs. */
-int is_space_character(uint32_t cp) {
+int corpus_round_is_space(uint32_t cp) {
     if (cp < 0x80)
         return cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F);
     return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
            cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-int is_blank(const char *s, size_t n) {
+int corpus_round_is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         i += utf8_decode((const unsigned char *)s + i, n - i, &cp); /* invalid bytes: U+FFFD, not blank */
-        if (!is_space_character(cp))
+        if (!corpus_round_is_space(cp))
             return 0;
     }
     return 1;
@@ -44,20 +43,20 @@ int is_blank(const char *s, size_t n) {
 static int block_sentence(Block *b, const Tokenizer *tok, const char *text, size_t len) {
     int unk = tokenizer_special(tok).unk;
     if (b->cap - b->used < len / 3 + 16) {
-        int *grown = grow_to(b->ids, &b->cap, b->used + len / 3 + 16, sizeof(int));
+        int *grown = corpus_round_grow(b->ids, &b->cap, b->used + len / 3 + 16, sizeof(int));
         if (!grown)
             return 0;
         b->ids = grown;
     }
     size_t n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
     if (n > b->cap - b->used) {
-        int *grown = grow_to(b->ids, &b->cap, b->used + n, sizeof(int));
+        int *grown = corpus_round_grow(b->ids, &b->cap, b->used + n, sizeof(int));
         if (!grown)
             return 0;
         b->ids = grown;
         n = tokenizer_encode(tok, text, len, b->ids + b->used, b->cap - b->used);
     }
-    int64_t *lens = grow_to(b->lens, &b->cap_lens, b->num_lens + 1, sizeof(int64_t));
+    int64_t *lens = corpus_round_grow(b->lens, &b->cap_lens, b->num_lens + 1, sizeof(int64_t));
     if (!lens)
         return 0;
     b->lens = lens;
@@ -78,7 +77,7 @@ static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *fiel
         return kind == JSON_INVALID ? UNIT_BAD_JSON : UNIT_NOT_OBJECT;
     if (member.kind != JSON_STRING)
         return member.kind == JSON_INVALID ? UNIT_NO_FIELD : UNIT_NOT_STRING;
-    char *text = grow_to(b->text, &b->cap_text, member.len, 1);
+    char *text = corpus_round_grow(b->text, &b->cap_text, member.len, 1);
     if (!text) {
         b->failed = 1;
         return UNIT_RECORD;
@@ -90,8 +89,8 @@ static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *fiel
         const char *nl = memchr(text + start, '\n', len - start);
         size_t end = nl ? (size_t)(nl - text) : len, n = end - start;
         n -= n && text[end - 1] == '\r';
-        if (!is_blank(text + start, n)) {
-            h = hash64(h ^ text_hash(text + start, n));
+        if (!corpus_round_is_blank(text + start, n)) {
+            h = hash64(h ^ hash_bytes(text + start, n));
             b->failed = !block_sentence(b, tok, text + start, n);
             ++*num_sentences;
         }
@@ -101,7 +100,7 @@ static UnitKind tokenize_record(Block *b, const Tokenizer *tok, const char *fiel
     return UNIT_RECORD;
 }
 
-void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
+void corpus_round_tokenize(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
                            const char *field) {
     size_t num_blocks = (num_units + ROUND_UNIT_BLOCK - 1) / ROUND_UNIT_BLOCK;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -114,14 +113,14 @@ void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
             const Unit *u = &r->units[i];
             r->num_sentences[i] = 0;
             r->hash[i] = 0;
-            if (is_blank(u->text, u->len)) {
+            if (corpus_round_is_blank(u->text, u->len)) {
                 r->kind[i] = UNIT_BLANK;
             } else if (jsonl) {
                 r->kind[i] = (unsigned char)tokenize_record(b, tok, field, u, &r->num_sentences[i],
                                                             &r->hash[i]);
             } else {
                 r->kind[i] = UNIT_SENTENCE;
-                r->hash[i] = text_hash(u->text, u->len);
+                r->hash[i] = hash_bytes(u->text, u->len);
                 r->num_sentences[i] = 1;
                 b->failed = !block_sentence(b, tok, u->text, u->len);
             }
@@ -133,12 +132,12 @@ void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl,
                  r->blocks[c].cap);
 }
 
-size_t split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used) {
+size_t corpus_round_split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used) {
     size_t count = 0, start = 0;
     while (start < n && count < max_units) {
         const char *nl = memchr(buf + start, '\n', n - start);
         size_t end = nl ? (size_t)(nl - buf) : n;
-        Unit *units = grow_to(r->units, &r->cap_units, count + 1, sizeof(Unit));
+        Unit *units = corpus_round_grow(r->units, &r->cap_units, count + 1, sizeof(Unit));
         RP_CHECK(units, "out of memory splitting the corpus into lines");
         r->units = units;
         size_t len = end - start;
@@ -162,7 +161,7 @@ size_t split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t
     return count;
 }
 
-void round_free(Round *r) {
+void corpus_round_free(Round *r) {
     for (size_t c = 0; c < r->cap_blocks; c++)
         free(r->blocks[c].ids), free(r->blocks[c].lens), free(r->blocks[c].text);
     free(r->blocks), free(r->units), free(r->kind), free(r->num_sentences), free(r->hash);

@@ -43,19 +43,19 @@ typedef struct {
 
 /* p grown (doubling from 1024) to hold need elements of elem bytes; NULL on out of memory (p
  * is then still valid and *cap unchanged). */
-void *grow_to(void *p, size_t *cap, size_t need, size_t elem);
+void *corpus_round_grow(void *p, size_t *cap, size_t need, size_t elem);
 /* Whitespace as Python's str.isspace() (and str.strip()) has it: ASCII 09-0D, 1C-1F, 20, and
  * U+0085, U+00A0, U+1680, U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
-int is_space_character(uint32_t cp);
+int corpus_round_is_space(uint32_t cp);
 /* s[0, n) holds only whitespace: a blank line, which ends a text document (every such character
  * tokenizes to nothing). */
-int is_blank(const char *s, size_t n);
+int corpus_round_is_blank(const char *s, size_t n);
 
 /* Cut buf[0, n) into at most max_units units (lines; CR of CRLF removed); returns their number,
  * and in *used the bytes they cover (n, or less when max_units was reached). */
-size_t split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used);
+size_t corpus_round_split_units(Round *r, const char *buf, size_t n, size_t max_units, size_t *used);
 /* Tokenize units [0, num_units) on all OpenMP threads: kind, sentence count and hash of each
  * unit, ids and sentence lengths in its block. jsonl: each unit is a record whose member `field`
  * holds the document's lines. */
-void tokenize_round(Round *r, size_t num_units, const Tokenizer *tok, int jsonl, const char *field);
-void round_free(Round *r);
+void corpus_round_tokenize(Round *r, size_t num_units, const Tokenizer *tok, int jsonl, const char *field);
+void corpus_round_free(Round *r);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "train/data/shard_set.h"
+#include "train/data/shard.h"
 
 /* Salts that separate the random streams derived from [data] seed. */
 #define TRAIN_SALT 0x747261696eULL /* "train": short lengths and masks */

@@ -34,7 +34,7 @@
 #include "train/config/config.h"
 #include "core/rng.h"
 #include "layers/layers.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 #include "train/data/tokenizer.h"
 
 

@@ -1,6 +1,6 @@
-/* Reading and checking a shard set's index.json (shard_index.h); from it, the checks that the
- * corpus is the one the set was prepared from (shard_set_require_current) and the set's identity
- * (shard_set_identity), both declared in shard_set.h. */
+/* Reading and checking a shard set's index.json (shard_index.h); from it, the check that the
+ * corpus is the one the set was prepared from (shard_index_require_current) and the set's identity
+ * (shard_index_identity). */
 #include "train/data/shard_index.h"
 
 #include <errno.h>
@@ -12,12 +12,11 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
 #include "core/rng.h"
-#include "train/data/shard_set.h"
 #include "train/data/shard_settings.h"
-#include "train/data/shard_write.h"
 
 int64_t shard_index_int(const cJSON *o, const char *name, const char *path, int64_t max) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
@@ -50,7 +49,7 @@ SplitCounts shard_index_counts(const cJSON *o, const char *name, const char *pat
     return n;
 }
 
-void shard_set_require_current(const DataConfig *d) {
+void shard_index_require_current(const DataConfig *d) {
     char index[CONFIG_PATH_MAX + 32];
     snprintf(index, sizeof index, "%s/%s", d->shard_dir, SHARD_SET_INDEX);
     if (d->num_corpus == 0 || access(index, R_OK) != 0)
@@ -104,7 +103,7 @@ cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab
              "give the config the set's setting%s",
              d->shard_dir, path, differences, n > 1 ? "s" : "");
     SetSettings now;
-    settings_init(&now, d, vocab_md5, vocab_size);
+    shard_settings_init(&now, d, vocab_md5, vocab_size);
     const char *id = shard_index_string(root, "prepare_id", path);
     RP_CHECK(!strcmp(id, now.prepare_id),
              "[data] shard_dir %s holds a shard set prepared with other settings than this config's "
@@ -115,7 +114,7 @@ cJSON *shard_index_load(const DataConfig *d, const char *path, const char *vocab
     return root;
 }
 
-/* ---- the identity of a set (shard_set.h) ----------------------------------------------------- */
+/* ---- the identity of a set ----------------------------------------------------------------- */
 
 static void append(char **text, size_t *len, size_t *cap, const char *line) {
     size_t n = strlen(line);
@@ -160,7 +159,7 @@ static void source_lines(const cJSON *root, const char *path, char **text, size_
     }
 }
 
-char *shard_set_identity(const DataConfig *d) {
+char *shard_index_identity(const DataConfig *d) {
     char index[CONFIG_PATH_MAX + 32], line[CONFIG_PATH_MAX + 256];
     char *text = NULL;
     size_t len = 0, cap = 0;

@@ -1,21 +1,24 @@
-/* The writer's side of a shard set being prepared (shard_set.h): the record of the prepare in
- * progress (shard_dir/prepare-parts.txt: its N and its settings), the lock under which whoever
- * finds every source done writes the index, and the shard temporaries of processes that died. */
-#include <dirent.h>
+/* The writer's side of a shard set being prepared (shard_parts.h): the record of the prepare in
+ * progress (shard_dir/prepare-parts.txt: its N and its settings) and the lock under which whoever
+ * finds every source done writes the index. */
+#include "train/data/shard_parts.h"
+
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
-#include "train/data/shard_set.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
+#include "train/data/shard.h"
 #include "train/data/shard_settings.h"
+#include "train/data/shard_temp.h"
 #include "train/data/shard_write.h"
 
 static const char *partition(char *out, size_t size, long n) {
@@ -57,7 +60,7 @@ static int put_record(const SetSettings *s, int num_parts, const char *path, int
     return err;
 }
 
-int shard_set_claim_parts(const SetSettings *s, int num_parts) {
+int shard_parts_claim(const SetSettings *s, int num_parts) {
     const char *dir = s->data->shard_dir;
     char path[CONFIG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
@@ -97,7 +100,7 @@ int shard_set_claim_parts(const SetSettings *s, int num_parts) {
     return (int)was;
 }
 
-void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
+void shard_parts_refuse(const char *dir, int was, int num_parts) {
     char path[CONFIG_PATH_MAX + 32], before[64], now[64], finish[96];
     snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
     if (was == 1)
@@ -112,7 +115,7 @@ void shard_set_refuse_parts(const char *dir, int was, int num_parts) {
              finish, path, num_parts);
 }
 
-void shard_set_drop_index(const char *dir) {
+void shard_parts_drop_index(const char *dir) {
     char path[CONFIG_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_INDEX);
     if (unlink(path) == 0) {
@@ -124,7 +127,16 @@ void shard_set_drop_index(const char *dir) {
     }
 }
 
-int shard_set_finish(const SetSettings *s, const CorpusList *list) {
+/* Every source is done: forget the partition (called before the index is written, so that a kill
+ * in between leaves a set any prepare completes). */
+static void shard_parts_release(const char *dir) {
+    char path[CONFIG_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
+    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
+    sync_directory(path);
+}
+
+int shard_parts_finish(const SetSettings *s, const CorpusList *list) {
     const char *dir = s->data->shard_dir;
     char lock_path[CONFIG_PATH_MAX + 32], parts[CONFIG_PATH_MAX + 32], index[CONFIG_PATH_MAX + 32];
     snprintf(lock_path, sizeof lock_path, "%s/.lock-index", dir);
@@ -143,96 +155,17 @@ int shard_set_finish(const SetSettings *s, const CorpusList *list) {
     for (int i = 0; i < list->count && done; i++) {
         char stem[18];
         ShardCounts ignored = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
-        source_stem(stem, s, list->files[i].path);
-        done = manifest_done(s, &list->files[i], stem, 0, &ignored);
+        shard_settings_source_stem(stem, s, list->files[i].path);
+        done = shard_write_manifest_done(s, &list->files[i], stem, 0, &ignored);
     }
     int written = 0;
     if (done && access(parts, F_OK) != 0 && access(index, F_OK) == 0) {
         written = 1; /* another part, done after this one's last manifest, wrote it */
     } else if (done) {
-        shard_set_release_parts(dir);
-        index_write(s, list);
+        shard_parts_release(dir);
+        shard_write_index(s, list);
         written = 1;
     }
     close(fd); /* releases the lock */
     return written;
-}
-
-void shard_set_release_parts(const char *dir) {
-    char path[CONFIG_PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/%s", dir, SHARD_SET_PARTS);
-    RP_CHECK(unlink(path) == 0 || errno == ENOENT, "%s: cannot remove: %s", path, strerror(errno));
-    sync_directory(path);
-}
-
-/* ---- shard temporaries ----------------------------------------------------------------------- */
-
-/* The temporary being written, for the signal handler: the only state a handler may touch, hence
- * file scope. Set before the file exists and cleared after its rename, so at worst the handler
- * unlinks a name that is not there. */
-static char live_temp[CONFIG_PATH_MAX + 384];
-static volatile sig_atomic_t live_temp_set = 0;
-
-static void on_signal(int sig) {
-    if (live_temp_set)
-        unlink(live_temp);
-    raise(sig); /* SA_RESETHAND: the default action now, so the exit status names the signal */
-}
-
-void shard_temp_cleanup_on_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;
-    int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
-        sigaction(signals[i], &sa, NULL);
-}
-
-/* This host's name with characters outside [A-Za-z0-9-] as '_' (it is part of a file name). */
-static void host_name(char *out, size_t size) {
-    if (gethostname(out, size) != 0)
-        snprintf(out, size, "unknown");
-    out[size - 1] = '\0';
-    for (char *c = out; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-'))
-            *c = '_';
-}
-
-void shard_temp_begin(char *tmp, size_t size, const char *path) {
-    char host[128];
-    host_name(host, sizeof host);
-    int n = snprintf(tmp, size, "%s.tmp.%ld.%s", path, (long)getpid(), host);
-    RP_CHECK(n > 0 && (size_t)n < size && (size_t)n < sizeof live_temp, "%s: path too long", path);
-    live_temp_set = 0;
-    memcpy(live_temp, tmp, (size_t)n + 1);
-    live_temp_set = 1;
-}
-
-void shard_temp_end(void) { live_temp_set = 0; }
-
-void shard_remove_stale_temps(const char *dir, int whole) {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    char host[128];
-    host_name(host, sizeof host);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *tail = strstr(e->d_name, ".tmp.");
-        if (!tail)
-            continue;
-        char *end;
-        long pid = strtol(tail + 5, &end, 10);
-        /* "NAME.tmp.PID.HOST": a shard of a process on this host; "NAME.tmp.PID": an older
-         * realpos's or a record's, judged only by a whole prepare (no part elsewhere runs) */
-        int here = *end == '.' && !strcmp(end + 1, host), old = *end == '\0' && whole;
-        if (pid <= 0 || (!here && !old) || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue;
-        char path[CONFIG_PATH_MAX + 300];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) == 0)
-            rp_log("prepare: removed %s, left by a prepare that was killed (process %ld is gone)", path, pid);
-    }
-    closedir(d);
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/rng.h"
+#include "train/data/shard.h"
 
 static const char *const corpus_format_names[] = {"auto", "text", "jsonl"};
 
@@ -20,10 +22,12 @@ static cJSON *corpus(const DataConfig *d) {
         cJSON_AddItemToArray(list, cJSON_CreateString(d->corpus[i]));
     return list;
 }
+
 static cJSON *corpus_format(const DataConfig *d) {
     int k = (int)d->corpus_format;
     return cJSON_CreateString(k >= 0 && k < 3 ? corpus_format_names[k] : "?");
 }
+
 static cJSON *text_field(const DataConfig *d) { return cJSON_CreateString(d->text_field); }
 static cJSON *do_lower_case(const DataConfig *d) { return cJSON_CreateString(d->do_lower_case ? "yes" : "no"); }
 static cJSON *eval_fraction(const DataConfig *d) {
@@ -31,11 +35,13 @@ static cJSON *eval_fraction(const DataConfig *d) {
     format_float(text, sizeof text, d->eval_fraction);
     return cJSON_CreateString(text);
 }
+
 static cJSON *int64_text(int64_t v) {
     char text[32];
     snprintf(text, sizeof text, "%lld", (long long)v);
     return cJSON_CreateString(text);
 }
+
 static cJSON *seed(const DataConfig *d) { return int64_text(d->seed); }
 static cJSON *shard_tokens(const DataConfig *d) { return int64_text(d->shard_tokens); }
 
@@ -118,4 +124,22 @@ int shard_settings_differences(const DataConfig *d, const char *vocab_md5, const
     }
     cJSON_Delete(now);
     return differences;
+}
+
+void shard_settings_init(SetSettings *s, const DataConfig *data, const char *vocab_md5, int vocab_size) {
+    s->data = data;
+    memcpy(s->vocab_md5, vocab_md5, 33);
+    s->vocab_size = vocab_size;
+    char fraction[32], text[CONFIG_PATH_MAX + 256];
+    format_float(fraction, sizeof fraction, data->eval_fraction);
+    int n = snprintf(text, sizeof text, "%s|%s|%d|%d|%lld|%s|%d|%s|%lld", SHARD_SET_FORMAT,
+                     vocab_md5, vocab_size, data->do_lower_case, (long long)data->seed, fraction,
+                     (int)data->corpus_format, data->text_field, (long long)data->shard_tokens);
+    snprintf(s->prepare_id, sizeof s->prepare_id, "%016llx",
+             (unsigned long long)hash_bytes(text, (size_t)n));
+}
+
+void shard_settings_source_stem(char out[18], const SetSettings *s, const char *path) {
+    uint64_t id = strtoull(s->prepare_id, NULL, 16);
+    snprintf(out, 18, "s%016llx", (unsigned long long)hash64(id ^ hash_bytes(path, strlen(path))));
 }

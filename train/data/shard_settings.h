@@ -27,3 +27,16 @@ cJSON *shard_settings_record(const DataConfig *d, const char *vocab_md5);
  * trains on a set prepared elsewhere). Returns the number of differences. */
 int shard_settings_differences(const DataConfig *d, const char *vocab_md5, const cJSON *recorded,
                                const char *recorded_by, char *out, size_t size);
+
+/* The settings every shard of a set shares (prepare_id is their hash, as 16 hex digits). */
+typedef struct {
+    const DataConfig *data;
+    char vocab_md5[33];
+    int vocab_size;
+    char prepare_id[17];
+} SetSettings;
+
+/* s for a prepare of data with this vocabulary: prepare_id the hash of every shaping setting. */
+void shard_settings_init(SetSettings *s, const DataConfig *data, const char *vocab_md5, int vocab_size);
+/* "s<16 hex digits>", a hash of the prepare_id and source_path: the file stem of a source's shards and manifest. */
+void shard_settings_source_stem(char out[18], const SetSettings *s, const char *source_path);

@@ -10,122 +10,13 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
 #include "core/rng.h"
-#include "train/data/shard_set.h"
 #include "train/data/shard_settings.h"
+#include "train/data/shard_temp.h"
 
 static const char *const split_names[2] = {"train", "eval"};
-
-uint64_t text_hash(const char *p, size_t n) {
-    uint64_t h = hash64(n ^ 0x736861726473ULL);
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
-        h = hash64(h ^ w);
-    }
-    return h;
-}
-
-void settings_init(SetSettings *s, const DataConfig *data, const char *vocab_md5, int vocab_size) {
-    s->data = data;
-    memcpy(s->vocab_md5, vocab_md5, 33);
-    s->vocab_size = vocab_size;
-    char fraction[32], text[CONFIG_PATH_MAX + 256];
-    format_float(fraction, sizeof fraction, data->eval_fraction);
-    int n = snprintf(text, sizeof text, "%s|%s|%d|%d|%lld|%s|%d|%s|%lld", SHARD_SET_FORMAT,
-                     vocab_md5, vocab_size, data->do_lower_case, (long long)data->seed, fraction,
-                     (int)data->corpus_format, data->text_field, (long long)data->shard_tokens);
-    snprintf(s->prepare_id, sizeof s->prepare_id, "%016llx",
-             (unsigned long long)text_hash(text, (size_t)n));
-}
-
-void source_stem(char out[18], const SetSettings *s, const char *path) {
-    uint64_t id = strtoull(s->prepare_id, NULL, 16);
-    snprintf(out, 18, "s%016llx", (unsigned long long)hash64(id ^ text_hash(path, strlen(path))));
-}
-
-/* ---- the shard being filled ------------------------------------------------------------------ */
-
-static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
-    if (need <= *cap)
-        return p;
-    int64_t c = *cap ? *cap : 1024;
-    while (c < need)
-        c *= 2;
-    p = realloc(p, (size_t)c * elem);
-    RP_CHECK(p, "out of memory filling a shard (%lld elements of %zu bytes): lower data.shard_tokens",
-             (long long)c, elem);
-    *cap = c;
-    return p;
-}
-
-void shard_buffer_init(ShardBuffer *b, int vocab_size) {
-    memset(b, 0, sizeof *b);
-    b->vocab_size = vocab_size;
-    b->token_counts = xcalloc((size_t)vocab_size, sizeof *b->token_counts);
-    shard_buffer_clear(b);
-}
-
-void shard_buffer_clear(ShardBuffer *b) {
-    for (int k = 0; k < 2; k++) {
-        SplitBuffer *sb = &b->split[k];
-        sb->num_tokens = sb->num_sentences = sb->num_documents = 0;
-        sb->sentence_offsets = grow(sb->sentence_offsets, &sb->cap_sentences, 1, sizeof(int64_t));
-        sb->document_offsets = grow(sb->document_offsets, &sb->cap_documents, 1, sizeof(int64_t));
-        sb->sentence_offsets[0] = sb->document_offsets[0] = 0;
-    }
-    memset(b->token_counts, 0, (size_t)b->vocab_size * sizeof *b->token_counts);
-    b->bad_records = b->dropped_sentences = 0;
-}
-
-void shard_buffer_free(ShardBuffer *b) {
-    for (int k = 0; k < 2; k++) {
-        free(b->split[k].tokens);
-        free(b->split[k].sentence_offsets);
-        free(b->split[k].document_offsets);
-    }
-    free(b->token_counts);
-}
-
-int64_t shard_buffer_tokens(const ShardBuffer *b) {
-    return b->split[0].num_tokens + b->split[1].num_tokens;
-}
-
-void shard_buffer_add_document(ShardBuffer *b, int split, const int32_t *tokens, const int64_t *len,
-                               int64_t n) {
-    SplitBuffer *sb = &b->split[split];
-    int64_t total = 0;
-    for (int64_t i = 0; i < n; i++)
-        total += len[i];
-    sb->tokens = grow(sb->tokens, &sb->cap_tokens, sb->num_tokens + total, sizeof(int32_t));
-    sb->sentence_offsets =
-        grow(sb->sentence_offsets, &sb->cap_sentences, sb->num_sentences + n + 1, sizeof(int64_t));
-    sb->document_offsets =
-        grow(sb->document_offsets, &sb->cap_documents, sb->num_documents + 2, sizeof(int64_t));
-    memcpy(sb->tokens + sb->num_tokens, tokens, (size_t)total * sizeof *tokens);
-    if (split == 0)
-        for (int64_t i = 0; i < total; i++)
-            b->token_counts[tokens[i]]++;
-    for (int64_t i = 0; i < n; i++) {
-        sb->num_tokens += len[i];
-        sb->sentence_offsets[++sb->num_sentences] = sb->num_tokens;
-    }
-    sb->document_offsets[++sb->num_documents] = sb->num_sentences;
-}
-
-uint64_t shard_digest(const ShardBuffer *b) {
-    uint64_t h = hash64(0x646967657374ULL); /* "digest" */
-    for (int k = 0; k < 2; k++) {
-        const SplitBuffer *sb = &b->split[k];
-        h = hash64(h ^ text_hash((const char *)sb->tokens, (size_t)sb->num_tokens * sizeof *sb->tokens));
-        h = hash64(h ^ text_hash((const char *)sb->sentence_offsets,
-                                 (size_t)(sb->num_sentences + 1) * sizeof *sb->sentence_offsets));
-        h = hash64(h ^ text_hash((const char *)sb->document_offsets,
-                                 (size_t)(sb->num_documents + 1) * sizeof *sb->document_offsets));
-    }
-    return h ? h : 1; /* 0 means unknown */
-}
 
 static void digest_text(char out[17], uint64_t digest) {
     snprintf(out, 17, "%016llx", (unsigned long long)digest);
@@ -164,7 +55,7 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
     shard_file(path, sizeof path, d->shard_dir, stem, k);
     shard_temp_begin(tmp, sizeof tmp, path);
     hid_t f = h5_create(tmp);
-    ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences, shard_digest(b)};
+    ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences, shard_buffer_digest(b)};
     char digest[17];
     digest_text(digest, c.digest);
     for (int i = 0; i < 2; i++) {
@@ -217,7 +108,7 @@ static int64_t attr_or(hid_t f, const char *name, const char *path) {
     return h5_attr_read_int64(f, name, path);
 }
 
-int shard_kept(const SetSettings *s, const CorpusFile *src, const char *stem, int k,
+int shard_write_kept(const SetSettings *s, const CorpusFile *src, const char *stem, int k,
                ShardCounts *c, int64_t *input_end, int64_t *line_end) {
     char path[CONFIG_PATH_MAX + 64], why[256];
     shard_file(path, sizeof path, s->data->shard_dir, stem, k);
@@ -294,7 +185,7 @@ static void write_json(const char *path, cJSON *root) {
     free(text);
 }
 
-void manifest_write(const SetSettings *s, const CorpusFile *src, const char *stem,
+void shard_write_manifest(const SetSettings *s, const CorpusFile *src, const char *stem,
                     Compression compression, const char *format, const ShardCounts *shards,
                     int num_shards) {
     cJSON *m = cJSON_CreateObject();
@@ -304,7 +195,7 @@ void manifest_write(const SetSettings *s, const CorpusFile *src, const char *ste
     cJSON_AddStringToObject(m, "path", src->path);
     cJSON_AddNumberToObject(m, "size", (double)src->size);
     cJSON_AddStringToObject(m, "mtime_ns", mtime);
-    cJSON_AddStringToObject(m, "compression", compression_name(compression));
+    cJSON_AddStringToObject(m, "compression", corpus_reader_compression_name(compression));
     cJSON_AddStringToObject(m, "format", format);
     ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
     cJSON *list = cJSON_AddArrayToObject(m, "shards");
@@ -366,7 +257,7 @@ static cJSON *manifest_read(const SetSettings *s, const CorpusFile *src, const c
     return m;
 }
 
-int manifest_done(const SetSettings *s, const CorpusFile *src, const char *stem, int verify,
+int shard_write_manifest_done(const SetSettings *s, const CorpusFile *src, const char *stem, int verify,
                   ShardCounts *total) {
     cJSON *m = manifest_read(s, src, stem);
     if (!m)
@@ -395,7 +286,7 @@ int manifest_done(const SetSettings *s, const CorpusFile *src, const char *stem,
     return 1;
 }
 
-void index_write(const SetSettings *s, const CorpusList *list) {
+void shard_write_index(const SetSettings *s, const CorpusList *list) {
     const DataConfig *d = s->data;
     cJSON *root = cJSON_CreateObject(), *sources = cJSON_CreateArray();
     ShardCounts total = {{0, 0, 0}, {0, 0, 0}, 0, 0, 0};
@@ -405,7 +296,7 @@ void index_write(const SetSettings *s, const CorpusList *list) {
     int64_t *one = xmalloc((size_t)s->vocab_size * sizeof *one);
     for (int i = 0; i < list->count; i++) {
         char stem[18];
-        source_stem(stem, s, list->files[i].path);
+        shard_settings_source_stem(stem, s, list->files[i].path);
         cJSON *m = manifest_read(s, &list->files[i], stem);
         RP_CHECK(m, "%s: not prepared yet (no manifest %s/%s.json)", list->files[i].path, d->shard_dir, stem);
         SplitCounts tr = counts_from(cJSON_GetObjectItemCaseSensitive(m, "train"));

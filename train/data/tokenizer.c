@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/paths.h"
 #include "train/data/basic_tokenizer.h"
 
 /* Slot of the hash table: the token id (-1: empty) and the high half of its hash, which settles

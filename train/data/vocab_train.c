@@ -14,6 +14,7 @@
 #include <utf8proc.h>
 
 #include "core/common.h"
+#include "core/io/paths.h"
 #include "train/data/basic_tokenizer.h"
 #include "train/data/tokenizer.h"
 

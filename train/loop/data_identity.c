@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 
 #define DATA_IDENTITY "train/data_identity"
 

@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/crc32.h"
-#include "core/h5io.h"
+#include "core/io/crc32.h"
+#include "core/io/h5io.h"
 #include "train/model/checkpoint.h"
 
 /* The fine-tuning task: the task runner, its training batches and best dev score. */
@@ -55,7 +55,7 @@ static void next_task_batch(void *ctx, long step, int micro, TrainBatch *out) {
     long tokens = 0;
     for (int n = 0; n < r->batch.B * r->batch.L; n++)
         tokens += r->attention_mask[n];
-    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end}, tokens};
+    *out = (TrainBatch){r->batch, {r->labels, r->values, r->start, r->end, r->token_labels}, tokens};
 }
 
 /* Another rank's micro-batch: the sampler moves on, nothing is built. */

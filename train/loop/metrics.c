@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 
 static const char *CSV_HEADER = "kind,step,loss,accuracy,lr,grad_norm,tokens_per_s,mfu,elapsed_s,eta_s,"
                                 "eval_loss,eval_accuracy,eval_perplexity\n";

@@ -10,7 +10,7 @@ typedef struct {
     double loss, accuracy, lr, grad_norm;        /* train */
     double tokens_per_s, mfu, elapsed_s, eta_s;  /* train */
     double gflops, peak_gflops; /* train: model GFLOP/s of the window; mfu = gflops / peak_gflops */
-    const char *peak_source;    /* train: how the peak was obtained (core/peak.h) */
+    const char *peak_source;    /* train: how the peak was obtained (train/loop/peak.h) */
     double eval_loss, eval_accuracy, eval_perplexity; /* eval */
     double eval_unigram_accuracy; /* eval (jsonl only): always predicting the most frequent token */
 } MetricsRecord;

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
+#include "train/data/shard_index.h"
 #include "train/data/shard_set.h"
 #include "train/model/checkpoint.h"
 #include "train/model/transfer.h"
@@ -204,7 +206,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         RP_CHECK(cfg->data.vocab[0], "%s: key 'data.vocab': expected a vocabulary file, got nothing", config_path);
         RP_CHECK(access(cfg->data.vocab, R_OK) == 0, "%s: cannot read the vocabulary (key 'data.vocab' of %s)",
                  cfg->data.vocab, config_path);
-        shard_set_require_current(&cfg->data); /* a corpus edited since prepare */
+        shard_index_require_current(&cfg->data); /* a corpus edited since prepare */
     }
     Run run;
     run_begin(&run, cfg, config_path, dist, start);
@@ -228,7 +230,7 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
     model_set_precision(&p.model, cfg->train.precision, gemm_host_backend()); /* resume: refreshed after the load */
     activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg));
     const TrainConfig *tc = &cfg->train;
-    char *data_identity = shard_set_identity(&cfg->data);
+    char *data_identity = shard_index_identity(&cfg->data);
     RunTask task = {
         .name = "pretraining",
         .source = {next_mlm_batch, skip_mlm_batch, &p},

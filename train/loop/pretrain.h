@@ -3,7 +3,7 @@
 #pragma once
 #include "optim/dist.h"
 #include "train/config/config.h"
-#include "train/data/corpus.h"
+#include "train/data/shard.h"
 #include "train/data/instances.h"
 #include "train/data/tokenizer.h"
 #include "train/loop/run.h"

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/paths.h"
+#include "core/io/h5io.h"
 #include "train/loop/data_identity.h"
 #include "train/model/checkpoint.h"
 

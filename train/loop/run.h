@@ -24,7 +24,7 @@
 #pragma once
 #include <hdf5.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "optim/dist.h"
 #include "train/config/config.h"
 #include "train/loop/metrics.h"

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "train/config/config.h"
 
 /* Set by the stop-signal handler, polled between steps: the only state a signal handler may

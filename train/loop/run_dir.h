@@ -1,6 +1,6 @@
 /* What a training run keeps in its directory (train.run_dir), shared by pretraining and
  * fine-tuning, and the rules that keep it safe:
- *   .lock                 flock of the one process that writes here (core/dir_lock.h)
+ *   .lock                 flock of the one process that writes here (core/io/dir_lock.h)
  *   config.ini            the effective configuration of the run's first launch
  *   ckpt-NNNNNNN.h5       numbered checkpoints; the newest keep_last of the run's own lineage stay
  *   latest                "ckpt-NNNNNNN.h5\nrun RUN_ID\n": the newest checkpoint and its lineage
@@ -14,7 +14,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "core/dir_lock.h"
+#include "core/io/dir_lock.h"
 #include "train/model/checkpoint.h"
 
 #define RUN_ID_HEX 32

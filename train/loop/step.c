@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/peak.h"
+#include "train/loop/peak.h"
 #include "core/rng.h"
 #include "train/loop/run_dir.h"
 
@@ -84,7 +84,7 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
         /* MFU against the peak of all ranks: one more probe between steps, then the peak raised
-         * to this window if it ran faster (core/peak.h), so mfu <= 1 without a clamp. */
+         * to this window if it ran faster (train/loop/peak.h), so mfu <= 1 without a clamp. */
         int ranks = ts->opt->dist->size;
         peak_refine(&ts->peak);
         rec.mfu = peak_utilisation(&ts->peak, rec.gflops / ranks);

@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/config_schema.h"
-#include "core/peak.h"
+#include "core/config/config_schema.h"
+#include "train/loop/peak.h"
 #include "optim/dp_adamw.h"
 #include "train/loop/metrics.h"
 #include "train/model/loss.h"
@@ -66,7 +66,7 @@ typedef struct {
     LossHead head;
     BatchSource source;
     MetricsLog *log;   /* NULL: no records (ranks other than 0) */
-    PeakEstimate peak; /* MFU's denominator, of one rank (core/peak.h) */
+    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h) */
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */
     double comm_seconds, step_seconds; /* time in dp's communication, and in steps, since init */
     StepPhases phases;

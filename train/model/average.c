@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "train/model/checkpoint.h"
 
 /* [model] keys that may differ between averaged checkpoints (training-only settings). */

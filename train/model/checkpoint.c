@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
+#include "core/io/paths.h"
 
 void checkpoint_write_block(hid_t file, const char *group, const ParamTable *t, const float *block) {
     char name[PARAM_NAME_MAX + 64];

@@ -4,7 +4,7 @@
  *   /optimizer/exp_avg/..., /optimizer/exp_avg_sq/...   (attribute step)
  * plus whatever the caller's extra writer adds (vocabulary, training state).
  * Writes go to PATH.tmp.PID in the same directory, sealed and fsynced, renamed into place when
- * complete and the directory fsynced (h5_commit: as durable as core/atomic_file.h); a failure
+ * complete and the directory fsynced (h5_commit: as durable as core/io/atomic_file.h); a failure
  * removes the temporary file and names it (PATH.tmp.PID) with the system's reason. */
 #pragma once
 #include <hdf5.h>

@@ -9,9 +9,10 @@
 #include <sys/stat.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
-#include "core/json.h"
-#include "core/safetensors.h"
+#include "core/io/h5io.h"
+#include "core/io/json.h"
+#include "core/io/paths.h"
+#include "core/io/safetensors.h"
 #include "train/model/hf_config.h"
 #include "train/model/transfer.h"
 
@@ -284,11 +285,11 @@ static ModelHeads detect_heads(const Weights *w, const char *dir) {
         RP_CHECK(w->tensors[c]->rank == 2 && w->tensors[c]->shape[0] >= 1 && w->tensors[c]->shape[0] <= 1024,
                  "%s: tensor 'classifier.weight': expected shape [num_labels, hidden_size]", dir);
         h.num_labels = (int)w->tensors[c]->shape[0];
-        RP_CHECK(h.pooler, "%s: a classifier without the pooler (bert.pooler.dense.*) is not BERT's "
-                 "sequence-classification head", dir);
+        /* without the pooler: BertForTokenClassification's classifier on the sequence output */
     }
-    RP_CHECK(h.num_labels <= HF_MAX_LABELS || h.num_labels == 1, "%s: a classifier of %d labels; realpos "
-             "classifies into at most %d", dir, h.num_labels, HF_MAX_LABELS);
+    int most = h.pooler ? HF_MAX_SEQ_LABELS : HF_MAX_LABELS;
+    RP_CHECK(h.num_labels <= most || h.num_labels == 1, "%s: a classifier of %d labels; realpos "
+             "classifies %s into at most %d", dir, h.num_labels, h.pooler ? "sequences" : "tokens", most);
     RP_CHECK(h.mlm + (h.num_labels > 0) + h.span <= 1, "%s: more than one of the MLM, classification and QA heads",
              dir);
     return h;
@@ -317,7 +318,23 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
     task->max_seq_len = task->max_seq_len < hc.model.max_position ? task->max_seq_len : hc.model.max_position;
     if (out->heads.span)
         task->type = TASK_SQUAD;
-    if (out->heads.num_labels) {
+    if (out->heads.num_labels && !out->heads.pooler) { /* BertForTokenClassification: tagging */
+        task->type = TASK_TAGGING;
+        RP_CHECK(!hc.num_labels || hc.num_labels == out->heads.num_labels,
+                 "%s: id2label has %d labels but classifier.weight has %d rows", path, hc.num_labels,
+                 out->heads.num_labels);
+        task->tag_labels[0] = '\0';
+        for (int i = 0; i < out->heads.num_labels; i++) {
+            char id[24];
+            snprintf(id, sizeof id, "LABEL_%d", i);
+            const char *name = hc.num_labels ? hc.labels[i] : id;
+            RP_CHECK(!strpbrk(name, " \t") && strcmp(name, "_"), "%s: id2label '%s': a tagging label is one word, "
+                     "not '_'", path, name);
+            RP_CHECK(strlen(task->tag_labels) + strlen(name) + 2 < sizeof task->tag_labels, "%s: id2label too long",
+                     path);
+            strcat(strcat(task->tag_labels, i ? " " : ""), name);
+        }
+    } else if (out->heads.num_labels) {
         int regression = hc.regression || (!hc.num_labels && out->heads.num_labels == 1);
         task->type = regression ? TASK_REGRESSION : TASK_CLASSIFICATION;
         RP_CHECK(!hc.num_labels || hc.num_labels == out->heads.num_labels,

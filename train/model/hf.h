@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "core/paths.h"
+#include "core/io/paths.h"
 #include "train/config/config.h"
 #include "train/model/model.h"
 

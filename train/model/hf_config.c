@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 
 
 /* Integer key in [min, max]; `fallback` < min means required. */
@@ -169,6 +169,7 @@ char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *la
     const ModelConfig *m = &cfg->model;
     cJSON *json = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     const char *architecture = heads.mlm ? "BertForMaskedLM"
+                               : heads.num_labels && !heads.pooler ? "BertForTokenClassification"
                                : heads.num_labels ? "BertForSequenceClassification"
                                : heads.span ? "BertForQuestionAnswering" : "BertModel";
     cJSON_AddItemToArray(arch, cJSON_CreateString(architecture));
@@ -204,7 +205,8 @@ char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *la
         }
         cJSON_AddItemToObject(json, "id2label", id2label);
         cJSON_AddItemToObject(json, "label2id", label2id);
-        cJSON_AddStringToObject(json, "problem_type", regression ? "regression" : "single_label_classification");
+        if (heads.pooler) /* BertForTokenClassification reads no problem_type */
+            cJSON_AddStringToObject(json, "problem_type", regression ? "regression" : "single_label_classification");
     }
     char *text = cJSON_Print(json);
     cJSON_Delete(json);

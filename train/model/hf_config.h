@@ -4,7 +4,8 @@
 #include "train/config/config.h"
 #include "train/model/model.h"
 
-#define HF_MAX_LABELS 32 /* GLUE_MAX_LABELS: what task.labels holds */
+#define HF_MAX_LABELS 256    /* TAG_MAX_LABELS: what task.tag_labels holds (token classification) */
+#define HF_MAX_SEQ_LABELS 32 /* GLUE_MAX_LABELS: what task.labels holds (sequence classification) */
 #define HF_LABEL_MAX 64
 
 typedef struct {

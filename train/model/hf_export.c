@@ -4,9 +4,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "core/atomic_file.h"
+#include "core/io/atomic_file.h"
 #include "core/common.h"
-#include "core/safetensors.h"
+#include "core/io/safetensors.h"
 #include "train/model/hf.h"
 #include "train/model/hf_config.h"
 

@@ -2,13 +2,17 @@
 #include "train/model/loss.h"
 
 #include "core/common.h"
+#include "layers/layers.h"
 
 LossHead loss_head_mlm(Activations *acts) { return (LossHead){LOSS_MLM, acts, NULL}; }
 
 LossHead loss_head_task(const Model *m, Activations *acts, HeadBuffers *heads, int regression) {
     RP_CHECK(!m->heads.mlm && (m->heads.span || m->heads.num_labels > 0),
              "internal: a task loss needs a model with a span or classifier head");
-    LossKind kind = m->heads.span ? LOSS_SPAN : regression ? LOSS_REGRESSION : LOSS_CLASSIFICATION;
+    LossKind kind = m->heads.span             ? LOSS_SPAN
+                    : !m->heads.pooler        ? LOSS_TAGGING
+                    : regression              ? LOSS_REGRESSION
+                                              : LOSS_CLASSIFICATION;
     return (LossHead){kind, acts, heads};
 }
 
@@ -18,6 +22,11 @@ ForwardStats loss_forward(const Model *m, LossHead *h, const TrainBatch *tb, For
     const float *hidden = model_encode(m, h->acts, &tb->batch, mode, step_key);
     head_forward(m, h->heads, hidden, &tb->batch, mode == FORWARD_TRAIN, step_key);
     ForwardStats st = {0, h->kind == LOSS_REGRESSION ? 0 : tb->batch.B, 0};
+    if (h->kind == LOSS_TAGGING) { /* the labelled positions */
+        st.num_predicted = 0;
+        for (int n = 0; n < tb->batch.B * tb->batch.L; n++)
+            st.num_predicted += tb->targets.token_labels[n] != IGNORE_LABEL;
+    }
     st.loss = head_loss(h->heads, &tb->targets, h->kind == LOSS_REGRESSION, &st.num_correct);
     return st;
 }

@@ -3,6 +3,7 @@
  *   classification:      loss = mean_b CE(classifier(pooler(h_[CLS])), y_b)      (task_heads.h)
  *   regression:          loss = mean_b (classifier(pooler(h_[CLS])) - y_b)^2
  *   span (SQuAD):        loss = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2
+ *   tagging:             loss = mean over labelled positions of CE(classifier(h_n), y_n)
  * with h = encoder(batch) [B*L, H]. loss_forward runs encoder and head and returns the loss;
  * loss_backward starts from that loss, scaled by loss_scale (e.g. 1/grad_accum_steps), and
  * accumulates (+=) every parameter's gradient into m->grads. */
@@ -12,7 +13,7 @@
 #include "train/model/model.h"
 #include "train/model/task_heads.h"
 
-typedef enum { LOSS_MLM, LOSS_CLASSIFICATION, LOSS_REGRESSION, LOSS_SPAN } LossKind;
+typedef enum { LOSS_MLM, LOSS_CLASSIFICATION, LOSS_REGRESSION, LOSS_SPAN, LOSS_TAGGING } LossKind;
 
 typedef struct {
     LossKind kind;

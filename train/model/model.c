@@ -136,7 +136,6 @@ static void create(Model *m, const ModelConfig *cfg, ModelHeads heads, int with_
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->heads = heads;
-    RP_CHECK(!heads.num_labels || heads.pooler, "internal: a classifier needs the pooler");
     RP_CHECK(cfg->num_layers <= MODEL_MAX_LAYERS, "model.num_layers: at most %d supported, got %d",
              MODEL_MAX_LAYERS, cfg->num_layers);
     Layout lo = {&m->table, arena_measuring()};

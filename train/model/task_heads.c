@@ -1,4 +1,4 @@
-/* Fine-tuning heads: pooler + classifier and the span head (formulas in task_heads.h). */
+/* Fine-tuning heads: pooler + classifier, the span head and the token head (formulas in task_heads.h). */
 #include "train/model/task_heads.h"
 
 #include <math.h>
@@ -11,6 +11,38 @@
 /* Dropout site of the classifier input, distinct from the encoder's sites (model_forward.c). */
 enum { SITE_CLASSIFIER = 0xC1A5 };
 
+/* The token head (tagging, BertForTokenClassification): dropout, then the classifier on every
+ * position; loss the mean CE over the labelled positions (task_heads.h). */
+static void token_head_buffers(HeadBuffers *hb, size_t N) {
+    size_t NH = N * (size_t)hb->H, NC = N * (size_t)hb->C;
+    hb->dropped = xalloc_floats(NH);
+    hb->d_z = xalloc_floats(NH);
+    hb->logits = xalloc_floats(NC);
+    hb->probs = xalloc_floats(NC);
+    hb->d_logits = xalloc_floats(NC);
+}
+
+static void token_head_forward(const Model *m, HeadBuffers *hb, const float *hidden, int N) {
+    size_t NH = (size_t)N * hb->H;
+    dropout_forward(hb->dropped, hidden, NH, hb->training ? m->cfg.hidden_dropout : 0.0f, hb->dropout_key);
+    linear_forward(NULL, hb->logits, hb->dropped, m->p.classifier_w, m->p.classifier_b, N, hb->H, hb->C);
+}
+
+static float token_head_loss(HeadBuffers *hb, const int *labels, int N, int *num_correct) {
+    return crossentropy_forward(hb->probs, num_correct, hb->logits, labels, N, hb->C);
+}
+
+static void token_head_backward(Model *m, HeadBuffers *hb, const float *hidden, const int *labels, int N, float loss_scale,
+                         float *d_hidden) {
+    (void)hidden;
+    int H = hb->H, C = hb->C;
+    crossentropy_backward(hb->d_logits, hb->probs, labels, N, C, loss_scale);
+    linear_backward(NULL, hb->d_z, m->g.classifier_w, m->g.classifier_b, hb->d_logits, hb->dropped, m->p.classifier_w,
+                    N, H, C);
+    dropout_backward(d_hidden, hb->d_z, (size_t)N * H, hb->training ? m->cfg.hidden_dropout : 0.0f,
+                     hb->dropout_key);
+}
+
 void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L) {
     memset(hb, 0, sizeof *hb);
     int H = m->cfg.hidden_size;
@@ -20,8 +52,11 @@ void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L) {
     hb->H = H;
     hb->span = m->heads.span;
     hb->C = m->heads.num_labels;
+    hb->token = hb->C > 0 && !m->heads.pooler;
     RP_CHECK(hb->span != (hb->C > 0), "internal: a fine-tuning model has exactly one head (span or classifier)");
-    if (hb->span) {
+    if (hb->token) {
+        token_head_buffers(hb, N);
+    } else if (hb->span) {
         hb->span_logits = xalloc_floats(2 * N);
         hb->d_span = xalloc_floats(2 * N);
         hb->start = xalloc_floats(N);
@@ -69,6 +104,10 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
         }
         return;
     }
+    if (hb->token) {
+        token_head_forward(m, hb, hidden, N);
+        return;
+    }
     for (int b = 0; b < B; b++)
         memcpy(hb->cls + (size_t)b * H, hidden + (size_t)b * L * H, sizeof(float) * (size_t)H);
     linear_forward(NULL, hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
@@ -89,7 +128,9 @@ static int argmax(const float *x, int n) {
 float head_loss(HeadBuffers *hb, const HeadTargets *t, int regression, int *num_correct) {
     int B = hb->B, L = hb->L, correct = 0;
     float loss;
-    if (hb->span) {
+    if (hb->token) {
+        loss = token_head_loss(hb, t->token_labels, B * L, &correct);
+    } else if (hb->span) {
         loss = 0.5f * (crossentropy_forward(hb->start_probs, NULL, hb->start, t->start, B, L) +
                        crossentropy_forward(hb->end_probs, NULL, hb->end, t->end, B, L));
         for (int b = 0; b < B; b++)
@@ -115,6 +156,10 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
     int B = hb->B, L = hb->L, H = hb->H, N = B * L, C = hb->C;
+    if (hb->token) {
+        token_head_backward(m, hb, hidden, t->token_labels, N, loss_scale, d_hidden);
+        return;
+    }
     if (hb->span) {
         /* d start = scale (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
         crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f * loss_scale);

@@ -9,6 +9,10 @@
  * Span head (SQuAD), as BertForQuestionAnswering (no pooler, no dropout):
  *   [start | end] = h W_qa^T + b_qa          [N, 2]  qa_outputs, -inf where attention_mask = 0
  *   loss   = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2, each over the real tokens
+ * Token head (tagging), as BertForTokenClassification (no pooler):
+ *   z      = dropout(h, hidden_dropout)      [N, H]
+ *   logits = z W_c^T + b_c                   [N, C]  classifier, one row per position
+ *   loss   = mean over labelled positions (token_labels != IGNORE_LABEL) of CE(logits_n, y_n)
  * (BertForQuestionAnswering's softmax also runs over the padding; masking it makes the loss of a
  * sequence independent of how far its batch is padded).
  * Buffers are allocated once for the largest batch shape; a batch [B, L] within it uses a prefix,
@@ -23,6 +27,7 @@ typedef struct {
     int B, L;         /* the last forward's batch shape */
     int H, C;         /* C: classifier outputs (0 for the span head) */
     int span;
+    int token; /* tagging: the classifier on every position (no pooler); logits [N, C] */
     float *cls, *pooled, *dropped, *d_z, *d_x; /* [B, H] sequence head */
     float *logits, *probs, *d_logits;          /* [B, C] sequence head */
     float *span_logits, *d_span;               /* [N, 2] span head */
@@ -38,6 +43,7 @@ typedef struct {
     const int *labels;
     const float *values;
     const int *start, *end;
+    const int *token_labels; /* [B, L] tagging: label per position, IGNORE_LABEL where none */
 } HeadTargets;
 
 void head_buffers_create(HeadBuffers *hb, const Model *m, int B, int L);

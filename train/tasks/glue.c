@@ -5,8 +5,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/atomic_file.h"
 #include "core/common.h"
+#include "core/io/atomic_file.h"
+#include "core/io/files.h"
 
 GlueLayout glue_layout(const TaskConfig *task) {
     GlueLayout g;
@@ -167,7 +168,7 @@ int glue_load(TaskFeatures *f, const GlueLayout *g, const char *path, const Toke
 
 void glue_write_predictions(const char *path, const GlueLayout *g, const TaskFeatures *f, const float *logits,
                             const int *pred_labels, const float *pred_values) {
-    AtomicFile file; /* whole or not at all (core/atomic_file.h) */
+    AtomicFile file; /* whole or not at all (core/io/atomic_file.h) */
     FILE *out = atomic_file_open_or_die(&file, path);
     int C = g->num_labels, classes = g->type == TASK_CLASSIFICATION;
     fprintf(out, "index\tprediction");

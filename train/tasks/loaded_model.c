@@ -4,7 +4,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
 #include "train/model/checkpoint.h"
 
 void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char *vocab_path) {

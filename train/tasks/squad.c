@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/files.h"
+#include "core/io/json.h"
 #include "train/data/basic_tokenizer.h"
 
 /* run_squad.py's is_whitespace */

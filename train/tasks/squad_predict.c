@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/io/files.h"
 #include "train/data/basic_tokenizer.h"
 #include "train/tasks/squad.h"
 

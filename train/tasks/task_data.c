@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "layers/layers.h"
 
 enum { BAD_EXAMPLES_SHOWN = 10 };
 
@@ -23,6 +24,7 @@ void features_free(TaskFeatures *f) {
     free(f->start);
     free(f->end);
     free(f->example);
+    free(f->token_labels);
     memset(f, 0, sizeof *f);
 }
 
@@ -46,6 +48,8 @@ int features_add(TaskFeatures *f, SpecialTokens sp, const int *a, int len_a, con
         f->start = grow(f->start, c, sizeof(int));
         f->end = grow(f->end, c, sizeof(int));
         f->example = grow(f->example, c, sizeof(int));
+        if (f->per_token)
+            f->token_labels = grow(f->token_labels, c * (size_t)L, sizeof(int));
     }
     int i = f->count++;
     int *ids = f->input_ids + (size_t)i * L, pos = 0;
@@ -66,6 +70,8 @@ int features_add(TaskFeatures *f, SpecialTokens sp, const int *a, int len_a, con
     f->values[i] = NAN;
     f->start[i] = f->end[i] = 0;
     f->example[i] = example;
+    for (int l = 0; f->per_token && l < L; l++)
+        f->token_labels[(size_t)i * L + l] = IGNORE_LABEL;
     return i;
 }
 

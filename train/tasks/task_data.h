@@ -16,6 +16,8 @@ typedef struct {
     float *values;    /* [count] regression target (NaN = unlabelled) */
     int *start, *end; /* [count] SQuAD answer token positions (0 = [CLS]: not in this window) */
     int *example;     /* [count] index of the example (row or question) the sequence comes from */
+    int per_token;     /* tagging: token_labels are kept */
+    int *token_labels; /* [count, L] tagging: label index per position, IGNORE_LABEL where none */
 } TaskFeatures;
 
 void features_init(TaskFeatures *f, int L);

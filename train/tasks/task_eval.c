@@ -11,7 +11,7 @@
 /* Sequence indices by length, longest first (ties: lower index first, so the order is a pure
  * function of the data). A batch of similar lengths pads little; each sequence's logits do not
  * depend on its batch (padding is masked), so the order changes the time only. */
-static int *rows_by_length(const TaskFeatures *f) {
+int *rows_by_length(const TaskFeatures *f) {
     int count = f->count, longest = 0;
     for (int i = 0; i < count; i++)
         longest = f->lengths[i] > longest ? f->lengths[i] : longest;
@@ -184,7 +184,9 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
 TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
     double t0 = now_seconds();
     TaskScore score = {NULL, NAN};
-    if (r->cfg.task.type == TASK_SQUAD) {
+    if (r->cfg.task.type == TASK_TAGGING) {
+        return tagging_predict(r, d, out_path, results, step);
+    } else if (r->cfg.task.type == TASK_SQUAD) {
         score = predict_squad(r, d, out_path, results, step);
     } else {
         TaskFeatures *f = &d->features;

@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/files.h"
+#include "core/io/h5io.h"
 #include "layers/layers.h"
 #include "train/model/checkpoint.h"
 #include "train/model/transfer.h"
@@ -14,6 +15,8 @@
 ModelHeads task_runner_heads(const TaskRunner *r) {
     if (r->cfg.task.type == TASK_SQUAD)
         return (ModelHeads){0, 0, 0, 1};
+    if (r->cfg.task.type == TASK_TAGGING) /* BertForTokenClassification: no pooler */
+        return (ModelHeads){0, 0, r->tags.count, 0};
     return (ModelHeads){0, 1, r->layout.type == TASK_REGRESSION ? 1 : r->layout.num_labels, 0};
 }
 
@@ -82,6 +85,8 @@ void task_runner_derive(TaskRunner *r) {
         r->cfg.task.type = r->layout.type;
     r->B = r->cfg.task.batch_size;
     r->L = r->cfg.task.max_seq_len;
+    if (r->cfg.task.type == TASK_TAGGING && r->cfg.task.tag_labels[0])
+        tag_labels_parse(&r->tags, r->cfg.task.tag_labels, "key 'task.tag_labels'");
 }
 
 void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layout, const Tokenizer *tok, int L,
@@ -90,7 +95,14 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
     d->path = path;
     features_init(&d->features, L);
     double t0 = now_seconds();
-    if (task->type == TASK_SQUAD) {
+    TagLabels tags;
+    if (task->type == TASK_TAGGING) {
+        tag_labels_parse(&tags, task->tag_labels, "key 'task.tag_labels'");
+        conll_load(&d->features, &d->tags, &tags, path, tok, task->bad_examples);
+        rp_log("%s: %d examples, %d words, %d labels%s (%.1f s)", path, d->tags.num_examples, d->tags.num_words,
+               tags.count, tags.bio ? " (BIO: entity metrics)" : "", now_seconds() - t0);
+        RP_CHECK(!need_labels || d->tags.labelled, "%s: training data needs labels ('word label' lines)", path);
+    } else if (task->type == TASK_SQUAD) {
         squad_read(&d->squad, path, tok, need_labels, task->bad_examples);
         squad_windows(&d->squad, task, tok, &d->features, &d->windows);
         rp_log("%s: %d questions in %d contexts -> %d windows of %d tokens (%.1f s)", path, d->squad.num_questions,
@@ -122,6 +134,7 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
 
 void task_data_free(TaskData *d) {
     features_free(&d->features);
+    tag_set_free(&d->tags);
     if (d->squad.questions) {
         squad_free(&d->squad);
         squad_windows_free(&d->windows);
@@ -139,6 +152,7 @@ void task_runner_buffers(TaskRunner *r) {
     r->start = xcalloc((size_t)r->B, sizeof(int));
     r->end = xcalloc((size_t)r->B, sizeof(int));
     r->values = xcalloc((size_t)r->B, sizeof(float));
+    r->token_labels = xcalloc(BL, sizeof(int));
     model_set_precision(&r->model, r->cfg.train.precision, gemm_host_backend()); /* the weights are loaded */
     activations_create(&r->acts, &r->model, r->B, r->L, 0);
     head_buffers_create(&r->heads, &r->model, r->B, r->L);
@@ -150,7 +164,8 @@ void task_runner_free(TaskRunner *r) {
     model_free(&r->model);
     tokenizer_free(r->tok);
     free(r->vocab_text);
-    int *ints[] = {r->rows, r->input_ids, r->token_type_ids, r->attention_mask, r->labels, r->start, r->end};
+    int *ints[] = {r->rows, r->input_ids, r->token_type_ids, r->attention_mask, r->labels, r->start, r->end,
+                   r->token_labels};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
         free(ints[i]);
     free(r->values);
@@ -167,6 +182,8 @@ void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
         r->values[b] = i >= 0 ? f->values[i] : 0.0f;
         r->start[b] = i >= 0 ? f->start[i] : IGNORE_LABEL;
         r->end[b] = i >= 0 ? f->end[i] : IGNORE_LABEL;
+        for (int l = 0; f->per_token && l < L; l++)
+            r->token_labels[(size_t)b * L + l] = i >= 0 ? f->token_labels[(size_t)i * f->L + l] : IGNORE_LABEL;
     }
 }
 

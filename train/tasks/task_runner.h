@@ -8,12 +8,13 @@
 #include <hdf5.h>
 #include <stdio.h>
 
-#include "core/cli.h"
+#include "core/config/cli.h"
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
 #include "train/model/checkpoint.h"
 #include "train/model/model.h"
 #include "train/model/task_heads.h"
+#include "train/tasks/conll.h"
 #include "train/tasks/glue.h"
 #include "train/tasks/squad.h"
 #include "train/tasks/task_data.h"
@@ -24,6 +25,7 @@ typedef struct {
     Tokenizer *tok;
     SpecialTokens special;
     GlueLayout layout; /* classification / regression */
+    TagLabels tags;    /* tagging: task.tag_labels */
     Model model;
     Activations acts;
     HeadBuffers heads;
@@ -31,6 +33,7 @@ typedef struct {
     int *rows, *input_ids, *token_type_ids, *attention_mask; /* one batch: [B], [B, batch.L] x 3 */
     int *labels, *start, *end;                               /* [B] targets */
     float *values;                                           /* [B] */
+    int *token_labels;                                       /* [B, batch.L] tagging targets */
     Batch batch; /* the last batch task_fill_batch built: shape [B, L' <= L] over the arrays above */
     int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
     int interim_eval;         /* a dev evaluation during training: its metrics line goes to the log
@@ -42,10 +45,11 @@ typedef struct {
     TaskFeatures features;
     SquadSet squad;
     SquadWindows windows;
+    TagSet tags; /* tagging: the words and where they landed */
     const char *path;
 } TaskData;
 
-/* Read a data file for the task (GLUE TSV with `layout`, or SQuAD JSON) into sequences of L tokens;
+/* Read a data file for the task (GLUE TSV with `layout`, SQuAD JSON, or tagging with task.tag_labels) into sequences of L tokens;
  * need_labels: training data. */
 void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layout, const Tokenizer *tok, int L,
                     const char *path, int need_labels);
@@ -91,3 +95,19 @@ typedef struct {
  * task's metrics to stdout, append them as a JSON record to `results` (may be NULL; with "step"
  * when step >= 0) and return the primary one. */
 TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step);
+/* task_predict of a tagging task (tagging_eval.c): one "word<TAB>label<TAB>probability" line per word,
+ * a blank line after each example; token and sequence accuracy, entity P/R/F1 for BIO labels, and
+ * both accuracies per length in words, within task.train_max_length and beyond. */
+TaskScore tagging_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step);
+/* Tagging from scratch (task.init_checkpoint = none) and the training file's facts: conll_scan
+ * into r->cfg.task, and for a fresh model the vocabulary (data.vocab, else built from the training
+ * file) with model.vocab_size and, with absolute positions, model.max_position >= task.max_seq_len
+ * (tagging_model.c). Before the run starts: the configuration is final after it. */
+void tagging_prepare(TaskRunner *r, int fresh);
+/* The fresh model of task.init_checkpoint = none: [model] as configured, model_init_weights with
+ * model.seed (as `realpos init`), every parameter listed in `table` (may be NULL) as initialised. */
+TransferSummary task_runner_build_fresh(TaskRunner *r, FILE *table);
+/* Sequence indices of f by length, longest first, ties by index (task_eval.c; caller frees). */
+int *rows_by_length(const TaskFeatures *f);
+/* 1 if task.init_checkpoint is "none" (train from scratch). */
+int task_from_scratch(const TaskConfig *task);

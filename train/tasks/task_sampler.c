@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 
 void task_sampler_create(TaskSampler *s, const TaskFeatures *f, uint64_t seed, int batch_size, int group_by_length) {
     RP_CHECK(f->count > 0, "internal: a sampler over no sequences");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Nothing a user does loses a run (issue 18): every file argument is checked before it is opened,
-# every path written is compared with every path read before any work (core/paths.h), every
-# writer is whole or nothing with the system's reason on failure (core/atomic_file.h), JSON is
-# read strictly (core/json.h), and what import-hf writes loads everywhere. Each refusal has a
+# every path written is compared with every path read before any work (core/io/paths.h), every
+# writer is whole or nothing with the system's reason on failure (core/io/atomic_file.h), JSON is
+# read strictly (core/io/json.h), and what import-hf writes loads everywhere. Each refusal has a
 # positive control; commands run under `timeout` so that a hang (a FIFO) is a failure.
 source "$(dirname "$0")/../../lib.sh"
 FX=tests/fixtures/finetune
@@ -260,14 +260,14 @@ expect_ok "realpos --version names the commit, OpenBLAS and HDF5" "(git commit "
 out=$("$RP" --version)
 if grep -q '^OpenBLAS: .*; core .*; threading ' <<<"$out" && grep -qE '^HDF5 [0-9]+\.[0-9]+\.[0-9]+$' <<<"$out"; then
   pass "... OpenBLAS core and threading, HDF5 version"; else fail "... OpenBLAS core and threading, HDF5 version" "$out"; fi
-for c in config prepare pretrain eval finetune predict init inspect average dump attention import-hf export-hf fill-mask bench tokenize vocab; do
+for c in config prepare pretrain eval finetune predict init inspect average dump attention import-hf export-hf fill-mask bench tokenize vocab synth; do
   out=$("$RP" $c --help 2>/dev/null); rc=$?
   if [ $rc -eq 0 ] && has "$out" "usage: realpos $c " && has "$out" "options:"; then
     pass "realpos $c --help: usage and options on stdout, exit 0"
   else fail "realpos $c --help: usage and options on stdout, exit 0" "status $rc: $out"; fi
 done
 out=$("$RP" 2>&1 >/dev/null); rc=$?
-if [ $rc -eq 2 ] && [ "$(grep -c '^  realpos ' <<<"$out")" -eq 17 ]; then pass "realpos alone lists every command (stderr, exit 2)"
+if [ $rc -eq 2 ] && [ "$(grep -c '^  realpos ' <<<"$out")" -eq 18 ]; then pass "realpos alone lists every command (stderr, exit 2)"
 else fail "realpos alone lists every command (stderr, exit 2)" "status $rc: $out"; fi
 expect_error "an unknown command lists the commands" "realpos fill-mask CKPT.h5" "$RP" nosuch
 out=$("$RP" init 2>&1); usage_line=$("$RP" init --help | head -1)

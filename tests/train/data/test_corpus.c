@@ -1,4 +1,4 @@
-/* Corpus preparation and shards (train/data/corpus.h): MD5 vectors, the round trip prepare ->
+/* Corpus preparation and shards (train/data/corpus_prepare.h, shard.h, shard_set.h): MD5 vectors, the round trip prepare ->
  * load on the fixtures, the held-out fraction, determinism for a seed, dropped empty sentences and
  * documents, and the refusal of foreign vocabularies and malformed shards. Failures of
  * `realpos prepare` on bad input are in tests/train/data/test_corpus.sh. */
@@ -9,8 +9,11 @@
 
 #include "core/common.h"
 #include "train/config/config.h"
-#include "core/h5io.h"
-#include "train/data/corpus.h"
+#include "core/io/h5io.h"
+#include "core/io/files.h"
+#include "train/data/corpus_prepare.h"
+#include "train/data/md5.h"
+#include "train/data/shard.h"
 #include "train/data/shard_set.h"
 #include "train/data/tokenizer.h"
 #include "tests/check.h"
@@ -89,7 +92,7 @@ typedef struct {
     int sentence_end[64], num_sentences;
 } Doc;
 
-/* Documents of the files as corpus.h defines them: non-blank lines, a blank line or the end of a
+/* Documents of the files as corpus_prepare.h defines them: non-blank lines, a blank line or the end of a
  * file ends a document; lines without tokens are dropped, then documents without sentences. */
 static int expected_docs(const Tokenizer *tok, const char *const *files, int num_files, Doc *docs) {
     int n = 0;

@@ -1,4 +1,4 @@
-/* The JSON reader of corpus records, config.json and SQuAD (core/json.h) and the line rules of
+/* The JSON reader of corpus records, config.json and SQuAD (core/io/json.h) and the line rules of
  * corpus text (train/data/corpus_round.h): RFC 8259 grammar cases (each one's verdict is Python's
  * json.loads, except NaN, a Python extension outside the RFC; repeated keys are refused on top),
  * string decoding (\u0000 kept,
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/common.h"
-#include "core/json.h"
+#include "core/io/json.h"
 #include "tests/check.h"
 #include "tests/child.h"
 #include "train/data/corpus_round.h"
@@ -138,24 +138,24 @@ static void test_whitespace(TestTally *t) {
     for (uint32_t cp = 0; cp < 0x110000; cp++) {
         int want = k < count && python[k] == cp;
         k += want;
-        wrong += is_space_character(cp) != want;
+        wrong += corpus_round_is_space(cp) != want;
     }
-    CHECK(t, wrong == 0, "is_space_character is Python's str.isspace() on every code point (%zu differ)", wrong);
-    CHECK(t, is_blank("\xC2\xA0 \t\xE3\x80\x80\r", 8) && !is_blank("\xE2\x80\x8B", 3) && !is_blank("\xEF\xBB\xBF", 3) &&
-              !is_blank("\xC2", 1),
+    CHECK(t, wrong == 0, "corpus_round_is_space is Python's str.isspace() on every code point (%zu differ)", wrong);
+    CHECK(t, corpus_round_is_blank("\xC2\xA0 \t\xE3\x80\x80\r", 8) && !corpus_round_is_blank("\xE2\x80\x8B", 3) && !corpus_round_is_blank("\xEF\xBB\xBF", 3) &&
+              !corpus_round_is_blank("\xC2", 1),
           "a line of NBSP, space, tab, ideographic space is blank; ZWSP, a BOM, a broken byte are not");
 }
 
 static void test_round_lines(TestTally *t) {
     Round r = {0};
     const char *text = "a\nbb\n\nccc\r\ndd\ne";
-    size_t used, n = split_units(&r, text, strlen(text), 3, &used);
+    size_t used, n = corpus_round_split_units(&r, text, strlen(text), 3, &used);
     CHECK(t, n == 3 && used == 6 && r.units[2].len == 0, "a round of at most 3 lines stops after the third (%zu lines, %zu bytes)",
           n, used);
-    n = split_units(&r, text + used, strlen(text) - used, 100, &used);
+    n = corpus_round_split_units(&r, text + used, strlen(text) - used, 100, &used);
     CHECK(t, n == 3 && used == strlen(text) - 6 && r.units[0].len == 3 && r.units[2].len == 1,
           "the rest in the next round, CR of CRLF dropped, the last line without its newline (%zu lines)", n);
-    round_free(&r);
+    corpus_round_free(&r);
 }
 
 /* --records: "1 HEX" (valid; HEX the bytes of string member "t", if any) or "0", a line a record. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The JSON reader (core/json.h) against Python's json.loads: 20000 records mutated from valid ones
+# The JSON reader (core/io/json.h) against Python's json.loads: 20000 records mutated from valid ones
 # (fixed seed) get the same verdict (repeated keys, which realpos refuses, found by
 # object_pairs_hook; NaN and Infinity, Python extensions outside RFC 8259, are never generated)
 # and, when valid, the same text of member "t" (lone surrogates as U+FFFD). Uses

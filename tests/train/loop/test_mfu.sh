@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# MFU in a real pretraining run (core/peak.h): the start-up line names the peak and its source,
+# MFU in a real pretraining run (train/loop/peak.h): the start-up line names the peak and its source,
 # every train record of metrics.jsonl carries MFU's terms (mfu = gflops / peak_gflops <= 1, the
 # peak's source), the run records its probes in the per-host cache ($XDG_CACHE_HOME, which
 # tests/lib.sh points into the test's scratch directory), and a peak set far below the machine's
-# (REALPOS_PEAK_GFLOPS) is raised to the observed rate, never exceeded. The slow-probe cases with exact numbers are in tests/core/test_peak.c.
+# (REALPOS_PEAK_GFLOPS) is raised to the observed rate, never exceeded. The slow-probe cases with exact numbers are in tests/train/loop/test_peak.c.
 source "$(dirname "$0")/../../lib.sh"
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 

@@ -44,7 +44,7 @@ expect_error "non-HDF5 checkpoint" "text.h5: not a readable HDF5 file" "$RP" ins
 expect_error "output into a missing directory names the reason" "No such file or directory" \
   "$RP" init "$cfg" --out "$tmp/no/such/dir/x.h5"
 
-# ---- a save is as durable as core/atomic_file: sealed + fsynced, renamed, the directory fsynced ----
+# ---- a save is as durable as core/io/atomic_file: sealed + fsynced, renamed, the directory fsynced ----
 if command -v strace >/dev/null 2>&1; then
   mkdir -p "$tmp/durable"
   strace -f -qq -e trace=openat,rename,renameat,renameat2,fsync -o "$tmp/trace" \

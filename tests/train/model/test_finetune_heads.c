@@ -2,7 +2,9 @@
  * dropout + classifier with cross-entropy, the same with MSE (regression), and the span head, on a
  * tiny model. The analytic gradient (head_backward + model_encode_backward) of a few entries of
  * each head parameter and of encoder parameters is compared with central differences of the float
- * loss at two step sizes (dropout on: its masks are a pure function of the key). Also tanh. */
+ * loss at two step sizes (dropout on: its masks are a pure function of the key). Also tanh, and
+ * the token classification head (tagging: dropout + classifier on every position, labels on some
+ * positions, IGNORE_LABEL on the others and on the padding). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -75,15 +77,17 @@ static void setup(Fixture *fx, ModelHeads heads, int regression) {
     static int ids[B * L], types[B * L], mask[B * L], labels[B] = {0, 2, 1}, start[B] = {2, 0, 4},
                                                       end[B] = {3, 0, 6};
     static float values[B] = {0.5f, -1.0f, 2.0f};
+    static int token_labels[B * L];
     Rng rng;
     rng_seed(&rng, 3);
     for (int n = 0; n < B * L; n++) {
         ids[n] = (int)rng_below(&rng, V);
         types[n] = n % L >= 4;
         mask[n] = !(n / L == 1 && n % L == L - 1); /* one padded position */
+        token_labels[n] = mask[n] && n % 3 != 0 ? (int)rng_below(&rng, 4) : IGNORE_LABEL;
     }
     fx->batch = (Batch){B, L, ids, types, mask, NULL};
-    fx->targets = (HeadTargets){labels, values, start, end};
+    fx->targets = (HeadTargets){labels, values, start, end, token_labels};
 }
 
 static void teardown(Fixture *fx) {
@@ -152,5 +156,6 @@ int main(void) {
     check_model(&t, "classification (3 labels)", (ModelHeads){0, 1, 3, 0}, 0);
     check_model(&t, "regression (MSE)", (ModelHeads){0, 1, 1, 0}, 1);
     check_model(&t, "span head", (ModelHeads){0, 0, 0, 1}, 0);
+    check_model(&t, "token classification (4 labels, no pooler)", (ModelHeads){0, 0, 4, 0}, 0);
     return tally_exit(&t);
 }

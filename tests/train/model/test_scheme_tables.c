@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/config/config_parse.h"
+#include "core/config/config_use.h"
 #include "train/config/config.h"
 #include "train/model/model.h"
 #include "tests/check.h"

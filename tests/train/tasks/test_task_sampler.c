@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/common.h"
-#include "core/h5io.h"
+#include "core/io/h5io.h"
 #include "train/tasks/task_sampler.h"
 #include "tests/check.h"
 

@@ -1,0 +1,196 @@
+"""The report of a synthetic tagging suite (scripts/sweep_synth.py), written by sweep_report.py:
+
+  OUT/results.csv         one row per point: its settings, token and sequence accuracy over the
+                          whole test file, within the training lengths and beyond, wall time
+  OUT/results.md          mean ± std over seeds per task and setting (n = seeds that finished)
+  OUT/by_length-TASK.png  token accuracy against test length (words), one line per setting, error
+                          bars the std over seeds, a panel per residual-attention value, the dashed
+                          line the longest training example
+  OUT/k_curve-TASK.png    accuracy within and beyond the training lengths against relative_k for the
+                          truncated schemes (the other schemes as horizontal lines), when k is swept
+"""
+import csv
+import math
+import os
+from collections import defaultdict
+
+TASK_KEY = "synth.task"
+
+
+def seed_keys(spec):
+    return [k for k in spec["grid"] if k.endswith(".seed")]
+
+
+def setting_keys(spec):
+    return [k for k in spec["grid"] if k != TASK_KEY and k not in seed_keys(spec)]
+
+
+def load_rows(spec, points, relevant):
+    import sweep  # the point state reader
+    rows = []
+    for p in points:
+        state = sweep.load_state(p["dir"]) or {}
+        result = state.get("stages", {}).get("tagging")
+        settings = {k: (v if relevant(k, p["cfg"]) else "") for k, v in p["settings"].items()}
+        rows.append({"point": p, "settings": settings, "result": result})
+    return rows
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None, 0
+    m = sum(values) / len(values)
+    s = math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return m, s, len(values)
+
+
+def short(key):
+    return key.split(".", 1)[1]
+
+
+def label_of(spec, settings):
+    keys = [k for k in setting_keys(spec) if "residual" not in k and settings.get(k)]
+    return ",".join(f"{short(k)}={settings[k]}" for k in keys)
+
+
+COLUMNS = [("accuracy", lambda r: r["accuracy"]), ("sequence_accuracy", lambda r: r["sequence_accuracy"]),
+           ("in_range_accuracy", lambda r: r["in_range"]["token_accuracy"]),
+           ("in_range_sequence_accuracy", lambda r: r["in_range"]["sequence_accuracy"]),
+           ("beyond_accuracy", lambda r: r["beyond"]["token_accuracy"]),
+           ("beyond_sequence_accuracy", lambda r: r["beyond"]["sequence_accuracy"]),
+           ("train_max_length", lambda r: r["train_max_length"]), ("wall_s", lambda r: r["wall_s"])]
+
+
+def write_csv(path, spec, rows):
+    keys = list(spec["grid"])
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["point"] + keys + [c for c, _ in COLUMNS])
+        for r in rows:
+            res = r["result"]
+            w.writerow([r["point"]["name"]] + [r["settings"].get(k, "") for k in keys] +
+                       [repr(get(res)) if res else "" for _, get in COLUMNS])
+
+
+def groups(spec, rows):
+    """{(task, setting tuple): [rows over seeds]} in grid order."""
+    out = defaultdict(list)
+    keys = [TASK_KEY] + setting_keys(spec)
+    for r in rows:
+        out[tuple(r["settings"].get(k, "") for k in keys)].append(r)
+    return out
+
+
+def write_markdown(path, spec, rows):
+    keys = [TASK_KEY] + setting_keys(spec)
+    shown = [("accuracy", "token accuracy"), ("in_range_accuracy", "within training lengths"),
+             ("beyond_accuracy", "beyond"), ("beyond_sequence_accuracy", "beyond, whole sequences")]
+    getters = dict(COLUMNS)
+    lines = ["| " + " | ".join(short(k) for k in keys) + " | " + " | ".join(h for _, h in shown) + " | n |",
+             "|" + "---|" * (len(keys) + len(shown) + 1)]
+    for group, members in groups(spec, rows).items():
+        cells, n = [], 0
+        for column, _ in shown:
+            m, s, n = mean_std([getters[column](r["result"]) if r["result"] else None for r in members])
+            cells.append("—" if m is None else f"{m:.3f} ± {s:.3f}")
+        lines.append("| " + " | ".join(group) + " | " + " | ".join(cells) + f" | {n} |")
+    with open(path, "w") as f:
+        f.write("Mean ± standard deviation over seeds (n: seeds finished); token accuracy on the output "
+                "positions of the test files, within the training lengths and beyond.\n\n" + "\n".join(lines) + "\n")
+
+
+def plot_by_length(out_dir, spec, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    written = []
+    residual = [k for k in setting_keys(spec) if "residual" in k]
+    panels = spec["grid"][residual[0]] if residual else [None]
+    for task in spec["grid"][TASK_KEY]:
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 5), squeeze=False, sharey=True)
+        edge = None
+        for ax, panel in zip(axes[0], panels):
+            for group, members in groups(spec, rows).items():
+                done = [r for r in members if r["result"]]
+                if group[0] != task or not done or (panel and done[0]["settings"][residual[0]] != panel):
+                    continue
+                edge = done[0]["result"]["train_max_length"]
+                lengths = sorted({int(n) for r in done for n in r["result"]["by_length"]})
+                means, stds = [], []
+                for n in lengths:
+                    m, s, _ = mean_std([r["result"]["by_length"].get(str(n), {}).get("token_accuracy") for r in done])
+                    means.append(m)
+                    stds.append(s)
+                ax.errorbar(lengths, means, yerr=stds, label=label_of(spec, done[0]["settings"]), capsize=2,
+                            linewidth=1)
+            if edge:
+                ax.axvline(edge, color="gray", linestyle="--", linewidth=1)
+            ax.set_title(f"{task}" + (f", {short(residual[0])} = {panel}" if panel else ""))
+            ax.set_xlabel("test length (words: input and output positions)")
+            ax.set_ylabel("token accuracy (output positions)")
+            ax.grid(alpha=0.3)
+        axes[0][-1].legend(fontsize=6, ncol=2)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"by_length-{task}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_k_curve(out_dir, spec, rows):
+    if "model.relative_k" not in spec["grid"]:
+        return []
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    getters = dict(COLUMNS)
+    written = []
+    for task in spec["grid"][TASK_KEY]:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+        for ax, column, title in ((axes[0], "in_range_accuracy", "within the training lengths"),
+                                  (axes[1], "beyond_accuracy", "beyond the training lengths")):
+            curves = defaultdict(list)
+            for group, members in groups(spec, rows).items():
+                done = [r for r in members if r["result"]]
+                if group[0] != task or not done:
+                    continue
+                settings = done[0]["settings"]
+                m, s, _ = mean_std([getters[column](r["result"]) for r in done])
+                rest = {k: v for k, v in settings.items() if k not in ("model.relative_k", TASK_KEY)
+                        and k not in seed_keys(spec)}
+                name = ",".join(f"{short(k)}={v}" for k, v in rest.items() if v)
+                curves[name].append((int(settings["model.relative_k"]) if settings.get("model.relative_k") else None,
+                                     m, s))
+            for name, pts in sorted(curves.items()):
+                ks = [p for p in pts if p[0] is not None]
+                if ks:
+                    ks.sort()
+                    ax.errorbar([p[0] for p in ks], [p[1] for p in ks], yerr=[p[2] for p in ks], label=name,
+                                capsize=2, marker="o", linewidth=1)
+                else:
+                    ax.axhline(pts[0][1], linestyle=":", linewidth=1, label=name, color=None)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("relative_k")
+            ax.set_title(f"{task}: {title}")
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("token accuracy (mean ± std over seeds)")
+        axes[1].legend(fontsize=6)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"k_curve-{task}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_report(spec, points, relevant):
+    rows = load_rows(spec, points, relevant)
+    out = lambda name: os.path.join(spec["out"], name)  # noqa: E731
+    write_csv(out("results.csv"), spec, rows)
+    write_markdown(out("results.md"), spec, rows)
+    written = [out("results.csv"), out("results.md")]
+    if any(r["result"] for r in rows):
+        written += plot_by_length(spec["out"], spec, rows) + plot_k_curve(spec["out"], spec, rows)
+    return written
