@@ -41,8 +41,8 @@ void bf16_convert_floats(bf16 *out, const float *in, size_t n);
 
 /* ---- the host's bf16 instructions ---------------------------------------------------------
  * Whether this CPU (and OS) executes AVX512-BF16 or AMX-BF16, from cpuid and xgetbv, so that
- * a bf16 run can be refused before anything is allocated. REALPOS_NO_BF16=1 in the environment
- * makes the check answer "no" (tests of the refusal on any host). */
+ * a bf16 run can be refused before anything is allocated. REALPOS_NO_BF16 on in the environment
+ * (env_switch: 1, yes, true, on) makes the check answer "no" (tests of the refusal on any host). */
 typedef struct {
     int avx512_bf16, amx_bf16; /* instruction set present and enabled by the OS */
     char cpu[64];              /* brand string, e.g. "AMD EPYC 9R14 96-Core Processor" */

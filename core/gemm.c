@@ -88,8 +88,7 @@ static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float al
 }
 
 GemmBackend gemm_host_backend(void) {
-    const char *emulate = getenv("REALPOS_BF16_EMULATE");
-    return emulate && *emulate && strcmp(emulate, "0") ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
+    return env_switch("REALPOS_BF16_EMULATE", 0) ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
 }
 
 int gemm_bf16_runs_here(CpuBf16 *cpu) {
@@ -333,29 +332,47 @@ static CachedProduct *cached_product(Gemm *g, const ProductKey *k) {
     return p;
 }
 
-double gemm_bf16_probe_gflops(int tries) {
-    CpuBf16 cpu = cpu_bf16_query();
-    if (!cpu_bf16_available(&cpu))
-        return 0.0;
-    enum { PROBE_N = 1024 };
-    const size_t n = (size_t)PROBE_N * PROBE_N;
-    float *a = xalloc_floats(n), *b = xalloc_floats(n), *c = xalloc_floats(n);
-    for (size_t e = 0; e < n; e++)
-        a[e] = (float)(e % 7) * 0.25f - 0.5f, b[e] = (float)(e % 5) * 0.25f - 0.5f;
-    Gemm *g = gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, n);
-    bf16 *b16 = (bf16 *)xalloc_floats(n / 2);
-    bf16_convert_floats(b16, b, n);
-    gemm_shadow(g, b, n, b16); /* a weight's shadow; A is converted, as an activation is */
-    double best = 0.0;
-    for (int t = 0; t <= tries; t++) { /* the first creates the primitive: untimed */
-        double t0 = omp_get_wtime();
-        gemm(g, GEMM_N, GEMM_T, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N, 0.0f, c, PROBE_N);
-        double gflops = 2.0 * PROBE_N * (double)n / (omp_get_wtime() - t0) * 1e-9;
-        best = t > 0 && gflops > best ? gflops : best;
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count) {
+    size_t a_max = 1, b_max = 1, c_max = 1;
+    for (int s = 0; s < count; s++) {
+        const GemmShape *x = &shapes[s];
+        a_max = (size_t)x->M * x->K > a_max ? (size_t)x->M * x->K : a_max;
+        b_max = (size_t)x->K * x->N > b_max ? (size_t)x->K * x->N : b_max;
+        c_max = (size_t)x->M * x->N > c_max ? (size_t)x->M * x->N : c_max;
     }
+    bf16 *a = alloc_bf16(a_max), *b = alloc_bf16(b_max);
+    float *c = xalloc_floats(c_max);
+    for (size_t e = 0; e < a_max; e++)
+        a[e] = bf16_from_float((float)(e % 7) * 0.125f - 0.375f);
+    for (size_t e = 0; e < b_max; e++)
+        b[e] = bf16_from_float((float)(e % 5) * 0.125f - 0.25f);
+    Gemm *g = gemm_create(PRECISION_BF16, backend, 0, 0);
+    double flops = 0, seconds = 0;
+    for (int pass = 0; pass < 2; pass++) /* pass 0 creates the primitives and touches the pages: untimed */
+        for (int s = 0; s < count; s++) {
+            const GemmShape *x = &shapes[s];
+            const int64_t lda = x->ta == GEMM_T ? x->M : x->K, ldb = x->tb == GEMM_T ? x->K : x->N;
+            double t0 = omp_get_wtime();
+            if (backend == GEMM_BF16_EMULATED) {
+                emulated_product(x->ta, x->tb, x->M, x->N, x->K, 1.0f, a, (size_t)lda, b, (size_t)ldb, x->beta, c,
+                                 x->N);
+            } else {
+                const ProductKey key = {x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, lda, ldb, x->N,
+                                        1.0f, x->beta};
+                CachedProduct *p = cached_product(g, &key);
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->a, a), "binding A");
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->b, b), "binding B");
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->c, c), "binding C");
+                dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+                DNNL_CHECK(dnnl_primitive_execute(p->primitive, g->stream, 3, args), "executing a matmul");
+                DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
+            }
+            if (pass == 1)
+                seconds += omp_get_wtime() - t0, flops += 2.0 * x->M * x->N * (double)x->K;
+        }
     gemm_free(g);
-    free(a), free(b), free(c), free(b16);
-    return best;
+    free(a), free(b), free(c);
+    return flops > 0 ? flops / (seconds > 0 ? seconds : 1e-9) * 1e-9 : 0.0;
 }
 
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -390,5 +407,6 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
         DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
+    g->stats.product_flops += 2.0 * M * N * (double)K;
     g->stats.products++;
 }

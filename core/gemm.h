@@ -49,7 +49,8 @@ typedef enum {
 } GemmBackend;
 
 /* The backend of bf16 runs on this host: GEMM_BF16_ONEDNN, or GEMM_BF16_EMULATED when the
- * environment sets REALPOS_BF16_EMULATE=1 (tests on hosts without bf16; slow). */
+ * environment switch REALPOS_BF16_EMULATE is on (env_switch: 1, yes, true, on; tests on hosts
+ * without bf16; slow). */
 GemmBackend gemm_host_backend(void);
 /* Whether bf16 runs here: the CPU has bf16 instructions (cpu, filled in either way, says which),
  * or the emulation is selected. */
@@ -86,17 +87,26 @@ void gemm_unstage(Gemm *g);
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
 
-/* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
+/* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
  * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
  * the last product created (e.g. "brg:avx512_core_bf16"). */
-/* The bf16 peak as train/loop/peak.h measures the sgemm one: the best of `tries` timed 1024 x 1024 x
- * 1024 bf16 products (oneDNN, fp32 accumulation), in GFLOP/s; 0 when the CPU has no bf16. */
-double gemm_bf16_probe_gflops(int tries);
+/* One product shape of a step: C [M,N] = op(A) op(B) + beta C, operands contiguous. */
+typedef struct {
+    GemmOp ta, tb;
+    int M, N, K;
+    float beta;
+} GemmShape;
+/* One probe of the bf16 peak (train/loop/peak.h): the products `shapes` [count] on `backend`, operands
+ * already in bf16 (nothing converted), each primitive created and run once untimed, then one
+ * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. Allocates and
+ * frees its operands and context: call it between steps. */
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count);
 
 typedef struct {
     long products, primitives_created;
     double product_seconds, convert_seconds;
     double converted_floats;
+    double product_flops; /* 2 M N K summed over the products */
     char implementation[48];
 } GemmStats;
 GemmStats gemm_stats(const Gemm *g);

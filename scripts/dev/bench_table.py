@@ -270,7 +270,7 @@ def main(out):
           f"medians [min..max]")
     print(f"CPU flags: {host['cpu_vector_isa']}, bf16: {host['cpu_bf16_flags']}"
           + (f"; bf16 peak {host['bf16_peak_gflops']:.1f} GFLOP/s (best of {host['bf16_probes']['n']} "
-             f"oneDNN 1024^3 probes; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
+             f"probes of the rows' own bf16 products; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
              if host["bf16_probes"] else ""))
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")

@@ -1,9 +1,11 @@
 /* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
  * backward, gradient reduction and clipping, AdamW), one micro-batch per update, and the
- * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
- * The peak is the step's own (train/loop/peak.h: the one training logs use, start-up probes and the
- * per-host cache), probed again after every step (outside the step timings); the probes' spread
- * shows the noise. Two batch sources:
+ * peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh). The peak is
+ * the step's own (train/loop/peak.h: the one training logs use, start-up probes and the per-host cache;
+ * the sgemm peak in fp32, the bf16 one, probed on the step's linear-layer products, in bf16),
+ * probed again after every step (outside the step timings); the probes' spread shows the noise.
+ * A bf16 run (or pair) also probes the other precision's peak, for the JSON's sgemm_* and bf16_*
+ * probe lists. Two batch sources:
  *   synthetic (default)   the same random batch every step: B sequences of L random ids, all real,
  *                         a fraction --label-frac of positions with a random MLM label; MLM loss.
  *   --lengths-from FILE   fine-tuning's own batches (train/loop/finetune.h FinetuneBatches): FILE
@@ -353,15 +355,24 @@ int cmd_bench(int argc, char **argv) {
     }
     const int B = side.B, L = side.L, M = side.M;
 
-    /* bf16 rows: the bf16 peak, probed the same way (before the steps here, after them below) */
-    const int any_bf16 = cfg->train.precision == PRECISION_BF16 ||
-                         (against_path && other.cfg.train.precision == PRECISION_BF16);
-    double bf16_probes[2] = {any_bf16 ? gemm_bf16_probe_gflops(3) : 0.0, 0.0};
-    const int max_probes = steps + 1;
-    double *probes = xmalloc(sizeof(double) * (size_t)max_probes);
-    int num_probes = 0;
-    PeakEstimate *peak = &side.ts.peak;
-    probes[num_probes++] = peak->probe_gflops;
+    /* The side's peak (its precision's: train/loop/peak.h), and both precisions' probes for the JSON:
+     * the sgemm peak always (a bf16 side's own estimate besides its step's), the bf16 one when a
+     * side runs bf16 (that side's), each probed after every step pair. */
+    PeakEstimate *peak = &side.ts.peak, sgemm_alone, *sgemm = peak, *bf16_peak = NULL;
+    if (peak->precision == PRECISION_BF16) {
+        bf16_peak = peak;
+        sgemm_alone = peak_estimate(omp_get_max_threads());
+        sgemm = &sgemm_alone;
+    } else if (against_path && other.ts.peak.precision == PRECISION_BF16) {
+        bf16_peak = &other.ts.peak;
+    }
+    const int any_bf16 = bf16_peak != NULL;
+    double *probes = xmalloc(sizeof(double) * (size_t)(steps + 1)),
+           *bf16_probes = xmalloc(sizeof(double) * (size_t)(steps + 1));
+    int num_probes = 0, num_bf16_probes = 0;
+    probes[num_probes++] = sgemm->probe_gflops;
+    if (bf16_peak)
+        bf16_probes[num_bf16_probes++] = bf16_peak->probe_gflops;
     for (int s = 0; s < warmup + steps; s++) {
         /* --against: both configurations take step s back to back, alternating which goes first, so
          * that a shared host's load meets both alike and neither always follows the probe */
@@ -372,11 +383,10 @@ int cmd_bench(int argc, char **argv) {
         if (second)
             bench_side_step(second, s, warmup);
         if (s >= warmup)
-            probes[num_probes++] = peak_probe(peak);
+            probes[num_probes++] = peak_probe(sgemm);
+        if (s >= warmup && bf16_peak)
+            bf16_probes[num_bf16_probes++] = peak_probe(bf16_peak);
     }
-    if (any_bf16)
-        bf16_probes[1] = gemm_bf16_probe_gflops(3);
-    const double bf16_peak = bf16_probes[0] > bf16_probes[1] ? bf16_probes[0] : bf16_probes[1];
     const CountedSource counted = side.counted;
     const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
     double flops = 0;
@@ -406,23 +416,34 @@ int cmd_bench(int argc, char **argv) {
     } else {
         snprintf(tokens_text, sizeof tokens_text, "%.1f tokens/s", tokens_per_s);
     }
-    printf("realpos: %d threads, %s, %.1f GFLOP/s (%.0f%% of peak %.1f from the %s; this run's %d "
+    printf("realpos: %d threads, %s, %.1f GFLOP/s (%.0f%% of the %s peak %.1f from the %s; this run's %d "
            "probes best %.1f), "
            "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
            "%s, OpenBLAS core %s%s%s\n",
-           omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, peak->gflops, peak->source, peak->probes,
+           omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, precision_names[peak->precision], peak->gflops,
+           peak->source, peak->probes,
            peak->probe_gflops,
            rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     char precision_text[256], other_precision[256] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
     printf("precision: %s\n", precision_text);
-    if (any_bf16)
-        printf("bf16 peak %.1f GFLOP/s (best of 2 x 3 timed 1024^3 oneDNN bf16 products, before and after the steps)%s\n",
-               bf16_peak, cfg->train.precision == PRECISION_BF16 && bf16_peak > 0
-                              ? "" : "; this side runs fp32");
-    if (any_bf16 && cfg->train.precision == PRECISION_BF16 && bf16_peak > 0)
-        printf("bf16: %.1f GFLOP/s is %.0f%% of the bf16 peak\n", gflops, 100.0 * gflops / bf16_peak);
+    char peak_text[4608];
+    peak_describe(peak, peak_text, sizeof peak_text);
+    printf("peak: %s\n", peak_text);
+    if (bf16_peak && bf16_peak != peak) {
+        peak_describe(bf16_peak, peak_text, sizeof peak_text);
+        printf("paired side's peak: %s\n", peak_text);
+    }
+    double products_gflops = 0; /* bf16: the step's bf16 products' own rate (their FLOPs over their seconds) */
+    if (peak->precision == PRECISION_BF16) {
+        const GemmStats now = gemm_stats(side.gemm), *w = &side.gemm_at_warmup;
+        const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
+        products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
+        printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "
+               "%.0f%% of the step's time)\n", done / steps * 1e-9, seconds / steps, products_gflops,
+               100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed);
+    }
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
         describe_precision(&other, steps, other_precision, sizeof other_precision);
@@ -442,7 +463,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "precision_detail", precision_text);
         cJSON_AddBoolToObject(o, "bf16_available", cpu_bf16_available(&cpu_bf16));
         if (any_bf16)
-            cJSON_AddItemToObject(o, "bf16_probes_gflops", cJSON_CreateDoubleArray(bf16_probes, 2));
+            cJSON_AddItemToObject(o, "bf16_probes_gflops", cJSON_CreateDoubleArray(bf16_probes, num_bf16_probes));
         else
             cJSON_AddNullToObject(o, "bf16_probes_gflops");
         cJSON_AddStringToObject(o, "bf16", bf16_line);
@@ -468,10 +489,15 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNullToObject(o, "finetune");
         }
         cJSON_AddNumberToObject(o, "gflops", gflops);
-        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", peak->probe_gflops); /* the best of probes[] */
+        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", sgemm->probe_gflops); /* the best of probes[] */
         cJSON_AddNumberToObject(o, "peak_gflops", peak->gflops);
+        cJSON_AddStringToObject(o, "peak_precision", precision_names[peak->precision]);
         cJSON_AddStringToObject(o, "peak_source", peak->source);
         cJSON_AddNumberToObject(o, "peak_fraction", fraction);
+        if (peak->precision == PRECISION_BF16)
+            cJSON_AddNumberToObject(o, "bf16_products_gflops", products_gflops);
+        else
+            cJSON_AddNullToObject(o, "bf16_products_gflops");
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
@@ -510,7 +536,7 @@ int cmd_bench(int argc, char **argv) {
         free(text);
         cJSON_Delete(o);
     }
-    free(probes), free(ratios);
+    free(probes), free(bf16_probes), free(ratios);
     if (against_path)
         bench_side_free(&other, lengths_path != NULL);
     bench_side_free(&side, lengths_path != NULL);

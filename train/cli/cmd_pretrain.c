@@ -28,6 +28,8 @@ int cmd_pretrain(int argc, char **argv) {
              "give one; usage: realpos %s", usage);
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    if (resume) /* a fine-tuning checkpoint is named as such before any key of its config is */
+        run_require_resumable(resume, "pretraining");
     Config cfg;
     StoredConfig stored = {0};
     const char *config_path = args.num_positional ? args.positional[0] : NULL;
@@ -65,6 +67,9 @@ int cmd_eval(int argc, char **argv) {
     CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}, {"json", &json}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
+    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest, before the path rules */
+    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
+    ckpt = ckpt_file;
     if (json) {
         IoPlan plan;
         io_plan_init(&plan);
@@ -77,9 +82,6 @@ int cmd_eval(int argc, char **argv) {
     config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
-    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
-    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
-    ckpt = ckpt_file;
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     config_report_differences(&cfg, &c.cfg, "model", ckpt, "eval uses the checkpoint's model");

@@ -177,7 +177,6 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     CheckpointFile c;
     checkpoint_file_open_as(&c, init, "--init");
     config_each_difference(p->cfg, &c.cfg, note_model_key, c.path);
-    transfer_note_positions(&p->cfg->model, &c.cfg.model);
     model_init_weights(&p->model, (uint64_t)p->cfg->model.seed); /* what the checkpoint does not hold */
     int root = dist_is_root(run->dist);
     char *table = NULL;
@@ -185,6 +184,7 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     FILE *table_out = root ? open_memstream(&table, &table_size) : NULL;
     RP_CHECK(!root || table_out, "cannot open a memory stream for the parameter table: %s", strerror(errno));
     TransferSummary moved = transfer_load(c.file, c.path, &p->model, "the pretraining model", table_out);
+    transfer_note_positions(c.file, c.path, &p->cfg->model, &c.cfg.model, "step 0's outputs", table_out);
     if (root) {
         fclose(table_out);
         char path[CONFIG_PATH_MAX + 32];

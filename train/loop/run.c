@@ -64,6 +64,26 @@ static const char *checkpoint_kind(hid_t f) {
     return NULL;
 }
 
+/* Fatal unless the open checkpoint c holds the training state of a `kind` run. */
+static void require_kind(const CheckpointFile *c, const char *kind) {
+    const char *found = checkpoint_kind(c->file);
+    RP_CHECK(found && h5_exists(c->file, "optimizer"), "--resume %s: no training state to resume from (a "
+             "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
+             "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", c->path,
+             !strcmp(kind, "fine-tuning") ? "finetune" : "pretrain");
+    RP_CHECK(!strcmp(found, kind), "--resume %s: a checkpoint of a %s run; this is %s (%s)", c->path, found, kind,
+             !strcmp(kind, "fine-tuning") ? "to fine-tune its weights, set task.init_checkpoint to it; to continue "
+                                            "pretraining it, `realpos pretrain --init` or `--resume` it"
+                                          : "to pretrain from its weights, use `realpos pretrain --init`");
+}
+
+void run_require_resumable(const char *resume, const char *kind) {
+    CheckpointFile c;
+    checkpoint_file_open_as(&c, resume, "--resume");
+    require_kind(&c, kind);
+    checkpoint_file_close(&c);
+}
+
 void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets) {
     memset(s, 0, sizeof *s);
     CheckpointFile c;
@@ -105,12 +125,7 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
         return;
     run->resume = &run->resume_file;
     checkpoint_file_open(run->resume, run->resume_path);
-    const char *kind = checkpoint_kind(run->resume->file);
-    RP_CHECK(kind && h5_exists(run->resume->file, "optimizer"), "--resume %s: no training state to resume from (a "
-             "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
-             "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", run->resume_path, !strcmp(start->kind, "fine-tuning") ? "finetune" : "pretrain");
-    RP_CHECK(!strcmp(kind, start->kind), "--resume %s: a checkpoint of a %s run; this is %s (start it with --init "
-             "or task.init_checkpoint instead)", run->resume_path, kind, start->kind);
+    require_kind(run->resume, start->kind);
 }
 
 void run_check_resume(Run *run) {

@@ -103,6 +103,10 @@ typedef struct {
     int num_sets;
 } StoredConfig;
 void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets);
+/* Fatal unless `resume` (a checkpoint, RUN_DIR/latest or RUN_DIR) holds the training state of a
+ * `kind` run ("pretraining", "fine-tuning"): the first check of --resume, before the configuration
+ * is read, so that a checkpoint of the other job is named as such, not by a key its config lacks. */
+void run_require_resumable(const char *resume, const char *kind);
 void run_stored_config_free(StoredConfig *s);
 
 /* Claim train.run_dir (rank 0), resolve and open start->resume (a checkpoint of start->kind with

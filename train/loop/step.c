@@ -29,7 +29,13 @@ void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW
     ts->head = head;
     ts->source = source;
     ts->log = log;
-    ts->peak = peak_estimate(omp_get_max_threads());
+    if (model->precision == PRECISION_BF16) { /* the bf16 peak, on the encoder's products at [B x L] */
+        peak_bf16_encoder_shapes(&ts->peak_bf16, model->gemm_backend, head.acts->B * head.acts->L,
+                                 model->cfg.hidden_size, model->cfg.intermediate_size);
+        ts->peak = peak_estimate_bf16(omp_get_max_threads(), &ts->peak_bf16);
+    } else {
+        ts->peak = peak_estimate(omp_get_max_threads());
+    }
     ts->t_begin = now_seconds();
     ts->window_start = first_step;
 }
@@ -83,13 +89,15 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .gflops = ts->window_flops / dt * 1e-9,
         .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
-        /* MFU against the peak of all ranks: one more probe between steps, then the peak raised
-         * to this window if it ran faster (train/loop/peak.h), so mfu <= 1 without a clamp. */
+        /* MFU against the peak of all ranks: one more probe between steps, then (fp32) the peak
+         * raised to this window if it ran faster (train/loop/peak.h), so mfu <= 1 without a clamp; the
+         * bf16 peak is never raised. */
         int ranks = ts->opt->dist->size;
         peak_refine(&ts->peak);
         rec.mfu = peak_utilisation(&ts->peak, rec.gflops / ranks);
         rec.peak_gflops = ts->peak.gflops * ranks;
         rec.peak_source = ts->peak.source;
+        rec.peak_precision = precision_names[ts->peak.precision];
         if (ts->log)
             metrics_write(ts->log, &rec);
         ts->window_seconds = ts->window_loss = ts->window_flops = 0;

@@ -66,7 +66,9 @@ typedef struct {
     LossHead head;
     BatchSource source;
     MetricsLog *log;   /* NULL: no records (ranks other than 0) */
-    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h) */
+    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h): the fp32 sgemm peak, or in a
+                        * bf16 run the bf16 one, probed on peak_bf16's products */
+    PeakBf16Probe peak_bf16;
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */
     double comm_seconds, step_seconds; /* time in dp's communication, and in steps, since init */
     StepPhases phases;

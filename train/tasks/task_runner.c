@@ -52,7 +52,6 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
     if (!mc->absolute_position && r->cfg.task.max_seq_len > stored.data.max_seq_len)
         rp_log("task.max_seq_len %d is longer than the checkpoint's pretraining sequences (%d): relative positions "
                "only, no change needed", r->cfg.task.max_seq_len, stored.data.max_seq_len);
-    transfer_note_positions(mc, &stored.model);
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
     if (resume) { /* nothing is transferred: the run loads every weight from the checkpoint */
@@ -64,7 +63,9 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
         return (TransferSummary){0};
     }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    return transfer_load(f, ckpt, &r->model, "the fine-tuning model", table);
+    TransferSummary moved = transfer_load(f, ckpt, &r->model, "the fine-tuning model", table);
+    transfer_note_positions(f, ckpt, mc, &stored.model, "step 0's encoder outputs", table);
+    return moved;
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
