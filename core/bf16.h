@@ -6,7 +6,7 @@
  *   bf16_to_float     exact (a bf16 is an fp32 with 16 zero low bits).
  *
  * The product of two bf16 values is exact in fp32 (8 + 8 significant bits <= 24), so a bf16
- * matrix product differs from its fp32 emulation (gemm_bf16_emulated) only in the order and
+ * matrix product differs from its emulation (gemm_bf16_reference, core/gemm.h) only in the order and
  * width of the accumulation. */
 #pragma once
 #include <stddef.h>

@@ -1,5 +1,6 @@
 /* The matrix-product interface (core/gemm.h): cblas_sgemm for fp32, oneDNN matmul or the
- * emulation for bf16, with bf16 operands from shadows, the staged block or the scratch. */
+ * emulation for bf16, with bf16 operands given in bf16, from the weights' copy, the staged block or
+ * the scratch. */
 #include "core/gemm.h"
 
 #include <cblas.h>
@@ -103,13 +104,14 @@ void gemm_require_precision(Precision precision, const char *setting) {
 }
 
 /* ---- the context ---------------------------------------------------------------------------- */
-enum { GEMM_MAX_SHADOWS = 80, GEMM_CACHE_ENTRIES = 96 }; /* shadows: params, 64 layers' activations, ... */
+enum { GEMM_CACHE_ENTRIES = 96 };
 
+/* An fp32 block and its bf16 copy, laid out alike (the weights, the staged block). */
 typedef struct {
     const float *base;
     size_t count;
-    const bf16 *shadow;
-} Shadow;
+    const bf16 *copy;
+} Bf16Copy;
 
 /* A product shape: everything a oneDNN matmul primitive is specialised for. */
 typedef struct {
@@ -127,9 +129,7 @@ typedef struct {
 struct Gemm {
     Precision precision;
     GemmBackend backend;
-    Shadow shadows[GEMM_MAX_SHADOWS];
-    int num_shadows, staged;     /* staged 1: shadows[num_shadows - 1] is the staged block; 2: the block
-                                  * staged has a shadow already (nothing converted or registered) */
+    Bf16Copy weights, staged; /* staged.base NULL: nothing staged */
     bf16 *stage, *convert[2];
     size_t stage_floats, convert_floats;
     dnnl_engine_t engine;
@@ -194,6 +194,8 @@ void gemm_free(Gemm *g) {
 
 Precision gemm_precision(const Gemm *g) { return g ? g->precision : PRECISION_FP32; }
 
+GemmBackend gemm_backend(const Gemm *g) { return g ? g->backend : GEMM_BF16_ONEDNN; }
+
 const char *gemm_engine_name(const Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return "OpenBLAS";
@@ -205,61 +207,51 @@ GemmStats gemm_stats(const Gemm *g) {
     return g ? g->stats : none;
 }
 
-void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow) {
-    if (gemm_precision(g) == PRECISION_FP32)
-        return;
-    RP_CHECK(!g->staged && g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_shadow: at most %d shadows, "
-             "registered before staging", GEMM_MAX_SHADOWS);
-    g->shadows[g->num_shadows++] = (Shadow){base, count, shadow};
+void gemm_set_weights(Gemm *g, const float *weights, size_t count, const bf16 *weights16) {
+    RP_CHECK(gemm_precision(g) == PRECISION_BF16, "internal: gemm_set_weights: an fp32 context has no bf16 weights");
+    g->weights = (Bf16Copy){weights, count, weights16};
 }
 
-bf16 *gemm_shadow_of(const Gemm *g, const float *x, size_t count) {
-    if (gemm_precision(g) == PRECISION_FP32)
-        return NULL;
-    for (int i = g->num_shadows - 1; i >= 0; i--) {
-        const Shadow *s = &g->shadows[i];
-        if (x >= s->base && x + count <= s->base + s->count)
-            return (bf16 *)s->shadow + (x - s->base);
-    }
-    return NULL;
+/* The copy's bf16 form of x [count] when the block holds all of it, else NULL. */
+static const bf16 *copy_of(const Bf16Copy *c, const float *x, size_t count) {
+    return c->base && x >= c->base && x + count <= c->base + c->count ? c->copy + (x - c->base) : NULL;
 }
 
-void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
+GemmOperand gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
     if (gemm_precision(g) == PRECISION_FP32)
-        return;
+        return gemm_in_f32(x);
     size_t count = rows ? (rows - 1) * ld + cols : 0;
-    RP_CHECK(!g->staged, "internal: gemm_stage: a block is staged already");
-    if (gemm_shadow_of(g, x, count)) { /* its producer wrote it in bf16 */
-        g->staged = 2;
-        return;
-    }
+    RP_CHECK(!g->staged.base, "internal: gemm_stage: a block is staged already");
     RP_CHECK(count <= g->stage_floats, "internal: gemm_stage: %zu x %zu operand (row stride %zu) over the "
              "%zu floats the bf16 context was laid out for", rows, cols, ld, g->stage_floats);
-    RP_CHECK(g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_stage: shadow table full");
     double t0 = omp_get_wtime();
     bf16_convert(g->stage, ld, x, ld, rows, cols);
     g->stats.convert_seconds += omp_get_wtime() - t0;
     g->stats.converted_floats += (double)rows * (double)cols;
-    g->shadows[g->num_shadows++] = (Shadow){x, count, g->stage};
-    g->staged = 1;
+    g->staged = (Bf16Copy){x, count, g->stage};
+    return gemm_in_bf16(g->stage);
 }
 
 void gemm_unstage(Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return;
-    RP_CHECK(g->staged, "internal: gemm_unstage without gemm_stage");
-    if (g->staged == 1)
-        g->num_shadows--;
-    g->staged = 0;
+    RP_CHECK(g->staged.base, "internal: gemm_unstage without gemm_stage");
+    g->staged = (Bf16Copy){NULL, 0, NULL};
 }
 
-/* The bf16 form of X [rows, cols] (row stride ld): a shadow's (same stride), or converted into
- * scratch `slot` (stride cols). */
-static const bf16 *bf16_operand(Gemm *g, int slot, const float *X, int rows, int cols, int ld, int64_t *ld16) {
-    const bf16 *shadow = gemm_shadow_of(g, X, (size_t)(rows - 1) * (size_t)ld + (size_t)cols);
-    if (shadow) {
+/* The bf16 form of X [rows, cols] (row stride ld): given in bf16, or the weights' or the staged
+ * block's copy (same stride), or converted into scratch `slot` (stride cols). */
+static const bf16 *bf16_operand(Gemm *g, int slot, GemmOperand op, int rows, int cols, int ld, int64_t *ld16) {
+    const size_t span = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    const float *X = op.f32;
+    const bf16 *copy = op.b16;
+    if (!copy)
+        copy = copy_of(&g->weights, X, span);
+    if (!copy)
+        copy = copy_of(&g->staged, X, span);
+    if (copy) {
         *ld16 = ld;
-        return shadow;
+        return copy;
     }
     const size_t count = (size_t)rows * (size_t)cols;
     RP_CHECK(count <= g->convert_floats, "internal: gemm: a %d x %d operand over the %zu floats the bf16 "
@@ -377,8 +369,14 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
 
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
+    gemm_operands(g, ta, tb, M, N, K, alpha, gemm_in_f32(A), lda, gemm_in_f32(B), ldb, beta, C, ldc);
+}
+
+void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
+                   GemmOperand B, int ldb, float beta, float *C, int ldc) {
     if (gemm_precision(g) == PRECISION_FP32) {
-        gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        RP_CHECK(A.f32 && B.f32, "internal: gemm: a bf16 operand in an fp32 context");
+        gemm_f32(ta, tb, M, N, K, alpha, A.f32, lda, B.f32, ldb, beta, C, ldc);
         return;
     }
     if (M <= 0 || N <= 0)

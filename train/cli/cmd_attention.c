@@ -144,7 +144,7 @@ int cmd_attention(int argc, char **argv) {
             mask[(size_t)b * L + l] = l < s.lengths[b];
         }
     Activations acts;
-    activations_create(&acts, model, B, L, 0);
+    activations_create(&acts, model, B, L, 0, PRECISION_FP32);
     size_t map = (size_t)B * heads * L * L;
     CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
     Batch batch = {B, L, ids, types, mask, NULL};

@@ -56,17 +56,10 @@ typedef struct {
     TrainBatch batch;
 } SyntheticBench;
 
-/* The synthetic batch source: the same random batch every micro-batch. */
-static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) {
-    (void)step, (void)micro;
-    *out = ((const SyntheticBench *)ctx)->batch;
-}
-
 /* Random batch: full-length sequences, a fixed fraction of positions labelled. */
 static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
     model_create(&s->model, &cfg->model, heads_mlm());
     model_init_weights(&s->model, (uint64_t)cfg->model.seed);
-    model_set_precision(&s->model, cfg->train.precision, gemm_host_backend());
     size_t N = (size_t)B * L;
     s->ids = xmalloc(sizeof(int) * N), s->types = xcalloc(N, sizeof(int)), s->mask = xmalloc(sizeof(int) * N),
     s->labels = xmalloc(sizeof(int) * N);
@@ -82,7 +75,7 @@ static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L,
     }
     s->labelled = M;
     s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels}, {0}, (long)N};
-    activations_create(&s->acts, &s->model, B, L, M);
+    activations_create(&s->acts, &s->model, B, L, M, cfg->train.precision);
 }
 
 static void synthetic_free(SyntheticBench *s) {
@@ -102,8 +95,7 @@ typedef struct {
 static void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
     memset(t, 0, sizeof *t);
     TaskRunner *r = &t->r;
-    r->cfg = *cfg;
-    const TaskConfig *task = &r->cfg.task;
+    const TaskConfig *task = &cfg->task;
     RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
     int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
     RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
@@ -113,16 +105,8 @@ static void task_bench_create(TaskBench *t, const Config *cfg, const char *path)
     RP_CHECK(!cfg->model.absolute_position || task->max_seq_len <= cfg->model.max_position,
              "task.max_seq_len %d exceeds model.max_position = %d (absolute positions)", task->max_seq_len,
              cfg->model.max_position);
-    task_runner_derive(r);
-    r->vocab_text = read_file(cfg->data.vocab, NULL, "vocabulary (key 'data.vocab')");
-    r->tok = tokenizer_from_text(r->vocab_text, strlen(r->vocab_text), cfg->data.do_lower_case, cfg->data.vocab);
-    r->special = tokenizer_special(r->tok);
-    RP_CHECK(tokenizer_vocab_size(r->tok) == cfg->model.vocab_size, "%s: the vocabulary has %d tokens but "
-             "model.vocab_size = %d", cfg->data.vocab, tokenizer_vocab_size(r->tok), cfg->model.vocab_size);
-    model_create(&r->model, &r->cfg.model, task_runner_heads(r));
-    model_init_weights(&r->model, (uint64_t)cfg->model.seed);
-    task_data_load(&t->data, task, &r->layout, r->tok, r->L, path, 1);
-    task_runner_buffers(r);
+    task_runner_fresh(r, cfg);
+    task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
     finetune_batches_create(&t->batches, r, &t->data.features);
     long total = 0;
     for (int i = 0; i < t->data.features.count; i++)
@@ -179,11 +163,9 @@ typedef struct {
     int B, L, M; /* M: MLM labels per batch (synthetic) */
     SyntheticBench synthetic;
     TaskBench task;
-    DpAdamW opt;
     CountedSource counted;
     TrainStep ts;
-    Gemm *gemm;       /* the model's products; gemm_at_warmup: its counts before the timed steps */
-    GemmStats gemm_at_warmup;
+    GemmStats gemm_at_warmup; /* the counts of the model's products (its activations') before the timed steps */
     double *step_s;   /* [steps] seconds of each timed step */
     long *step_real;  /* [steps] real tokens of each timed step */
     double elapsed, cpu_elapsed, t_forward, t_backward, t_update;
@@ -218,23 +200,19 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     if (o->lengths_path) {
         task_bench_create(&b->task, cfg, o->lengths_path);
         m = &b->task.r.model;
-        b->gemm = b->task.r.acts.gemm;
         head = finetune_loss_head(&b->task.r);
         inner = finetune_batch_source(&b->task.batches);
         sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
     } else {
         synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
         m = &b->synthetic.model;
-        b->gemm = b->synthetic.acts.gemm;
         head = loss_head_mlm(&b->synthetic.acts);
-        inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
+        inner = batch_source_repeat(&b->synthetic.batch); /* the same random batch every micro-batch */
         b->M = b->synthetic.labelled;
     }
-    dp_adamw_create(&b->opt, dist, &m->table, 0);
-    b->opt.opt.params_bf16 = m->params_bf16; /* bf16: refreshed in the update pass */
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
-    train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
-                    NULL, 0);
+    train_step_init(&b->ts, &sc, m, head, (BatchSource){next_counted, NULL, &b->counted}, &cfg->optim, dist, 0);
+    train_step_begin(&b->ts, NULL, 0);
     b->ts.peak.spread_left = 0; /* no probe inside a timed step: the bench probes between steps */
     b->step_s = xmalloc(sizeof(double) * (size_t)o->steps);
     b->step_real = xmalloc(sizeof(long) * (size_t)o->steps);
@@ -244,7 +222,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
 static void bench_side_step(BenchSide *b, int s, int warmup) {
     if (s == warmup) { /* count the timed steps' micro-batches (and products) only */
         b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
-        b->gemm_at_warmup = gemm_stats(b->gemm);
+        b->gemm_at_warmup = gemm_stats(b->ts.head.acts->gemm);
     }
     const StepPhases before = b->ts.phases;
     const long real_before = b->counted.real_tokens;
@@ -263,7 +241,7 @@ static void bench_side_step(BenchSide *b, int s, int warmup) {
 
 static void bench_side_free(BenchSide *b, int is_task) {
     free(b->step_s), free(b->step_real), free(b->counted.lengths);
-    dp_adamw_free(&b->opt);
+    train_step_free(&b->ts);
     if (is_task)
         task_bench_free(&b->task);
     else
@@ -273,14 +251,14 @@ static void bench_side_free(BenchSide *b, int is_task) {
 /* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
  * 0.02 s converting 12.5 M floats)": the side's precision and its timed products per step. */
 static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
-    const Precision precision = gemm_precision(b->gemm);
+    const Precision precision = gemm_precision(b->ts.head.acts->gemm);
     if (precision == PRECISION_FP32) {
         snprintf(out, size, "fp32 (OpenBLAS)");
         return;
     }
-    const GemmStats now = gemm_stats(b->gemm), *w = &b->gemm_at_warmup;
+    const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;
     snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats)",
-             gemm_engine_name(b->gemm), now.implementation, (double)(now.products - w->products) / steps,
+             gemm_engine_name(b->ts.head.acts->gemm), now.implementation, (double)(now.products - w->products) / steps,
              (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
              (now.converted_floats - w->converted_floats) / steps * 1e-6);
 }
@@ -437,7 +415,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double products_gflops = 0; /* bf16: the step's bf16 products' own rate (their FLOPs over their seconds) */
     if (peak->precision == PRECISION_BF16) {
-        const GemmStats now = gemm_stats(side.gemm), *w = &side.gemm_at_warmup;
+        const GemmStats now = gemm_stats(side.ts.head.acts->gemm), *w = &side.gemm_at_warmup;
         const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
         products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
         printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "

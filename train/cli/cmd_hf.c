@@ -65,10 +65,8 @@ int cmd_import_hf(int argc, char **argv) {
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", dir);
     size_t len;
     char *vocab = read_file(vocab_path, &len, "vocabulary");
-    Tokenizer *tok = tokenizer_from_text(vocab, len, imp.cfg.data.do_lower_case, vocab_path);
-    RP_CHECK(tokenizer_vocab_size(tok) == m.cfg.vocab_size,
-             "%s: the vocabulary has %d tokens but config.json says vocab_size = %d", vocab_path,
-             tokenizer_vocab_size(tok), m.cfg.vocab_size);
+    Tokenizer *tok = tokenizer_for_model(vocab, len, imp.cfg.data.do_lower_case, vocab_path, m.cfg.vocab_size,
+                                         "config.json says vocab_size");
     tokenizer_free(tok);
     config_validate(&imp.cfg);
     char *ini = config_to_ini(&imp.cfg);

@@ -98,14 +98,15 @@ int cmd_eval(int argc, char **argv) {
     int lower = cfg.data.do_lower_case;
     char *vocab = checkpoint_read_vocab(c.file, ckpt, &lower);
     checkpoint_file_close(&c);
+    const char *vocab_origin = vocab ? ckpt : cfg.data.vocab; /* named in the vocabulary's errors */
     if (!vocab)
         vocab = read_file(cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
     cfg.data.do_lower_case = lower;
     MlmData data;
-    mlm_data_open(&data, &cfg, vocab, ckpt);
-    model_set_precision(&model, cfg.train.precision, gemm_host_backend());
+    mlm_data_open(&data, &cfg, vocab, vocab_origin);
     Activations acts;
-    activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg));
+    activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg),
+                       cfg.train.precision);
     EvalResult r = evaluate_mlm(&model, &acts, &data, cfg.train.eval_batches, NULL);
     printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
            "(unigram baseline accuracy %.4f: always '%s')\n",

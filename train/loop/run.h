@@ -82,8 +82,8 @@ struct Run {
     char resume_path[CONFIG_PATH_MAX + 32];
     int resume_checked;     /* run_check_resume ran */
     Model *model;
-    DpAdamW opt;            /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
-    TrainStep ts;
+    TrainStep ts;           /* the step and its optimizer (ts.opt: whole moments, or this rank's
+                             * ZeRO-1 shard, train.shard_optimizer) */
     MetricsLog log;         /* rank 0 */
     long step;              /* updates done */
     StepWindow resumed_window; /* the resumed checkpoint's metrics window, if it has one */

@@ -156,25 +156,7 @@ void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m
 
 void model_create_inference(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m, cfg, heads, 0); }
 
-void model_set_precision(Model *m, Precision precision, GemmBackend backend) {
-    free(m->params_bf16);
-    m->params_bf16 = NULL;
-    m->precision = precision;
-    m->gemm_backend = backend;
-    if (precision == PRECISION_BF16) {
-        m->params_bf16 = (bf16 *)xalloc_floats_for((m->table.block_floats + 1) / 2,
-                                                   "the bf16 copy of the parameters (train.precision = bf16)");
-        model_refresh_bf16(m);
-    }
-}
-
-void model_refresh_bf16(Model *m) {
-    if (m->params_bf16)
-        bf16_convert_floats(m->params_bf16, m->params, m->table.block_floats);
-}
-
 void model_free(Model *m) {
-    free(m->params_bf16);
     free(m->params);
     free(m->grads);
     free(m->table.items);

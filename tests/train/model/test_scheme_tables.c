@@ -74,7 +74,7 @@ static void check_model(TestTally *t, RelKind kind) {
     /* the forward builds the length-only tables for its length */
     enum { B = 2, L = 5 };
     Activations a;
-    activations_create(&a, &m, B, 8, 0);
+    activations_create(&a, &m, B, 8, 0, PRECISION_FP32);
     int ids[B * L] = {0}, types[B * L] = {0}, mask[B * L];
     for (int n = 0; n < B * L; n++)
         mask[n] = 1, ids[n] = n % V;
