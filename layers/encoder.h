@@ -12,7 +12,8 @@
 typedef struct {
     float *qkv_w;                /* [3H, H] = query.weight ; key.weight ; value.weight */
     float *qkv_b;                /* [3H] */
-    float *rel_table;            /* relative table (attention.h) or NULL */
+    float *position_table;       /* the position scheme's table: the layer's own, or the model's one
+                                  * (t5); NULL without one (positions.h) */
     float *attn_out_w, *attn_out_b; /* [H, H], [H] */
     float *norm1_g, *norm1_b;    /* attention/output/LayerNorm [H] */
     float *ffn_in_w, *ffn_in_b;  /* [I, H], [I] */

@@ -23,7 +23,7 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
     int N = sh->N, H = sh->H;
     linear_forward(sh->gemm, a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
-                      a->qkv, p->rel_table, mask, &sh->attn, key);
+                      a->qkv, p->position_table, mask, &sh->attn, key);
     linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
@@ -37,8 +37,8 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
-    attention_backward(s->d_qkv, g->qkv_b, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
-                       p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
+    attention_backward(s->d_qkv, g->qkv_b, g->position_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
+                       p->position_table, a->probs, a->raw_scores, &sh->attn, key);
     (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->qkv_w, NULL, s->d_qkv, in,
                                                                 p->qkv_w, N, H, 3 * H);
 }

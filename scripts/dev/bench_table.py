@@ -53,7 +53,7 @@ def load_model_config(path):
 
 
 def relative_gemm_work(L, m, T):
-    """Multiply-adds / d of one relative term's QA (or KA) GEMMs per (b,h): layers/attention_plan.c
+    """Multiply-adds / d of one relative term's QA (or KA) GEMMs per (b,h): layers/pos_shaw.c
     reach_work with its block choice (blocks of T rows, or one block when they save < 10%)."""
     def reach(T):
         work = 0
@@ -69,7 +69,7 @@ def relative_gemm_work(L, m, T):
 def method3_region_work(L, k, T):
     """Multiply-adds / d of method3's clipped-region GEMMs per (b,h): (Q (.) a_row) . K^T over the
     keys j >= i+k (rows i < L-k) and j <= i-k (rows i >= k), in blocks of T query rows, each
-    spanning the key columns of its last (right: first) row (layers/relpos.c region_block)."""
+    spanning the key columns of its last (right: first) row (layers/pos_method3.c region_block)."""
     work = 0
     if k < L:
         for i0 in range(0, L - k, T):

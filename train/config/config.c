@@ -11,6 +11,7 @@
 #include "core/config/config_parse.h"
 #include "core/config/config_use.h"
 #include "core/gemm.h"
+#include "layers/positions.h"
 
 #define KEY(sec, name) config_key_index(&config_schema, #sec, #name)
 
@@ -161,10 +162,11 @@ static void validate_model(const Config *cfg) {
         reject(cfg, KEY(model, t5_max_distance), "expected more than model.t5_num_buckets / 4 = %d (%s), the "
                "distances with a bucket each, got %d", m->t5_num_buckets / 4,
                origin_of(cfg, KEY(model, t5_num_buckets)), m->t5_max_distance);
-    if (m->relative_position == REL_ROPE && (m->hidden_size / m->num_heads) % 2)
+    const char *even_width = pos_scheme(m->relative_position)->even_head_width;
+    if (even_width && (m->hidden_size / m->num_heads) % 2)
         reject(cfg, KEY(model, num_heads), "expected an even head width hidden_size / num_heads for "
-               "relative_position = rope (%s), which rotates pairs of dimensions, got %d / %d = %d",
-               origin_of(cfg, KEY(model, relative_position)), m->hidden_size, m->num_heads,
+               "relative_position = %s (%s), %s, got %d / %d = %d", rel_kind_name(m->relative_position),
+               origin_of(cfg, KEY(model, relative_position)), even_width, m->hidden_size, m->num_heads,
                m->hidden_size / m->num_heads);
     /* residual_attention_mean without residual_attention does not apply (schema.c's key_uses): warned
      * about in a file, refused with --set (config_report_unused), and the model reads it only with

@@ -33,7 +33,7 @@ typedef struct {
     float *word_emb, *pos_emb, *type_emb; /* [V,H], [P,H] or NULL, [T,H] */
     float *emb_norm_g, *emb_norm_b;       /* [H] */
     float *relative_attention_bias;       /* t5: [t5_num_buckets, heads], the one table every
-                                           * layer's rel_table points to; else NULL */
+                                           * layer's position_table points to; else NULL */
     LayerParams layer[MODEL_MAX_LAYERS];
     float *final_norm_g, *final_norm_b;   /* Pre-LN only, else NULL */
     HeadParams head;                      /* MLM head (all NULL without it) */
@@ -78,6 +78,8 @@ typedef struct {
     float *final_out, *final_mean, *final_rstd; /* Pre-LN final norm */
     HeadActs head;
     LayerScratch scratch;
+    PosTables positions; /* the scheme's length-only tables: built by the forward for its L
+                          * (before the layers), read by every layer's forward and backward */
     /* The precision of the model's matrix products, and everything that depends on it, owned
      * here alone: the product context, and in bf16 the weights' copy weights16 = bf16(m->params)
      * (one block laid out as params, registered with gemm; AdamW's update pass writes it, given

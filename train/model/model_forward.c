@@ -19,8 +19,6 @@ static LayerKeys layer_keys(uint64_t step_key, int l) {
                        site_key(step_key, base + 2)};
 }
 
-static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == REL_METHOD2; }
-
 /* Shapes of a batch [B, L] that fits the layout (B <= a->B, L <= a->L): every kernel indexes by
  * these, so a shorter batch uses a prefix of each activation buffer. */
 static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training) {
@@ -33,6 +31,7 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
         .dropout = training ? c->attention_dropout : 0.0f,
         .threads = a->threads,
+        .tables = &a->positions,
     };
 }
 
@@ -69,7 +68,7 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm1_rstd = arena_take(ar, N);
         la->qkv = arena_take(ar, N * 3 * H);
         la->probs = arena_take(ar, scores);
-        la->raw_scores = is_scalar_method(c->relative_position) ? arena_take(ar, scores) : NULL;
+        la->raw_scores = pos_scheme(c->relative_position)->qk == POS_QK_RAW ? arena_take(ar, scores) : NULL;
         la->ctx = arena_take(ar, N * H);
         la->sum1 = arena_take(ar, N * H);
         la->norm2 = arena_take(ar, N * H);
@@ -103,6 +102,8 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
     s->attn = arena_take(ar, a->attn_scratch_floats);
+    const AttnShape longest = attn_shape(c, a, a->B, a->L, 0, 0);
+    pos_tables_lay_out(&a->positions, &longest, ar);
     s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     s->d_carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     a->d_hidden_a = arena_take(ar, N * H);
@@ -213,6 +214,9 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
                       N, H, c->layer_norm_eps);
     dropout_forward(a->emb_out, a->emb_out, (size_t)N * H, emb_drop, site_key(step_key, SITE_EMBEDDINGS));
 
+    /* once per step and length: every layer's forward and backward read them */
+    const AttnShape positions = attn_shape(c, a, B, L, 0, mode == FORWARD_TRAIN);
+    pos_tables_build(&a->positions, &positions, p->relative_attention_bias);
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
         LayerShape shape = layer_shape(c, a, B, L, l, mode);
