@@ -35,8 +35,8 @@ static void tables_build(PosTables *t, const AttnShape *s, const float *table) {
 }
 
 const PosScheme pos_alibi = {
-    .transfer_note = "it has no parameters that could start at zero, so the outputs change from step 0 "
-                     "(docs/finetune.md)",
+    .transfer_added = "ALiBi's bias is added, and it has no parameters that could start at zero",
+    .transfer_lost = "the checkpoint's ALiBi bias -m_h|i-j| is gone",
     .hf_lacks = "linear attention bias",
     .hf_family = "MosaicBERT",
     .tables_lay_out = tables_lay_out,

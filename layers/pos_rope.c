@@ -94,8 +94,8 @@ static void work(const AttnPlan *p, AttnWork *w, Arena *arena) {
 
 const PosScheme pos_rope = {
     .even_head_width = "which rotates pairs of dimensions",
-    .transfer_note = "it has no parameters that could start at zero, so the outputs change from step 0 "
-                     "(docs/finetune.md)",
+    .transfer_added = "RoPE rotates every q and k, and it has no parameters that could start neutral",
+    .transfer_lost = "the checkpoint's rotation of q and k (RoPE) is gone",
     .hf_lacks = "rotary position embedding",
     .hf_family = "ModernBERT / NeoBERT",
     .check = check,

@@ -76,7 +76,7 @@ const PosScheme pos_t5 = {
     .table_shape = table_shape,
     .transfer_identity = 0.0f,
     .transfer_vanishes = "b[bucket(j - i), h] = 0",
-    .transfer_note = "the new T5 table starts at zero, so step 0's outputs are the checkpoint model's",
+    .transfer_lost = "the checkpoint's T5 bias (relative_attention_bias) is dropped",
     .hf_lacks = "bucketed relative attention bias",
     .hf_family = "T5 encoder",
     .check = check,

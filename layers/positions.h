@@ -94,9 +94,11 @@ typedef struct PosScheme {
     void (*table_shape)(const PosDims *dims, int *rows, int *cols);
     int init_ones;                /* a fresh table is all 1 (else normal(0, init_range)) */
     /* transfer onto a checkpoint without the table: the value at which its term vanishes, and
-     * the term then; transfer_note: what a switch to this scheme means (NULL: nothing to say) */
+     * the term then (train/model/transfer.c's notes). transfer_added: why a switch to this scheme
+     * changes step 0's outputs whatever it starts from (a term without parameters), or NULL;
+     * transfer_lost: what a model that leaves this scheme loses besides its tables, or NULL */
     float transfer_identity;
-    const char *transfer_vanishes, *transfer_note;
+    const char *transfer_vanishes, *transfer_added, *transfer_lost;
     /* HuggingFace BERT: its position_embedding_type, or NULL; then hf_lacks (what HF BERT has
      * no layer for) and hf_family (the models that have it), or NULL for the truncated methods
      * HF has no form of */
