@@ -202,6 +202,7 @@ static void backward(const AttnPlan *p, const AttnWork *w, const float *dscore, 
 /* The transfer's all-1 table makes the term q_i.k_j; a fresh one is random (the paper's). */
 const PosScheme pos_method3 = {
     .uses_k = 1,
+    .settings = pos_truncated_settings,
     .table_scope = POS_TABLE_LAYER,
     .table_name = "attention/self/distance_embedding/weight",
     .table_shape = pos_vector_table_shape,

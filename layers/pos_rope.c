@@ -92,7 +92,12 @@ static void work(const AttnPlan *p, AttnWork *w, Arena *arena) {
     w->rot = arena_take(arena, 2 * (size_t)p->L * p->d);
 }
 
+static void settings(const AttnShape *s, char *out, size_t size) {
+    snprintf(out, size, "theta %.9g", (double)s->rope_theta);
+}
+
 const PosScheme pos_rope = {
+    .settings = settings,
     .even_head_width = "which rotates pairs of dimensions",
     .transfer_added = "RoPE rotates every q and k, and it has no parameters that could start neutral",
     .transfer_lost = "the checkpoint's rotation of q and k (RoPE) is gone",

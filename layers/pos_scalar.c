@@ -78,6 +78,7 @@ static void method2_finish(const AttnPlan *p, float *d_table) { gather(p, d_tabl
  * is then q.k. HF BERT has no form of either. */
 const PosScheme pos_method1 = {
     .uses_k = 1,
+    .settings = pos_truncated_settings,
     .table_scope = POS_TABLE_LAYER,
     .table_name = "attention/self/distance_embedding/weight",
     .table_shape = method1_shape,
@@ -95,6 +96,7 @@ const PosScheme pos_method1 = {
 
 const PosScheme pos_method2 = {
     .uses_k = 1,
+    .settings = pos_truncated_settings,
     .table_scope = POS_TABLE_LAYER,
     .table_name = "attention/self/distance_embedding/weight",
     .table_shape = method2_shape,

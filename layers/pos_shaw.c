@@ -239,6 +239,7 @@ static void method4_backward(const AttnPlan *p, const AttnWork *w, const float *
  * distance_embedding; the transfer's zero table adds nothing to the scores. */
 const PosScheme pos_shaw = {
     .uses_k = 1,
+    .settings = pos_truncated_settings,
     .table_scope = POS_TABLE_LAYER,
     .table_name = "attention/self/distance_embedding/weight",
     .table_shape = pos_vector_table_shape,
@@ -256,6 +257,7 @@ const PosScheme pos_shaw = {
 
 const PosScheme pos_method4 = {
     .uses_k = 1,
+    .settings = pos_truncated_settings,
     .table_scope = POS_TABLE_LAYER,
     .table_name = "attention/self/distance_embedding/weight",
     .table_shape = pos_vector_table_shape,

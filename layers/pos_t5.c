@@ -70,7 +70,12 @@ static void finish(const AttnPlan *p, float *d_table) {
 }
 
 /* A zero table adds nothing to the scores (the transfer's start). */
+static void settings(const AttnShape *s, char *out, size_t size) {
+    snprintf(out, size, "%d buckets, max distance %d", s->t5_num_buckets, s->t5_max_distance);
+}
+
 const PosScheme pos_t5 = {
+    .settings = settings,
     .table_scope = POS_TABLE_MODEL,
     .table_name = "bert/encoder/relative_attention_bias/weight",
     .table_shape = table_shape,

@@ -1,6 +1,8 @@
-/* What the schemes truncated at distance k (shaw, methods 1-4) share: the check of k, the vector
+/* What the schemes truncated at distance k (shaw, methods 1-4) share: the check of k and its text, the vector
  * table [2k+1, d] (row r = clip(i-j, -k, k) + k), and the in-order sum of its slot partials.
  * Conventions (r, r', m, R) in attention_plan.h. */
+#include <stdio.h>
+
 #include "core/common.h"
 #include "layers/attention_plan.h"
 
@@ -28,3 +30,5 @@ void pos_vector_table_finish(const AttnPlan *p, float *d_table) {
         d_reach[e] += sum;
     }
 }
+
+void pos_truncated_settings(const AttnShape *s, char *out, size_t size) { snprintf(out, size, "k = %d", s->rel_k); }

@@ -49,3 +49,11 @@ void pos_tables_build(PosTables *t, const AttnShape *s, const float *table) {
         sc->tables_build(t, s, table);
     t->L = s->L;
 }
+
+void pos_settings_text(const AttnShape *s, char *out, size_t size) {
+    const PosScheme *scheme = pos_scheme(s->rel);
+    if (size)
+        out[0] = '\0';
+    if (scheme->settings)
+        scheme->settings(s, out, size);
+}

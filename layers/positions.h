@@ -87,6 +87,9 @@ typedef struct PosScheme {
     /* ---- facts ---- */
     int adds_nothing;             /* no position terms (none: absolute embeddings or nothing) */
     int uses_k;                   /* truncated at model.relative_k: the key applies */
+    /* the settings of s that apply to the scheme, as the launch summary and the transfer notes
+     * name them ("k = 16", "32 buckets, max distance 128", "theta 10000"); NULL: it has none */
+    void (*settings)(const struct AttnShape *s, char *out, size_t size);
     const char *even_head_width;  /* NULL, or why the head width must be even */
     PosTableScope table_scope;    /* whose table: none, each layer's, one for the model */
     /* checkpoint name of the table: after "bert/encoder/layer/N/" (layer) or whole (model) */
@@ -139,6 +142,8 @@ POSITION_SCHEMES(POS_ROW)
 
 /* The row of a scheme (fatal on a kind outside the table). */
 const PosScheme *pos_scheme(RelKind kind);
+/* s->rel's settings text (PosScheme.settings), "" for a scheme without settings */
+void pos_settings_text(const struct AttnShape *s, char *out, size_t size);
 
 /* The shape of kind's table for these dimensions (0 x 0 without one). */
 void pos_table_shape(RelKind kind, const PosDims *dims, int *rows, int *cols);
@@ -157,6 +162,7 @@ double alibi_slope(int h, int num_heads);
 
 /* ---- shared by the truncated family (pos_truncated.c) ---- */
 void pos_truncated_check(const struct AttnShape *s);          /* k >= 1 */
+void pos_truncated_settings(const struct AttnShape *s, char *out, size_t size); /* "k = K" */
 void pos_vector_table_shape(const PosDims *dims, int *rows, int *cols); /* [2k+1, d] */
 /* d_table rows k-m .. k+m += the slot partials [R, d] by r', summed over the slots in order */
 void pos_vector_table_finish(const struct AttnPlan *p, float *d_table);

@@ -8,22 +8,17 @@
 #include "core/io/files.h"
 #include "layers/attention.h"
 #include "layers/encoder.h"
+#include "layers/positions.h"
+#include "train/model/model.h"
 
 /* "absolute + method4 (k = 16)", "method4 (k = 16)", "t5 (32 buckets, max distance 128)", "rope (theta
  * 10000)", "alibi", "absolute", "none": each scheme with the keys that apply to it (schema.c's key_uses). */
 static void positions(const ModelConfig *m, char *out, size_t size) {
-    int relative = m->relative_position != REL_NONE;
-    char rel[96] = "", theta[32];
+    const int relative = !pos_scheme(m->relative_position)->adds_nothing;
+    char rel[160] = "", settings[96];
     const char *name = rel_kind_name(m->relative_position);
-    if (rel_kind_uses_k(m->relative_position))
-        snprintf(rel, sizeof rel, "%s (k = %d)", name, m->relative_k);
-    else if (m->relative_position == REL_T5)
-        snprintf(rel, sizeof rel, "%s (%d buckets, max distance %d)", name, m->t5_num_buckets, m->t5_max_distance);
-    else if (m->relative_position == REL_ROPE) {
-        snprintf(theta, sizeof theta, "%g", (double)m->rope_theta);
-        snprintf(rel, sizeof rel, "%s (theta %s)", name, theta);
-    } else
-        snprintf(rel, sizeof rel, "%s", name);
+    model_position_settings(m, settings, sizeof settings);
+    snprintf(rel, sizeof rel, settings[0] ? "%s (%s)" : "%s%s", name, settings);
     snprintf(out, size, "%s%s%s", m->absolute_position ? "absolute" : "", m->absolute_position && relative ? " + " : "",
              relative ? rel : m->absolute_position ? "" : "none");
 }

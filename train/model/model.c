@@ -9,6 +9,7 @@
 #include "core/common.h"
 #include "core/rng.h"
 #include "layers/layers.h"
+#include "layers/positions.h"
 
 /* ---- parameter layout ---------------------------------------------------------------------
  * One walk over the model's tensors, in a fixed order, serves both to build the ParamTable
@@ -198,4 +199,11 @@ void model_init_weights(Model *m, uint64_t seed) {
                 w[e] = (float)(rng_normal(&rng) * m->cfg.init_range);
         }
     }
+}
+
+void model_position_settings(const ModelConfig *c, char *out, size_t size) {
+    const AttnShape settings = {.rel = c->relative_position, .rel_k = c->relative_k,
+                                .t5_num_buckets = c->t5_num_buckets, .t5_max_distance = c->t5_max_distance,
+                                .rope_theta = c->rope_theta};
+    pos_settings_text(&settings, out, size);
 }

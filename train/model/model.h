@@ -110,6 +110,9 @@ void model_free(Model *m);
 void model_bind(const Model *m, float *block, ModelParams *out);
 /* normal(0, init_range) weights, zero biases, LayerNorm 1/0, method1/2 scalar tables 1.0. */
 void model_init_weights(Model *m, uint64_t seed);
+/* The settings of c's position scheme that apply to it, as the scheme names them (positions.h:
+ * "k = 16", "32 buckets, max distance 128", "theta 10000"; "" for none and alibi). */
+void model_position_settings(const ModelConfig *c, char *out, size_t size);
 const ParamInfo *model_find_param(const Model *m, const char *name);
 
 /* The one constructor of what runs a model: activations for batches of shape up to [B, L] with

@@ -208,16 +208,12 @@ int transfer_outputs_kept(hid_t file, const char *path, const ModelConfig *now, 
         add_reason(why, size, "the carried scores are scaled %s",
                    now->residual_attention_mean ? "by 1/layer now" : "by 1 now, not 1/layer");
     if (S == T) {
-        if (rel_kind_uses_k(S) && now->relative_k != stored->relative_k)
-            add_reason(why, size, "relative_k changes from %d to %d", stored->relative_k, now->relative_k);
-        if (S == REL_T5 && (now->t5_num_buckets != stored->t5_num_buckets ||
-                            now->t5_max_distance != stored->t5_max_distance))
-            add_reason(why, size, "the T5 buckets change (%d buckets to distance %d, were %d to %d): the bias is "
-                       "read at other distances", now->t5_num_buckets, now->t5_max_distance, stored->t5_num_buckets,
-                       stored->t5_max_distance);
-        if (S == REL_ROPE && now->rope_theta != stored->rope_theta)
-            add_reason(why, size, "rope_theta changes from %g to %g: every rotation changes",
-                       (double)stored->rope_theta, (double)now->rope_theta);
+        char was[96], is[96]; /* e.g. "k = 16", "32 buckets, max distance 128", "theta 10000" */
+        model_position_settings(stored, was, sizeof was);
+        model_position_settings(now, is, sizeof is);
+        if (strcmp(was, is))
+            add_reason(why, size, "the %s settings change from %s to %s: its terms are read at other distances or "
+                       "angles", rel_kind_name(S), was, is);
         snprintf(kept, sizeof kept, pos_scheme(S)->adds_nothing ? "the same positions, every parameter loaded"
                                                   : "the same position scheme (%s), its parameters loaded",
                  rel_kind_name(S));

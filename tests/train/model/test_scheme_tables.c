@@ -3,7 +3,8 @@
  *   - the checkpoint: a model of the scheme holds exactly its tables (each layer's
  *     bert/encoder/layer/N/<table_name>, or the model's one <table_name>) with the row's shape,
  *     and no other position table; a fresh table is all 1 iff the row says init_ones;
- *   - the config: model.relative_k applies (train/config/schema.c's rows) iff the row's uses_k;
+ *   - the config: model.relative_k applies (train/config/schema.c's rows) iff the row's uses_k, and
+ *     the settings text of the launch summary and the transfer notes names exactly the keys that apply;
  *   - the model's forward builds the row's length-only tables for the batch's length. */
 #include <string.h>
 
@@ -98,11 +99,43 @@ static void check_config_rule(TestTally *t, RelKind kind) {
           rel_kind_name(kind), applies ? "yes" : why, pos_scheme(kind)->uses_k);
 }
 
+/* The settings text (model_position_settings: the launch summary, the transfer notes) names a
+ * key's value iff the key applies to the scheme (schema.c's rows): changing the key changes the
+ * text exactly then. */
+static void check_settings_text(TestTally *t, RelKind kind) {
+    static const char *const keys[] = {"relative_k", "t5_num_buckets", "t5_max_distance", "rope_theta"};
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model.relative_position = kind;
+    char base[96], detail[160] = "";
+    model_position_settings(&cfg.model, base, sizeof base);
+    for (int i = 0; i < 4; i++) {
+        Config changed = cfg;
+        switch (i) {
+        case 0: changed.model.relative_k += 1; break;
+        case 1: changed.model.t5_num_buckets += 2; break;
+        case 2: changed.model.t5_max_distance += 1; break;
+        default: changed.model.rope_theta *= 2.0f;
+        }
+        char text[96], why[256] = "";
+        model_position_settings(&changed.model, text, sizeof text);
+        bool unused_by_job = false;
+        const bool applies = config_key_applies(&config_schema, &cfg, config_key_index(&config_schema, "model", keys[i]),
+                                                &unused_by_job, why, sizeof why);
+        if (applies != (strcmp(text, base) != 0))
+            snprintf(detail, sizeof detail, "; model.%s %s but the text %s", keys[i], applies ? "applies" : "does not",
+                     applies ? "stays" : "changes");
+    }
+    CHECK(t, !detail[0], "%s: the settings text (\"%s\") names exactly the keys that apply%s", rel_kind_name(kind),
+          base, detail);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     for (int k = 0; k < REL_KIND_COUNT; k++) {
         check_model(&t, (RelKind)k);
         check_config_rule(&t, (RelKind)k);
+        check_settings_text(&t, (RelKind)k);
     }
     return tally_exit(&t);
 }
