@@ -5,7 +5,7 @@
  * Every parameter of the new model whose name and shape match a dataset of the checkpoint's
  * /model is loaded; the others keep their fresh initialisation (task head, pooler), except the
  * relative table of a mode the checkpoint lacks: it starts at the value that makes its term vanish
- * (ADDED_TABLES in transfer.c: 0 for shaw, method4 and T5's shared bias, 1 for methods 1-3): what they add
+ * (the scheme's transfer_identity, layers/positions.h: 0 for shaw, method4 and T5's shared bias, 1 for methods 1-3): what they add
  * vanishes at first (whether the outputs are the checkpoint model's also depends on what the
  * checkpoint's own scheme contributed: transfer_outputs_kept). Checkpoint datasets the new model
  * has no use for (the MLM head) are dropped. A parameter present in both with different shapes is
