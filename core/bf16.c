@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/common.h"
+
 void bf16_convert(bf16 *out, size_t ld_out, const float *in, size_t ld_in, size_t rows, size_t cols) {
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
@@ -46,8 +48,7 @@ CpuBf16 cpu_bf16_query(void) {
         for (size_t n = strlen(c.cpu); n > 0 && c.cpu[n - 1] == ' '; n--)
             c.cpu[n - 1] = 0;
     }
-    const char *hide = getenv("REALPOS_NO_BF16");
-    if (hide && *hide && strcmp(hide, "0"))
+    if (env_switch("REALPOS_NO_BF16", 0))
         return c;
     if (!__get_cpuid(1, &a, &b, &cx, &d) || !(cx & bit_OSXSAVE) || __get_cpuid_max(0, NULL) < 7)
         return c;

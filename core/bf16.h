@@ -6,7 +6,7 @@
  *   bf16_to_float     exact (a bf16 is an fp32 with 16 zero low bits).
  *
  * The product of two bf16 values is exact in fp32 (8 + 8 significant bits <= 24), so a bf16
- * matrix product differs from its fp32 emulation (gemm_bf16_emulated) only in the order and
+ * matrix product differs from its emulation (gemm_bf16_reference, core/gemm.h) only in the order and
  * width of the accumulation. */
 #pragma once
 #include <stddef.h>
@@ -41,8 +41,8 @@ void bf16_convert_floats(bf16 *out, const float *in, size_t n);
 
 /* ---- the host's bf16 instructions ---------------------------------------------------------
  * Whether this CPU (and OS) executes AVX512-BF16 or AMX-BF16, from cpuid and xgetbv, so that
- * a bf16 run can be refused before anything is allocated. REALPOS_NO_BF16=1 in the environment
- * makes the check answer "no" (tests of the refusal on any host). */
+ * a bf16 run can be refused before anything is allocated. REALPOS_NO_BF16 on in the environment
+ * (env_switch: 1, yes, true, on) makes the check answer "no" (tests of the refusal on any host). */
 typedef struct {
     int avx512_bf16, amx_bf16; /* instruction set present and enabled by the OS */
     char cpu[64];              /* brand string, e.g. "AMD EPYC 9R14 96-Core Processor" */

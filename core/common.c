@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,26 @@ void format_float(char *out, size_t size, float v) {
         if (strtof(out, NULL) == v)
             return;
     }
+}
+
+int parse_switch(const char *text, int *on) {
+    static const char *const words[][2] = {{"1", "0"}, {"yes", "no"}, {"true", "false"}, {"on", "off"}};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        for (int value = 0; value < 2; value++)
+            if (!strcasecmp(text, words[i][1 - value])) {
+                *on = value;
+                return 1;
+            }
+    return 0;
+}
+
+int env_switch(const char *name, int fallback) {
+    const char *text = getenv(name);
+    if (!text || !*text)
+        return fallback;
+    int on = fallback;
+    RP_CHECK(parse_switch(text, &on), "environment variable %s: expected %s, got '%s'", name, SWITCH_VALUES, text);
+    return on;
 }
 
 const char *enum_name(const char *const *names, int value) {

@@ -57,6 +57,15 @@ void zero_floats(float *x, size_t count);
  * one float formatter of configs and file attributes. */
 void format_float(char *out, size_t size, float v);
 
+/* The one reading of a switch, for environment switches and boolean config values alike: 1/0,
+ * yes/no, true/false, on/off in any case. Returns 1 with *on set, 0 (and *on untouched) for any
+ * other text. SWITCH_VALUES names them in messages. */
+int parse_switch(const char *text, int *on);
+#define SWITCH_VALUES "1/0, yes/no, true/false or on/off (any case)"
+/* Environment switch `name` (parse_switch): unset or empty gives `fallback`; any other value than
+ * the accepted ones is fatal, naming the variable, its value and SWITCH_VALUES. */
+int env_switch(const char *name, int fallback);
+
 /* names[value] of a NULL-terminated list of enum value names; "?" when value is out of range. */
 const char *enum_name(const char *const *names, int value);
 

@@ -1,5 +1,6 @@
 /* The matrix-product interface (core/gemm.h): cblas_sgemm for fp32, oneDNN matmul or the
- * emulation for bf16, with bf16 operands from shadows, the staged block or the scratch. */
+ * emulation for bf16, with bf16 operands given in bf16, from the weights' copy, the staged block or
+ * the scratch. */
 #include "core/gemm.h"
 
 #include <cblas.h>
@@ -88,8 +89,7 @@ static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float al
 }
 
 GemmBackend gemm_host_backend(void) {
-    const char *emulate = getenv("REALPOS_BF16_EMULATE");
-    return emulate && *emulate && strcmp(emulate, "0") ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
+    return env_switch("REALPOS_BF16_EMULATE", 0) ? GEMM_BF16_EMULATED : GEMM_BF16_ONEDNN;
 }
 
 int gemm_bf16_runs_here(CpuBf16 *cpu) {
@@ -104,13 +104,14 @@ void gemm_require_precision(Precision precision, const char *setting) {
 }
 
 /* ---- the context ---------------------------------------------------------------------------- */
-enum { GEMM_MAX_SHADOWS = 80, GEMM_CACHE_ENTRIES = 96 }; /* shadows: params, 64 layers' activations, ... */
+enum { GEMM_CACHE_ENTRIES = 96 };
 
+/* An fp32 block and its bf16 copy, laid out alike (the weights, the staged block). */
 typedef struct {
     const float *base;
     size_t count;
-    const bf16 *shadow;
-} Shadow;
+    const bf16 *copy;
+} Bf16Copy;
 
 /* A product shape: everything a oneDNN matmul primitive is specialised for. */
 typedef struct {
@@ -128,9 +129,7 @@ typedef struct {
 struct Gemm {
     Precision precision;
     GemmBackend backend;
-    Shadow shadows[GEMM_MAX_SHADOWS];
-    int num_shadows, staged;     /* staged 1: shadows[num_shadows - 1] is the staged block; 2: the block
-                                  * staged has a shadow already (nothing converted or registered) */
+    Bf16Copy weights, staged; /* staged.base NULL: nothing staged */
     bf16 *stage, *convert[2];
     size_t stage_floats, convert_floats;
     dnnl_engine_t engine;
@@ -195,6 +194,8 @@ void gemm_free(Gemm *g) {
 
 Precision gemm_precision(const Gemm *g) { return g ? g->precision : PRECISION_FP32; }
 
+GemmBackend gemm_backend(const Gemm *g) { return g ? g->backend : GEMM_BF16_ONEDNN; }
+
 const char *gemm_engine_name(const Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return "OpenBLAS";
@@ -206,61 +207,51 @@ GemmStats gemm_stats(const Gemm *g) {
     return g ? g->stats : none;
 }
 
-void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow) {
-    if (gemm_precision(g) == PRECISION_FP32)
-        return;
-    RP_CHECK(!g->staged && g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_shadow: at most %d shadows, "
-             "registered before staging", GEMM_MAX_SHADOWS);
-    g->shadows[g->num_shadows++] = (Shadow){base, count, shadow};
+void gemm_set_weights(Gemm *g, const float *weights, size_t count, const bf16 *weights16) {
+    RP_CHECK(gemm_precision(g) == PRECISION_BF16, "internal: gemm_set_weights: an fp32 context has no bf16 weights");
+    g->weights = (Bf16Copy){weights, count, weights16};
 }
 
-bf16 *gemm_shadow_of(const Gemm *g, const float *x, size_t count) {
-    if (gemm_precision(g) == PRECISION_FP32)
-        return NULL;
-    for (int i = g->num_shadows - 1; i >= 0; i--) {
-        const Shadow *s = &g->shadows[i];
-        if (x >= s->base && x + count <= s->base + s->count)
-            return (bf16 *)s->shadow + (x - s->base);
-    }
-    return NULL;
+/* The copy's bf16 form of x [count] when the block holds all of it, else NULL. */
+static const bf16 *copy_of(const Bf16Copy *c, const float *x, size_t count) {
+    return c->base && x >= c->base && x + count <= c->base + c->count ? c->copy + (x - c->base) : NULL;
 }
 
-void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
+GemmOperand gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld) {
     if (gemm_precision(g) == PRECISION_FP32)
-        return;
+        return gemm_in_f32(x);
     size_t count = rows ? (rows - 1) * ld + cols : 0;
-    RP_CHECK(!g->staged, "internal: gemm_stage: a block is staged already");
-    if (gemm_shadow_of(g, x, count)) { /* its producer wrote it in bf16 */
-        g->staged = 2;
-        return;
-    }
+    RP_CHECK(!g->staged.base, "internal: gemm_stage: a block is staged already");
     RP_CHECK(count <= g->stage_floats, "internal: gemm_stage: %zu x %zu operand (row stride %zu) over the "
              "%zu floats the bf16 context was laid out for", rows, cols, ld, g->stage_floats);
-    RP_CHECK(g->num_shadows < GEMM_MAX_SHADOWS, "internal: gemm_stage: shadow table full");
     double t0 = omp_get_wtime();
     bf16_convert(g->stage, ld, x, ld, rows, cols);
     g->stats.convert_seconds += omp_get_wtime() - t0;
     g->stats.converted_floats += (double)rows * (double)cols;
-    g->shadows[g->num_shadows++] = (Shadow){x, count, g->stage};
-    g->staged = 1;
+    g->staged = (Bf16Copy){x, count, g->stage};
+    return gemm_in_bf16(g->stage);
 }
 
 void gemm_unstage(Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return;
-    RP_CHECK(g->staged, "internal: gemm_unstage without gemm_stage");
-    if (g->staged == 1)
-        g->num_shadows--;
-    g->staged = 0;
+    RP_CHECK(g->staged.base, "internal: gemm_unstage without gemm_stage");
+    g->staged = (Bf16Copy){NULL, 0, NULL};
 }
 
-/* The bf16 form of X [rows, cols] (row stride ld): a shadow's (same stride), or converted into
- * scratch `slot` (stride cols). */
-static const bf16 *bf16_operand(Gemm *g, int slot, const float *X, int rows, int cols, int ld, int64_t *ld16) {
-    const bf16 *shadow = gemm_shadow_of(g, X, (size_t)(rows - 1) * (size_t)ld + (size_t)cols);
-    if (shadow) {
+/* The bf16 form of X [rows, cols] (row stride ld): given in bf16, or the weights' or the staged
+ * block's copy (same stride), or converted into scratch `slot` (stride cols). */
+static const bf16 *bf16_operand(Gemm *g, int slot, GemmOperand op, int rows, int cols, int ld, int64_t *ld16) {
+    const size_t span = (size_t)(rows - 1) * (size_t)ld + (size_t)cols;
+    const float *X = op.f32;
+    const bf16 *copy = op.b16;
+    if (!copy)
+        copy = copy_of(&g->weights, X, span);
+    if (!copy)
+        copy = copy_of(&g->staged, X, span);
+    if (copy) {
         *ld16 = ld;
-        return shadow;
+        return copy;
     }
     const size_t count = (size_t)rows * (size_t)cols;
     RP_CHECK(count <= g->convert_floats, "internal: gemm: a %d x %d operand over the %zu floats the bf16 "
@@ -333,35 +324,59 @@ static CachedProduct *cached_product(Gemm *g, const ProductKey *k) {
     return p;
 }
 
-double gemm_bf16_probe_gflops(int tries) {
-    CpuBf16 cpu = cpu_bf16_query();
-    if (!cpu_bf16_available(&cpu))
-        return 0.0;
-    enum { PROBE_N = 1024 };
-    const size_t n = (size_t)PROBE_N * PROBE_N;
-    float *a = xalloc_floats(n), *b = xalloc_floats(n), *c = xalloc_floats(n);
-    for (size_t e = 0; e < n; e++)
-        a[e] = (float)(e % 7) * 0.25f - 0.5f, b[e] = (float)(e % 5) * 0.25f - 0.5f;
-    Gemm *g = gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, n);
-    bf16 *b16 = (bf16 *)xalloc_floats(n / 2);
-    bf16_convert_floats(b16, b, n);
-    gemm_shadow(g, b, n, b16); /* a weight's shadow; A is converted, as an activation is */
-    double best = 0.0;
-    for (int t = 0; t <= tries; t++) { /* the first creates the primitive: untimed */
-        double t0 = omp_get_wtime();
-        gemm(g, GEMM_N, GEMM_T, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N, 0.0f, c, PROBE_N);
-        double gflops = 2.0 * PROBE_N * (double)n / (omp_get_wtime() - t0) * 1e-9;
-        best = t > 0 && gflops > best ? gflops : best;
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count) {
+    size_t a_max = 1, b_max = 1, c_max = 1;
+    for (int s = 0; s < count; s++) {
+        const GemmShape *x = &shapes[s];
+        a_max = (size_t)x->M * x->K > a_max ? (size_t)x->M * x->K : a_max;
+        b_max = (size_t)x->K * x->N > b_max ? (size_t)x->K * x->N : b_max;
+        c_max = (size_t)x->M * x->N > c_max ? (size_t)x->M * x->N : c_max;
     }
+    bf16 *a = alloc_bf16(a_max), *b = alloc_bf16(b_max);
+    float *c = xalloc_floats(c_max);
+    for (size_t e = 0; e < a_max; e++)
+        a[e] = bf16_from_float((float)(e % 7) * 0.125f - 0.375f);
+    for (size_t e = 0; e < b_max; e++)
+        b[e] = bf16_from_float((float)(e % 5) * 0.125f - 0.25f);
+    Gemm *g = gemm_create(PRECISION_BF16, backend, 0, 0);
+    double flops = 0, seconds = 0;
+    for (int pass = 0; pass < 2; pass++) /* pass 0 creates the primitives and touches the pages: untimed */
+        for (int s = 0; s < count; s++) {
+            const GemmShape *x = &shapes[s];
+            const int64_t lda = x->ta == GEMM_T ? x->M : x->K, ldb = x->tb == GEMM_T ? x->K : x->N;
+            double t0 = omp_get_wtime();
+            if (backend == GEMM_BF16_EMULATED) {
+                emulated_product(x->ta, x->tb, x->M, x->N, x->K, 1.0f, a, (size_t)lda, b, (size_t)ldb, x->beta, c,
+                                 x->N);
+            } else {
+                const ProductKey key = {x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, lda, ldb, x->N,
+                                        1.0f, x->beta};
+                CachedProduct *p = cached_product(g, &key);
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->a, a), "binding A");
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->b, b), "binding B");
+                DNNL_CHECK(dnnl_memory_set_data_handle(p->c, c), "binding C");
+                dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+                DNNL_CHECK(dnnl_primitive_execute(p->primitive, g->stream, 3, args), "executing a matmul");
+                DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
+            }
+            if (pass == 1)
+                seconds += omp_get_wtime() - t0, flops += 2.0 * x->M * x->N * (double)x->K;
+        }
     gemm_free(g);
-    free(a), free(b), free(c), free(b16);
-    return best;
+    free(a), free(b), free(c);
+    return flops > 0 ? flops / (seconds > 0 ? seconds : 1e-9) * 1e-9 : 0.0;
 }
 
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
+    gemm_operands(g, ta, tb, M, N, K, alpha, gemm_in_f32(A), lda, gemm_in_f32(B), ldb, beta, C, ldc);
+}
+
+void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
+                   GemmOperand B, int ldb, float beta, float *C, int ldc) {
     if (gemm_precision(g) == PRECISION_FP32) {
-        gemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        RP_CHECK(A.f32 && B.f32, "internal: gemm: a bf16 operand in an fp32 context");
+        gemm_f32(ta, tb, M, N, K, alpha, A.f32, lda, B.f32, ldb, beta, C, ldc);
         return;
     }
     if (M <= 0 || N <= 0)
@@ -390,5 +405,6 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
         DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
+    g->stats.product_flops += 2.0 * M * N * (double)K;
     g->stats.products++;
 }

@@ -12,11 +12,12 @@
  * reference of the tests and the backend of hosts without bf16 instructions in tests.
  *
  * Where a bf16 operand comes from, cheapest first:
- *   - a shadow: a registered bf16 copy of an fp32 block with the same layout, found by address
- *     (gemm_shadow): the parameters' copy, refreshed by AdamW, or an activation's, which its
- *     producer writes in bf16 only (gemm_shadow_of);
+ *   - the caller gives it in bf16 (GemmOperand): an activation its producer wrote in bf16 only
+ *     (the feed-forward's GELU output and its gradient, layers/layers.h);
+ *   - the weights' bf16 copy: an fp32 operand inside the one weights block registered with
+ *     gemm_set_weights reads the copy (its owner keeps it equal to bf16(weights));
  *   - a staged operand: gemm_stage converts a block once for several products (a gradient
- *     that feeds both backward products), until gemm_unstage;
+ *     that feeds both backward products) and returns it, until gemm_unstage;
  *   - otherwise the product converts it into the context's scratch.
  * Nothing is allocated per product: the scratch is laid out by gemm_create, and each distinct
  * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
@@ -49,7 +50,8 @@ typedef enum {
 } GemmBackend;
 
 /* The backend of bf16 runs on this host: GEMM_BF16_ONEDNN, or GEMM_BF16_EMULATED when the
- * environment sets REALPOS_BF16_EMULATE=1 (tests on hosts without bf16; slow). */
+ * environment switch REALPOS_BF16_EMULATE is on (env_switch: 1, yes, true, on; tests on hosts
+ * without bf16; slow). */
 GemmBackend gemm_host_backend(void);
 /* Whether bf16 runs here: the CPU has bf16 instructions (cpu, filled in either way, says which),
  * or the emulation is selected. */
@@ -69,34 +71,55 @@ void gemm_free(Gemm *g);
 Precision gemm_precision(const Gemm *g);
 /* What computes the products: "OpenBLAS" (fp32), "oneDNN" or "emulated" (bf16). */
 const char *gemm_engine_name(const Gemm *g);
+/* What computes g's bf16 products (GEMM_BF16_ONEDNN for g == NULL, an fp32 context). */
+GemmBackend gemm_backend(const Gemm *g);
 
-/* Register shadow [count] as the bf16 copy of base [count] (same layout) until gemm_free: the
- * caller keeps it equal to bf16(base) whenever a product reads it. No-op in fp32. */
-void gemm_shadow(Gemm *g, const float *base, size_t count, const bf16 *shadow);
+/* The weights' bf16 copy: weights16 [count] = bf16(weights [count]), laid out as weights (one
+ * block: a model's parameters). An fp32 operand inside the block is read from the copy; the
+ * caller keeps the copy current (AdamW's update pass writes it). Fatal in an fp32 context. */
+void gemm_set_weights(Gemm *g, const float *weights, size_t count, const bf16 *weights16);
+
+/* An operand of a product: fp32 (f32), or already bf16 (b16: bf16 contexts only), never both. */
+typedef struct {
+    const float *f32;
+    const bf16 *b16;
+} GemmOperand;
+static inline GemmOperand gemm_in_f32(const float *x) { return (GemmOperand){x, NULL}; }
+static inline GemmOperand gemm_in_bf16(const bf16 *x) { return (GemmOperand){NULL, x}; }
+
 /* Convert x [rows, cols] (row stride ld) once, for the products until gemm_unstage; one staged
- * block at a time. No-op in fp32. */
-void gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld);
-/* The bf16 shadow of x [count] (a registered block holds it), or NULL (also in fp32): a producer
- * whose output only feeds products writes it there instead of in fp32 (converted where produced);
- * gemm_stage of a shadowed block converts nothing. */
-bf16 *gemm_shadow_of(const Gemm *g, const float *x, size_t count);
+ * block at a time. Returns the operand the products read: the staged bf16 block (row stride ld)
+ * in bf16, x itself in fp32 (where it is a no-op). */
+GemmOperand gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld);
 void gemm_unstage(Gemm *g);
 
 /* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
+/* The same with typed operands: a bf16 one is read as it is (row stride lda / ldb in elements). */
+void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
+                   GemmOperand B, int ldb, float beta, float *C, int ldc);
 
-/* What a bf16 context did (for bench): products, seconds in them, floats converted and seconds
+/* One product shape of a step: C [M,N] = op(A) op(B) + beta C, operands contiguous. */
+typedef struct {
+    GemmOp ta, tb;
+    int M, N, K;
+    float beta;
+} GemmShape;
+/* One probe of the bf16 peak (train/loop/peak.h): the products `shapes` [count] on `backend`, operands
+ * already in bf16 (nothing converted), each primitive created and run once untimed, then one
+ * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. Allocates and
+ * frees its operands and context: call it between steps. */
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count);
+
+/* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
  * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
  * the last product created (e.g. "brg:avx512_core_bf16"). */
-/* The bf16 peak as train/loop/peak.h measures the sgemm one: the best of `tries` timed 1024 x 1024 x
- * 1024 bf16 products (oneDNN, fp32 accumulation), in GFLOP/s; 0 when the CPU has no bf16. */
-double gemm_bf16_probe_gflops(int tries);
-
 typedef struct {
     long products, primitives_created;
     double product_seconds, convert_seconds;
     double converted_floats;
+    double product_flops; /* 2 M N K summed over the products */
     char implementation[48];
 } GemmStats;
 GemmStats gemm_stats(const Gemm *g);

@@ -1,7 +1,7 @@
 /* Attention core: per (b,h) in an OpenMP loop, the term q_i.k_j of S (one GEMM on the strided
- * qkv), the relative terms (relpos.c), residual carry, mask, softmax, dropout, P.V; backward
- * the same in reverse. The math is in attention.h and docs/attention.md; the scratch layout and
- * index conventions in attention_plan.h. */
+ * qkv), the position scheme's terms (through its row, positions.h), residual carry, mask,
+ * softmax, dropout, P.V; backward the same in reverse. The math is in attention.h and
+ * docs/attention.md; the scratch layout and index conventions in attention_plan.h. */
 #include "layers/attention.h"
 
 #include <math.h>
@@ -11,9 +11,8 @@
 #include "core/common.h"
 #include "core/gemm.h"
 #include "core/rng.h"
+#include "layers/attention_plan.h"
 #include "layers/layers.h"
-#include "layers/positions.h"
-#include "layers/relpos.h"
 
 #define MASK_PENALTY (-10000.0f)
 
@@ -24,37 +23,16 @@
 float expf(float);
 #endif
 
-const char *const rel_kind_names[] = {"none",    "shaw", "method1", "method2", "method3",
-                                     "method4", "t5",   "alibi",   "rope",    NULL};
-
-const char *rel_kind_name(RelKind kind) { return enum_name(rel_kind_names, (int)kind); }
-
-int rel_kind_uses_k(RelKind kind) { return kind >= REL_SHAW && kind <= REL_METHOD4; }
-
-/* t5 and alibi add bias2 (positions.h) to the scaled scores in the score pass. */
-static int has_bias2(RelKind kind) { return kind == REL_T5 || kind == REL_ALIBI; }
-
 int attention_table_rows(RelKind rel, int rel_k) {
-    switch (rel) {
-    case REL_NONE:
-    case REL_T5: /* shared by the layers: not a layer's table */
-    case REL_ALIBI:
-    case REL_ROPE: return 0;
-    case REL_METHOD1: return rel_k + 1;
-    default: return 2 * rel_k + 1;
-    }
+    int rows, cols;
+    pos_table_shape(rel, &(PosDims){.rel_k = rel_k, .head_dim = 1}, &rows, &cols);
+    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? rows : 0;
 }
 
 int attention_table_cols(RelKind rel, int head_dim) {
-    switch (rel) {
-    case REL_NONE:
-    case REL_T5:
-    case REL_ALIBI:
-    case REL_ROPE: return 0;
-    case REL_METHOD1:
-    case REL_METHOD2: return 1;
-    default: return head_dim;
-    }
+    int rows, cols;
+    pos_table_shape(rel, &(PosDims){.rel_k = 1, .head_dim = head_dim}, &rows, &cols);
+    return pos_scheme(rel)->table_scope == POS_TABLE_LAYER ? cols : 0;
 }
 
 size_t attention_scratch_floats(const AttnShape *s) {
@@ -70,13 +48,14 @@ static int team_size(const AttnPlan *p) {
     return threads < p->threads ? threads : p->threads;
 }
 
-static void check_args(const AttnShape *s, const float *table, const float *raw_scores,
-                       const float *carried) {
-    RP_CHECK(!(rel_kind_uses_k(s->rel) || s->rel == REL_T5) || table,
-             "attention: relative mode %s needs a table",
-             rel_kind_name(s->rel));
-    RP_CHECK(!(s->rel == REL_METHOD1 || s->rel == REL_METHOD2) || raw_scores,
-             "attention: relative mode %s needs raw_scores", rel_kind_name(s->rel));
+static void check_args(const AttnPlan *p, const AttnShape *s, const float *table,
+                       const float *raw_scores, const float *carried) {
+    RP_CHECK(p->scheme->table_scope == POS_TABLE_NONE || table,
+             "attention: position scheme %s needs a table", rel_kind_name(s->rel));
+    RP_CHECK(p->scheme->qk != POS_QK_RAW || raw_scores,
+             "attention: position scheme %s needs raw_scores", rel_kind_name(s->rel));
+    RP_CHECK(p->own_tables || p->tables.L == s->L,
+             "attention: position tables built for length %d, the call's is %d", p->tables.L, s->L);
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
@@ -86,7 +65,7 @@ static void check_args(const AttnShape *s, const float *table, const float *raw_
              s->B, s->num_heads, s->L);
 }
 
-/* The first pass over one query row: S = scale*row (+ bias, t5 / alibi), logits = S (or
+/* The first pass over one query row: S = scale*row (+ bias, the scheme's bias2), logits = S (or
  * carried_scale * C with C = [C +] S) + mask penalty, into row; returns their max. Inlined
  * twice, with bias NULL and not, so neither copy tests bias inside its loops (and the NULL copy
  * is the loop of the modes without a bias, not one with a "+ 0"). */
@@ -174,28 +153,25 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
                        const float *table, const int *mask, const AttnShape *s,
                        uint64_t dropout_key) {
     const int L = p->L, d = p->d, ld = p->ld, b = bh / p->heads, h = bh % p->heads;
+    const PosScheme *sc = p->scheme;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const float *q = qkv + (size_t)b * L * ld + (size_t)h * d, *key = q + p->H, *v = q + 2 * p->H;
     float *S = probs + off; /* the unscaled scores, then the logits, then P */
-    int qk_ld = ld; /* row stride of q and key: qkv's, or rope's rotated copies' */
-    if (p->rel == REL_ROPE) { /* q, k rotated by their positions, contiguous [L, d] each */
-        rope_rotate(p, w->rot, d, q, ld);
-        rope_rotate(p, w->rot + (size_t)L * d, d, key, ld);
-        q = w->rot, key = w->rot + (size_t)L * d, qk_ld = d;
-    }
-    const float *bias = has_bias2(p->rel) ? p->bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
-    float *raw = (p->rel == REL_METHOD1 || p->rel == REL_METHOD2) ? raw_scores + off : NULL;
+    int qk_ld = ld; /* row stride of q and key: qkv's, or the scheme's rotated copies' */
+    if (sc->rotate)
+        sc->rotate(p, w, &q, &key, &qk_ld);
+    const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
+    float *raw = sc->qk == POS_QK_RAW ? raw_scores + off : NULL;
 
-    /* shaw, method4: the relative terms first, then the term q_i.k_j added by S += Q.K^T
-     * (beta 1: no zeroing pass). methods 1, 2: raw = Q.K^T, then S = raw (.) w. */
-    const int terms_first = p->rel == REL_SHAW || p->rel == REL_METHOD4;
-    if (terms_first)
-        relpos_scores(p, w, S, raw, qkv, table, b, h);
-    if (p->rel != REL_METHOD3)
+    /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
+     * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
+    if (sc->qk == POS_QK_ADDED)
+        sc->scores(p, w, S, raw, qkv, table, b, h);
+    if (sc->qk != POS_QK_SCHEME)
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, qk_ld, key, qk_ld,
-                    terms_first ? 1.0f : 0.0f, raw ? raw : S, L);
-    if (rel_kind_uses_k(p->rel) && !terms_first)
-        relpos_scores(p, w, S, raw, qkv, table, b, h);
+                    sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
+    if (sc->qk == POS_QK_RAW || sc->qk == POS_QK_SCHEME)
+        sc->scores(p, w, S, raw, qkv, table, b, h);
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
@@ -209,14 +185,13 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
 }
 
-/* Before a (b,h) loop: the tables of t5, alibi and rope (positions.h). */
-static void positions_prepare(const AttnPlan *p, const float *table) {
-    if (p->rel == REL_T5)
-        t5_bias_prepare(p, table);
-    else if (p->rel == REL_ALIBI)
-        alibi_prepare(p);
-    else if (p->rel == REL_ROPE)
-        rope_prepare(p);
+/* Before a (b,h) loop: the copy of the layer's table the scheme reads, and the length-only
+ * tables when the caller did not build them once for the step. */
+static void prepare(AttnPlan *p, const AttnShape *s, const float *table) {
+    if (p->scheme->prepare)
+        p->scheme->prepare(p, table);
+    if (p->own_tables)
+        pos_tables_build(&p->tables, s, table);
 }
 
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
@@ -224,11 +199,10 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
                        uint64_t dropout_key) {
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(s, table, raw_scores, carried);
+    check_args(&p, s, table, raw_scores, carried);
     if (!s->residual)
         carried = NULL;
-    relpos_prepare(&p, table);
-    positions_prepare(&p, table);
+    prepare(&p, s, table);
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -245,8 +219,8 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
  * the 1/sqrt(d). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
  * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
  * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
- * Pd = NULL without dropout. t5: diag [2L-1] += the sums of dS along the diagonals, dS_ij into
- * diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
+ * Pd = NULL without dropout. A scheme with bias_grad: diag [2L-1] += the sums of dS along the
+ * diagonals, dS_ij into diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
 static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
                             const float *restrict P, const float *restrict Pd, int L, float scale,
                             float carried_scale) {
@@ -317,15 +291,13 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
                         const AttnShape *s, uint64_t dropout_key) {
     const int L = p->L, d = p->d, ld = p->ld, H = p->H, b = bh / p->heads, h = bh % p->heads;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
+    const PosScheme *sc = p->scheme;
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
     const float *q = qkv + qoff, *key = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dkey = dq + H, *dv = dq + 2 * H;
     int qk_ld = ld;
-    if (p->rel == REL_ROPE) { /* the rotated q, k of the forward, recomputed */
-        rope_rotate(p, w->rot, d, q, ld);
-        rope_rotate(p, w->rot + (size_t)L * d, d, key, ld);
-        q = w->rot, key = w->rot + (size_t)L * d, qk_ld = d;
-    }
+    if (sc->rotate) /* the rotated q, k of the forward, recomputed */
+        sc->rotate(p, w, &q, &key, &qk_ld);
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
 
@@ -341,23 +313,21 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
                 L);
     score_grad_rows(D, d_carried ? d_carried + off : NULL,
-                    p->rel == REL_T5 ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
+                    sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
                     p->scale, s->carried_scale);
-    if (p->rel == REL_METHOD1 || p->rel == REL_METHOD2)
-        relpos_backward_pre(p, D, part, raw_scores + off);
-    if (p->rel != REL_METHOD3) {
-        /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the relative terms add after) */
+    if (sc->backward_raw)
+        sc->backward_raw(p, D, part, raw_scores + off);
+    if (sc->qk != POS_QK_SCHEME) {
+        /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the scheme's terms add after) */
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, qk_ld, 0.0f,
                  dq, ld);
         gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, D, L, q, qk_ld, 0.0f,
                  dkey, ld);
     }
-    if (p->rel == REL_SHAW || p->rel == REL_METHOD4 || p->rel == REL_METHOD3)
-        relpos_backward(p, w, D, part, d_qkv, qkv, table, b, h);
-    if (p->rel == REL_ROPE) { /* dQ, dK of the unrotated q, k: R^T applied to those of q', k' */
-        rope_rotate_back(p, dq, ld);
-        rope_rotate_back(p, dkey, ld);
-    }
+    if (sc->backward)
+        sc->backward(p, w, D, part, d_qkv, qkv, table, b, h);
+    if (sc->rotate_back) /* dQ, dK of the unrotated q, k from those of the rotated ones */
+        sc->rotate_back(p, dq, dkey, ld);
     if (bias_sums)
         head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
 }
@@ -368,14 +338,12 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                         uint64_t dropout_key) {
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(s, table, raw_scores, d_carried);
-    RP_CHECK(!(rel_kind_uses_k(s->rel) || s->rel == REL_T5) || d_table,
-             "attention: relative mode %s needs d_table",
-             rel_kind_name(s->rel));
+    check_args(&p, s, table, raw_scores, d_carried);
+    RP_CHECK(p.scheme->table_scope == POS_TABLE_NONE || d_table,
+             "attention: position scheme %s needs d_table", rel_kind_name(s->rel));
     if (!s->residual)
         d_carried = NULL;
-    relpos_prepare(&p, table);
-    positions_prepare(&p, table);
+    prepare(&p, s, table);
 #pragma omp parallel num_threads(team_size(&p))
     {
         const AttnWork w = attn_work(&p, omp_get_thread_num());
@@ -392,10 +360,8 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                             d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
         }
     }
-    if (rel_kind_uses_k(p.rel))
-        relpos_finish(&p, d_table);
-    else if (p.rel == REL_T5)
-        t5_bias_finish(&p, d_table);
+    if (p.scheme->finish)
+        p.scheme->finish(&p, d_table);
     if (!d_qkv_bias)
         return;
     /* column part*H + h*d + t of the bias: bias_part[b, h][part*d + t] summed over b in order */

@@ -13,48 +13,28 @@
  *   t5      S_ij = scale * q_i.k_j + b[bucket(j-i), h]      table b [t5_num_buckets, heads]
  *   alibi   S_ij = scale * q_i.k_j - m_h |i-j|              no table (slopes m_h)
  *   rope    S_ij = scale * (R_i q_i).(R_j k_j)              no table (R_p: rotation by p)
- * (t5_bias.c, alibi.c, rope.c give the formulas of bucket, m_h and R_p; positions.h.)
+ * (pos_t5.c, pos_alibi.c, pos_rope.c give the formulas of bucket, m_h and R_p.)
  * Residual attention (RealFormer): C_1 = S_1, C_l = C_{l-1} + S_l, and the logits are
  * carried_scale * C_l (carried_scale = 1, or 1/l for residual_attention_mean); otherwise the
  * logits are S. P = softmax(logits + M), M_ij = -10000 where key j is padding, else 0.
  * Dropout applies to P (never to C). ctx_i = sum_j dropout(P)_ij v_j, heads concatenated.
  *
  * Where each piece is computed: q_i.k_j, the carry, mask, softmax, dropout and P.V in
- * attention.c; the relative terms in relpos.c (the table of relpos.h names each term's
- * functions); the call's scratch layout in attention_plan.c. attention_reference.h is the same
+ * attention.c; each scheme's terms in its own file behind one row of functions (positions.h,
+ * which lists them); the call's scratch layout in attention_plan.c. attention_reference.h is the same
  * op written straight from these formulas (double precision, element by element), the oracle
  * of the tests. */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/kinds.h" /* RelKind */
+#include "layers/attention_shape.h"
+#include "layers/positions.h"
 
-/* RelKind (core/kinds.h): the relative position modes (Shaw et al. 2018; Huang et al. 2020), per
- * head as above. Their config names in enum order ("none", "shaw", "method1", ...), NULL-terminated. */
-extern const char *const rel_kind_names[];
-const char *rel_kind_name(RelKind kind);
-/* 1 for the modes truncated at relative_k (shaw, methods 1-4); 0 for none, t5, alibi, rope. */
-int rel_kind_uses_k(RelKind kind);
 
-typedef struct {
-    int B, L, H, num_heads;
-    RelKind rel;
-    int rel_k;           /* truncation distance k of the formulas (shaw, methods 1-4 only) */
-    int t5_num_buckets;  /* t5: buckets of the shared table (even, >= 4) */
-    int t5_max_distance; /* t5: distance at which the log buckets end */
-    float rope_theta;    /* rope: base of the frequencies theta_t = rope_theta^(-2t/d) */
-    int residual;        /* carry scores between layers */
-    int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
-    float carried_scale; /* residual: logits = carried_scale * C */
-    float dropout;       /* probability dropout; 0 in eval */
-    int threads;         /* threads the scratch is sized for; the parallel regions use at most
-                          * this many (0 = 1), whatever omp_get_max_threads() says by then */
-} AttnShape;
-
-/* Number of rows of a layer's relative table for a mode (0 for none, t5, alibi, rope), and its
- * width (d for vector tables, 1 for the scalar tables of methods 1 and 2). t5's table is not a
- * layer's: one [t5_num_buckets, heads] table is shared by every layer (the model's layout). */
+/* Number of rows of a layer's own table for a scheme (0 for none, t5, alibi, rope), and its
+ * width (d for vector tables, 1 for the scalar tables of methods 1 and 2): the row's table_shape.
+ * t5's table is not a layer's: one [t5_num_buckets, heads] table is shared by every layer. */
 int attention_table_rows(RelKind rel, int rel_k);
 int attention_table_cols(RelKind rel, int head_dim);
 
@@ -62,8 +42,8 @@ int attention_table_cols(RelKind rel, int head_dim);
 size_t attention_scratch_floats(const AttnShape *s);
 
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
- * table    relative table as above (t5: the shared [t5_num_buckets, heads] table), or NULL for
- *          none, alibi and rope
+ * table    the scheme's table as above (t5: the model's shared [t5_num_buckets, heads] table),
+ *          or NULL for the schemes without one (none, alibi, rope)
  * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
  * probs    [B, heads, L, L]  out: softmax probabilities P (saved for backward; dropout(P) is
  *          not stored: backward recomputes its mask from dropout_key, element e of probs keeping

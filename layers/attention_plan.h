@@ -1,6 +1,6 @@
-/* Internal to layers/attention*.c and layers/relpos.c: the scratch plan of one attention call
- * (AttnPlan: shape, index conventions, shared buffers; AttnWork: one thread's buffers), defined
- * in attention_plan.c.
+/* Internal to layers/attention*.c and the scheme files (positions.h): the scratch plan of one
+ * attention call (AttnPlan: shape, index conventions, shared buffers; AttnWork: one thread's
+ * buffers), defined in attention_plan.c.
  *
  * Index conventions (per head, i = query, j = key, k = AttnShape.rel_k, the truncation distance):
  *   r(i,j) = clip(i-j, -k, k) + k        table row of shaw, method2, method3, method4
@@ -12,19 +12,19 @@
 #pragma once
 #include <stddef.h>
 
-#include "layers/attention.h"
+#include "layers/attention_shape.h"
+#include "layers/positions.h"
 
 #define ATTN_SLOTS 32 /* (b,h) pairs are split into this many fixed groups for table partials */
 
-typedef struct {
+typedef struct AttnPlan {
     int B, L, H, heads, d, BL, BH, ld; /* ld = 3H, the row stride of qkv and d_qkv */
-    RelKind rel;
+    const AttnShape *shape;  /* the call's shape (the scheme's own parameters) */
+    const PosScheme *scheme; /* the row of shape->rel */
     int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
-    int rel_k;    /* truncation distance k (0 for REL_NONE) */
+    int rel_k;    /* truncation distance k (0 unless the scheme uses k) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
-    int t5_buckets, t5_max_distance; /* t5 */
-    float rope_theta;                /* rope */
     float scale;  /* 1/sqrt(d) */
     int slots;    /* min(BH, ATTN_SLOTS); slot s owns bh in [s*BH/slots, (s+1)*BH/slots) */
     int block;    /* rows per relative-term GEMM (QA / KA blocks, method3 regions),
@@ -33,9 +33,9 @@ typedef struct {
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
     float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
-    float *bias2;        /* t5, alibi: [heads, 2L-1] the added logit at j - i = u - (L-1)
-                          * (positions.h) */
-    float *rope_cos, *rope_sin; /* rope: [L, d/2] cos and sin of p theta_t */
+    PosTables tables;    /* length-only tables (bias2: t5, alibi; cos, sin: rope): s->tables'
+                          * or built by the call in its scratch (own_tables) */
+    int own_tables;
     float *slot_grad;    /* [slots, slot_floats] per-slot table-gradient sums: [R, d] by r'
                           * (shaw, method3, method4), [2L-1] by u (methods 1, 2), [heads, 2L-1]
                           * by h and u (t5) */
@@ -48,7 +48,7 @@ typedef struct {
     size_t total_floats; /* whole scratch need */
 } AttnPlan;
 
-typedef struct {
+typedef struct AttnWork {
     float *dscore;       /* [L, L] backward: dPd, then dS, then dRaw */
     float *dropped;      /* [L, L] dropout(P) of the (b,h) at hand (NULL without dropout) */
     float *vec0, *vec1;  /* [L] each */
@@ -60,6 +60,9 @@ typedef struct {
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
 } AttnWork;
+
+/* n rounded up to whole 16-float lines (slot partials start 64-byte aligned). */
+static inline size_t attn_round16(size_t n) { return (n + 15) / 16 * 16; }
 
 /* Left end (exclusive) and right start of row i's band for clip distance c (see above). */
 static inline void rel_split(int i, int c, int L, int *left_end, int *right_start) {

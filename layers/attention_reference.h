@@ -1,7 +1,7 @@
 /* The attention op of attention.h written straight from its formulas, in double precision and
  * one element at a time: every score S_ij is computed by its mode's formula with a per-element
  * clip, and every gradient by the chain rule on that formula. No GEMMs, no blocks, no band
- * splits, no scratch. It is the oracle the tests hold the fast path (attention.c, relpos.c)
+ * splits, no scratch. It is the oracle the tests hold the fast path (attention.c and the scheme files)
  * against, and is itself checked against finite differences; nothing in the product calls it.
  * Arguments as attention_forward / attention_backward, in double, without scratch and raw_scores
  * (the reference recomputes q.k). Same conventions: d_qkv overwritten, d_table accumulated (+=),

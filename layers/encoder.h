@@ -12,7 +12,8 @@
 typedef struct {
     float *qkv_w;                /* [3H, H] = query.weight ; key.weight ; value.weight */
     float *qkv_b;                /* [3H] */
-    float *rel_table;            /* relative table (attention.h) or NULL */
+    float *position_table;       /* the position scheme's table: the layer's own, or the model's one
+                                  * (t5); NULL without one (positions.h) */
     float *attn_out_w, *attn_out_b; /* [H, H], [H] */
     float *norm1_g, *norm1_b;    /* attention/output/LayerNorm [H] */
     float *ffn_in_w, *ffn_in_b;  /* [I, H], [I] */
@@ -33,9 +34,12 @@ typedef struct {
     float *ctx;                              /* [N, H] */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
-    float *ffn_slope, *ffn_act;              /* [N, I]: gelu'(W1 h + b1) (not with
-                                              * forward_only), gelu(W1 h + b1) */
+    float *ffn_slope;                        /* [N, I]: gelu'(W1 h + b1) (with forward_only:
+                                              * scratch) */
+    float *ffn_act;                          /* [N, I] gelu(W1 h + b1) in fp32; NULL in bf16 */
     float *sum2;                             /* [N, H] */
+    bf16 *ffn_act16;                         /* [N, I] gelu(W1 h + b1) in a bf16 context, in bf16
+                                              * only (it feeds only W2's products); else NULL */
 } LayerActs;
 
 /* Scratch shared by all layers (contents do not survive a call). */
@@ -49,6 +53,8 @@ typedef struct {
     float *attn;        /* attention_scratch_floats() */
     float *carried;     /* [B, heads, L, L] residual scores C (residual only) */
     float *d_carried;   /* [B, heads, L, L] dL/dC carried down (residual only) */
+    bf16 *d_ffn16;      /* [N, I] in a bf16 context (else NULL): GELU's input gradient, written in
+                         * bf16 only (it feeds only W1's products) */
 } LayerScratch;
 
 /* NormKind (core/kinds.h): where the layer norms sit, after each residual sum (post, BERT) or before
@@ -63,7 +69,8 @@ typedef struct {
     AttnShape attn;     /* includes attention dropout, residual flags for this layer */
     int forward_only;   /* 1: no backward follows (evaluation, prediction): the forward skips
                          * what only the backward needs (acts->ffn_slope is left unset) */
-    Gemm *gemm;         /* the linear layers' products (core/gemm.h; NULL: fp32) */
+    Gemm *gemm;         /* the linear layers' products (core/gemm.h; NULL: fp32); bf16 when
+                         * the activations have ffn_act16 and d_ffn16 */
 } LayerShape;
 
 /* Dropout keys of one layer's three sites, derived from the step key. */

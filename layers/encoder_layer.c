@@ -23,7 +23,7 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
     int N = sh->N, H = sh->H;
     linear_forward(sh->gemm, a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
-                      a->qkv, p->rel_table, mask, &sh->attn, key);
+                      a->qkv, p->position_table, mask, &sh->attn, key);
     linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
@@ -37,29 +37,43 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
-    attention_backward(s->d_qkv, g->qkv_b, g->rel_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
-                       p->rel_table, a->probs, a->raw_scores, &sh->attn, key);
+    attention_backward(s->d_qkv, g->qkv_b, g->position_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
+                       p->position_table, a->probs, a->raw_scores, &sh->attn, key);
     (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->qkv_w, NULL, s->d_qkv, in,
                                                                 p->qkv_w, N, H, 3 * H);
 }
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
- * residual sum adds it. GELU's slope is kept for the backward unless forward_only. */
+ * residual sum adds it. GELU's slope is kept for the backward unless forward_only. In a bf16
+ * context GELU's output exists in bf16 only (a->ffn_act16), which W2's products read. */
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
+    if (a->ffn_act16) {
+        linear_gelu_forward_bf16(sh->gemm, a->ffn_slope, sh->forward_only, a->ffn_act16, in, p->ffn_in_w,
+                                 p->ffn_in_b, N, H, I);
+        linear_forward_bf16(sh->gemm, s->proj, a->ffn_act16, p->ffn_out_w, b2, N, I, H);
+        return;
+    }
     linear_gelu_forward(sh->gemm, sh->forward_only ? NULL : a->ffn_slope, a->ffn_act, in, p->ffn_in_w,
                         p->ffn_in_b, N, H, I);
     linear_forward(sh->gemm, s->proj, a->ffn_act, p->ffn_out_w, b2, N, I, H);
 }
 
-/* d_in [N,H] from d_proj [N,H], as attention_block_backward (b2's gradient is the caller's). */
+/* d_in [N,H] from d_proj [N,H], as attention_block_backward (b2's gradient is the caller's). In a
+ * bf16 context GELU's input gradient exists in bf16 only (s->d_ffn16), which W1's products read. */
 static void ffn_block_backward(float *d_in, int add_to_d_in, const float *d_proj, LayerParams *g,
                                LayerScratch *s, const float *in, const LayerActs *a,
                                const LayerParams *p, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
+    if (a->ffn_act16) {
+        linear_backward_bf16(sh->gemm, s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act16, p->ffn_out_w, N, I, H);
+        gelu_bias_backward_bf16(s->d_ffn16, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
+        linear_backward_from_bf16(sh->gemm, d_in, add_to_d_in, g->ffn_in_w, s->d_ffn16, in, p->ffn_in_w, N, H, I);
+        return;
+    }
     linear_backward(sh->gemm, s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act, p->ffn_out_w, N, I, H);
-    gelu_bias_backward(s->d_ffn, gemm_shadow_of(sh->gemm, s->d_ffn, (size_t)N * I), g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
+    gelu_bias_backward(s->d_ffn, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
     (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->ffn_in_w, NULL, s->d_ffn,
                                                                 in, p->ffn_in_w, N, H, I);
 }

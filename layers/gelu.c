@@ -58,22 +58,10 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
 void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, const float *restrict in,
                          const float *restrict W, const float *restrict b, int N, int i, int o) {
     gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope ? slope : act, o);
-    /* bf16 with a shadow for act (activations_create registers the feed-forward's): act feeds
-     * only the next products, so the pass writes bf16(act) there and leaves act's fp32 unset */
-    bf16 *act16 = gemm_shadow_of(g, act, (size_t)N * o);
     if (!slope) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) {
             float *restrict a = act + (size_t)n * o;
-            bf16 *restrict a16 = act16 ? act16 + (size_t)n * o : NULL;
-            if (a16) {
-#pragma omp simd
-                for (int c = 0; c < o; c++) {
-                    const float x = a[c] + b[c];
-                    a16[c] = bf16_from_float(x * (0.5f * (1.0f + erff(x * GELU_INV_SQRT2))));
-                }
-                continue;
-            }
 #pragma omp simd
             for (int c = 0; c < o; c++) {
                 const float x = a[c] + b[c];
@@ -85,18 +73,6 @@ void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, co
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *restrict s = slope + (size_t)n * o, *restrict a = act + (size_t)n * o;
-        bf16 *restrict a16 = act16 ? act16 + (size_t)n * o : NULL;
-        if (a16) {
-#pragma omp simd
-            for (int c = 0; c < o; c++) {
-                const float x = s[c] + b[c];
-                const float cdf = 0.5f * (1.0f + erff(x * GELU_INV_SQRT2));
-                const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x * x);
-                a16[c] = bf16_from_float(x * cdf);
-                s[c] = cdf + x * pdf;
-            }
-            continue;
-        }
 #pragma omp simd
         for (int c = 0; c < o; c++) {
             const float x = s[c] + b[c];
@@ -108,11 +84,45 @@ void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, co
     }
 }
 
-/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
- * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
- * over rows in order, so db is the same for any thread count. */
-void gelu_bias_backward(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const float *d_act,
-                        const float *restrict slope, int N, int o) {
+/* The same pass writing act in bf16 only (act16 [N,o]); pre always goes to slope's block, which
+ * keeps pre (forward_only) or is overwritten by the slope. */
+void linear_gelu_forward_bf16(Gemm *g, float *restrict slope, int forward_only, bf16 *restrict act16,
+                              const float *restrict in, const float *restrict W, const float *restrict b, int N,
+                              int i, int o) {
+    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope, o);
+    if (forward_only) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) {
+            const float *restrict pre = slope + (size_t)n * o;
+            bf16 *restrict a16 = act16 + (size_t)n * o;
+#pragma omp simd
+            for (int c = 0; c < o; c++) {
+                const float x = pre[c] + b[c];
+                a16[c] = bf16_from_float(x * (0.5f * (1.0f + erff(x * GELU_INV_SQRT2))));
+            }
+        }
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *restrict s = slope + (size_t)n * o;
+        bf16 *restrict a16 = act16 + (size_t)n * o;
+#pragma omp simd
+        for (int c = 0; c < o; c++) {
+            const float x = s[c] + b[c];
+            const float cdf = 0.5f * (1.0f + erff(x * GELU_INV_SQRT2));
+            const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x * x);
+            a16[c] = bf16_from_float(x * cdf);
+            s[c] = cdf + x * pdf;
+        }
+    }
+}
+
+/* The pass of both: d = d_act * slope into d_pre (fp32) or d_pre16 (bf16, the other NULL), db += the
+ * fp32 column sums of d. Inlined into each with a constant NULL, so neither tests it in its loop. */
+static inline __attribute__((always_inline)) void
+gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const float *d_act,
+               const float *restrict slope, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
@@ -122,8 +132,7 @@ void gelu_bias_backward(float *d_pre, bf16 *restrict d_pre16, float *restrict db
             const size_t row = (size_t)n * o + c0;
             const float *restrict s = slope + row;
             const float *g = d_act + row;
-            float *dx = d_pre + row;
-            if (d_pre16) { /* the sum stays fp32; the products read d_pre in bf16 */
+            if (d_pre16) {
                 bf16 *restrict dx16 = d_pre16 + row;
 #pragma omp simd
                 for (int c = 0; c < width; c++) {
@@ -131,16 +140,31 @@ void gelu_bias_backward(float *d_pre, bf16 *restrict d_pre16, float *restrict db
                     dx16[c] = bf16_from_float(d);
                     acc[c] += d;
                 }
-                continue;
-            }
+            } else {
+                float *dx = d_pre + row;
 #pragma omp simd
-            for (int c = 0; c < width; c++) {
-                const float d = g[c] * s[c];
-                dx[c] = d;
-                acc[c] += d;
+                for (int c = 0; c < width; c++) {
+                    const float d = g[c] * s[c];
+                    dx[c] = d;
+                    acc[c] += d;
+                }
             }
         }
         for (int c = 0; c < width; c++)
             db[c0 + c] += acc[c];
     }
+}
+
+/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
+ * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
+ * over rows in order, so db is the same for any thread count. */
+void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
+                        int o) {
+    gelu_bias_pass(d_pre, NULL, db, d_act, slope, N, o);
+}
+
+/* The same with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
+void gelu_bias_backward_bf16(bf16 *restrict d_pre16, float *restrict db, const float *d_act,
+                             const float *restrict slope, int N, int o) {
+    gelu_bias_pass(NULL, d_pre16, db, d_act, slope, N, o);
 }

@@ -9,6 +9,9 @@
  *     context (Gemm *g: fp32 or bf16 mixed precision; NULL = fp32), the per-head attention
  *     products call gemm_f32. OpenMP parallelises the rest, and no two threads ever write the same
  *     gradient element.
+ *   - Tensors are fp32, except where a signature says bf16: the *_bf16 variants below take or
+ *     produce the one activation and the one gradient that exist in bf16 only in a bf16 context
+ *     (the feed-forward's GELU output and its gradient, docs/bf16.md); they need a bf16 g.
  *   - Dropout masks are a pure function of (key, element index) (core/rng.h), so backward
  *     regenerates them instead of storing them. */
 #pragma once
@@ -98,6 +101,15 @@ void linear_backward(Gemm *g, float *d_in, float *dW, float *db, const float *d_
  * residual path's gradient) instead of a separate pass adding the two. */
 void linear_backward_accumulate(Gemm *g, float *d_in, float *dW, float *db, const float *d_out,
                                 const float *in, const float *W, int N, int i, int o);
+/* bf16 input in16 [N,i] (bf16 g): out = in16 . W^T + b, and its backward (d_in overwritten, d_out fp32). */
+void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, const float *b, int N, int i,
+                         int o);
+void linear_backward_bf16(Gemm *g, float *d_in, float *dW, float *db, const float *d_out, const bf16 *in16,
+                          const float *W, int N, int i, int o);
+/* bf16 gradient d_out16 [N,o] (bf16 g): d_in = d_out16 . W (+= with accumulate);  dW += d_out16^T . in.
+ * No bias gradient: its fp32 sum is the producer's (gelu_bias_backward_bf16). */
+void linear_backward_from_bf16(Gemm *g, float *d_in, int accumulate, float *dW, const bf16 *d_out16,
+                               const float *in, const float *W, int N, int i, int o);
 
 /* ---- gelu.c -----------------------------------------------------------------------------
  * out = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))  (exact form, as BERT)      [n] */
@@ -111,11 +123,17 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
  * slope NULL: forward only (no backward follows), act alone, with the same bits. */
 void linear_gelu_forward(Gemm *g, float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
+/* The same with act written in bf16 only, act16 [N,o] = bf16(gelu(pre)) (bf16 g: act feeds only
+ * the next products). slope is needed either way: forward_only, the GEMM writes pre there and
+ * no slope is computed (act16 has the same bits). */
+void linear_gelu_forward_bf16(Gemm *g, float *slope, int forward_only, bf16 *act16, const float *in,
+                              const float *W, const float *b, int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
- * exp; the linear's d_in and dW then come from linear_backward with db = NULL). d_pre16 non-NULL
- * (bf16: d_pre's shadow, gemm_shadow_of): d_pre is written there in bf16 instead, db from fp32.
- * In bf16, linear_gelu_forward writes act to its shadow likewise when it has one. */
-void gelu_bias_backward(float *d_pre, bf16 *d_pre16, float *db, const float *d_act, const float *slope, int N, int o);
+ * exp; the linear's d_in and dW then come from linear_backward with db = NULL). */
+void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *slope, int N, int o);
+/* The same with d_pre written in bf16 only, d_pre16 [N,o] (it feeds only the products of
+ * linear_backward_from_bf16); db is summed from the fp32 values. */
+void gelu_bias_backward_bf16(bf16 *d_pre16, float *db, const float *d_act, const float *slope, int N, int o);
 
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]

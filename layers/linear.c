@@ -4,29 +4,27 @@
 #include <string.h>
 
 /* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1. */
-void linear_forward(Gemm *g, float *restrict out, const float *restrict in, const float *restrict W,
-                    const float *restrict b, int N, int i, int o) {
+static void forward(Gemm *g, float *restrict out, GemmOperand in, const float *restrict W, const float *restrict b,
+                    int N, int i, int o) {
     if (b) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
             memcpy(out + (size_t)n * o, b, (size_t)o * sizeof *out);
     }
-    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, b ? 1.0f : 0.0f, out, o);
+    gemm_operands(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, gemm_in_f32(W), i, b ? 1.0f : 0.0f, out, o);
 }
 
-/* d_in [N,i] = beta d_in + d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out
- * (d_out converted to bf16 once for both products in bf16; nothing in fp32) */
-static void linear_backward_beta(Gemm *g, float *restrict d_in, float beta, float *restrict dW,
-                                 float *restrict db, const float *restrict d_out,
-                                 const float *restrict in, const float *restrict W, int N, int i,
-                                 int o) {
-    gemm_stage(g, d_out, (size_t)N, (size_t)o, (size_t)o);
-    if (d_in)
-        gemm(g, GEMM_N, GEMM_N, N, i, o, 1.0f, d_out, o, W, i, beta, d_in, i);
-    gemm(g, GEMM_T, GEMM_N, o, i, N, 1.0f, d_out, o, in, i, 1.0f, dW, i);
-    gemm_unstage(g);
-    if (!db)
-        return;
+void linear_forward(Gemm *g, float *out, const float *in, const float *W, const float *b, int N, int i, int o) {
+    forward(g, out, gemm_in_f32(in), W, b, N, i, o);
+}
+
+void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, const float *b, int N, int i,
+                         int o) {
+    forward(g, out, gemm_in_bf16(in16), W, b, N, i, o);
+}
+
+/* db [o] += sum_n d_out [N,o]: threads own column blocks, rows summed in order */
+static void bias_backward(float *restrict db, const float *restrict d_out, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
@@ -42,16 +40,42 @@ static void linear_backward_beta(Gemm *g, float *restrict d_in, float beta, floa
     }
 }
 
+/* d_in [N,i] = beta d_in + d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in  (the two products) */
+static void products_backward(Gemm *g, float *restrict d_in, float beta, float *restrict dW, GemmOperand d_out,
+                              GemmOperand in, const float *restrict W, int N, int i, int o) {
+    if (d_in)
+        gemm_operands(g, GEMM_N, GEMM_N, N, i, o, 1.0f, d_out, o, gemm_in_f32(W), i, beta, d_in, i);
+    gemm_operands(g, GEMM_T, GEMM_N, o, i, N, 1.0f, d_out, o, in, i, 1.0f, dW, i);
+}
+
+/* d_out fp32: converted to bf16 once for both products in bf16 (nothing in fp32); db from it */
+static void backward(Gemm *g, float *d_in, float beta, float *dW, float *db, const float *d_out, GemmOperand in,
+                     const float *W, int N, int i, int o) {
+    const GemmOperand staged = gemm_stage(g, d_out, (size_t)N, (size_t)o, (size_t)o);
+    products_backward(g, d_in, beta, dW, staged, in, W, N, i, o);
+    gemm_unstage(g);
+    if (db)
+        bias_backward(db, d_out, N, o);
+}
+
 /* d_in [N,i] = d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in;  db [o] += sum_n d_out */
-void linear_backward(Gemm *g, float *restrict d_in, float *restrict dW, float *restrict db,
-                     const float *restrict d_out, const float *restrict in,
-                     const float *restrict W, int N, int i, int o) {
-    linear_backward_beta(g, d_in, 0.0f, dW, db, d_out, in, W, N, i, o);
+void linear_backward(Gemm *g, float *d_in, float *dW, float *db, const float *d_out, const float *in,
+                     const float *W, int N, int i, int o) {
+    backward(g, d_in, 0.0f, dW, db, d_out, gemm_in_f32(in), W, N, i, o);
 }
 
 /* d_in [N,i] += d_out [N,o] . W [o,i] (the GEMM's beta = 1);  dW, db as linear_backward */
-void linear_backward_accumulate(Gemm *g, float *restrict d_in, float *restrict dW, float *restrict db,
-                                const float *restrict d_out, const float *restrict in,
-                                const float *restrict W, int N, int i, int o) {
-    linear_backward_beta(g, d_in, 1.0f, dW, db, d_out, in, W, N, i, o);
+void linear_backward_accumulate(Gemm *g, float *d_in, float *dW, float *db, const float *d_out,
+                                const float *in, const float *W, int N, int i, int o) {
+    backward(g, d_in, 1.0f, dW, db, d_out, gemm_in_f32(in), W, N, i, o);
+}
+
+void linear_backward_bf16(Gemm *g, float *d_in, float *dW, float *db, const float *d_out, const bf16 *in16,
+                          const float *W, int N, int i, int o) {
+    backward(g, d_in, 0.0f, dW, db, d_out, gemm_in_bf16(in16), W, N, i, o);
+}
+
+void linear_backward_from_bf16(Gemm *g, float *d_in, int accumulate, float *dW, const bf16 *d_out16,
+                               const float *in, const float *W, int N, int i, int o) {
+    products_backward(g, d_in, accumulate ? 1.0f : 0.0f, dW, gemm_in_bf16(d_out16), gemm_in_f32(in), W, N, i, o);
 }

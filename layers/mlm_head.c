@@ -29,7 +29,7 @@ void mlm_head_backward(Gemm *gemm, float *d_hidden, HeadParams *g, float *d_word
     float *d_out = d_tmp, *d_gathered = d_tmp + (size_t)M * H;
     linear_backward(gemm, d_out, d_word_emb, g->bias, d_logits, a->out, word_emb, M, H, V);
     layernorm_backward(d_out, g->norm_g, g->norm_b, d_out, a->act, p->norm_g, a->mean, a->rstd, M, H);
-    gelu_bias_backward(d_out, NULL, g->transform_b, d_out, a->slope, M, H);
+    gelu_bias_backward(d_out, g->transform_b, d_out, a->slope, M, H);
     linear_backward(gemm, d_gathered, g->transform_w, NULL, d_out, a->gathered, p->transform_w, M, H, H);
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {

@@ -11,7 +11,6 @@ void adamw_create_floats(AdamW *opt, size_t count) {
     opt->exp_avg = xalloc_floats(count);
     opt->exp_avg_sq = xalloc_floats(count);
     opt->step = 0;
-    opt->params_bf16 = NULL;
 }
 
 void adamw_create(AdamW *opt, const ParamTable *table) { adamw_create_floats(opt, table->block_floats); }
@@ -24,11 +23,11 @@ void adamw_free(AdamW *opt) {
 
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
                 float lr, float grad_scale) {
-    adamw_step_range(opt, table, params, grads, cfg, lr, grad_scale, 0, table->block_floats);
+    adamw_step_range(opt, table, params, grads, cfg, lr, grad_scale, 0, table->block_floats, NULL);
 }
 
 void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
-                      float lr, float grad_scale, size_t lo, size_t hi) {
+                      float lr, float grad_scale, size_t lo, size_t hi, bf16 *params16) {
     opt->step++;
     float b1 = cfg->beta1, b2 = cfg->beta2, eps = cfg->eps;
     float c1 = 1.0f, c2_sqrt = 1.0f;
@@ -51,7 +50,7 @@ void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float 
         float *restrict m = opt->exp_avg + (first - lo);
         float *restrict v = opt->exp_avg_sq + (first - lo);
         float *restrict g = grads + first;
-        bf16 *restrict p16 = opt->params_bf16 ? opt->params_bf16 + first : NULL;
+        bf16 *restrict p16 = params16 ? params16 + first : NULL;
         long n = (long)(end - first);
         if (p16) { /* the same arithmetic, plus the bf16 copy of the new value */
 #pragma omp for schedule(static) nowait

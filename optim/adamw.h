@@ -22,10 +22,6 @@ extern const char *const schedule_kind_names[];
 typedef struct {
     float *exp_avg, *exp_avg_sq; /* parameter-shaped blocks */
     int64_t step;                /* number of updates taken */
-    /* NULL, or the parameters' bf16 copy (mixed precision, core/gemm.h), laid out as params: the
-     * update pass writes bf16(p) beside each updated p, so the copy never needs its own sweep.
-     * Set by the caller after create; adamw_free does not free it. */
-    bf16 *params_bf16;
 } AdamW;
 
 void adamw_create(AdamW *opt, const ParamTable *table);
@@ -40,12 +36,14 @@ void adamw_free(AdamW *opt);
  * Alignment padding between tensors is not touched. */
 void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
                 float lr, float grad_scale);
-/* ... and, with opt->params_bf16, params_bf16[e] = bf16(params[e]) for every updated element. */
 /* The same update for the elements [lo, hi) of the block only, opt's moments holding those
  * elements (exp_avg[e - lo]); element by element the arithmetic of adamw_step, so updating every
- * shard gives the bits of one whole-block update. Zeroes grads[lo, hi) as adamw_step does. */
+ * shard gives the bits of one whole-block update. Zeroes grads[lo, hi) as adamw_step does.
+ * params16: NULL, or the parameters' bf16 copy (mixed precision: the owner of the precision,
+ * train/model/model.h Activations, lends it), laid out as params: the update pass writes
+ * params16[e] = bf16(params[e]) beside each updated element, so the copy needs no sweep of its own. */
 void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
-                      float lr, float grad_scale, size_t lo, size_t hi);
+                      float lr, float grad_scale, size_t lo, size_t hi, bf16 *params16);
 
 /* L2 norm of a whole block: double accumulation over fixed chunks added in order, so the result
  * does not depend on the thread count. */

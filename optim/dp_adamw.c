@@ -31,20 +31,20 @@ GradClip dp_adamw_reduce(DpAdamW *o, float *grads, double max_norm) {
     return grad_clip_from_norm(sqrt(sum_squares), max_norm);
 }
 
-void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
-                     float lr, float grad_scale) {
+void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *grads, bf16 *params16,
+                     const OptimConfig *cfg, float lr, float grad_scale) {
     if (o->sharded) {
-        adamw_step_range(&o->opt, table, params, grads, cfg, lr, grad_scale, o->lo, o->hi);
+        adamw_step_range(&o->opt, table, params, grads, cfg, lr, grad_scale, o->lo, o->hi, params16);
         zero_floats(grads, o->lo); /* the other slices hold the ring's partial sums */
         zero_floats(grads + o->hi, o->shards.n - o->hi);
         dist_allgather(o->dist, &o->shards, params);
-        if (o->opt.params_bf16) { /* the other ranks' slices arrived in fp32: their bf16 copy */
-            bf16_convert_floats(o->opt.params_bf16, params, o->lo);
-            bf16_convert_floats(o->opt.params_bf16 + o->hi, params + o->hi, o->shards.n - o->hi);
+        if (params16) { /* the other ranks' slices arrived in fp32: their bf16 copy */
+            bf16_convert_floats(params16, params, o->lo);
+            bf16_convert_floats(params16 + o->hi, params + o->hi, o->shards.n - o->hi);
         }
     } else {
         dist_allgather(o->dist, &o->shards, grads);
-        adamw_step(&o->opt, table, params, grads, cfg, lr, grad_scale);
+        adamw_step_range(&o->opt, table, params, grads, cfg, lr, grad_scale, 0, table->block_floats, params16);
     }
 }
 
@@ -54,7 +54,7 @@ AdamW dp_adamw_full(DpAdamW *o, float *scratch) {
     if (!o->spare)
         o->spare = xalloc_floats(o->shards.n);
     o->lent = scratch;
-    return (AdamW){scratch, o->spare, o->opt.step, NULL};
+    return (AdamW){scratch, o->spare, o->opt.step};
 }
 
 void dp_adamw_gather(DpAdamW *o, AdamW *full) {

@@ -34,11 +34,12 @@ void dp_adamw_free(DpAdamW *o);
  * grads; the rest may hold partial sums) and return the global norm and clipping factor. */
 GradClip dp_adamw_reduce(DpAdamW *o, float *grads, double max_norm);
 /* AdamW with lr and grad_scale (the clipping factor); afterwards every rank holds the same
- * parameters (and, with o->opt.params_bf16, their bf16 copy: sharded, the slices of the other
- * ranks are converted after the all-gather), and grads is all zero, ready for the next step's accumulation (adamw_step zeroes
- * what it reads; sharded, the other slices are zeroed here). */
-void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
-                     float lr, float grad_scale);
+ * parameters (and, with params16 not NULL, their bf16 copy, as adamw_step_range writes it: sharded,
+ * the slices of the other ranks are converted after the all-gather), and grads is all zero, ready
+ * for the next step's accumulation (adamw_step zeroes what it reads; sharded, the other slices are
+ * zeroed here). */
+void dp_adamw_update(DpAdamW *o, const ParamTable *table, float *params, float *grads, bf16 *params16,
+                     const OptimConfig *cfg, float lr, float grad_scale);
 
 /* Full-size moments for checkpoint I/O: unsharded, the optimizer's own; sharded, exp_avg in
  * `scratch` (a block-sized buffer the caller lends, e.g. the gradient block between steps) and

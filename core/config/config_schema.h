@@ -50,8 +50,9 @@ typedef struct {
  * that matters only for some values of other keys (core/config/config_use.c). `when` is text:
  *     CLAUSE [and CLAUSE ...]   or   CLAUSE [or CLAUSE ...]
  *     CLAUSE:  section.key = v1 | v2   or   section.key != v1 | v2
- * compared with the other key's value as `realpos config` prints it (values only, never where a
- * value came from: a stored config.ini must read back to the same keys applying).
+ * each value read as the other key's type (its schema row) and compared as a value of that type
+ * (config_values_equal: -0 = 0), as the code compares it; values only, never where a value came
+ * from (a stored config.ini must read back to the same keys applying).
  * E.g. {"model.relative_k", 0, "model.relative_position != none", NULL}. */
 typedef struct {
     const char *key;     /* "section.name" */
@@ -119,5 +120,8 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
 /* The key's value as config_set_value reads it back: " value" (nothing for an empty string);
  * long path lists continue on indented lines. */
 void config_print_value(FILE *out, const void *values, const KeySpec *key);
+/* Whether key's field holds the same value in a and b, compared as its type (numbers as numbers:
+ * -0 = 0), as the code reads it: applicability, defaults and differences all compare so. */
+bool config_values_equal(const KeySpec *key, const void *a, const void *b);
 /* The same as a string (caller frees). */
 char *config_value_text(const void *values, const KeySpec *key);

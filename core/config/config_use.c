@@ -39,24 +39,37 @@ static int key_named(const ConfigSchema *schema, const char *text, size_t length
     return -1;
 }
 
-/* "a | b | c" contains the value text (the printed value without its leading space). */
-static bool among(const char *list, const char *value) {
-    for (const char *s = list; *s;) {
+/* Whether key k's value in `values` is one of the list "a | b | c", each read as the key's type
+ * (config_set_value: the same parser and table as the value itself) and compared as that type
+ * (config_values_equal: "-0" is 0). values NULL: only check that every entry parses. false in
+ * *parsed if one does not. */
+static bool among(const ConfigSchema *schema, int k, const char *list, const void *values, bool *parsed) {
+    const KeySpec *key = &schema->keys[k];
+    void *entry_values = xcalloc(1, schema->values_size);
+    bool found = false;
+    *parsed = true;
+    for (const char *s = list; *s && *parsed;) {
         s += strspn(s, " |");
         size_t n = strcspn(s, "|");
         while (n && s[n - 1] == ' ')
             n--;
-        if (n && strlen(value) == n && !strncmp(s, value, n))
-            return true;
+        char entry[CLAUSE_MAX], why[CONFIG_MESSAGE_MAX];
+        if (n) {
+            *parsed = n < sizeof entry;
+            snprintf(entry, sizeof entry, "%.*s", (int)n, s);
+            *parsed = *parsed && config_set_value(entry_values, key, entry, false, why, sizeof why);
+            found |= *parsed && values && config_values_equal(key, entry_values, values);
+        }
         s += strcspn(s, "|");
     }
-    return false;
+    free(entry_values);
+    return found;
 }
 
 /* One clause "section.key = v1 | v2" or "section.key != v1 | v2": its truth in *holds, the key in
- * *k; false if it does not parse. values NULL: parse only (*holds = true). A condition reads
- * values only, never origins: config.ini and a checkpoint's config, which set every key, must
- * read back to the same keys applying. */
+ * *k; false if it does not parse (nor does a listed value the key cannot hold). values NULL: parse
+ * only (*holds = true). A condition reads values only, never origins: config.ini and a
+ * checkpoint's config, which set every key, must read back to the same keys applying. */
 static bool eval_clause(const ConfigSchema *schema, const void *values, const char *clause, bool *holds, int *k) {
     size_t name = strcspn(clause, " !=");
     *k = key_named(schema, clause, name);
@@ -66,13 +79,11 @@ static bool eval_clause(const ConfigSchema *schema, const void *values, const ch
     bool negated = op[0] == '!';
     if (strncmp(op + negated, "=", 1) || !op[1 + negated + strspn(op + 1 + negated, " |")])
         return false;
-    *holds = true;
+    bool parsed;
+    *holds = among(schema, *k, op + 1 + negated, values, &parsed) != negated;
     if (!values)
-        return true;
-    char *text = config_value_text(values, &schema->keys[*k]);
-    *holds = among(op + 1 + negated, text + (text[0] == ' ')) != negated;
-    free(text);
-    return true;
+        *holds = true;
+    return parsed;
 }
 
 /* The condition's truth; false if it does not parse. On a false condition, `why` names the first
@@ -156,10 +167,7 @@ static bool at_default(const ConfigSchema *schema, const void *values, int k) {
     void *defaults = xcalloc(1, schema->values_size);
     char why[CONFIG_MESSAGE_MAX];
     RP_CHECK(config_set_value(defaults, key, key->fallback, false, why, sizeof why), "schema default: %s", why);
-    char *mine = config_value_text(values, key), *fallback = config_value_text(defaults, key);
-    bool same = !strcmp(mine, fallback);
-    free(mine);
-    free(fallback);
+    bool same = config_values_equal(key, values, defaults);
     free(defaults);
     return same;
 }

@@ -16,9 +16,7 @@
 #include "core/io/paths.h"
 
 char *read_file(const char *path, size_t *len, const char *what) {
-    require_regular_file(path, what);
-    FILE *f = fopen(path, "rb");
-    RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
+    FILE *f = open_regular_file(path, what, 0); /* checked on the open file: no FIFO blocks, no race */
     char *buf = read_stream(f, path, len, what);
     fclose(f);
     return buf;

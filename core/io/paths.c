@@ -3,6 +3,7 @@
 #include "core/io/paths.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -35,16 +36,39 @@ static bool is_dev_null(const struct stat *st) {
     return S_ISCHR(st->st_mode) && stat("/dev/null", &null) == 0 && st->st_rdev == null.st_rdev;
 }
 
+const char *path_error_text(int error) {
+    if (error == ELOOP)
+        return "a symbolic link loop (ELOOP: too many levels of symbolic links)";
+    return strerror(error);
+}
+
 static void require_kind(const char *path, const char *what, bool directory) {
     RP_CHECK(path && path[0], "%s: expected a path, got an empty string", what);
     struct stat st;
-    RP_CHECK(stat(path, &st) == 0, "%s: cannot open %s: %s", path, what, strerror(errno));
+    RP_CHECK(stat(path, &st) == 0, "%s: cannot open %s: %s", path, what, path_error_text(errno));
     bool ok = directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode) || is_dev_null(&st);
     RP_CHECK(ok, "%s: %s is %s, expected %s", path, what, file_kind(st.st_mode),
              directory ? "a directory" : "a regular file");
 }
 
 void require_regular_file(const char *path, const char *what) { require_kind(path, what, false); }
+
+FILE *open_regular_file(const char *path, const char *what, int missing_ok) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && missing_ok)
+        return NULL;
+    RP_CHECK(fd >= 0, "%s: cannot open %s: %s", path, what, path_error_text(errno));
+    struct stat st;
+    RP_CHECK(fstat(fd, &st) == 0, "%s: cannot stat %s: %s", path, what, strerror(errno));
+    if (!S_ISREG(st.st_mode) && !is_dev_null(&st)) {
+        close(fd);
+        RP_FATAL("%s: %s is %s, expected a regular file", path, what, file_kind(st.st_mode));
+    }
+    RP_CHECK(fcntl(fd, F_SETFL, 0) == 0, "%s: %s: %s", path, what, strerror(errno)); /* blocking reads again */
+    FILE *f = fdopen(fd, "r");
+    RP_CHECK(f, "%s: cannot open %s: %s", path, what, strerror(errno));
+    return f;
+}
 void require_directory(const char *path, const char *what) { require_kind(path, what, true); }
 
 void io_plan_init(IoPlan *plan) { plan->count = 0; }

@@ -34,6 +34,7 @@
  * global state. */
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 
 #define IO_PLAN_MAX 1024 /* paths per plan (e.g. the checkpoints of `realpos average`) */
 
@@ -54,6 +55,13 @@ typedef struct {
  * socket is named ("PATH: config is a FIFO (named pipe), expected a regular file"). /dev/null is
  * accepted as an input (it reads as an empty file: `realpos finetune /dev/null --set ...`). */
 void require_regular_file(const char *path, const char *what);
+/* Opens path for reading under the same rules, without a window between the check and the open:
+ * opened with O_NONBLOCK (a FIFO does not block the open) and then fstat'ed, so a FIFO, a
+ * directory, a device or a socket is refused, naming what it is; a symbolic link loop is named as
+ * a loop. A path that does not exist returns NULL when missing_ok (fatal otherwise). */
+FILE *open_regular_file(const char *path, const char *what, int missing_ok);
+/* errno's reason in messages: strerror, but a loop of symbolic links is named as such. */
+const char *path_error_text(int error);
 /* Fatal unless path is (or links to) a directory. */
 void require_directory(const char *path, const char *what);
 

@@ -53,7 +53,7 @@ def load_model_config(path):
 
 
 def relative_gemm_work(L, m, T):
-    """Multiply-adds / d of one relative term's QA (or KA) GEMMs per (b,h): layers/attention_plan.c
+    """Multiply-adds / d of one relative term's QA (or KA) GEMMs per (b,h): layers/pos_shaw.c
     reach_work with its block choice (blocks of T rows, or one block when they save < 10%)."""
     def reach(T):
         work = 0
@@ -69,7 +69,7 @@ def relative_gemm_work(L, m, T):
 def method3_region_work(L, k, T):
     """Multiply-adds / d of method3's clipped-region GEMMs per (b,h): (Q (.) a_row) . K^T over the
     keys j >= i+k (rows i < L-k) and j <= i-k (rows i >= k), in blocks of T query rows, each
-    spanning the key columns of its last (right: first) row (layers/relpos.c region_block)."""
+    spanning the key columns of its last (right: first) row (layers/pos_method3.c region_block)."""
     work = 0
     if k < L:
         for i0 in range(0, L - k, T):
@@ -270,7 +270,7 @@ def main(out):
           f"medians [min..max]")
     print(f"CPU flags: {host['cpu_vector_isa']}, bf16: {host['cpu_bf16_flags']}"
           + (f"; bf16 peak {host['bf16_peak_gflops']:.1f} GFLOP/s (best of {host['bf16_probes']['n']} "
-             f"oneDNN 1024^3 probes; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
+             f"probes of the rows' own bf16 products; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
              if host["bf16_probes"] else ""))
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")

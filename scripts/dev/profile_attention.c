@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     RP_CHECK(argc == 10, "usage: profile_attention B L H HEADS MODE K RESIDUAL REPS OUT.txt");
     const int B = atoi(argv[1]), L = atoi(argv[2]), H = atoi(argv[3]), heads = atoi(argv[4]);
     const int rel_k = atoi(argv[6]), residual = atoi(argv[7]), reps = atoi(argv[8]);
-    RelKind rel = REL_NONE;
+    RelKind rel = (RelKind)0;
     for (int r = 0; rel_kind_names[r]; r++)
         if (strcmp(rel_kind_names[r], argv[5]) == 0)
             rel = (RelKind)r;
@@ -78,12 +78,15 @@ int main(int argc, char **argv) {
                    .threads = 1, .t5_num_buckets = 32, .t5_max_distance = 128, .rope_theta = 10000.0f};
     const int d = H / heads;
     const size_t BL = (size_t)B * L, sq = (size_t)B * heads * L * L;
-    const int table_floats = rel == REL_T5 ? 32 * heads /* the shared table, default buckets */
-                                           : attention_table_rows(rel, rel_k) * attention_table_cols(rel, d);
+    const PosScheme *scheme = pos_scheme(rel);
+    int table_rows, table_cols; /* the layer's or the model's table (t5: default buckets) */
+    pos_table_shape(rel, &(PosDims){.rel_k = rel_k, .head_dim = d, .heads = heads, .t5_num_buckets = 32},
+                    &table_rows, &table_cols);
+    const int table_floats = table_rows * table_cols;
     float *qkv = xalloc_floats(BL * 3 * H), *d_qkv = xalloc_floats(BL * 3 * H), *ctx = xalloc_floats(BL * H);
     float *d_ctx = xalloc_floats(BL * H), *probs = xalloc_floats(sq);
     float *carried = xalloc_floats(sq), *d_carried = xalloc_floats(sq);
-    float *raw = (rel == REL_METHOD1 || rel == REL_METHOD2) ? xalloc_floats(sq) : NULL;
+    float *raw = scheme->qk == POS_QK_RAW ? xalloc_floats(sq) : NULL;
     float *table = xalloc_floats((size_t)table_floats + 1), *d_table = xalloc_floats((size_t)table_floats + 1);
     float *scratch = xalloc_floats(attention_scratch_floats(&s));
     int *mask = xmalloc(sizeof(int) * BL);
@@ -92,7 +95,7 @@ int main(int argc, char **argv) {
     for (size_t e = 0; e < BL * H; e++)
         d_ctx[e] = (float)((e * 40503u) % 1000) / 1000.0f - 0.5f;
     for (int e = 0; e < table_floats; e++)
-        table[e] = (float)(e % 13) / 13.0f - 0.5f + (rel == REL_METHOD1 || rel == REL_METHOD2);
+        table[e] = (float)(e % 13) / 13.0f - 0.5f + scheme->init_ones; /* weights near 1 */
     for (size_t e = 0; e < BL; e++)
         mask[e] = 1;
     double forward = 0, backward = 0;

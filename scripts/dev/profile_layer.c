@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     const int B = atoi(argv[1]), L = atoi(argv[2]), H = atoi(argv[3]), heads = atoi(argv[4]);
     const int I = atoi(argv[5]), rel_k = atoi(argv[7]), residual = atoi(argv[8]);
     const int threads = atoi(argv[9]), reps = atoi(argv[10]), N = B * L, d = H / heads;
-    RelKind rel = REL_NONE;
+    RelKind rel = (RelKind)0;
     for (int r = 0; rel_kind_names[r]; r++)
         if (strcmp(rel_kind_names[r], argv[6]) == 0)
             rel = (RelKind)r;
@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
                      filled(NI / N * H, &rng, 0, 0), filled(I, &rng, 0, 0),
                      filled(NI / N * H, &rng, 0, 0), filled(H, &rng, 0, 0), filled(H, &rng, 0, 0),
                      filled(H, &rng, 0, 0)};
-    const int scalar = rel == REL_METHOD1 || rel == REL_METHOD2;
+    const int scalar = pos_scheme(rel)->qk == POS_QK_RAW; /* keeps raw scores */
     LayerActs a = {filled(NH, &rng, 0, 0), filled(N, &rng, 0, 0), filled(N, &rng, 0, 0),
                    filled(3 * NH, &rng, 0, 0), filled(scores, &rng, 0, 0),
                    scalar ? filled(scores, &rng, 0, 0) : NULL, filled(NH, &rng, 0, 0),

@@ -59,13 +59,9 @@ CORE_WINGS = ("core", "core/io", "core/config")  # model-free: include no header
 ONE_HEADER_WINGS = ("core", "core/io", "core/config", "train/data")
 DEFINITION = re.compile(r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t*]*?\b(\w+)\s*\(([^;{}]*?)\)\s*\{",
                         re.M)
-# Circles that another change removes (module paths in order, starting at the smallest). The
-# position-scheme files of layers/ are rewritten by issue 34's "position schemes as one
-# interface"; these two are main's before it.
-KNOWN_CIRCLES = {
-    ("layers/attention", "layers/positions", "layers/attention_plan"),
-    ("layers/attention", "layers/relpos", "layers/attention_plan"),
-}
+# Circles that another change removes (module paths in order, starting at the smallest); none
+# now (issue 34's position-scheme interface removed main's two in layers/).
+KNOWN_CIRCLES = set()
 CHECKED_TOPS = ("core", "layers", "optim", "train")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 MPI_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]mpi\.h[>"]')

@@ -3,9 +3,9 @@
  * with and without a context, within the fp32 accumulation bound; the emulated backend
  * bit-identical to gemm_bf16_reference for every transpose, alpha and beta; oneDNN's bf16 matmul
  * against the reference within the fp32 accumulation bound (skipped, saying so, on a CPU without
- * avx512_bf16/amx_bf16); shadows and the staged block are read instead of the fp32 values (a
- * shadow holding other values changes the result), and a staged block keeps its values until
- * unstaged; repeated oneDNN products (cached primitives) give the same bits. */
+ * avx512_bf16/amx_bf16); the weights' copy, a bf16 operand and the staged block are read instead
+ * of the fp32 values (a copy holding other values changes the result), and a staged block keeps
+ * its values until unstaged; repeated oneDNN products (cached primitives) give the same bits. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -195,7 +195,7 @@ static void test_products(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
-/* A shadow or the staged block is what the product reads. */
+/* The weights' copy, a bf16 operand or the staged block is what the product reads. */
 static void test_operand_sources(TestTally *t, Rng *rng, GemmBackend backend, const char *name) {
     Pool pool = {0};
     const int M = 24, N = 40, K = 56;
@@ -203,37 +203,47 @@ static void test_operand_sources(TestTally *t, Rng *rng, GemmBackend backend, co
     float *W2 = copy(&pool, W, (size_t)N * K);
     for (int e = 0; e < N * K; e++)
         W2[e] *= 2.0f;
-    bf16 *shadow = pool_alloc(&pool, (size_t)N * K, sizeof(bf16));
-    bf16_convert_floats(shadow, W2, (size_t)N * K); /* the shadow holds 2W */
+    bf16 *copy16 = pool_alloc(&pool, (size_t)N * K, sizeof(bf16));
+    bf16_convert_floats(copy16, W2, (size_t)N * K); /* the weights' copy holds 2W */
     Gemm *g = gemm_create(PRECISION_BF16, backend, (size_t)M * K, (size_t)M * K);
-    gemm_shadow(g, W, (size_t)N * K, shadow);
+    gemm_set_weights(g, W, (size_t)N * K, copy16);
     float *got = zeros(&pool, (size_t)M * N), *ref = zeros(&pool, (size_t)M * N);
     gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
     gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W2, K, 0.0f, ref, N);
     CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
-          "gemm %s: a weight with a shadow is read from the shadow (it holds 2W: the product is A (2W)^T)", name);
+          "gemm %s: a weight is read from the weights' copy (it holds 2W: the product is A (2W)^T)", name);
     float *sub = zeros(&pool, (size_t)M * 8), *sub_ref = zeros(&pool, (size_t)M * 8);
     gemm(g, GEMM_N, GEMM_T, M, 8, K, 1.0f, A, K, W + 5 * K, K, 0.0f, sub, 8);
     gemm_bf16_reference(GEMM_N, GEMM_T, M, 8, K, 1.0f, A, K, W2 + 5 * K, K, 0.0f, sub_ref, 8);
     CHECK(t, rel_err(sub, doubles(&pool, sub_ref, (size_t)M * 8), (size_t)M * 8) < 1e-5,
-          "gemm %s: rows 5..12 of the weight are read at their offset in the shadow", name);
+          "gemm %s: rows 5..12 of the weight are read at their offset in the copy", name);
+    bf16 *A16 = pool_alloc(&pool, (size_t)M * K, sizeof(bf16));
+    bf16_convert_floats(A16, W2, (size_t)M * K); /* a bf16 operand that is not bf16(A): rows of 2W */
+    gemm_operands(g, GEMM_N, GEMM_T, M, N, K, 1.0f, gemm_in_bf16(A16), K, gemm_in_f32(W), K, 0.0f, got, N);
+    gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, W2, K, W2, K, 0.0f, ref, N);
+    CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
+          "gemm %s: a bf16 operand is read as given", name);
     float *A_before = copy(&pool, A, (size_t)M * K);
-    gemm_stage(g, A, (size_t)M, (size_t)K, (size_t)K);
+    const GemmOperand staged = gemm_stage(g, A, (size_t)M, (size_t)K, (size_t)K);
     for (int e = 0; e < M * K; e++)
         A[e] = -A[e];
     gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
     gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A_before, K, W2, K, 0.0f, ref, N);
     CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
           "gemm %s: a staged block is read as staged (its fp32 values changed after gemm_stage)", name);
+    float *got2 = zeros(&pool, (size_t)M * N);
+    gemm_operands(g, GEMM_N, GEMM_T, M, N, K, 1.0f, staged, K, gemm_in_f32(W), K, 0.0f, got2, N);
+    CHECK(t, staged.b16 && !memcmp(got, got2, sizeof(float) * (size_t)M * N),
+          "gemm %s: gemm_stage returns the staged bf16 operand (the same bits as the block read by address)", name);
     gemm_unstage(g);
     gemm(g, GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W, K, 0.0f, got, N);
     gemm_bf16_reference(GEMM_N, GEMM_T, M, N, K, 1.0f, A, K, W2, K, 0.0f, ref, N);
     CHECK(t, rel_err(got, doubles(&pool, ref, (size_t)M * N), (size_t)M * N) < 1e-5,
           "gemm %s: after gemm_unstage the block is converted again from its current values", name);
     GemmStats st = gemm_stats(g);
-    CHECK(t, st.products == 4 && st.converted_floats == 4.0 * M * K,
-          "gemm %s: 4 products, A converted 4 times (by two products, once staged for the third, again for the fourth) and "
-          "the shadowed weight never: %.0f floats", name, st.converted_floats);
+    CHECK(t, st.products == 6 && st.converted_floats == 4.0 * M * K,
+          "gemm %s: 6 products, A converted 4 times (by two products, once staged for the fourth and fifth, again for "
+          "the sixth), the bf16 operand and the weight never: %.0f floats", name, st.converted_floats);
     gemm_free(g);
     pool_release(&pool);
 }

@@ -27,7 +27,7 @@ void fuzz_end(void);
 /* After an error exit: free every tracked block, stop tracking. */
 void fuzz_recover(void);
 
-/* Once per process: one OpenMP thread, cJSON's allocations tracked, and (FUZZ_QUIET set in the
+/* Once per process: one OpenMP thread, cJSON's allocations tracked, and (FUZZ_QUIET on in the
  * environment) the library's messages on stderr discarded. */
 void fuzz_setup(void);
 

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/common.h"
+
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t count, size_t size);
 void *__real_realloc(void *p, size_t size);
@@ -176,7 +178,7 @@ void fuzz_setup(void) {
     omp_set_num_threads(1);
     cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = __wrap_malloc, .free_fn = __wrap_free});
     report_stream = stderr;
-    if (getenv("FUZZ_QUIET")) {
+    if (env_switch("FUZZ_QUIET", 0)) {
         FILE *null = fopen("/dev/null", "w");
         if (null)
             stderr = null; /* the library's messages; sanitizer reports write to fd 2 directly */

@@ -1,7 +1,9 @@
 /* The layers' bf16 path (layers/linear.c, gelu.c, mlm_head.c through core/gemm.h) against the
  * emulation: with the emulated backend each layer equals its formula written with
- * gemm_bf16_reference bit for bit (the same operands rounded: the input, the weight through its
- * shadow, d_out staged once for both backward products), fp32 parts (bias sums) keep their bits;
+ * gemm_bf16_reference bit for bit (the same operands rounded: the input, the weight through the
+ * weights' bf16 copy, d_out staged once for both backward products), fp32 parts (bias sums) keep
+ * their bits; the variants with a bf16 input or output (linear_*_bf16, linear_gelu_forward_bf16,
+ * gelu_bias_backward_bf16) give the bits of their fp32 twins fed or followed by the rounding;
  * with oneDNN (skipped, saying so, without avx512_bf16/amx_bf16) each output is within the fp32
  * accumulation bound of the emulation (one product deep: 1e-5 of its scale; the head, several
  * products deep: 2e-3). The fused linear + GELU matches linear + gelu_forward in bf16 too. */
@@ -22,14 +24,66 @@ static double scaled_err(const float *a, const float *b, size_t n) {
     return err / scale;
 }
 
-/* A bf16 context with W [rows, cols]'s shadow registered, as activations_create registers the
- * parameters'. */
+/* A bf16 context with the weights block W [count] and its bf16 copy, as activations_create sets
+ * the parameters'. */
 static Gemm *context(Pool *pool, GemmBackend backend, const float *W, size_t count) {
     Gemm *g = gemm_create(PRECISION_BF16, backend, (size_t)M * V + N * I, (size_t)N * I + M * V);
-    bf16 *shadow = pool_alloc(pool, count, sizeof(bf16));
-    bf16_convert_floats(shadow, W, count);
-    gemm_shadow(g, W, count, shadow);
+    bf16 *copy16 = pool_alloc(pool, count, sizeof(bf16));
+    bf16_convert_floats(copy16, W, count);
+    gemm_set_weights(g, W, count, copy16);
     return g;
+}
+
+static bf16 *to_bf16(Pool *pool, const float *x, size_t n) {
+    bf16 *out = pool_alloc(pool, n, sizeof(bf16));
+    bf16_convert_floats(out, x, n);
+    return out;
+}
+
+static int same_bf16(const bf16 *a, const bf16 *b, size_t n) { return !memcmp(a, b, n * sizeof(bf16)); }
+
+/* The bf16-input and bf16-output variants = their fp32 twins around the rounding, bit for bit. */
+static void test_bf16_variants(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    float *in = uniform(&pool, rng, N * I, -1, 1), *W = uniform(&pool, rng, O * I, -0.3f, 0.3f);
+    float *b = uniform(&pool, rng, O, -1, 1), *d_out = uniform(&pool, rng, N * O, -1, 1);
+    float *acc0 = uniform(&pool, rng, N * I, -1, 1);
+    Gemm *g = context(&pool, GEMM_BF16_EMULATED, W, O * I);
+    bf16 *in16 = to_bf16(&pool, in, N * I), *d_out16 = to_bf16(&pool, d_out, N * O);
+    float *out = nans(&pool, N * O), *out2 = nans(&pool, N * O);
+    linear_forward(g, out, in, W, b, N, I, O);
+    linear_forward_bf16(g, out2, in16, W, b, N, I, O);
+    CHECK(t, same_bits(out, out2, N * O), "linear_forward_bf16(bf16(in)) = linear_forward(in) in bf16, bit for bit");
+    float *d_in = nans(&pool, N * I), *dW = zeros(&pool, O * I), *db = zeros(&pool, O);
+    float *d_in2 = nans(&pool, N * I), *dW2 = zeros(&pool, O * I), *db2 = zeros(&pool, O);
+    linear_backward(g, d_in, dW, db, d_out, in, W, N, I, O);
+    linear_backward_bf16(g, d_in2, dW2, db2, d_out, in16, W, N, I, O);
+    CHECK(t, same_bits(d_in, d_in2, N * I) && same_bits(dW, dW2, O * I) && same_bits(db, db2, O),
+          "linear_backward_bf16(in16) = linear_backward(in) in bf16: d_in, dW, db bit for bit");
+    float *acc = copy(&pool, acc0, N * I), *acc2 = copy(&pool, acc0, N * I);
+    float *dWa = zeros(&pool, O * I), *dWa2 = zeros(&pool, O * I);
+    linear_backward_accumulate(g, acc, dWa, NULL, d_out, in, W, N, I, O);
+    linear_backward_from_bf16(g, acc2, 1, dWa2, d_out16, in, W, N, I, O);
+    linear_backward_from_bf16(g, d_in2, 0, dW2, d_out16, in, W, N, I, O);
+    CHECK(t, same_bits(acc, acc2, N * I) && same_bits(dWa, dWa2, O * I) && same_bits(d_in, d_in2, N * I),
+          "linear_backward_from_bf16(bf16(d_out)) = linear_backward(_accumulate)(d_out) in bf16, bit for bit");
+    /* GELU: act16 = bf16(act), the slope the same; forward only the same act16 */
+    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O), *slope2 = nans(&pool, N * O);
+    bf16 *act16 = pool_alloc(&pool, N * O, sizeof(bf16)), *act16_only = pool_alloc(&pool, N * O, sizeof(bf16));
+    linear_gelu_forward(g, slope, act, in, W, b, N, I, O);
+    linear_gelu_forward_bf16(g, slope2, 0, act16, in, W, b, N, I, O);
+    CHECK(t, same_bf16(act16, to_bf16(&pool, act, N * O), N * O) && same_bits(slope, slope2, N * O),
+          "linear_gelu_forward_bf16: act16 = bf16(linear_gelu_forward's act), the slope bit for bit");
+    linear_gelu_forward_bf16(g, nans(&pool, N * O), 1, act16_only, in, W, b, N, I, O);
+    CHECK(t, same_bf16(act16, act16_only, N * O), "linear_gelu_forward_bf16 forward only: the same act16 bits");
+    float *d_pre = copy(&pool, d_out, N * O), *db3 = zeros(&pool, O), *db4 = zeros(&pool, O);
+    bf16 *d_pre16 = pool_alloc(&pool, N * O, sizeof(bf16));
+    gelu_bias_backward(d_pre, db3, d_pre, slope, N, O);
+    gelu_bias_backward_bf16(d_pre16, db4, d_out, slope, N, O);
+    CHECK(t, same_bf16(d_pre16, to_bf16(&pool, d_pre, N * O), N * O) && same_bits(db3, db4, O),
+          "gelu_bias_backward_bf16: d_pre16 = bf16(gelu_bias_backward's d_pre), db bit for bit (fp32 sum)");
+    gemm_free(g);
+    pool_release(&pool);
 }
 
 typedef struct {
@@ -139,11 +193,12 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     HeadParams p = {uniform(&pool, rng, H * H, -0.2f, 0.2f), uniform(&pool, rng, H, -0.5f, 0.5f),
                     uniform(&pool, rng, H, 0.5f, 1.5f), uniform(&pool, rng, H, -0.5f, 0.5f),
                     uniform(&pool, rng, V, -0.5f, 0.5f)};
-    /* the parameters' shadows: the transform weight and the tied decoder (word embeddings) */
-    Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, p.transform_w, H * H);
-    bf16 *emb16 = pool_alloc(&pool, V * H, sizeof(bf16));
-    bf16_convert_floats(emb16, word_emb, V * H);
-    gemm_shadow(emulated, word_emb, V * H, emb16);
+    /* the weights block holds the transform weight and the tied decoder (word embeddings) */
+    float *weights = zeros(&pool, H * H + V * H);
+    memcpy(weights, p.transform_w, sizeof(float) * H * H);
+    memcpy(weights + H * H, word_emb, sizeof(float) * V * H);
+    p.transform_w = weights, word_emb = weights + H * H;
+    Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, weights, H * H + V * H);
     HeadRun e = run_head(&pool, emulated, hidden, rows, &p, word_emb, d_logits);
     HeadRun f = run_head(&pool, NULL, hidden, rows, &p, word_emb, d_logits);
     double err = fmax(fmax(scaled_err(e.a.logits, f.a.logits, M * V), scaled_err(e.d_hidden, f.d_hidden, N * H)),
@@ -154,12 +209,11 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     /* forward: gathered (transform), out (decoder); backward: d_logits staged, out, d_out staged, gathered */
     const double expected = (double)M * H * 5 + (double)M * V;
     CHECK(t, st.products == 6 && st.converted_floats == expected, "mlm_head bf16: 6 products, the weights from their "
-          "shadows, d_logits converted once (%.0f floats converted, expected %.0f)", st.converted_floats, expected);
+          "bf16 copy, d_logits converted once (%.0f floats converted, expected %.0f)", st.converted_floats, expected);
     if (!hardware) {
         printf("SKIP mlm_head oneDNN: skipped: no avx512_bf16 on this CPU\n");
     } else {
-        Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, p.transform_w, H * H);
-        gemm_shadow(onednn, word_emb, V * H, emb16);
+        Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, weights, H * H + V * H);
         HeadRun d = run_head(&pool, onednn, hidden, rows, &p, word_emb, d_logits);
         err = fmax(fmax(scaled_err(d.a.logits, e.a.logits, M * V), scaled_err(d.d_hidden, e.d_hidden, N * H)),
                    fmax(scaled_err(d.d_word_emb, e.d_word_emb, V * H), scaled_err(d.g.transform_w, e.g.transform_w, H * H)));
@@ -179,6 +233,7 @@ int main(void) {
     const int hardware = cpu_bf16_available(&cpu);
     test_linear(&t, &rng, hardware);
     test_linear_gelu(&t, &rng, hardware);
+    test_bf16_variants(&t, &rng);
     test_mlm_head(&t, &rng, hardware);
     return tally_exit(&t);
 }

@@ -106,7 +106,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
           "linear_gelu_forward without a slope (forward only): act bit-identical (%dx%d)", N, O);
     float *d_pre = copy(&pool, w, N * O), *db = zeros(&pool, O), *dW = zeros(&pool, O * I);
     float *d_in = nans(&pool, N * I);
-    gelu_bias_backward(d_pre, NULL, db, d_pre, slope, N, O); /* in place, as the encoder layer calls it */
+    gelu_bias_backward(d_pre, db, d_pre, slope, N, O); /* in place, as the encoder layer calls it */
     linear_backward(NULL, d_in, dW, NULL, d_pre, in, W, N, I, O);
     check_grad(t, &pool, "linear_gelu d_in", d_in, r.in, N * I, linear_gelu_loss, &r);
     check_grad(t, &pool, "linear_gelu dW", dW, r.W, O * I, linear_gelu_loss, &r);
@@ -126,7 +126,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     CHECK(t, err < 1e-5, "linear_gelu_forward + gelu_bias_backward = linear, gelu forward and backward, "
           "bias sum (rel err %.2e)", err);
     float *db_once = copy(&pool, db, O), *scratch = copy(&pool, w, N * O);
-    gelu_bias_backward(scratch, NULL, db, scratch, slope, N, O);
+    gelu_bias_backward(scratch, db, scratch, slope, N, O);
     err = doubling_err(&pool, db, db_once, O);
     CHECK(t, err < 1e-6, "gelu_bias_backward db accumulates (rel err %.2e)", err);
 
@@ -136,7 +136,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng) {
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run + 1);
         dx[run] = zeros(&pool, BN * BO), dbias[run] = zeros(&pool, BO);
-        gelu_bias_backward(dx[run], NULL, dbias[run], g, x, BN, BO);
+        gelu_bias_backward(dx[run], dbias[run], g, x, BN, BO);
     }
     CHECK(t, same_bits(dx[0], dx[1], BN * BO) && same_bits(dbias[0], dbias[1], BO),
           "gelu_bias_backward bit-identical with 1 and 2 threads (%dx%d)", BN, BO);

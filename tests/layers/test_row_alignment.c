@@ -119,7 +119,7 @@ static void run_linear_gelu(float *const *out, const float *const *in, const voi
     linear_gelu_forward(NULL, NULL, out[2], in[0], in[1], in[2], s->N, I, s->C);
     const size_t n = (size_t)s->N * s->C;
     out[3][0] = same_bits(out[1], out[2], n) ? 1.0f : 0.0f; /* the reference must have it too */
-    gelu_bias_backward(out[4], NULL, out[5], in[3], out[0], s->N, s->C);
+    gelu_bias_backward(out[4], out[5], in[3], out[0], s->N, s->C);
 }
 
 static void run_dropout(float *const *out, const float *const *in, const void *arg) {

@@ -148,7 +148,7 @@ static void check_adamw(Dist *d, TestTally *t) {
                 g[e] = g_parts[e] = grad_value(step, e);
         adamw_step(&whole, &table, p_whole, g, &cfg, 1e-3f, 0.5f);
         for (int i = 0; i < 3; i++)
-            adamw_step_range(&part[i], &table, p_parts, g_parts, &cfg, 1e-3f, 0.5f, cut[i], cut[i + 1]);
+            adamw_step_range(&part[i], &table, p_parts, g_parts, &cfg, 1e-3f, 0.5f, cut[i], cut[i + 1], NULL);
         size_t in_tensors = 0;
         for (int i = 0; i < 3; i++)
             for (size_t e = items[i].offset; e < items[i].offset + items[i].count; e++, in_tensors++)
@@ -184,8 +184,8 @@ static void check_adamw(Dist *d, TestTally *t) {
         GradClip ca = dp_adamw_reduce(&plain, g, 1.0), cb = dp_adamw_reduce(&shard, g2, 1.0);
         norm_a = ca.norm;
         norm_b = cb.norm;
-        dp_adamw_update(&plain, &table, p_whole, g, &cfg, 1e-3f, ca.scale);
-        dp_adamw_update(&shard, &table, p_parts, g2, &cfg, 1e-3f, cb.scale);
+        dp_adamw_update(&plain, &table, p_whole, g, NULL, &cfg, 1e-3f, ca.scale);
+        dp_adamw_update(&shard, &table, p_parts, g2, NULL, &cfg, 1e-3f, cb.scale);
         for (size_t e = 0; e < n; e++)
             zeroed &= g[e] == 0.0f && g2[e] == 0.0f;
     }

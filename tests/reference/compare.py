@@ -109,6 +109,14 @@ def compare_trajectory(fa, fb, tol=FP32_TOLERANCES):
         return [(False, f"trajectory_loss shape {la.shape} vs {lb.shape}")]
     for step, (x, y) in enumerate(zip(la, lb)):
         checks.append(_scalar_check(f"loss[{step}]", x, y, tol["traj_loss"]))
+    # the step's gradient norm (before clipping) as the loss; its learning rate exactly (the same
+    # float32 formula on both sides: any difference is >= 6e-8 relative)
+    for key, what, rel in (("trajectory_grad_norm", "grad_norm", tol["traj_loss"]), ("trajectory_lr", "lr", 1e-9)):
+        if key not in fa or key not in fb or fa[key].shape != la.shape or fb[key].shape != lb.shape:
+            checks.append((False, f"{key} missing or of another length"))
+            continue
+        for step, (x, y) in enumerate(zip(fa[key][()], fb[key][()])):
+            checks.append(_scalar_check(f"{what}[{step}]", x, y, rel))
     pa, pb = _datasets(fa, "final"), _datasets(fb, "final")
     if not pb:
         return checks + [(False, "final group missing or empty in B")]

@@ -6,7 +6,8 @@ sources: the slow, obvious form (the relative terms materialise [L, L, d] tables
 default, gradients by autograd. Parameter names are HuggingFace BertForMaskedLM state_dict keys
 with '.' -> '/'; they come from the module hierarchy below.
 
-  dump        forward/backward, or S AdamW steps, on a batch file (the outputs of `realpos dump`)
+  dump        forward/backward, or S training steps (clipping, learning-rate schedule, AdamW, as
+              `realpos dump --train-steps` runs the engine's training step), on a batch file
   make-batch  a random MLM batch file
   perturb     add seeded noise to every /model dataset of a checkpoint
   compare     PASS/FAIL per quantity between two dump files (tests/reference/compare.py)
@@ -70,6 +71,10 @@ MODEL_KEYS = dict(
     residual_attention_mean=_bool)
 OPTIM_KEYS = dict(lr=_float32, beta1=_float32, beta2=_float32, eps=_float32,
                   weight_decay=_float32, bias_correction=_bool)
+SCHEDULES = ("linear", "cosine", "constant")
+# [train] keys of a training step: optional here (a trajectory needs them, a gradient dump does not)
+TRAIN_KEYS = dict(schedule=_enum(*SCHEDULES), warmup_steps=int, warmup_proportion=_float32,
+                  clip_grad_norm=_float32)
 
 
 class Config:
@@ -88,6 +93,13 @@ class Config:
                     setattr(self, key, parse(raw))
                 except ValueError as err:
                     sys.exit(f"{origin}: key '{section}.{key}': {err}, got '{raw}'")
+        for key, parse in TRAIN_KEYS.items():
+            raw = ini.get("train", key).strip() if ini.has_option("train", key) else None
+            try:
+                setattr(self, key, None if raw is None else parse(raw))
+            except ValueError as err:
+                sys.exit(f"{origin}: key 'train.{key}': {err}, got '{raw}'")
+        self.origin = origin
         self.head_dim = self.hidden_size // self.num_heads
 
 
@@ -470,20 +482,54 @@ def load_batch(path, cfg):
 
 # ---- dump ----------------------------------------------------------------------------------
 
-def adamw_step(params, grads, exp_avg, exp_avg_sq, step, opt):
-    """One AdamW step (torch.optim.AdamW semantics; bias correction optional). step is 1-based."""
+def adamw_step(params, grads, exp_avg, exp_avg_sq, step, opt, lr=None):
+    """One AdamW step (torch.optim.AdamW semantics; bias correction optional). step is 1-based;
+    lr: this step's learning rate (default opt.lr)."""
+    lr = opt.lr if lr is None else lr
     with torch.no_grad():
         for name, p in params.items():
             g, m, v = grads[name], exp_avg[name], exp_avg_sq[name]
             if decays(name):
-                p.mul_(1 - opt.lr * opt.weight_decay)
+                p.mul_(1 - lr * opt.weight_decay)
             m.mul_(opt.beta1).add_((1 - opt.beta1) * g)
             v.mul_(opt.beta2).add_((1 - opt.beta2) * g * g)
             m_hat, v_hat = m, v
             if opt.bias_correction:
                 m_hat = m / (1 - opt.beta1 ** step)
                 v_hat = v / (1 - opt.beta2 ** step)
-            p.sub_(opt.lr * m_hat / (v_hat.sqrt() + opt.eps))
+            p.sub_(lr * m_hat / (v_hat.sqrt() + opt.eps))
+
+
+def warmup_steps(cfg, total):
+    """train.warmup_proportion of the steps, rounded half away from zero, when it is > 0, else
+    train.warmup_steps."""
+    if cfg.warmup_proportion > 0:
+        return int(math.floor(cfg.warmup_proportion * total + 0.5))
+    return cfg.warmup_steps
+
+
+def learning_rate(cfg, step, total):
+    """The learning rate of 0-based step `step` of `total`: linear warm-up to optim.lr over
+    warmup_steps, then linear or cosine decay to 0 or constant (float32, as the engine)."""
+    peak, warm = np.float32(cfg.lr), warmup_steps(cfg, total)
+    if step < warm:
+        return float(peak * np.float32(step + 1) / np.float32(warm))
+    if cfg.schedule == "constant" or total <= warm:
+        return float(peak)
+    progress = min(1.0, (step - warm) / (total - warm))
+    if cfg.schedule == "linear":
+        return float(np.float32(float(peak) * (1.0 - progress)))
+    return float(np.float32(float(peak) * 0.5 * (1.0 + math.cos(math.pi * progress))))
+
+
+def clip_gradients(grads, max_norm):
+    """Global L2 norm of all gradients; scaled by max_norm / (norm + 1e-6) in place when the norm
+    exceeds max_norm > 0 (torch.nn.utils.clip_grad_norm_'s rule). Returns the norm before."""
+    norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
+    if max_norm > 0 and norm > max_norm:
+        for g in grads.values():
+            g.mul_(max_norm / (norm + 1e-6))
+    return norm
 
 
 def cmd_dump(args):
@@ -502,19 +548,29 @@ def cmd_dump(args):
             for name, p in params.items():
                 out["grad/" + name] = p.grad.numpy().astype(np_dtype)
             return 0
-        # a fresh optimizer: moments zero, step count 0 (stored /optimizer state is not used)
+        # the engine's training step: clip the gradient's global norm, the schedule's learning
+        # rate, AdamW; a fresh optimizer (moments zero, step count 0; stored /optimizer state unused)
+        missing = [k for k in TRAIN_KEYS if getattr(cfg, k) is None]
+        if missing:
+            sys.exit(f"{cfg.origin}: --train-steps needs the keys train.{', train.'.join(missing)}")
+        S = args.train_steps
         m = {n: torch.zeros_like(p) for n, p in params.items()}
         v = {n: torch.zeros_like(p) for n, p in params.items()}
-        losses, max_grad = [], {n: 0.0 for n in params}
-        for t in range(1, args.train_steps + 1):
+        losses, norms, lrs, max_grad = [], [], [], {n: 0.0 for n in params}
+        for t in range(1, S + 1):
             model.zero_grad(set_to_none=True)
             loss, _ = model(batch)
             loss.backward()
             losses.append(float(loss))
             for n, p in params.items():
                 max_grad[n] = max(max_grad[n], float(p.grad.abs().max()))
-            adamw_step(params, {n: p.grad for n, p in params.items()}, m, v, t, cfg)
+            grads = {n: p.grad for n, p in params.items()}
+            norms.append(clip_gradients(grads, cfg.clip_grad_norm))
+            lrs.append(learning_rate(cfg, t - 1, S))
+            adamw_step(params, grads, m, v, t, cfg, lrs[-1])
         out["trajectory_loss"] = np.array(losses, dtype=np.float64)
+        out["trajectory_grad_norm"] = np.array(norms, dtype=np.float64)
+        out["trajectory_lr"] = np.array(lrs, dtype=np.float64)
         out.attrs["lr"], out.attrs["steps"] = cfg.lr, args.train_steps  # for compare.py
         for name, p in params.items():
             out["final/" + name] = p.detach().numpy().astype(np_dtype)

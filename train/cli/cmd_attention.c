@@ -144,7 +144,7 @@ int cmd_attention(int argc, char **argv) {
             mask[(size_t)b * L + l] = l < s.lengths[b];
         }
     Activations acts;
-    activations_create(&acts, model, B, L, 0);
+    activations_create(&acts, model, B, L, 0, PRECISION_FP32);
     size_t map = (size_t)B * heads * L * L;
     CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
     Batch batch = {B, L, ids, types, mask, NULL};
@@ -171,27 +171,20 @@ int cmd_attention(int argc, char **argv) {
         if (table_rows) {
             hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
             snprintf(name, sizeof name, "distance_embedding/layer_%d", l);
-            h5_write_floats(o, name, model->p.layer[l].rel_table, 2, table_dims);
+            h5_write_floats(o, name, model->p.layer[l].position_table, 2, table_dims);
         }
     }
-    if (c->relative_position == REL_T5 || c->relative_position == REL_ALIBI) {
-        const int W = 2 * L - 1;
-        float *bias = xalloc_floats((size_t)heads * W);
-        for (int h = 0; h < heads; h++)
-            for (int u = 0; u < W; u++) {
-                const int rel = u - (L - 1); /* j - i */
-                bias[(size_t)h * W + u] =
-                    c->relative_position == REL_T5
-                        ? model->p.relative_attention_bias[(size_t)t5_bucket(rel, c->t5_num_buckets, c->t5_max_distance) * heads + h]
-                        : (float)(-alibi_slope(h, heads) * (rel < 0 ? -rel : rel));
-            }
-        hsize_t bias_dims[2] = {(hsize_t)heads, (hsize_t)W};
-        h5_write_floats(o, "position_bias", bias, 2, bias_dims);
-        free(bias);
-        if (c->relative_position == REL_T5) {
-            hsize_t t5_dims[2] = {(hsize_t)c->t5_num_buckets, (hsize_t)heads};
-            h5_write_floats(o, "relative_attention_bias", model->p.relative_attention_bias, 2, t5_dims);
-        }
+    const PosScheme *scheme = pos_scheme(c->relative_position);
+    if (acts.positions.bias2) { /* the bias by offset the forward added (t5, alibi) */
+        hsize_t bias_dims[2] = {(hsize_t)heads, (hsize_t)(2 * L - 1)};
+        h5_write_floats(o, "position_bias", acts.positions.bias2, 2, bias_dims);
+    }
+    if (scheme->table_scope == POS_TABLE_MODEL) { /* the model's one table (t5) */
+        int rows, cols;
+        pos_table_shape(c->relative_position, &(PosDims){.heads = heads, .t5_num_buckets = c->t5_num_buckets},
+                        &rows, &cols);
+        hsize_t model_table_dims[2] = {(hsize_t)rows, (hsize_t)cols};
+        h5_write_floats(o, "relative_attention_bias", model->p.relative_attention_bias, 2, model_table_dims);
     }
     h5_attr_write_string(o, "config", ini);
     h5_attr_write_string(o, "checkpoint", ckpt);

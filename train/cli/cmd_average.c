@@ -69,7 +69,14 @@ int cmd_average(int argc, char **argv) {
     char **paths = a.positional;
     if (last_text) {
         count = (int)cli_int("--last", last_text, 1, 1 << 20);
-        paths = last_checkpoints(a.positional[0], count);
+        char run_dir[CONFIG_PATH_MAX + 32]; /* RUN_DIR, RUN_DIR/ or RUN_DIR/latest: the run */
+        const char *arg = a.positional[0], *base = strrchr(arg, '/');
+        struct stat st;
+        if (!strcmp(base ? base + 1 : arg, "latest") && !(stat(arg, &st) == 0 && S_ISDIR(st.st_mode)))
+            path_directory(run_dir, sizeof run_dir, arg);
+        else
+            snprintf(run_dir, sizeof run_dir, "%s", arg);
+        paths = last_checkpoints(run_dir, count);
     } else { /* each a checkpoint, RUN_DIR or RUN_DIR/latest (the run's newest) */
         paths = xmalloc(sizeof(char *) * (size_t)count);
         for (int i = 0; i < count; i++) {

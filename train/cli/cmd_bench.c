@@ -1,9 +1,11 @@
 /* realpos bench: time the training step users train with (train_step of train/loop/step.h: forward,
  * backward, gradient reduction and clipping, AdamW), one micro-batch per update, and the
- * cblas_sgemm peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh).
- * The peak is the step's own (train/loop/peak.h: the one training logs use, start-up probes and the
- * per-host cache), probed again after every step (outside the step timings); the probes' spread
- * shows the noise. Two batch sources:
+ * peak of this machine in the same process, for `make bench` (scripts/dev/bench.sh). The peak is
+ * the step's own (train/loop/peak.h: the one training logs use, start-up probes and the per-host cache;
+ * the sgemm peak in fp32, the bf16 one, probed on the step's linear-layer products, in bf16),
+ * probed again after every step (outside the step timings); the probes' spread shows the noise.
+ * A bf16 run (or pair) also probes the other precision's peak, for the JSON's sgemm_* and bf16_*
+ * probe lists. Two batch sources:
  *   synthetic (default)   the same random batch every step: B sequences of L random ids, all real,
  *                         a fraction --label-frac of positions with a random MLM label; MLM loss.
  *   --lengths-from FILE   fine-tuning's own batches (train/loop/finetune.h FinetuneBatches): FILE
@@ -54,17 +56,10 @@ typedef struct {
     TrainBatch batch;
 } SyntheticBench;
 
-/* The synthetic batch source: the same random batch every micro-batch. */
-static void next_random_batch(void *ctx, long step, int micro, TrainBatch *out) {
-    (void)step, (void)micro;
-    *out = ((const SyntheticBench *)ctx)->batch;
-}
-
 /* Random batch: full-length sequences, a fixed fraction of positions labelled. */
 static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
     model_create(&s->model, &cfg->model, heads_mlm());
     model_init_weights(&s->model, (uint64_t)cfg->model.seed);
-    model_set_precision(&s->model, cfg->train.precision, gemm_host_backend());
     size_t N = (size_t)B * L;
     s->ids = xmalloc(sizeof(int) * N), s->types = xcalloc(N, sizeof(int)), s->mask = xmalloc(sizeof(int) * N),
     s->labels = xmalloc(sizeof(int) * N);
@@ -80,7 +75,7 @@ static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L,
     }
     s->labelled = M;
     s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels}, {0}, (long)N};
-    activations_create(&s->acts, &s->model, B, L, M);
+    activations_create(&s->acts, &s->model, B, L, M, cfg->train.precision);
 }
 
 static void synthetic_free(SyntheticBench *s) {
@@ -100,8 +95,7 @@ typedef struct {
 static void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
     memset(t, 0, sizeof *t);
     TaskRunner *r = &t->r;
-    r->cfg = *cfg;
-    const TaskConfig *task = &r->cfg.task;
+    const TaskConfig *task = &cfg->task;
     RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
     int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
     RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
@@ -111,16 +105,8 @@ static void task_bench_create(TaskBench *t, const Config *cfg, const char *path)
     RP_CHECK(!cfg->model.absolute_position || task->max_seq_len <= cfg->model.max_position,
              "task.max_seq_len %d exceeds model.max_position = %d (absolute positions)", task->max_seq_len,
              cfg->model.max_position);
-    task_runner_derive(r);
-    r->vocab_text = read_file(cfg->data.vocab, NULL, "vocabulary (key 'data.vocab')");
-    r->tok = tokenizer_from_text(r->vocab_text, strlen(r->vocab_text), cfg->data.do_lower_case, cfg->data.vocab);
-    r->special = tokenizer_special(r->tok);
-    RP_CHECK(tokenizer_vocab_size(r->tok) == cfg->model.vocab_size, "%s: the vocabulary has %d tokens but "
-             "model.vocab_size = %d", cfg->data.vocab, tokenizer_vocab_size(r->tok), cfg->model.vocab_size);
-    model_create(&r->model, &r->cfg.model, task_runner_heads(r));
-    model_init_weights(&r->model, (uint64_t)cfg->model.seed);
-    task_data_load(&t->data, task, &r->layout, r->tok, r->L, path, 1);
-    task_runner_buffers(r);
+    task_runner_fresh(r, cfg);
+    task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
     finetune_batches_create(&t->batches, r, &t->data.features);
     long total = 0;
     for (int i = 0; i < t->data.features.count; i++)
@@ -177,11 +163,9 @@ typedef struct {
     int B, L, M; /* M: MLM labels per batch (synthetic) */
     SyntheticBench synthetic;
     TaskBench task;
-    DpAdamW opt;
     CountedSource counted;
     TrainStep ts;
-    Gemm *gemm;       /* the model's products; gemm_at_warmup: its counts before the timed steps */
-    GemmStats gemm_at_warmup;
+    GemmStats gemm_at_warmup; /* the counts of the model's products (its activations') before the timed steps */
     double *step_s;   /* [steps] seconds of each timed step */
     long *step_real;  /* [steps] real tokens of each timed step */
     double elapsed, cpu_elapsed, t_forward, t_backward, t_update;
@@ -216,23 +200,19 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     if (o->lengths_path) {
         task_bench_create(&b->task, cfg, o->lengths_path);
         m = &b->task.r.model;
-        b->gemm = b->task.r.acts.gemm;
         head = finetune_loss_head(&b->task.r);
         inner = finetune_batch_source(&b->task.batches);
         sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
     } else {
         synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
         m = &b->synthetic.model;
-        b->gemm = b->synthetic.acts.gemm;
         head = loss_head_mlm(&b->synthetic.acts);
-        inner = (BatchSource){next_random_batch, NULL, &b->synthetic};
+        inner = batch_source_repeat(&b->synthetic.batch); /* the same random batch every micro-batch */
         b->M = b->synthetic.labelled;
     }
-    dp_adamw_create(&b->opt, dist, &m->table, 0);
-    b->opt.opt.params_bf16 = m->params_bf16; /* bf16: refreshed in the update pass */
     b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
-    train_step_init(&b->ts, &sc, m, &b->opt, &cfg->optim, head, (BatchSource){next_counted, NULL, &b->counted},
-                    NULL, 0);
+    train_step_init(&b->ts, &sc, m, head, (BatchSource){next_counted, NULL, &b->counted}, &cfg->optim, dist, 0);
+    train_step_begin(&b->ts, NULL, 0);
     b->ts.peak.spread_left = 0; /* no probe inside a timed step: the bench probes between steps */
     b->step_s = xmalloc(sizeof(double) * (size_t)o->steps);
     b->step_real = xmalloc(sizeof(long) * (size_t)o->steps);
@@ -242,7 +222,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
 static void bench_side_step(BenchSide *b, int s, int warmup) {
     if (s == warmup) { /* count the timed steps' micro-batches (and products) only */
         b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
-        b->gemm_at_warmup = gemm_stats(b->gemm);
+        b->gemm_at_warmup = gemm_stats(b->ts.head.acts->gemm);
     }
     const StepPhases before = b->ts.phases;
     const long real_before = b->counted.real_tokens;
@@ -261,7 +241,7 @@ static void bench_side_step(BenchSide *b, int s, int warmup) {
 
 static void bench_side_free(BenchSide *b, int is_task) {
     free(b->step_s), free(b->step_real), free(b->counted.lengths);
-    dp_adamw_free(&b->opt);
+    train_step_free(&b->ts);
     if (is_task)
         task_bench_free(&b->task);
     else
@@ -271,14 +251,14 @@ static void bench_side_free(BenchSide *b, int is_task) {
 /* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
  * 0.02 s converting 12.5 M floats)": the side's precision and its timed products per step. */
 static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
-    const Precision precision = gemm_precision(b->gemm);
+    const Precision precision = gemm_precision(b->ts.head.acts->gemm);
     if (precision == PRECISION_FP32) {
         snprintf(out, size, "fp32 (OpenBLAS)");
         return;
     }
-    const GemmStats now = gemm_stats(b->gemm), *w = &b->gemm_at_warmup;
+    const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;
     snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats)",
-             gemm_engine_name(b->gemm), now.implementation, (double)(now.products - w->products) / steps,
+             gemm_engine_name(b->ts.head.acts->gemm), now.implementation, (double)(now.products - w->products) / steps,
              (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
              (now.converted_floats - w->converted_floats) / steps * 1e-6);
 }
@@ -353,15 +333,24 @@ int cmd_bench(int argc, char **argv) {
     }
     const int B = side.B, L = side.L, M = side.M;
 
-    /* bf16 rows: the bf16 peak, probed the same way (before the steps here, after them below) */
-    const int any_bf16 = cfg->train.precision == PRECISION_BF16 ||
-                         (against_path && other.cfg.train.precision == PRECISION_BF16);
-    double bf16_probes[2] = {any_bf16 ? gemm_bf16_probe_gflops(3) : 0.0, 0.0};
-    const int max_probes = steps + 1;
-    double *probes = xmalloc(sizeof(double) * (size_t)max_probes);
-    int num_probes = 0;
-    PeakEstimate *peak = &side.ts.peak;
-    probes[num_probes++] = peak->probe_gflops;
+    /* The side's peak (its precision's: train/loop/peak.h), and both precisions' probes for the JSON:
+     * the sgemm peak always (a bf16 side's own estimate besides its step's), the bf16 one when a
+     * side runs bf16 (that side's), each probed after every step pair. */
+    PeakEstimate *peak = &side.ts.peak, sgemm_alone, *sgemm = peak, *bf16_peak = NULL;
+    if (peak->precision == PRECISION_BF16) {
+        bf16_peak = peak;
+        sgemm_alone = peak_estimate(omp_get_max_threads());
+        sgemm = &sgemm_alone;
+    } else if (against_path && other.ts.peak.precision == PRECISION_BF16) {
+        bf16_peak = &other.ts.peak;
+    }
+    const int any_bf16 = bf16_peak != NULL;
+    double *probes = xmalloc(sizeof(double) * (size_t)(steps + 1)),
+           *bf16_probes = xmalloc(sizeof(double) * (size_t)(steps + 1));
+    int num_probes = 0, num_bf16_probes = 0;
+    probes[num_probes++] = sgemm->probe_gflops;
+    if (bf16_peak)
+        bf16_probes[num_bf16_probes++] = bf16_peak->probe_gflops;
     for (int s = 0; s < warmup + steps; s++) {
         /* --against: both configurations take step s back to back, alternating which goes first, so
          * that a shared host's load meets both alike and neither always follows the probe */
@@ -372,11 +361,10 @@ int cmd_bench(int argc, char **argv) {
         if (second)
             bench_side_step(second, s, warmup);
         if (s >= warmup)
-            probes[num_probes++] = peak_probe(peak);
+            probes[num_probes++] = peak_probe(sgemm);
+        if (s >= warmup && bf16_peak)
+            bf16_probes[num_bf16_probes++] = peak_probe(bf16_peak);
     }
-    if (any_bf16)
-        bf16_probes[1] = gemm_bf16_probe_gflops(3);
-    const double bf16_peak = bf16_probes[0] > bf16_probes[1] ? bf16_probes[0] : bf16_probes[1];
     const CountedSource counted = side.counted;
     const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
     double flops = 0;
@@ -406,23 +394,34 @@ int cmd_bench(int argc, char **argv) {
     } else {
         snprintf(tokens_text, sizeof tokens_text, "%.1f tokens/s", tokens_per_s);
     }
-    printf("realpos: %d threads, %s, %.1f GFLOP/s (%.0f%% of peak %.1f from the %s; this run's %d "
+    printf("realpos: %d threads, %s, %.1f GFLOP/s (%.0f%% of the %s peak %.1f from the %s; this run's %d "
            "probes best %.1f), "
            "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
            "%s, OpenBLAS core %s%s%s\n",
-           omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, peak->gflops, peak->source, peak->probes,
+           omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, precision_names[peak->precision], peak->gflops,
+           peak->source, peak->probes,
            peak->probe_gflops,
            rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     char precision_text[256], other_precision[256] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
     printf("precision: %s\n", precision_text);
-    if (any_bf16)
-        printf("bf16 peak %.1f GFLOP/s (best of 2 x 3 timed 1024^3 oneDNN bf16 products, before and after the steps)%s\n",
-               bf16_peak, cfg->train.precision == PRECISION_BF16 && bf16_peak > 0
-                              ? "" : "; this side runs fp32");
-    if (any_bf16 && cfg->train.precision == PRECISION_BF16 && bf16_peak > 0)
-        printf("bf16: %.1f GFLOP/s is %.0f%% of the bf16 peak\n", gflops, 100.0 * gflops / bf16_peak);
+    char peak_text[4608];
+    peak_describe(peak, peak_text, sizeof peak_text);
+    printf("peak: %s\n", peak_text);
+    if (bf16_peak && bf16_peak != peak) {
+        peak_describe(bf16_peak, peak_text, sizeof peak_text);
+        printf("paired side's peak: %s\n", peak_text);
+    }
+    double products_gflops = 0; /* bf16: the step's bf16 products' own rate (their FLOPs over their seconds) */
+    if (peak->precision == PRECISION_BF16) {
+        const GemmStats now = gemm_stats(side.ts.head.acts->gemm), *w = &side.gemm_at_warmup;
+        const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
+        products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
+        printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "
+               "%.0f%% of the step's time)\n", done / steps * 1e-9, seconds / steps, products_gflops,
+               100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed);
+    }
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
         describe_precision(&other, steps, other_precision, sizeof other_precision);
@@ -442,7 +441,7 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "precision_detail", precision_text);
         cJSON_AddBoolToObject(o, "bf16_available", cpu_bf16_available(&cpu_bf16));
         if (any_bf16)
-            cJSON_AddItemToObject(o, "bf16_probes_gflops", cJSON_CreateDoubleArray(bf16_probes, 2));
+            cJSON_AddItemToObject(o, "bf16_probes_gflops", cJSON_CreateDoubleArray(bf16_probes, num_bf16_probes));
         else
             cJSON_AddNullToObject(o, "bf16_probes_gflops");
         cJSON_AddStringToObject(o, "bf16", bf16_line);
@@ -468,10 +467,15 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNullToObject(o, "finetune");
         }
         cJSON_AddNumberToObject(o, "gflops", gflops);
-        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", peak->probe_gflops); /* the best of probes[] */
+        cJSON_AddNumberToObject(o, "sgemm_peak_gflops", sgemm->probe_gflops); /* the best of probes[] */
         cJSON_AddNumberToObject(o, "peak_gflops", peak->gflops);
+        cJSON_AddStringToObject(o, "peak_precision", precision_names[peak->precision]);
         cJSON_AddStringToObject(o, "peak_source", peak->source);
         cJSON_AddNumberToObject(o, "peak_fraction", fraction);
+        if (peak->precision == PRECISION_BF16)
+            cJSON_AddNumberToObject(o, "bf16_products_gflops", products_gflops);
+        else
+            cJSON_AddNullToObject(o, "bf16_products_gflops");
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
@@ -510,7 +514,7 @@ int cmd_bench(int argc, char **argv) {
         free(text);
         cJSON_Delete(o);
     }
-    free(probes), free(ratios);
+    free(probes), free(bf16_probes), free(ratios);
     if (against_path)
         bench_side_free(&other, lengths_path != NULL);
     bench_side_free(&side, lengths_path != NULL);

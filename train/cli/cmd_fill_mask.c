@@ -183,8 +183,7 @@ int cmd_fill_mask(int argc, char **argv) {
     FillMask fm = {.lm = &lm, .ids = sz.ids, .types = xmalloc(sizeof(int) * n), .attn = xmalloc(sizeof(int) * n),
                    .labels = xmalloc(sizeof(int) * n), .logits = xalloc_floats((size_t)sz.most_masks * V + 1),
                    .probs = xalloc_floats((size_t)V)};
-    model_set_precision(&lm.model, precision, gemm_host_backend());
-    activations_create(&fm.acts, &lm.model, 1, longest, sz.most_masks);
+    activations_create(&fm.acts, &lm.model, 1, longest, sz.most_masks, precision);
     FillLines fl = {&fm, top_k};
     for_each_line(input, fill_visit, &fl);
     activations_free(&fm.acts);

@@ -24,6 +24,8 @@ int cmd_finetune(int argc, char **argv) {
              "give one; usage: realpos %s", usage);
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    if (resume) /* a pretraining checkpoint is named as such before any key of its config is */
+        run_require_resumable(resume, "fine-tuning");
     StoredConfig stored = {0};
     const char *config_path = args.num_positional ? args.positional[0] : NULL;
     if (!config_path) { /* --resume RUN_DIR alone: the run's own configuration */

@@ -65,10 +65,8 @@ int cmd_import_hf(int argc, char **argv) {
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", dir);
     size_t len;
     char *vocab = read_file(vocab_path, &len, "vocabulary");
-    Tokenizer *tok = tokenizer_from_text(vocab, len, imp.cfg.data.do_lower_case, vocab_path);
-    RP_CHECK(tokenizer_vocab_size(tok) == m.cfg.vocab_size,
-             "%s: the vocabulary has %d tokens but config.json says vocab_size = %d", vocab_path,
-             tokenizer_vocab_size(tok), m.cfg.vocab_size);
+    Tokenizer *tok = tokenizer_for_model(vocab, len, imp.cfg.data.do_lower_case, vocab_path, m.cfg.vocab_size,
+                                         "config.json says vocab_size");
     tokenizer_free(tok);
     config_validate(&imp.cfg);
     char *ini = config_to_ini(&imp.cfg);
@@ -78,9 +76,11 @@ int cmd_import_hf(int argc, char **argv) {
     checkpoint_save(out, &m, &extras);
     if (config_out)
         write_file(config_out, ini, strlen(ini));
-    rp_log("wrote %s (%s, %s)", out, m.cfg.absolute_position ? "absolute positions"
-           : m.cfg.relative_position == REL_SHAW ? "relative_key = shaw" : "relative_key_query = method4",
-           imp.cfg.data.do_lower_case ? "lower-cased" : "cased");
+    char positions[64] = "absolute positions";
+    if (!m.cfg.absolute_position)
+        snprintf(positions, sizeof positions, "%s = %s", pos_scheme(m.cfg.relative_position)->hf_type,
+                 rel_kind_name(m.cfg.relative_position));
+    rp_log("wrote %s (%s, %s)", out, positions, imp.cfg.data.do_lower_case ? "lower-cased" : "cased");
     free(ini);
     free(vocab);
     model_free(&m);

@@ -1,4 +1,7 @@
-/* realpos init | inspect | dump: create, examine and differentiate a model checkpoint. */
+/* realpos init | inspect | dump: create, examine and differentiate a model checkpoint. dump
+ * --train-steps S trains S steps on its one batch with the training step users train with
+ * (train_step, train/loop/step.h: clipping at train.clip_grad_norm, the train.schedule with its
+ * warm-up over S steps, AdamW), without dropout, so that tests/reference/reference.py can follow it. */
 #include <math.h>
 #include <string.h>
 
@@ -11,6 +14,7 @@
 #include "optim/adamw.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
+#include "train/loop/step.h"
 #include "train/model/model.h"
 
 /* Load a checkpoint's config and parameters into a freshly created model. */
@@ -160,6 +164,48 @@ static void free_batch_file(BatchFile *bf) {
     free(bf->labels);
 }
 
+/* Loss, logits and every gradient of one forward and backward on the batch. */
+static void dump_gradients(hid_t out, Model *m, Activations *acts, const Batch *batch) {
+    const int M = acts->max_predictions, V = m->cfg.vocab_size;
+    float *logits = xalloc_floats((size_t)(M ? M : 1) * V);
+    ForwardStats st = model_mlm_forward(m, acts, batch, FORWARD_EVAL_GRAD, 0, logits);
+    model_mlm_backward(m, acts, batch, 1.0f);
+    h5_write_double(out, "loss", st.loss);
+    hsize_t dims[2] = {(hsize_t)M, (hsize_t)V};
+    h5_write_floats(out, "logits", logits, 2, dims);
+    checkpoint_write_block(out, "grad", &m->table, m->grads);
+    free(logits);
+}
+
+/* S training steps on the batch (a fresh optimizer: moments zero, step count 0), then the final
+ * weights, and per step the loss, the gradient norm before clipping and the learning rate. */
+static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts, const Batch *batch, int steps) {
+    cfg->train.max_steps = steps; /* the schedule and its warm-up span the trajectory */
+    long tokens = 0;
+    for (int e = 0; e < batch->B * batch->L; e++)
+        tokens += batch->attention_mask[e];
+    TrainBatch same = {*batch, {0}, tokens};
+    StepConfig sc = {cfg->train.schedule, cfg->optim.lr, config_warmup_steps(cfg), steps, 1, cfg->train.clip_grad_norm,
+                     (uint64_t)cfg->model.seed, steps + 1, NULL};
+    Dist dist;
+    dist_init(&dist, NULL, NULL);
+    TrainStep ts;
+    train_step_init(&ts, &sc, m, loss_head_mlm(acts), batch_source_repeat(&same), &cfg->optim, &dist, 0);
+    train_step_begin(&ts, NULL, 0);
+    double *losses = xmalloc(sizeof(double) * 3 * (size_t)steps), *norms = losses + steps, *lrs = norms + steps;
+    for (int s = 0; s < steps; s++) {
+        train_step(&ts, s);
+        losses[s] = ts.last_loss, norms[s] = ts.last_grad_norm, lrs[s] = ts.last_lr;
+    }
+    h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)steps);
+    h5_write_doubles(out, "trajectory_grad_norm", norms, (hsize_t)steps);
+    h5_write_doubles(out, "trajectory_lr", lrs, (hsize_t)steps);
+    checkpoint_write_block(out, "final", &m->table, m->params);
+    free(losses);
+    train_step_free(&ts);
+    dist_finalize(&dist);
+}
+
 int cmd_dump(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0", *precision_text = NULL;
@@ -188,37 +234,18 @@ int cmd_dump(int argc, char **argv) {
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
         M += bf.labels[e] != IGNORE_LABEL;
-    model_set_precision(&m, precision, gemm_host_backend());
+    if (train_steps && (m.cfg.hidden_dropout > 0 || m.cfg.attention_dropout > 0))
+        rp_log("dump --train-steps: dropout off (the checkpoint's model.hidden_dropout = %g, attention_dropout = %g), "
+               "as the reference trains", (double)m.cfg.hidden_dropout, (double)m.cfg.attention_dropout);
+    m.cfg.hidden_dropout = m.cfg.attention_dropout = 0.0f;
     Activations acts;
-    activations_create(&acts, &m, bf.B, bf.L, M);
+    activations_create(&acts, &m, bf.B, bf.L, M, precision);
     char tmp[4096];
     hid_t out = h5_create_temp(out_path, tmp, sizeof tmp);
-    if (train_steps == 0) {
-        float *logits = xalloc_floats((size_t)(M ? M : 1) * cfg.model.vocab_size);
-        ForwardStats st = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, 0, logits);
-        model_mlm_backward(&m, &acts, &batch, 1.0f);
-        h5_write_double(out, "loss", st.loss);
-        hsize_t dims[2] = {(hsize_t)M, (hsize_t)cfg.model.vocab_size};
-        h5_write_floats(out, "logits", logits, 2, dims);
-        checkpoint_write_block(out, "grad", &m.table, m.grads);
-        free(logits);
-    } else {
-        AdamW opt;
-        adamw_create(&opt, &m.table);
-        opt.params_bf16 = m.params_bf16; /* bf16: refreshed in the update pass */
-        double *losses = xmalloc(sizeof(double) * (size_t)train_steps);
-        /* no zeroing here: the gradients are allocated zero and adamw_step leaves them so, which the
-         * PyTorch trajectory then checks too */
-        for (int s = 0; s < train_steps; s++) {
-            losses[s] = model_mlm_forward(&m, &acts, &batch, FORWARD_EVAL_GRAD, (uint64_t)s, NULL).loss;
-            model_mlm_backward(&m, &acts, &batch, 1.0f);
-            adamw_step(&opt, &m.table, m.params, m.grads, &cfg.optim, cfg.optim.lr, 1.0f);
-        }
-        h5_write_doubles(out, "trajectory_loss", losses, (hsize_t)train_steps);
-        checkpoint_write_block(out, "final", &m.table, m.params);
-        free(losses);
-        adamw_free(&opt);
-    }
+    if (train_steps == 0)
+        dump_gradients(out, &m, &acts, &batch);
+    else
+        dump_trajectory(out, &cfg, &m, &acts, &batch, train_steps);
     h5_commit(out, tmp, out_path);
     activations_free(&acts);
     free_batch_file(&bf);

@@ -28,6 +28,8 @@ int cmd_pretrain(int argc, char **argv) {
              "give one; usage: realpos %s", usage);
     Dist dist;
     dist_init(&dist, NULL, NULL); /* under mpirun/srun: this rank of the job */
+    if (resume) /* a fine-tuning checkpoint is named as such before any key of its config is */
+        run_require_resumable(resume, "pretraining");
     Config cfg;
     StoredConfig stored = {0};
     const char *config_path = args.num_positional ? args.positional[0] : NULL;
@@ -65,6 +67,9 @@ int cmd_eval(int argc, char **argv) {
     CliOption options[] = {{"checkpoint", &ckpt}, {"max-seq-len", &max_len}, {"json", &json}};
     CliArgs args = cli_parse(argc, argv, options, 3);
     RP_CHECK(args.num_positional == 1 && ckpt, "usage: realpos %s", usage);
+    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest, before the path rules */
+    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
+    ckpt = ckpt_file;
     if (json) {
         IoPlan plan;
         io_plan_init(&plan);
@@ -77,9 +82,6 @@ int cmd_eval(int argc, char **argv) {
     config_load(&cfg, JOB_PRETRAIN, args.positional[0], args.num_sets, args.sets);
     if (cfg.train.threads > 0)
         omp_set_num_threads(cfg.train.threads);
-    char ckpt_file[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
-    checkpoint_resolve(ckpt, "--checkpoint", ckpt_file, sizeof ckpt_file);
-    ckpt = ckpt_file;
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     config_report_differences(&cfg, &c.cfg, "model", ckpt, "eval uses the checkpoint's model");
@@ -96,14 +98,15 @@ int cmd_eval(int argc, char **argv) {
     int lower = cfg.data.do_lower_case;
     char *vocab = checkpoint_read_vocab(c.file, ckpt, &lower);
     checkpoint_file_close(&c);
+    const char *vocab_origin = vocab ? ckpt : cfg.data.vocab; /* named in the vocabulary's errors */
     if (!vocab)
         vocab = read_file(cfg.data.vocab, NULL, "vocabulary ([data] vocab)");
     cfg.data.do_lower_case = lower;
     MlmData data;
-    mlm_data_open(&data, &cfg, vocab, ckpt);
-    model_set_precision(&model, cfg.train.precision, gemm_host_backend());
+    mlm_data_open(&data, &cfg, vocab, vocab_origin);
     Activations acts;
-    activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg));
+    activations_create(&acts, &model, cfg.train.batch_size, cfg.data.max_seq_len, mlm_max_predictions(&cfg),
+                       cfg.train.precision);
     EvalResult r = evaluate_mlm(&model, &acts, &data, cfg.train.eval_batches, NULL);
     printf("eval %s: max_seq_len %d, %ld predictions: mlm loss %.4f, accuracy %.4f, perplexity %.2f "
            "(unigram baseline accuracy %.4f: always '%s')\n",

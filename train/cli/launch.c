@@ -4,16 +4,26 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
 #include "core/io/files.h"
 #include "layers/attention.h"
 #include "layers/encoder.h"
 
-/* "absolute + method4 (k = 16)", "method4 (k = 16)", "absolute", "none". */
+/* "absolute + method4 (k = 16)", "method4 (k = 16)", "t5 (32 buckets, max distance 128)", "rope (theta
+ * 10000)", "alibi", "absolute", "none": each scheme with the keys that apply to it (schema.c's key_uses). */
 static void positions(const ModelConfig *m, char *out, size_t size) {
     int relative = m->relative_position != REL_NONE;
-    char rel[64] = "";
-    if (relative)
-        snprintf(rel, sizeof rel, "%s (k = %d)", rel_kind_name(m->relative_position), m->relative_k);
+    char rel[96] = "", theta[32];
+    const char *name = rel_kind_name(m->relative_position);
+    if (rel_kind_uses_k(m->relative_position))
+        snprintf(rel, sizeof rel, "%s (k = %d)", name, m->relative_k);
+    else if (m->relative_position == REL_T5)
+        snprintf(rel, sizeof rel, "%s (%d buckets, max distance %d)", name, m->t5_num_buckets, m->t5_max_distance);
+    else if (m->relative_position == REL_ROPE) {
+        snprintf(theta, sizeof theta, "%g", (double)m->rope_theta);
+        snprintf(rel, sizeof rel, "%s (theta %s)", name, theta);
+    } else
+        snprintf(rel, sizeof rel, "%s", name);
     snprintf(out, size, "%s%s%s", m->absolute_position ? "absolute" : "", m->absolute_position && relative ? " + " : "",
              relative ? rel : m->absolute_position ? "" : "none");
 }
@@ -21,11 +31,15 @@ static void positions(const ModelConfig *m, char *out, size_t size) {
 void launch_report(FILE *out, const Config *cfg, const char *job, const LaunchFacts *f, const char *config_ini,
                    int verbose) {
     const ModelConfig *m = &cfg->model;
-    char where[128];
+    char where[160];
     positions(m, where, sizeof where);
     fprintf(out, "%s: model %d layers x %d (%d heads, feed-forward %d, %s-LN), positions %s, residual attention %s\n",
             job, m->num_layers, m->hidden_size, m->num_heads, m->intermediate_size, norm_kind_names[m->norm], where,
             !m->residual_attention ? "no" : m->residual_attention_mean ? "yes (mean)" : "yes");
+    if (cfg->train.precision == PRECISION_BF16) /* the emulation is correct but about 100x slower: say so */
+        fprintf(out, "  precision bf16, products by %s\n", gemm_host_backend() == GEMM_BF16_EMULATED
+                ? "the portable emulation (REALPOS_BF16_EMULATE is on): exact but about 100x slower than oneDNN"
+                : "oneDNN");
     fprintf(out, "  data %s\n", f->data);
     fprintf(out, "  %ld steps of %d x %d sequences, lr %g, warm-up %d steps, then %s%s\n", f->steps,
             cfg->train.grad_accum_steps, f->batch_size, (double)f->lr, f->warmup, f->schedule,

@@ -11,6 +11,7 @@
 #include "core/config/config_parse.h"
 #include "core/config/config_use.h"
 #include "core/gemm.h"
+#include "layers/positions.h"
 
 #define KEY(sec, name) config_key_index(&config_schema, #sec, #name)
 
@@ -151,22 +152,25 @@ static void validate_model(const Config *cfg) {
         reject(cfg, KEY(model, num_heads),
                "expected a divisor of model.hidden_size = %d (%s), got %d", m->hidden_size,
                origin_of(cfg, KEY(model, hidden_size)), m->num_heads);
-    if (m->t5_num_buckets % 2)
+    /* keys that do not apply to the chosen scheme are skipped (warned about by config_report_unused):
+     * a base config may serve several schemes */
+    if (applies(cfg, KEY(model, t5_num_buckets)) && m->t5_num_buckets % 2)
         reject(cfg, KEY(model, t5_num_buckets), "expected an even number (half the buckets per direction), got %d",
                m->t5_num_buckets);
-    if (m->t5_max_distance <= m->t5_num_buckets / 4)
+    if (applies(cfg, KEY(model, t5_max_distance)) && applies(cfg, KEY(model, t5_num_buckets)) &&
+        m->t5_max_distance <= m->t5_num_buckets / 4)
         reject(cfg, KEY(model, t5_max_distance), "expected more than model.t5_num_buckets / 4 = %d (%s), the "
                "distances with a bucket each, got %d", m->t5_num_buckets / 4,
                origin_of(cfg, KEY(model, t5_num_buckets)), m->t5_max_distance);
-    if (m->relative_position == REL_ROPE && (m->hidden_size / m->num_heads) % 2)
+    const char *even_width = pos_scheme(m->relative_position)->even_head_width;
+    if (even_width && (m->hidden_size / m->num_heads) % 2)
         reject(cfg, KEY(model, num_heads), "expected an even head width hidden_size / num_heads for "
-               "relative_position = rope (%s), which rotates pairs of dimensions, got %d / %d = %d",
-               origin_of(cfg, KEY(model, relative_position)), m->hidden_size, m->num_heads,
+               "relative_position = %s (%s), %s, got %d / %d = %d", rel_kind_name(m->relative_position),
+               origin_of(cfg, KEY(model, relative_position)), even_width, m->hidden_size, m->num_heads,
                m->hidden_size / m->num_heads);
-    if (m->residual_attention_mean && !m->residual_attention)
-        reject(cfg, KEY(model, residual_attention_mean),
-               "expected no while model.residual_attention = no (%s), got yes",
-               origin_of(cfg, KEY(model, residual_attention)));
+    /* residual_attention_mean without residual_attention does not apply (schema.c's key_uses): warned
+     * about in a file, refused with --set (config_report_unused), and the model reads it only with
+     * residual attention */
 }
 
 static void validate_data(const Config *cfg) {
@@ -205,7 +209,7 @@ void config_adopt_model(Config *cfg, const Config *stored_config, const char *or
         bool adjustable = false;
         for (size_t i = 0; i < sizeof adjustable_model_keys / sizeof *adjustable_model_keys; i++)
             adjustable |= !strcmp(key->name, adjustable_model_keys[i]);
-        if (strcmp(wanted, have) && !adjustable)
+        if (!config_values_equal(key, cfg, &merged) && !adjustable)
             RP_FATAL("%s: key 'model.%s': expected the checkpoint's value%s (%s) or no setting, got%s; only "
                      "relative_position, relative_k, t5_*, rope_theta, residual_attention(_mean), max_position, dropouts, "
                      "init_range and seed may change when fine-tuning", set_by, key->name, have,
@@ -237,7 +241,7 @@ static int report_difference(const Config *cfg, const Config *stored, int k, con
     const KeySpec *key = &config_schema.keys[k];
     const char *set_by = config_key_origin(&config_schema, cfg, k);
     char *mine = config_value_text(cfg, key), *theirs = config_value_text(stored, key);
-    int differ = set_by[0] && strcmp(mine, theirs);
+    int differ = set_by[0] && !config_values_equal(key, cfg, stored);
     if (differ)
         rp_log("warning: %s: key '%s.%s' =%s differs from the checkpoint's%s (%s); %s", set_by, key->section,
                key->name, mine, theirs, stored_origin, consequence);
@@ -262,7 +266,7 @@ int config_each_difference(const Config *a, const Config *b,
     for (int k = 0; k < config_schema.num_keys; k++) {
         const KeySpec *key = &config_schema.keys[k];
         char *text_a = config_value_text(a, key), *text_b = config_value_text(b, key);
-        if (strcmp(text_a, text_b)) {
+        if (!config_values_equal(key, a, b)) {
             visit(key, text_a + (text_a[0] == ' '), text_b + (text_b[0] == ' '), ctx);
             count++;
         }
@@ -299,7 +303,7 @@ bool config_model_difference(const Config *a, const Config *b, const char *const
         if (strcmp(key->section, "model") || ignored)
             continue;
         char *va = config_value_text(a, key), *vb = config_value_text(b, key);
-        bool differ = strcmp(va, vb) != 0;
+        bool differ = !config_values_equal(key, a, b);
         if (differ) {
             snprintf(diff->key, sizeof diff->key, "model.%s", key->name);
             snprintf(diff->a, sizeof diff->a, "%s", va[0] == ' ' ? va + 1 : va);

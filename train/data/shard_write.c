@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,13 @@ static void attr_counts(hid_t f, const char *split, const SplitCounts *c) {
  * place, as a kill at that moment would. */
 static void test_kill_after_shard(int k) {
     const char *after = getenv("REALPOS_TEST_KILL_AFTER_SHARD");
-    if (after && *after && atoi(after) == k)
+    if (!after || !*after)
+        return;
+    char *end;
+    long shard = strtol(after, &end, 10);
+    RP_CHECK(*end == '\0' && shard >= 0 && shard <= INT_MAX,
+             "environment variable REALPOS_TEST_KILL_AFTER_SHARD: expected a shard number >= 0, got '%s'", after);
+    if (shard == k)
         raise(SIGKILL);
 }
 

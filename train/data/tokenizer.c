@@ -191,6 +191,14 @@ void tokenizer_free(Tokenizer *tok) {
 }
 
 int tokenizer_vocab_size(const Tokenizer *tok) { return tok->size; }
+
+Tokenizer *tokenizer_for_model(const char *vocab_text, size_t len, int do_lower_case, const char *origin,
+                               int vocab_size, const char *size_key) {
+    Tokenizer *tok = tokenizer_from_text(vocab_text, len, do_lower_case, origin);
+    RP_CHECK(tok->size == vocab_size, "%s: the vocabulary has %d tokens but %s = %d", origin, tok->size, size_key,
+             vocab_size);
+    return tok;
+}
 int tokenizer_lower_case(const Tokenizer *tok) { return tok->lower_case; }
 SpecialTokens tokenizer_special(const Tokenizer *tok) { return tok->special; }
 

@@ -42,6 +42,11 @@ Tokenizer *tokenizer_from_text(const char *vocab_text, size_t len, int do_lower_
 void tokenizer_free(Tokenizer *tok);
 
 int tokenizer_vocab_size(const Tokenizer *tok);
+/* tokenizer_from_text for a model with vocab_size embeddings: fatal unless the vocabulary has as
+ * many tokens ("<origin>: the vocabulary has N tokens but <size_key> = V", size_key naming where
+ * V comes from, e.g. "model.vocab_size"). The one vocabulary-size check of every command. */
+Tokenizer *tokenizer_for_model(const char *vocab_text, size_t len, int do_lower_case, const char *origin,
+                               int vocab_size, const char *size_key);
 int tokenizer_lower_case(const Tokenizer *tok);
 SpecialTokens tokenizer_special(const Tokenizer *tok);
 /* Warn (naming the text and the vocabulary) when more than TOKENIZER_UNKNOWN_WARN of a text's

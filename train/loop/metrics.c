@@ -76,10 +76,8 @@ void metrics_open(MetricsLog *log, const char *run_dir, int append, long resumed
     log->jsonl = fopen(log->jsonl_path, append ? "a" : "w");
     RP_CHECK(log->jsonl, "%s: cannot open for writing: %s", log->jsonl_path, strerror(errno));
     const char *path = log->csv_path;
-    FILE *existing = append ? fopen(path, "r") : NULL;
-    int has_header = existing && fgetc(existing) != EOF;
-    if (existing)
-        fclose(existing);
+    struct stat st; /* stat, not a read: a FIFO (a reader streaming the metrics) must not block here */
+    int has_header = append && stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
     log->csv = fopen(path, append ? "a" : "w");
     RP_CHECK(log->csv, "%s: cannot open for writing: %s", path, strerror(errno));
     if (!has_header)
@@ -135,6 +133,7 @@ void metrics_write(MetricsLog *log, const MetricsRecord *r) {
         cJSON_AddNumberToObject(rec, "gflops", r->gflops);
         cJSON_AddNumberToObject(rec, "peak_gflops", r->peak_gflops);
         cJSON_AddStringToObject(rec, "peak_source", r->peak_source ? r->peak_source : "none");
+        cJSON_AddStringToObject(rec, "peak_precision", r->peak_precision ? r->peak_precision : "none");
     }
     char *text = cJSON_PrintUnformatted(rec);
     RP_CHECK(text, "out of memory formatting a metrics record");

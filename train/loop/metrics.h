@@ -11,6 +11,7 @@ typedef struct {
     double tokens_per_s, mfu, elapsed_s, eta_s;  /* train */
     double gflops, peak_gflops; /* train: model GFLOP/s of the window; mfu = gflops / peak_gflops */
     const char *peak_source;    /* train: how the peak was obtained (train/loop/peak.h) */
+    const char *peak_precision; /* train: whose peak: "fp32" (sgemm) or "bf16" (bf16 products) */
     double eval_loss, eval_accuracy, eval_perplexity; /* eval */
     double eval_unigram_accuracy; /* eval (jsonl only): always predicting the most frequent token */
 } MetricsRecord;

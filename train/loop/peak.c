@@ -39,7 +39,7 @@ double sgemm_probe_gflops(void *ctx) {
     return 2.0 * PROBE_N * PROBE_N * (double)PROBE_N / (seconds > 0 ? seconds : 1e-9) * 1e-9;
 }
 
-/* ---- the cache: one JSON object per (host, OpenBLAS core, threads) file, CPU model inside ---- */
+/* ---- the cache: one JSON object per (precision, host, kernels, threads) file, CPU model inside ---- */
 
 /* Characters outside [A-Za-z0-9._-] become '_'. */
 static void file_name_safe(char *text) {
@@ -49,10 +49,10 @@ static void file_name_safe(char *text) {
             *c = '_';
 }
 
-/* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json (HOME/.cache when XDG_CACHE_HOME is
- * unset, empty or relative: the XDG spec says a relative path is invalid and to be ignored);
- * "" when neither gives an absolute directory. */
-static void default_cache_path(char *out, size_t size, const char *blas_core, int threads) {
+/* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json, or peak-bf16-HOST-KERNELS-tTHREADS.json
+ * (HOME/.cache when XDG_CACHE_HOME is unset, empty or relative: the XDG spec says a relative path
+ * is invalid and to be ignored); "" when neither gives an absolute directory. */
+void peak_cache_path(char *out, size_t size, Precision precision, const char *kernels, int threads) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[3072];
     if (xdg && *xdg && *xdg != '/')
@@ -70,14 +70,22 @@ static void default_cache_path(char *out, size_t size, const char *blas_core, in
     if (gethostname(host, sizeof host) != 0)
         snprintf(host, sizeof host, "unknown");
     host[sizeof host - 1] = '\0';
-    snprintf(core, sizeof core, "%s", blas_core);
+    snprintf(core, sizeof core, "%s", kernels);
     file_name_safe(host);
     file_name_safe(core);
-    snprintf(out, size, "%s/peak-%s-%s-t%d.json", dir, host, core, threads);
+    snprintf(out, size, "%s/peak-%s%s-%s-t%d.json", dir, precision == PRECISION_BF16 ? "bf16-" : "", host, core,
+             threads);
+}
+
+/* The field of a cache file naming the kernels: the fp32 files' name is kept (older caches stay
+ * valid); a bf16 file's kernels are its engine and shapes. */
+static const char *kernels_field(const PeakEstimate *p) {
+    return p->precision == PRECISION_BF16 ? "probed_on" : "openblas_core";
 }
 
 /* The cached best probe into p->cached_gflops / cached_at when the file exists, parses and names
- * the same CPU model, kernel family and thread count; otherwise 0 (a file that does not parse is
+ * the same precision, CPU model, kernels and thread count (a file without "precision" is fp32's,
+ * as realpos wrote them before bf16 had a peak); otherwise 0 (a file that does not parse is
  * logged and will be replaced by the next probe). */
 static void read_cache(PeakEstimate *p, int log_bad_file) {
     p->cached_gflops = 0;
@@ -101,16 +109,20 @@ static void read_cache(PeakEstimate *p, int log_bad_file) {
     cJSON *o = cJSON_Parse(text);
     const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(o, "gflops"),
                 *cpu = cJSON_GetObjectItemCaseSensitive(o, "cpu_model"),
-                *core = cJSON_GetObjectItemCaseSensitive(o, "openblas_core"),
+                *core = cJSON_GetObjectItemCaseSensitive(o, kernels_field(p)),
+                *precision = cJSON_GetObjectItemCaseSensitive(o, "precision"),
                 *threads = cJSON_GetObjectItemCaseSensitive(o, "threads"),
                 *at = cJSON_GetObjectItemCaseSensitive(o, "probed_at");
-    if (!cJSON_IsNumber(gflops) || !(gflops->valuedouble > 0) || !isfinite(gflops->valuedouble) ||
+    if (cJSON_IsString(precision) && strcmp(precision->valuestring, precision_names[p->precision])) {
+        /* the other precision's entry: not this peak, replaced by the next probe */
+    } else if (!cJSON_IsNumber(gflops) || !(gflops->valuedouble > 0) || !isfinite(gflops->valuedouble) ||
         !cJSON_IsString(cpu) || !cJSON_IsString(core) || !cJSON_IsNumber(threads) || !cJSON_IsString(at)) {
         if (log_bad_file)
-            rp_log("note: peak cache %s is not a realpos peak record (expected gflops, cpu_model, openblas_core, "
-                   "threads, probed_at); ignoring it, the next probe replaces it", p->cache_path);
-    } else if (!strcmp(cpu->valuestring, p->cpu_model) && !strcmp(core->valuestring, p->blas_core) &&
-             threads->valueint == p->threads) {
+            rp_log("note: peak cache %s is not a realpos peak record (expected gflops, cpu_model, %s, "
+                   "threads, probed_at); ignoring it, the next probe replaces it", p->cache_path, kernels_field(p));
+    } else if (!strcmp(cpu->valuestring, p->cpu_model) && !strcmp(core->valuestring, p->kernels) &&
+               threads->valueint == p->threads &&
+               (cJSON_IsString(precision) || (!precision && p->precision == PRECISION_FP32))) {
         p->cached_gflops = gflops->valuedouble;
         snprintf(p->cached_at, sizeof p->cached_at, "%s", at->valuestring);
     }
@@ -131,9 +143,13 @@ static void write_cache(PeakEstimate *p, double gflops) {
     cJSON_AddNumberToObject(o, "gflops", gflops);
     cJSON_AddStringToObject(o, "probed_at", at);
     cJSON_AddStringToObject(o, "cpu_model", p->cpu_model);
-    cJSON_AddStringToObject(o, "openblas_core", p->blas_core);
+    cJSON_AddStringToObject(o, "precision", precision_names[p->precision]);
+    cJSON_AddStringToObject(o, kernels_field(p), p->kernels);
     cJSON_AddNumberToObject(o, "threads", p->threads);
-    cJSON_AddStringToObject(o, "probe", "best timed 1024x1024x1024 cblas_sgemm (realpos core/peak.h)");
+    cJSON_AddStringToObject(o, "probe",
+                            p->precision == PRECISION_BF16
+                                ? "best timed pass over a step's bf16 linear-layer products (realpos train/loop/peak.h)"
+                                : "best timed 1024x1024x1024 cblas_sgemm (realpos core/peak.h)");
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     char why[3 * 4096] = "out of memory";
@@ -208,12 +224,16 @@ double peak_hardware_bound(int threads) {
  * x this run's best probe, whichever is higher: the bound may misjudge a CPU, a probe never reads
  * high) is dropped, with a note; the next faster probe replaces it. */
 static void drop_impossible_cache(PeakEstimate *p) {
-    double bound = peak_hardware_bound(p->threads), probed = PEAK_PROBE_MULTIPLE * p->probe_gflops;
+    /* bf16: avx512_bf16's dot product does two multiply-adds per fp32 lane (AMX more: the
+     * multiple of the best probe covers it) */
+    double bound = peak_hardware_bound(p->threads) * (p->precision == PRECISION_BF16 ? 2 : 1),
+           probed = PEAK_PROBE_MULTIPLE * p->probe_gflops;
     bound = probed > bound ? probed : bound;
     if (!(p->cached_gflops > bound))
         return;
-    rp_log("note: peak cache %s holds %.4g GFLOP/s, more than this CPU can do on %d threads (at most %.1f): "
-           "ignored, the next probe replaces it", p->cache_path, p->cached_gflops, p->threads, bound);
+    rp_log("note: peak cache %s holds %.4g GFLOP/s, more than this CPU can do in %s on %d threads (at most %.1f): "
+           "ignored, the next probe replaces it", p->cache_path, p->cached_gflops, precision_names[p->precision],
+           p->threads, bound);
     p->cached_gflops = 0;
     p->cached_at[0] = '\0';
 }
@@ -245,20 +265,23 @@ double peak_probe(PeakEstimate *p) {
     return gflops;
 }
 
-static PeakEstimate estimate_base(int threads, PeakProbeFn probe, void *probe_ctx) {
+static PeakEstimate estimate_base(Precision precision, const char *kernels, int threads, PeakProbeFn probe,
+                                  void *probe_ctx) {
     PeakEstimate p;
     memset(&p, 0, sizeof p);
+    p.precision = precision;
     p.threads = threads;
     p.source = "probe";
     p.probe = probe;
     p.probe_ctx = probe_ctx;
     cpu_model_name(p.cpu_model, sizeof p.cpu_model);
-    snprintf(p.blas_core, sizeof p.blas_core, "%s", blas_core_name());
+    snprintf(p.kernels, sizeof p.kernels, "%s", kernels);
     return p;
 }
 
-PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path) {
-    PeakEstimate p = estimate_base(threads, probe, probe_ctx);
+static PeakEstimate estimate_with(Precision precision, const char *kernels, int threads, PeakProbeFn probe,
+                                  void *probe_ctx, const char *cache_path) {
+    PeakEstimate p = estimate_base(precision, kernels, threads, probe, probe_ctx);
     if (cache_path) {
         snprintf(p.cache_path, sizeof p.cache_path, "%s", cache_path);
         read_cache(&p, 1);
@@ -273,24 +296,67 @@ PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx,
     return p;
 }
 
-PeakEstimate peak_estimate(int threads) {
-    const char *fixed = getenv("REALPOS_PEAK_GFLOPS"), *cache = getenv("REALPOS_PEAK_CACHE");
+PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path) {
+    return estimate_with(PRECISION_FP32, blas_core_name(), threads, probe, probe_ctx, cache_path);
+}
+
+PeakEstimate peak_estimate_bf16_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path) {
+    return estimate_with(PRECISION_BF16, "oneDNN", threads, probe, probe_ctx, cache_path);
+}
+
+/* The environment's peak: fixed by `fixed_name` (REALPOS_PEAK_GFLOPS or REALPOS_PEAK_BF16_GFLOPS),
+ * or probed with the cache unless REALPOS_PEAK_CACHE=off. */
+static PeakEstimate estimate_from_environment(Precision precision, const char *fixed_name, const char *kernels,
+                                              int threads, PeakProbeFn probe, void *probe_ctx) {
+    const char *fixed = getenv(fixed_name);
     if (fixed && *fixed) {
         char *end;
         double gflops = strtod(fixed, &end);
-        RP_CHECK(!*end && gflops > 0 && isfinite(gflops),
-                 "REALPOS_PEAK_GFLOPS: expected a positive number of GFLOP/s, got '%s'", fixed);
-        PeakEstimate p = estimate_base(threads, sgemm_probe_gflops, NULL);
+        RP_CHECK(!*end && gflops > 0 && isfinite(gflops), "%s: expected a positive number of GFLOP/s, got '%s'",
+                 fixed_name, fixed);
+        PeakEstimate p = estimate_base(precision, kernels, threads, probe, probe_ctx);
         p.gflops = gflops;
-        p.source = "REALPOS_PEAK_GFLOPS";
+        p.source = fixed_name;
         return p;
     }
-    RP_CHECK(!cache || !*cache || !strcmp(cache, "on") || !strcmp(cache, "off"),
-             "REALPOS_PEAK_CACHE: expected on or off, got '%s'", cache);
     char path[4096] = "";
-    if (!cache || strcmp(cache, "off"))
-        default_cache_path(path, sizeof path, blas_core_name(), threads);
-    return peak_estimate_with(threads, sgemm_probe_gflops, NULL, path[0] ? path : NULL);
+    if (env_switch("REALPOS_PEAK_CACHE", 1))
+        peak_cache_path(path, sizeof path, precision, kernels, threads);
+    return estimate_with(precision, kernels, threads, probe, probe_ctx, path[0] ? path : NULL);
+}
+
+PeakEstimate peak_estimate(int threads) {
+    return estimate_from_environment(PRECISION_FP32, "REALPOS_PEAK_GFLOPS", blas_core_name(), threads,
+                                     sgemm_probe_gflops, NULL);
+}
+
+/* ---- the bf16 peak's probe ---- */
+
+void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tokens, int hidden, int intermediate) {
+    const int H = hidden, T = tokens < PEAK_BF16_MAX_TOKENS ? tokens : PEAK_BF16_MAX_TOKENS;
+    const int maps[4][3] = {{H, 3 * H, 1}, {H, H, 0}, {H, intermediate, 1}, {intermediate, H, 1}};
+    memset(probe, 0, sizeof *probe);
+    probe->backend = backend;
+    probe->tokens = T, probe->hidden = H, probe->intermediate = intermediate;
+    for (int m = 0; m < 4; m++) { /* {in i, out o, bias} */
+        const int i = maps[m][0], o = maps[m][1];
+        probe->shapes[probe->count++] = (GemmShape){GEMM_N, GEMM_T, T, o, i, (float)maps[m][2]};
+        probe->shapes[probe->count++] = (GemmShape){GEMM_N, GEMM_N, T, i, o, 0.0f};
+        probe->shapes[probe->count++] = (GemmShape){GEMM_T, GEMM_N, o, i, T, 1.0f};
+    }
+}
+
+double bf16_probe_gflops(void *ctx) {
+    const PeakBf16Probe *probe = ctx;
+    return gemm_bf16_shapes_gflops(probe->backend, probe->shapes, probe->count);
+}
+
+PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe) {
+    char kernels[64];
+    snprintf(kernels, sizeof kernels, "%s-T%dxH%dxI%d", probe->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN",
+             probe->tokens, probe->hidden, probe->intermediate);
+    return estimate_from_environment(PRECISION_BF16, "REALPOS_PEAK_BF16_GFLOPS", kernels, threads, bf16_probe_gflops,
+                                     probe);
 }
 
 void peak_refine(PeakEstimate *p) {
@@ -303,7 +369,7 @@ void peak_refine(PeakEstimate *p) {
 double peak_utilisation(PeakEstimate *p, double achieved_gflops) {
     if (!(achieved_gflops > 0))
         return 0.0;
-    if (achieved_gflops > p->gflops) {
+    if (p->precision == PRECISION_FP32 && achieved_gflops > p->gflops) {
         if (strcmp(p->source, "observed"))
             rp_log("MFU peak raised from %.1f to %.1f GFLOP/s: a metrics window ran faster than every sgemm probe "
                    "(source now \"observed\")", p->gflops, achieved_gflops);
@@ -315,9 +381,10 @@ double peak_utilisation(PeakEstimate *p, double achieved_gflops) {
 
 void peak_describe(const PeakEstimate *p, char *out, size_t size) {
     char cache[4200], probes[96] = "";
-    if (!strcmp(p->source, "REALPOS_PEAK_GFLOPS")) {
-        snprintf(out, size, "%.1f GFLOP/s on %d threads, set by REALPOS_PEAK_GFLOPS (no probe, no cache)", p->gflops,
-                 p->threads);
+    const char *what = p->precision == PRECISION_BF16 ? "bf16 products" : "fp32 sgemm";
+    if (!strncmp(p->source, "REALPOS_", 8)) {
+        snprintf(out, size, "%s: %.1f GFLOP/s on %d threads, set by %s (no probe, no cache)", what, p->gflops,
+                 p->threads, p->source);
         return;
     }
     if (!p->cache_path[0])
@@ -328,8 +395,8 @@ void peak_describe(const PeakEstimate *p, char *out, size_t size) {
         snprintf(cache, sizeof cache, "cache empty: %s", p->cache_path);
     if (p->probes)
         snprintf(probes, sizeof probes, "best of %d probes now %.1f", p->probes, p->probe_gflops);
-    snprintf(out, size, "%.1f GFLOP/s on %d threads from the %s (%s; %s)", p->gflops, p->threads, p->source,
-             probes[0] ? probes : "no probe", cache);
+    snprintf(out, size, "%s: %.1f GFLOP/s on %d threads from the %s (%s; %s)", what, p->gflops, p->threads,
+             p->source, probes[0] ? probes : "no probe", cache);
 }
 
 void cpu_model_name(char *out, size_t size) {

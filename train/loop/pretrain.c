@@ -34,10 +34,8 @@ void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *
     const DataConfig *dc = &cfg->data;
     memset(d, 0, sizeof *d);
     d->vocab_text = vocab_text;
-    d->tok = tokenizer_from_text(vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin);
-    RP_CHECK(tokenizer_vocab_size(d->tok) == cfg->model.vocab_size,
-             "%s: the vocabulary has %d tokens but model.vocab_size = %d", vocab_origin,
-             tokenizer_vocab_size(d->tok), cfg->model.vocab_size);
+    d->tok = tokenizer_for_model(vocab_text, strlen(vocab_text), dc->do_lower_case, vocab_origin,
+                                 cfg->model.vocab_size, "model.vocab_size");
     shard_set_open(dc, vocab_text, strlen(vocab_text), vocab_origin, &d->train_shard, &d->eval_shard);
     InstanceOptions train_opt = instance_options(dc, cfg->train.batch_size, 0);
     InstanceOptions eval_opt = instance_options(dc, cfg->train.batch_size, 1);
@@ -177,7 +175,6 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     CheckpointFile c;
     checkpoint_file_open_as(&c, init, "--init");
     config_each_difference(p->cfg, &c.cfg, note_model_key, c.path);
-    transfer_note_positions(&p->cfg->model, &c.cfg.model);
     model_init_weights(&p->model, (uint64_t)p->cfg->model.seed); /* what the checkpoint does not hold */
     int root = dist_is_root(run->dist);
     char *table = NULL;
@@ -185,6 +182,7 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     FILE *table_out = root ? open_memstream(&table, &table_size) : NULL;
     RP_CHECK(!root || table_out, "cannot open a memory stream for the parameter table: %s", strerror(errno));
     TransferSummary moved = transfer_load(c.file, c.path, &p->model, "the pretraining model", table_out);
+    transfer_note_positions(c.file, c.path, &p->cfg->model, &c.cfg.model, "step 0's outputs", table_out);
     if (root) {
         fclose(table_out);
         char path[CONFIG_PATH_MAX + 32];
@@ -227,8 +225,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);
     }
-    model_set_precision(&p.model, cfg->train.precision, gemm_host_backend()); /* resume: refreshed after the load */
-    activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg));
+    activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg),
+                       cfg->train.precision); /* resume: the bf16 weights refreshed after the load */
     const TrainConfig *tc = &cfg->train;
     char *data_identity = shard_index_identity(&cfg->data);
     RunTask task = {

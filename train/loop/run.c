@@ -64,6 +64,26 @@ static const char *checkpoint_kind(hid_t f) {
     return NULL;
 }
 
+/* Fatal unless the open checkpoint c holds the training state of a `kind` run. */
+static void require_kind(const CheckpointFile *c, const char *kind) {
+    const char *found = checkpoint_kind(c->file);
+    RP_CHECK(found && h5_exists(c->file, "optimizer"), "--resume %s: no training state to resume from (a "
+             "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
+             "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", c->path,
+             !strcmp(kind, "fine-tuning") ? "finetune" : "pretrain");
+    RP_CHECK(!strcmp(found, kind), "--resume %s: a checkpoint of a %s run; this is %s (%s)", c->path, found, kind,
+             !strcmp(kind, "fine-tuning") ? "to fine-tune its weights, set task.init_checkpoint to it; to continue "
+                                            "pretraining it, `realpos pretrain --init` or `--resume` it"
+                                          : "to pretrain from its weights, use `realpos pretrain --init`");
+}
+
+void run_require_resumable(const char *resume, const char *kind) {
+    CheckpointFile c;
+    checkpoint_file_open_as(&c, resume, "--resume");
+    require_kind(&c, kind);
+    checkpoint_file_close(&c);
+}
+
 void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets) {
     memset(s, 0, sizeof *s);
     CheckpointFile c;
@@ -105,12 +125,7 @@ void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist,
         return;
     run->resume = &run->resume_file;
     checkpoint_file_open(run->resume, run->resume_path);
-    const char *kind = checkpoint_kind(run->resume->file);
-    RP_CHECK(kind && h5_exists(run->resume->file, "optimizer"), "--resume %s: no training state to resume from (a "
-             "weights-only checkpoint such as model.h5, best.h5, an average or an import); --resume takes "
-             "RUN_DIR/latest or RUN_DIR/ckpt-NNNNNNN.h5 of a `realpos %s` run", run->resume_path, !strcmp(start->kind, "fine-tuning") ? "finetune" : "pretrain");
-    RP_CHECK(!strcmp(kind, start->kind), "--resume %s: a checkpoint of a %s run; this is %s (start it with --init "
-             "or task.init_checkpoint instead)", run->resume_path, kind, start->kind);
+    require_kind(run->resume, start->kind);
 }
 
 void run_check_resume(Run *run) {
@@ -137,17 +152,17 @@ static void resume_state(Run *run) {
     run_check_resume(run);
     data_identity_check(f, path, run->task.data_identity);
     checkpoint_load_model(f, path, run->model);
-    model_refresh_bf16(run->model); /* bf16: the copy of the loaded weights (AdamW keeps it after) */
-    AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* every rank reads, keeps its shard */
+    activations_refresh_weights(run->task.head.acts, run->model); /* bf16: AdamW keeps the copy after */
+    AdamW full = dp_adamw_full(&run->ts.opt, run->model->grads); /* every rank reads, keeps its shard */
     RP_CHECK(checkpoint_load_optimizer(f, path, run->model, &full), "%s: no optimizer state to resume from", path);
-    dp_adamw_scatter(&run->opt, &full);
-    dp_adamw_release(&run->opt);
+    dp_adamw_scatter(&run->ts.opt, &full);
+    dp_adamw_release(&run->ts.opt);
     int64_t step;
     hsize_t one = 1;
     h5_read_int64s(f, path, "train/step", &step, 1, &one);
-    RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == run->opt.opt.step,
+    RP_CHECK(step >= 0 && step <= CHECKPOINT_MAX_STEP && step == run->ts.opt.opt.step,
              "%s: dataset 'train/step': expected the optimizer's step count %lld (in [0, %lld]), got %lld", path,
-             (long long)run->opt.opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
+             (long long)run->ts.opt.opt.step, (long long)CHECKPOINT_MAX_STEP, (long long)step);
     run->step = (long)step;
     run->has_resumed_window = h5_exists(f, "train/metrics_window"); /* absent: written by an older realpos */
     if (run->has_resumed_window) {
@@ -203,13 +218,13 @@ static void write_run_state(hid_t file, const void *ctx) {
 }
 
 void run_save(Run *run) {
-    AdamW full = dp_adamw_full(&run->opt, run->model->grads); /* ZeRO-1: gathered through the free grads */
-    dp_adamw_gather(&run->opt, &full);
+    AdamW full = dp_adamw_full(&run->ts.opt, run->model->grads); /* ZeRO-1: gathered through the free grads */
+    dp_adamw_gather(&run->ts.opt, &full);
     if (dist_is_root(run->dist)) {
         CheckpointExtras extras = {run->config_ini, &full, write_run_state, run, NULL};
         run_dir_save_checkpoint(&run->dir, run->step, run->cfg->train.keep_last, run->model, extras);
     }
-    dp_adamw_release(&run->opt);
+    dp_adamw_release(&run->ts.opt);
 }
 
 void run_save_weights(Run *run, const char *name, void (*write_extra)(hid_t, const void *), const void *ctx) {
@@ -245,8 +260,10 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     run->config_ini = config_ini;
     run->model = model;
     run->task = *task;
-    dp_adamw_create(&run->opt, run->dist, &model->table, tc->shard_optimizer);
-    run->opt.opt.params_bf16 = model->params_bf16; /* bf16: refreshed in the update pass */
+    StepConfig sc = task->schedule;
+    sc.run_dir = tc->run_dir;
+    TrainStep *ts = &run->ts;
+    train_step_init(ts, &sc, model, task->head, task->source, &run->cfg->optim, run->dist, tc->shard_optimizer);
     if (resumed)
         resume_state(run);
     else if (root)
@@ -266,11 +283,7 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
         metrics_open(&run->log, run->dir.path, resumed, run->step);
     }
     stop_signals_install();
-    StepConfig sc = task->schedule;
-    sc.run_dir = tc->run_dir;
-    TrainStep *ts = &run->ts;
-    train_step_init(ts, &sc, model, &run->opt, &run->cfg->optim, task->head, task->source, root ? &run->log : NULL,
-                    run->step);
+    train_step_begin(ts, root ? &run->log : NULL, run->step);
     if (run->has_resumed_window) /* elapsed_s continues; the open window's sums carry on */
         train_step_resume_window(ts, &run->resumed_window);
     else if (resumed)
@@ -311,6 +324,6 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
 void run_end(Run *run) {
     if (run->resume)
         checkpoint_file_close(run->resume);
-    dp_adamw_free(&run->opt);
+    train_step_free(&run->ts);
     run_dir_release(&run->dir);
 }

@@ -82,8 +82,8 @@ struct Run {
     char resume_path[CONFIG_PATH_MAX + 32];
     int resume_checked;     /* run_check_resume ran */
     Model *model;
-    DpAdamW opt;            /* whole moments, or this rank's ZeRO-1 shard (train.shard_optimizer) */
-    TrainStep ts;
+    TrainStep ts;           /* the step and its optimizer (ts.opt: whole moments, or this rank's
+                             * ZeRO-1 shard, train.shard_optimizer) */
     MetricsLog log;         /* rank 0 */
     long step;              /* updates done */
     StepWindow resumed_window; /* the resumed checkpoint's metrics window, if it has one */
@@ -103,6 +103,10 @@ typedef struct {
     int num_sets;
 } StoredConfig;
 void run_stored_config(StoredConfig *s, const char *resume, int num_sets, char *const *sets);
+/* Fatal unless `resume` (a checkpoint, RUN_DIR/latest or RUN_DIR) holds the training state of a
+ * `kind` run ("pretraining", "fine-tuning"): the first check of --resume, before the configuration
+ * is read, so that a checkpoint of the other job is named as such, not by a key its config lacks. */
+void run_require_resumable(const char *resume, const char *kind);
 void run_stored_config_free(StoredConfig *s);
 
 /* Claim train.run_dir (rank 0), resolve and open start->resume (a checkpoint of start->kind with

@@ -16,6 +16,7 @@
 
 #include "core/common.h"
 #include "core/io/files.h"
+#include "core/io/paths.h"
 #include "train/config/config.h"
 
 /* Set by the stop-signal handler, polled between steps: the only state a signal handler may
@@ -250,7 +251,7 @@ int run_dir_latest(const char *run_dir, char *out, size_t size) { return checkpo
 int run_dir_latest_id(const char *run_dir, char *out, size_t size) {
     char latest[CONFIG_PATH_MAX + 32], line[256];
     snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    FILE *f = fopen(latest, "r");
+    FILE *f = open_regular_file(latest, "the run's latest checkpoint record", 1); /* NULL: none yet */
     if (!f)
         return 0;
     int found = 0;

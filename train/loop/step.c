@@ -19,19 +19,42 @@ typedef struct {
     double flops;
 } StepTotals;
 
-void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW *opt, const OptimConfig *optim,
-                     LossHead head, BatchSource source, MetricsLog *log, long first_step) {
+static void next_repeated(void *ctx, long step, int micro, TrainBatch *out) {
+    (void)step, (void)micro;
+    *out = *(const TrainBatch *)ctx;
+}
+
+BatchSource batch_source_repeat(const TrainBatch *tb) { return (BatchSource){next_repeated, NULL, (void *)tb}; }
+
+void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, LossHead head, BatchSource source,
+                     const OptimConfig *optim, Dist *dist, int shard_optimizer) {
     memset(ts, 0, sizeof *ts);
     ts->cfg = *cfg;
     ts->model = model;
-    ts->opt = opt;
     ts->optim = optim;
     ts->head = head;
     ts->source = source;
+    dp_adamw_create(&ts->opt, dist, &model->table, shard_optimizer);
+}
+
+void train_step_begin(TrainStep *ts, MetricsLog *log, long first_step) {
     ts->log = log;
-    ts->peak = peak_estimate(omp_get_max_threads());
+    const Activations *acts = ts->head.acts;
+    if (acts->precision == PRECISION_BF16) { /* the bf16 peak, on the encoder's products at [B x L] */
+        peak_bf16_encoder_shapes(&ts->peak_bf16, gemm_backend(acts->gemm), acts->B * acts->L,
+                                 ts->model->cfg.hidden_size, ts->model->cfg.intermediate_size);
+        ts->peak = peak_estimate_bf16(omp_get_max_threads(), &ts->peak_bf16);
+    } else {
+        ts->peak = peak_estimate(omp_get_max_threads());
+    }
     ts->t_begin = now_seconds();
     ts->window_start = first_step;
+}
+
+void train_step_free(TrainStep *ts) {
+    if (ts->opt.dist)
+        dp_adamw_free(&ts->opt);
+    memset(ts, 0, sizeof *ts);
 }
 
 StepWindow train_step_window(const TrainStep *ts) {
@@ -83,13 +106,15 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
         .gflops = ts->window_flops / dt * 1e-9,
         .elapsed_s = now - ts->t_begin, .eta_s = dt / (double)in_window * (double)(c->total_steps - done)};
     if (done % c->log_interval == 0 || done == c->total_steps) {
-        /* MFU against the peak of all ranks: one more probe between steps, then the peak raised
-         * to this window if it ran faster (train/loop/peak.h), so mfu <= 1 without a clamp. */
-        int ranks = ts->opt->dist->size;
+        /* MFU against the peak of all ranks: one more probe between steps, then (fp32) the peak
+         * raised to this window if it ran faster (train/loop/peak.h), so mfu <= 1 without a clamp; the
+         * bf16 peak is never raised. */
+        int ranks = ts->opt.dist->size;
         peak_refine(&ts->peak);
         rec.mfu = peak_utilisation(&ts->peak, rec.gflops / ranks);
         rec.peak_gflops = ts->peak.gflops * ranks;
         rec.peak_source = ts->peak.source;
+        rec.peak_precision = precision_names[ts->peak.precision];
         if (ts->log)
             metrics_write(ts->log, &rec);
         ts->window_seconds = ts->window_loss = ts->window_flops = 0;
@@ -103,7 +128,7 @@ static void log_window(TrainStep *ts, long done, float lr, double grad_norm) {
 void train_step(TrainStep *ts, long step) {
     const StepConfig *c = &ts->cfg;
     Model *m = ts->model;
-    Dist *dist = ts->opt->dist;
+    Dist *dist = ts->opt.dist;
     int accum = c->grad_accum_steps;
     double t_step = now_seconds(), comm_before = dist->comm_seconds;
     int first = (int)((long)accum * dist->rank / dist->size), end = (int)((long)accum * (dist->rank + 1) / dist->size);
@@ -143,12 +168,13 @@ void train_step(TrainStep *ts, long step) {
     dist_sum_doubles(dist, sums, 6);
     totals = (StepTotals){sums[0], (long)sums[1], (long)sums[2], (long)sums[3], sums[4]};
     ts->stop = sums[5] > 0;
-    GradClip clip = dp_adamw_reduce(ts->opt, m->grads, c->clip_grad_norm);
+    GradClip clip = dp_adamw_reduce(&ts->opt, m->grads, c->clip_grad_norm);
     if (!isfinite(clip.norm))
         stop_non_finite(ts, step, "gradient norm", clip.norm);
     float lr = lr_schedule(c->schedule, c->peak_lr, (int)step, c->warmup_steps, (int)c->total_steps);
-    dp_adamw_update(ts->opt, &m->table, m->params, m->grads, ts->optim, lr, clip.scale);
+    dp_adamw_update(&ts->opt, &m->table, m->params, m->grads, ts->head.acts->weights16, ts->optim, lr, clip.scale);
     ts->phases.update += now_seconds() - t_update;
+    ts->last_loss = totals.loss, ts->last_grad_norm = clip.norm, ts->last_lr = lr;
 
     ts->window_loss += totals.loss;
     ts->window_correct += totals.correct;
@@ -163,9 +189,9 @@ void train_step(TrainStep *ts, long step) {
 }
 
 void train_step_log_communication(const TrainStep *ts, long steps) {
-    if (ts->opt->dist->size == 1 || steps <= 0)
+    if (ts->opt.dist->size == 1 || steps <= 0)
         return;
     rp_log("data parallel: %d ranks%s, communication %.1f ms per step on rank 0 (%.1f%% of step time)",
-           ts->opt->dist->size, ts->opt->sharded ? " (ZeRO-1)" : "", 1e3 * ts->comm_seconds / (double)steps,
+           ts->opt.dist->size, ts->opt.sharded ? " (ZeRO-1)" : "", 1e3 * ts->comm_seconds / (double)steps,
            100.0 * ts->comm_seconds / ts->step_seconds);
 }

@@ -41,6 +41,10 @@ typedef struct {
     void *ctx;
 } BatchSource;
 
+/* The same batch *tb (which must outlive the source) for every micro-batch: bench's synthetic
+ * batch, dump --train-steps' batch file. */
+BatchSource batch_source_repeat(const TrainBatch *tb);
+
 typedef struct {
     ScheduleKind schedule;
     float peak_lr;
@@ -61,15 +65,20 @@ typedef struct {
 typedef struct {
     StepConfig cfg;
     Model *model;
-    DpAdamW *opt; /* the update over opt->dist's ranks */
+    DpAdamW opt; /* the step's optimizer: the update over opt.dist's ranks */
     const OptimConfig *optim;
     LossHead head;
     BatchSource source;
     MetricsLog *log;   /* NULL: no records (ranks other than 0) */
-    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h) */
+    PeakEstimate peak; /* MFU's denominator, of one rank (train/loop/peak.h): the fp32 sgemm peak, or in a
+                        * bf16 run the bf16 one, probed on peak_bf16's products */
+    PeakBf16Probe peak_bf16;
     int stop;          /* after a step: a stop signal reached this process (with dp: any rank) */
     double comm_seconds, step_seconds; /* time in dp's communication, and in steps, since init */
     StepPhases phases;
+    /* the last step's mean loss (over the job), gradient norm before clipping, learning rate */
+    double last_loss, last_grad_norm;
+    float last_lr;
     /* metrics window since the last record; its time counts only steps, not eval or saving */
     double t_begin, window_seconds, window_loss, window_flops;
     long window_start, window_tokens, window_correct, window_predictions;
@@ -90,9 +99,17 @@ void train_step_resume_window(TrainStep *ts, const StepWindow *w);
 void step_window_pack(const StepWindow *w, double words[STEP_WINDOW_WORDS]);
 StepWindow step_window_unpack(const double words[STEP_WINDOW_WORDS]);
 
-/* The step machinery for a run whose next update is first_step (0, or the resumed step). */
-void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, DpAdamW *opt, const OptimConfig *optim,
-                     LossHead head, BatchSource source, MetricsLog *log, long first_step);
+/* The one set-up of a training step, for every command that trains (pretraining and fine-tuning
+ * through the run, bench, dump --train-steps): the model with its loss head (whose activations
+ * own the precision: in bf16 their weights' copy is what AdamW's update pass refreshes), the
+ * batch source, and the optimizer, data-parallel AdamW over dist's ranks (ZeRO-1 with
+ * shard_optimizer) with fresh moments (a resume loads them into ts->opt). */
+void train_step_init(TrainStep *ts, const StepConfig *cfg, Model *model, LossHead head, BatchSource source,
+                     const OptimConfig *optim, Dist *dist, int shard_optimizer);
+/* Start the clock, MFU's peak (probes) and the metrics window for a run whose next update is
+ * first_step (0, or the resumed step); log NULL: no records (ranks other than 0). Before train_step. */
+void train_step_begin(TrainStep *ts, MetricsLog *log, long first_step);
+void train_step_free(TrainStep *ts);
 /* Run update `step` (0-based: the number of updates done before it), then log. */
 void train_step(TrainStep *ts, long step);
 /* Over several ranks: log rank 0's communication time per step and its share of the time

@@ -103,7 +103,7 @@ int checkpoint_name_step(const char *name, long *step) {
 int checkpoint_latest(const char *run_dir, char *out, size_t size) {
     char latest[CONFIG_PATH_MAX + 32];
     snprintf(latest, sizeof latest, "%s/latest", run_dir);
-    FILE *f = fopen(latest, "r");
+    FILE *f = open_regular_file(latest, "the run's latest checkpoint record", 1); /* NULL: none yet */
     if (!f)
         return 0;
     char name[256] = "";
@@ -126,7 +126,7 @@ void checkpoint_resolve(const char *arg, const char *what, char *out, size_t siz
     RP_CHECK(arg[0], "%s: expected a checkpoint (a file, RUN_DIR or RUN_DIR/latest), got nothing", what ? what : "");
     struct stat st;
     RP_CHECK(stat(arg, &st) == 0, "%s: %s (expected a checkpoint file, RUN_DIR or RUN_DIR/latest)", named,
-             errno == ENOENT ? "no such file or directory" : strerror(errno));
+             errno == ENOENT ? "no such file or directory" : path_error_text(errno));
     char dir[CONFIG_PATH_MAX + 32];
     size_t len = strlen(arg);
     while (len > 1 && arg[len - 1] == '/') /* "RUN_DIR/" (tab completion) names RUN_DIR */
@@ -145,7 +145,8 @@ void checkpoint_resolve(const char *arg, const char *what, char *out, size_t siz
     }
     char latest[CONFIG_PATH_MAX + 40];
     snprintf(latest, sizeof latest, "%s/latest", dir);
-    RP_CHECK(access(latest, F_OK) == 0, "%s: a directory with no checkpoint yet (no %s: a run writes it with its "
+    struct stat lst; /* lstat: a dangling link or a loop is there, only the directory with no latest is new */
+    RP_CHECK(lstat(latest, &lst) == 0, "%s: a directory with no checkpoint yet (no %s: a run writes it with its "
              "first checkpoint, every train.checkpoint_interval steps); name a checkpoint file instead", named, latest);
     RP_CHECK(checkpoint_latest(dir, out, size), "%s: %s does not name a checkpoint that exists (expected a first line "
              "ckpt-NNNNNNN.h5 of a file in %s)", named, latest, dir);

@@ -9,7 +9,6 @@
 #include "core/common.h"
 #include "core/io/json.h"
 
-static const char *const position_kinds[] = {"absolute", "relative_key", "relative_key_query"};
 
 /* Integer key in [min, max]; `fallback` < min means required. */
 static int json_int(const cJSON *json, const char *key, long fallback, long min, long max, const char *path) {
@@ -132,15 +131,24 @@ void hf_config_read(const char *path, HfConfig *out) {
     m->norm = NORM_POST;
     m->seed = 42;
     const char *kind = json_string(json, "position_embedding_type", "absolute", path);
-    out->position_kind = -1;
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(kind, position_kinds[i]))
-            out->position_kind = i;
-    RP_CHECK(out->position_kind >= 0,
-             "%s: key 'position_embedding_type': expected absolute, relative_key or relative_key_query, got \"%s\"",
-             path, kind);
-    m->absolute_position = out->position_kind == 0;
-    m->relative_position = out->position_kind == 0 ? REL_NONE : out->position_kind == 1 ? REL_SHAW : REL_METHOD4;
+    /* the scheme whose HF form it is; the forms listed "a, b or c" for the message */
+    const char *forms[REL_KIND_COUNT];
+    int found = -1, n = 0;
+    for (int r = 0; r < REL_KIND_COUNT; r++) {
+        const char *form = pos_scheme((RelKind)r)->hf_type;
+        if (!form)
+            continue;
+        if (!strcmp(kind, form))
+            found = r;
+        forms[n++] = form;
+    }
+    char expected[160] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s",
+                 i == 0 ? "" : i == n - 1 ? " or " : ", ", forms[i]);
+    RP_CHECK(found >= 0, "%s: key 'position_embedding_type': expected %s, got \"%s\"", path, expected, kind);
+    m->relative_position = (RelKind)found;
+    m->absolute_position = pos_scheme(m->relative_position)->adds_nothing;
     out->explicit_k = cJSON_GetObjectItemCaseSensitive(json, "realpos_relative_k") != NULL;
     m->relative_k = json_int(json, "realpos_relative_k", m->max_position - 1, 1, m->max_position - 1, path);
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(json, "tie_word_embeddings");
@@ -177,9 +185,10 @@ char *hf_config_write(const Config *cfg, ModelHeads heads, const char *const *la
     cJSON_AddNumberToObject(json, "max_position_embeddings", m->max_position);
     cJSON_AddNumberToObject(json, "num_attention_heads", m->num_heads);
     cJSON_AddNumberToObject(json, "num_hidden_layers", m->num_layers);
-    int kind = m->relative_position == REL_SHAW ? 1 : m->relative_position == REL_METHOD4 ? 2 : 0;
-    cJSON_AddStringToObject(json, "position_embedding_type", position_kinds[kind]);
-    if (kind && m->relative_k < m->max_position - 1)
+    const PosScheme *scheme = pos_scheme(m->relative_position);
+    /* hf_export_check refused a scheme without an HF form */
+    cJSON_AddStringToObject(json, "position_embedding_type", scheme->hf_type ? scheme->hf_type : "absolute");
+    if (scheme->uses_k && m->relative_k < m->max_position - 1)
         cJSON_AddNumberToObject(json, "realpos_relative_k", m->relative_k);
     cJSON_AddNumberToObject(json, "type_vocab_size", m->type_vocab_size);
     cJSON_AddNumberToObject(json, "vocab_size", m->vocab_size);

@@ -10,7 +10,6 @@
 
 typedef struct {
     ModelConfig model; /* relative_k = realpos_relative_k, or max_position - 1 */
-    int position_kind; /* 0 absolute, 1 relative_key, 2 relative_key_query */
     int explicit_k;    /* config.json has realpos_relative_k */
     int num_labels;    /* id2label entries (0 when absent) */
     char labels[HF_MAX_LABELS][HF_LABEL_MAX];

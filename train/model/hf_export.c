@@ -36,34 +36,32 @@ static void add_reason(char *why, size_t size, int *count, const char *fmt, ...)
 
 int hf_export_check(const Config *cfg, ModelHeads heads, char *why, size_t size) {
     const ModelConfig *m = &cfg->model;
-    int rel = m->relative_position, P = m->max_position, count = 0;
+    int P = m->max_position, count = 0;
     int trained = heads.mlm ? cfg->data.max_seq_len : cfg->task.max_seq_len;
     why[0] = '\0';
     if (m->norm == NORM_PRE)
         add_reason(why, size, &count, "model.norm = pre: HF BERT is Post-LN (LayerNorm after each residual)");
     if (m->residual_attention)
         add_reason(why, size, &count, "model.residual_attention = yes: HF BERT has no residual (RealFormer) attention");
-    int unclipped_mode = rel == REL_T5 || rel == REL_ALIBI || rel == REL_ROPE; /* relative_k does not apply */
-    if (unclipped_mode)
+    const PosScheme *scheme = pos_scheme(m->relative_position);
+    const int relative = !scheme->adds_nothing;
+    if (!scheme->hf_type && scheme->hf_lacks)
         add_reason(why, size, &count, "model.relative_position = %s: HF BERT has no %s (its positions are "
                    "absolute embeddings, relative_key or relative_key_query); this model is of the %s family",
-                   rel_kind_name(m->relative_position),
-                   rel == REL_T5 ? "bucketed relative attention bias" : rel == REL_ALIBI ? "linear attention bias"
-                                                                         : "rotary position embedding",
-                   rel == REL_T5 ? "T5 encoder" : rel == REL_ALIBI ? "MosaicBERT" : "ModernBERT / NeoBERT");
-    else if (rel != REL_NONE && rel != REL_SHAW && rel != REL_METHOD4)
+                   rel_kind_name(m->relative_position), scheme->hf_lacks, scheme->hf_family);
+    else if (!scheme->hf_type)
         add_reason(why, size, &count, "model.relative_position = %s: HF BERT has only relative_key (shaw) and "
                    "relative_key_query (method4)", rel_kind_name(m->relative_position));
-    if (rel != REL_NONE && m->absolute_position)
+    if (relative && m->absolute_position)
         add_reason(why, size, &count, "absolute and relative positions together: HF BERT adds absolute position "
                    "embeddings only when position_embedding_type = absolute");
-    if (rel == REL_NONE && !m->absolute_position)
+    if (!relative && !m->absolute_position)
         add_reason(why, size, &count, "no position information (absolute_position = no, relative_position = none): "
                    "HF BERT always has one");
-    if (rel != REL_NONE && !unclipped_mode && m->relative_k > P - 1)
+    if (scheme->uses_k && m->relative_k > P - 1)
         add_reason(why, size, &count, "model.relative_k = %d > max_position - 1 = %d: HF's table has 2 max_position - 1 "
                    "rows, distances beyond %d would be lost", m->relative_k, P - 1, P - 1);
-    if (rel != REL_NONE && !unclipped_mode && trained > P)
+    if (scheme->uses_k && trained > P)
         add_reason(why, size, &count, "trained on sequences of %d tokens (%s.max_seq_len) but model.max_position = %d: "
                    "HF BERT cannot run sequences longer than max_position_embeddings", trained,
                    heads.mlm ? "data" : "task", P);

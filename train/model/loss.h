@@ -1,25 +1,18 @@
-/* One loss API over the model's heads, so a training step does not care which head it trains:
+/* One loss interface over the model's heads, so a training step does not care which head it trains:
  *   MLM (pretraining):   loss = mean over labelled positions of CE(mlm_head(h), label)
  *   classification:      loss = mean_b CE(classifier(pooler(h_[CLS])), y_b)      (task_heads.h)
  *   regression:          loss = mean_b (classifier(pooler(h_[CLS])) - y_b)^2
  *   span (SQuAD):        loss = (mean_b CE(start_b, s_b) + mean_b CE(end_b, e_b)) / 2
  *   tagging:             loss = mean over labelled positions of CE(classifier(h_n), y_n)
- * with h = encoder(batch) [B*L, H]. loss_forward runs encoder and head and returns the loss;
- * loss_backward starts from that loss, scaled by loss_scale (e.g. 1/grad_accum_steps), and
- * accumulates (+=) every parameter's gradient into m->grads. */
+ * with h = encoder(batch) [B*L, H]. Each head is a row of operations (LossHeadOps, loss.c) on the
+ * encoder's output: loss_forward runs the encoder, then the head and its loss; loss_backward runs
+ * the head's backward into d_hidden, then the encoder's, scaled by loss_scale (e.g.
+ * 1/grad_accum_steps), accumulating (+=) every parameter's gradient into m->grads. */
 #pragma once
 #include <stdint.h>
 
 #include "train/model/model.h"
 #include "train/model/task_heads.h"
-
-typedef enum { LOSS_MLM, LOSS_CLASSIFICATION, LOSS_REGRESSION, LOSS_SPAN, LOSS_TAGGING } LossKind;
-
-typedef struct {
-    LossKind kind;
-    Activations *acts;  /* encoder activations (and the MLM head's) */
-    HeadBuffers *heads; /* task head buffers; NULL for LOSS_MLM */
-} LossHead;
 
 /* One batch with the targets of whichever head: MLM labels in batch.labels ([B, L],
  * IGNORE_LABEL = not predicted), task targets in targets ([B] each). num_tokens:
@@ -29,6 +22,25 @@ typedef struct {
     HeadTargets targets;
     long num_tokens;
 } TrainBatch;
+
+typedef struct LossHead LossHead;
+
+/* What a head does after the encoder (h = h->acts->encoder_out [B*L, H]). */
+typedef struct {
+    const char *name; /* "mlm", "classification", "regression", "span" */
+    /* The head's outputs and mean loss; num_predicted / num_correct as loss_forward's. */
+    ForwardStats (*forward)(const LossHead *h, const Model *m, const TrainBatch *tb, ForwardMode mode,
+                            uint64_t step_key);
+    /* d(loss_scale * loss)/dh into h->acts->d_hidden_a (overwrites); the head's gradients += */
+    void (*backward)(const LossHead *h, Model *m, const TrainBatch *tb, float loss_scale);
+    int head_flops; /* 1: the head's products count in the step's FLOPs (the MLM decoder) */
+} LossHeadOps;
+
+struct LossHead {
+    const LossHeadOps *ops;
+    Activations *acts;  /* the encoder's activations (and the MLM head's) */
+    HeadBuffers *heads; /* the task heads' buffers; NULL for the MLM head */
+};
 
 LossHead loss_head_mlm(Activations *acts);
 /* The model's task head (span, or pooler + classifier with regression = MSE on one output). */

@@ -59,9 +59,16 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
     mp->type_emb = place(lo, "bert/embeddings/token_type_embeddings/weight", c->type_vocab_size, H, 1);
     mp->emb_norm_g = place(lo, "bert/embeddings/LayerNorm/weight", H, 0, 0);
     mp->emb_norm_b = place(lo, "bert/embeddings/LayerNorm/bias", H, 0, 0);
-    if (c->relative_position == REL_T5) /* T5: one table for the encoder; its gradient sums the layers' */
-        mp->relative_attention_bias = place(lo, "bert/encoder/relative_attention_bias/weight",
-                                            c->t5_num_buckets, c->num_heads, 1);
+    /* the position scheme's table: one for the encoder (its gradient sums the layers'), or each
+     * layer's (below) */
+    const PosScheme *scheme = pos_scheme(c->relative_position);
+    int table_rows, table_cols;
+    pos_table_shape(c->relative_position,
+                    &(PosDims){.rel_k = c->relative_k, .head_dim = head_dim, .heads = c->num_heads,
+                               .t5_num_buckets = c->t5_num_buckets},
+                    &table_rows, &table_cols);
+    if (scheme->table_scope == POS_TABLE_MODEL)
+        mp->relative_attention_bias = place(lo, scheme->table_name, table_rows, table_cols, 1);
     for (int l = 0; l < c->num_layers; l++) {
         LayerParams *p = &mp->layer[l];
         char pre[32];
@@ -73,11 +80,10 @@ static void layout_model(const ModelConfig *c, ModelHeads heads, Layout *lo, Mod
         NAME(0, "attention/self/query/bias"), NAME(1, "attention/self/key/bias"),
             NAME(2, "attention/self/value/bias");
         p->qkv_b = place_group(lo, names, 3, H, 0, 0);
-        p->rel_table = mp->relative_attention_bias;
-        int rows = attention_table_rows(c->relative_position, c->relative_k);
-        if (rows) {
-            NAME(0, "attention/self/distance_embedding/weight");
-            p->rel_table = place(lo, n[0], rows, attention_table_cols(c->relative_position, head_dim), 1);
+        p->position_table = mp->relative_attention_bias;
+        if (scheme->table_scope == POS_TABLE_LAYER) {
+            NAME(0, scheme->table_name);
+            p->position_table = place(lo, n[0], table_rows, table_cols, 1);
         }
         NAME(0, "attention/output/dense/weight");
         p->attn_out_w = place(lo, n[0], H, H, 1);
@@ -150,25 +156,7 @@ void model_create(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m
 
 void model_create_inference(Model *m, const ModelConfig *cfg, ModelHeads heads) { create(m, cfg, heads, 0); }
 
-void model_set_precision(Model *m, Precision precision, GemmBackend backend) {
-    free(m->params_bf16);
-    m->params_bf16 = NULL;
-    m->precision = precision;
-    m->gemm_backend = backend;
-    if (precision == PRECISION_BF16) {
-        m->params_bf16 = (bf16 *)xalloc_floats_for((m->table.block_floats + 1) / 2,
-                                                   "the bf16 copy of the parameters (train.precision = bf16)");
-        model_refresh_bf16(m);
-    }
-}
-
-void model_refresh_bf16(Model *m) {
-    if (m->params_bf16)
-        bf16_convert_floats(m->params_bf16, m->params, m->table.block_floats);
-}
-
 void model_free(Model *m) {
-    free(m->params_bf16);
     free(m->params);
     free(m->grads);
     free(m->table.items);
@@ -195,11 +183,12 @@ static int ends_with(const char *s, const char *suffix) {
 void model_init_weights(Model *m, uint64_t seed) {
     Rng rng;
     rng_seed(&rng, seed);
-    int scalar_table = m->cfg.relative_position == REL_METHOD1 || m->cfg.relative_position == REL_METHOD2;
+    const PosScheme *scheme = pos_scheme(m->cfg.relative_position);
+    const int ones_table = scheme->init_ones && scheme->table_name;
     for (int i = 0; i < m->table.count; i++) {
         const ParamInfo *p = &m->table.items[i];
         float *w = m->params + p->offset;
-        if (strstr(p->name, "LayerNorm/weight") || (scalar_table && strstr(p->name, "distance_embedding"))) {
+        if (strstr(p->name, "LayerNorm/weight") || (ones_table && ends_with(p->name, scheme->table_name))) {
             for (size_t e = 0; e < p->count; e++)
                 w[e] = 1.0f;
         } else if (ends_with(p->name, "bias")) {

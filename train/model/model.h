@@ -33,7 +33,7 @@ typedef struct {
     float *word_emb, *pos_emb, *type_emb; /* [V,H], [P,H] or NULL, [T,H] */
     float *emb_norm_g, *emb_norm_b;       /* [H] */
     float *relative_attention_bias;       /* t5: [t5_num_buckets, heads], the one table every
-                                           * layer's rel_table points to; else NULL */
+                                           * layer's position_table points to; else NULL */
     LayerParams layer[MODEL_MAX_LAYERS];
     float *final_norm_g, *final_norm_b;   /* Pre-LN only, else NULL */
     HeadParams head;                      /* MLM head (all NULL without it) */
@@ -48,12 +48,6 @@ typedef struct {
     ParamTable table;
     float *params, *grads; /* table.block_floats each */
     ModelParams p, g;
-    /* Mixed precision (model_set_precision): the matrix products' precision, and in bf16 the
-     * parameters rounded to bf16, one block laid out as params (NULL in fp32); the optimizer
-     * refreshes it in its update pass (AdamW.params_bf16), model_refresh_bf16 after a load. */
-    Precision precision;
-    GemmBackend gemm_backend;
-    bf16 *params_bf16;
 } Model;
 
 typedef struct {
@@ -84,10 +78,16 @@ typedef struct {
     float *final_out, *final_mean, *final_rstd; /* Pre-LN final norm */
     HeadActs head;
     LayerScratch scratch;
-    Gemm *gemm; /* the matrix products in the model's precision, m->params_bf16 as shadow */
-    /* bf16 only (else NULL): the shadows of the activations that feed products only, written in
-     * bf16 where they are produced (GELU's output, its gradient): [N, I] each */
-    bf16 *ffn_act16[MODEL_MAX_LAYERS], *d_ffn16;
+    PosTables positions; /* the scheme's length-only tables: built by the forward for its L
+                          * (before the layers), read by every layer's forward and backward */
+    /* The precision of the model's matrix products, and everything that depends on it, owned
+     * here alone: the product context, and in bf16 the weights' copy weights16 = bf16(m->params)
+     * (one block laid out as params, registered with gemm; AdamW's update pass writes it, given
+     * it by the training step; activations_refresh_weights after anything else wrote the weights)
+     * and the feed-forward's bf16 activations (LayerActs.ffn_act16, LayerScratch.d_ffn16). */
+    Precision precision;
+    Gemm *gemm;
+    bf16 *weights16; /* NULL in fp32 */
     float *d_hidden_a, *d_hidden_b; /* [N, H] */
     float *d_head;                  /* [2, max_predictions, H] */
     /* set by model_encode for the backward pass */
@@ -112,17 +112,14 @@ void model_bind(const Model *m, float *block, ModelParams *out);
 void model_init_weights(Model *m, uint64_t seed);
 const ParamInfo *model_find_param(const Model *m, const char *name);
 
-/* The precision of the model's matrix products (fp32 after model_create). bf16 lays out the
- * parameters' bf16 copy and fills it from m->params; call it after the weights are initialised
- * or loaded and before activations_create. backend: GEMM_BF16_ONEDNN (the CPU must have bf16;
- * precision_require_cpu) or GEMM_BF16_EMULATED (tests). */
-void model_set_precision(Model *m, Precision precision, GemmBackend backend);
-/* m->params_bf16 = bf16(m->params) (no-op in fp32): after anything but the optimizer wrote the
- * parameters (a checkpoint load on resume). */
-void model_refresh_bf16(Model *m);
-
-/* Activations for batches of shape up to [B, L] with at most max_predictions labelled positions. */
-void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions);
+/* The one constructor of what runs a model: activations for batches of shape up to [B, L] with
+ * at most max_predictions labelled positions, the product context in `precision` (bf16: oneDNN,
+ * or the emulation under REALPOS_BF16_EMULATE=1, core/gemm.h) and in bf16 the weights' copy,
+ * filled from m->params (initialised or loaded before). */
+void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions, Precision precision);
+/* a->weights16 = bf16(m->params) (no-op in fp32): after anything but the optimizer wrote the
+ * weights (a checkpoint load on resume). */
+void activations_refresh_weights(Activations *a, const Model *m);
 void activations_free(Activations *a);
 
 /* Encoder only: embeddings and every layer (and the Pre-LN final norm). Returns the hidden
@@ -147,6 +144,12 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch);
  * labelled positions (row-major (b, l) order) are copied there. */
 ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                uint64_t step_key, float *logits_copy);
+/* The two halves of each: the MLM head and its loss on the encoder's output of the last
+ * model_encode (in the same mode), and the head's backward into a->d_hidden_a (overwritten; the
+ * encoder's backward follows). The MLM LossHead (train/model/loss.h) is these. */
+ForwardStats model_mlm_head_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                                    float *logits_copy);
+void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);
 /* Gradients of the last model_mlm_forward's loss, accumulated (+=) into m->grads (scaled by loss_scale,
  * e.g. 1/grad_accum_steps). Overwrites a->head.logits. Fatal after a FORWARD_EVAL forward. */
 void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale);

@@ -19,8 +19,6 @@ static LayerKeys layer_keys(uint64_t step_key, int l) {
                        site_key(step_key, base + 2)};
 }
 
-static int is_scalar_method(RelKind rel) { return rel == REL_METHOD1 || rel == REL_METHOD2; }
-
 /* Shapes of a batch [B, L] that fits the layout (B <= a->B, L <= a->L): every kernel indexes by
  * these, so a shorter batch uses a prefix of each activation buffer. */
 static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, int training) {
@@ -33,6 +31,7 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
         .carried_scale = c->residual_attention_mean ? 1.0f / (float)(l + 1) : 1.0f,
         .dropout = training ? c->attention_dropout : 0.0f,
         .threads = a->threads,
+        .tables = &a->positions,
     };
 }
 
@@ -69,20 +68,17 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm1_rstd = arena_take(ar, N);
         la->qkv = arena_take(ar, N * 3 * H);
         la->probs = arena_take(ar, scores);
-        la->raw_scores = is_scalar_method(c->relative_position) ? arena_take(ar, scores) : NULL;
+        la->raw_scores = pos_scheme(c->relative_position)->qk == POS_QK_RAW ? arena_take(ar, scores) : NULL;
         la->ctx = arena_take(ar, N * H);
         la->sum1 = arena_take(ar, N * H);
         la->norm2 = arena_take(ar, N * H);
         la->norm2_mean = arena_take(ar, N);
         la->norm2_rstd = arena_take(ar, N);
         la->ffn_slope = arena_take(ar, N * I);
-        /* bf16: GELU's output is written to its bf16 shadow only (linear_gelu_forward), so its fp32
-         * buffer is never written or read as fp32; its address is the shadow's key, and the slope's
-         * block serves (forward only, GELU's input goes there: the slope is not kept then). The
-         * slope is no product's operand, so no product looks that address up but through act. */
-        la->ffn_act = precision == PRECISION_BF16 ? la->ffn_slope : arena_take(ar, N * I);
+        /* GELU's output: bf16 only in bf16 (the feed-forward's second linear reads nothing else) */
+        la->ffn_act = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
-        a->ffn_act16[l] = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
+        la->ffn_act16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     }
     if (c->norm == NORM_PRE) {
         a->final_out = arena_take(ar, N * H);
@@ -102,10 +98,12 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
     s->d_a = arena_take(ar, N * H);
     s->d_b = arena_take(ar, N * H);
     s->d_ffn = arena_take(ar, N * I);
-    a->d_ffn16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
+    s->d_ffn16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
     s->attn = arena_take(ar, a->attn_scratch_floats);
+    const AttnShape longest = attn_shape(c, a, a->B, a->L, 0, 0);
+    pos_tables_lay_out(&a->positions, &longest, ar);
     s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     s->d_carried = c->residual_attention ? arena_take(ar, scores) : NULL;
     a->d_hidden_a = arena_take(ar, N * H);
@@ -113,7 +111,7 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
     a->d_head = arena_take(ar, 2 * M * H);
 }
 
-void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions) {
+void activations_create(Activations *a, const Model *m, int B, int L, int max_predictions, Precision precision) {
     const ModelConfig *c = &m->cfg;
     RP_CHECK(B >= 1 && L >= 1, "batch shape must be positive, got [%d, %d]", B, L);
     /* Row counts are ints in the layer and BLAS interfaces: tokens B*L, score matrices
@@ -143,6 +141,7 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->L = L;
     a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
     a->threads = omp_get_max_threads();
+    a->precision = precision;
     /* The attention scratch of a shape [B, l] need not grow with l (its blocking depends on l):
      * lay out the largest over every l <= L, so any batch that fits the layout has room. */
     for (int l = 1; l <= L; l++) {
@@ -151,30 +150,37 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
         a->attn_scratch_floats = floats > a->attn_scratch_floats ? floats : a->attn_scratch_floats;
     }
     a->arena = arena_measuring();
-    layout_activations(a, c, m->precision);
+    layout_activations(a, c, precision);
     arena_allocate(&a->arena, a->arena.used,
                    "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
                    "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
-    layout_activations(a, c, m->precision);
+    layout_activations(a, c, precision);
     /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
      * projections' [N, H], the decoder's [M, V]) and two converted activations (the layer norms'
-     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] have shadows */
-    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, I = (size_t)c->intermediate_size;
+     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] are in bf16
+     * already, the weights in their copy */
+    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size;
     const size_t M = (size_t)a->max_predictions, stage = M * (size_t)c->vocab_size > N * 3 * H
                                                             ? M * (size_t)c->vocab_size : N * 3 * H;
-    a->gemm = gemm_create(m->precision, m->gemm_backend, stage, (N > M ? N : M) * H);
-    gemm_shadow(a->gemm, m->params, m->table.block_floats, m->params_bf16);
-    if (m->precision == PRECISION_BF16) {
-        for (int l = 0; l < c->num_layers; l++)
-            gemm_shadow(a->gemm, a->layer[l].ffn_act, N * I, a->ffn_act16[l]);
-        gemm_shadow(a->gemm, a->scratch.d_ffn, N * I, a->d_ffn16);
+    a->gemm = gemm_create(precision, gemm_host_backend(), stage, (N > M ? N : M) * H);
+    if (precision == PRECISION_BF16) {
+        a->weights16 = (bf16 *)xalloc_floats_for((m->table.block_floats + 1) / 2,
+                                                 "the bf16 copy of the parameters (train.precision = bf16)");
+        activations_refresh_weights(a, m);
+        gemm_set_weights(a->gemm, m->params, m->table.block_floats, a->weights16);
     }
     a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
     a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
 }
 
+void activations_refresh_weights(Activations *a, const Model *m) {
+    if (a->weights16)
+        bf16_convert_floats(a->weights16, m->params, m->table.block_floats);
+}
+
 void activations_free(Activations *a) {
     gemm_free(a->gemm);
+    free(a->weights16);
     arena_free(&a->arena);
     free(a->rows);
     free(a->labels);
@@ -208,6 +214,9 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
                       N, H, c->layer_norm_eps);
     dropout_forward(a->emb_out, a->emb_out, (size_t)N * H, emb_drop, site_key(step_key, SITE_EMBEDDINGS));
 
+    /* once per step and length: every layer's forward and backward read them */
+    const AttnShape positions = attn_shape(c, a, B, L, 0, mode == FORWARD_TRAIN);
+    pos_tables_build(&a->positions, &positions, p->relative_attention_bias);
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
         LayerShape shape = layer_shape(c, a, B, L, l, mode);
@@ -225,11 +234,12 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
     return x;
 }
 
-ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
-                               uint64_t step_key, float *logits_copy) {
+ForwardStats model_mlm_head_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                                    float *logits_copy) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
-    RP_CHECK(m->heads.mlm, "internal: model_mlm_forward needs the MLM head");
+    RP_CHECK(m->heads.mlm, "internal: the MLM loss needs the MLM head");
+    RP_CHECK(a->encoder_out && a->mode == mode, "internal: the MLM head runs on the encoder's output of its forward");
     int M = 0;
     for (int n = 0; n < N; n++) {
         if (batch->labels[n] == IGNORE_LABEL)
@@ -239,16 +249,21 @@ ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batc
         a->labels[M++] = batch->labels[n];
     }
     a->num_predictions = M;
-    const float *x = model_encode(m, a, batch, mode, step_key);
     ForwardStats stats = {0, M, 0};
     if (M == 0)
         return stats;
-    mlm_head_forward(a->gemm, &a->head, x, a->rows, M, &m->p.head, m->p.word_emb, H, V, c->layer_norm_eps,
-                     mode == FORWARD_EVAL);
+    mlm_head_forward(a->gemm, &a->head, a->encoder_out, a->rows, M, &m->p.head, m->p.word_emb, H, V,
+                     c->layer_norm_eps, mode == FORWARD_EVAL);
     if (logits_copy)
         memcpy(logits_copy, a->head.logits, sizeof(float) * (size_t)M * V);
     stats.loss = crossentropy_forward(a->head.logits, &stats.num_correct, a->head.logits, a->labels, M, V);
     return stats;
+}
+
+ForwardStats model_mlm_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
+                               uint64_t step_key, float *logits_copy) {
+    model_encode(m, a, batch, mode, step_key);
+    return model_mlm_head_forward(m, a, batch, mode, logits_copy);
 }
 
 void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
@@ -282,7 +297,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
                        batch->token_type_ids, B, L, H);
 }
 
-void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
     int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
     RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
@@ -293,6 +308,10 @@ void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss
         mlm_head_backward(a->gemm, a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
                           a->rows, M, &m->p.head, m->p.word_emb, H, V);
     }
+}
+
+void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
+    model_mlm_head_backward(m, a, batch, loss_scale);
     model_encode_backward(m, a, batch);
 }
 

@@ -5,8 +5,9 @@
  * Every parameter of the new model whose name and shape match a dataset of the checkpoint's
  * /model is loaded; the others keep their fresh initialisation (task head, pooler), except the
  * relative table of a mode the checkpoint lacks: it starts at the value that makes its term vanish
- * (ADDED_TABLES in transfer.c: 0 for shaw, method4 and T5's shared bias, 1 for methods 1-3), so the new model's
- * scores, and every output, are at first the checkpoint model's. Checkpoint datasets the new model
+ * (ADDED_TABLES in transfer.c: 0 for shaw, method4 and T5's shared bias, 1 for methods 1-3): what they add
+ * vanishes at first (whether the outputs are the checkpoint model's also depends on what the
+ * checkpoint's own scheme contributed: transfer_outputs_kept). Checkpoint datasets the new model
  * has no use for (the MLM head) are dropped. A parameter present in both with different shapes is
  * fatal, naming it and both shapes, except the absolute position table with more rows: its first
  * rows load, the rest stay initialised. The table of what happened to each tensor is printed. For
@@ -29,7 +30,17 @@ void transfer_print_summary(FILE *table, const TransferSummary *s);
  * one line per tensor and a summary to `table` (may be NULL). */
 TransferSummary transfer_load(hid_t file, const char *path, Model *m, const char *model, FILE *table);
 
-/* Logs what a position mode the checkpoint lacks does at step 0: t5's table starts at zero (the
- * outputs are the checkpoint's); alibi and rope have no parameters that could start neutral, so the
- * outputs change from step 0. Nothing for the other modes (their tables start neutral: ADDED_TABLES). */
-void transfer_note_positions(const ModelConfig *now, const ModelConfig *stored);
+/* Whether a model of `now` whose weights transfer_load took from a checkpoint of `stored` computes
+ * exactly the checkpoint model's outputs at step 0 (1) or not (0), with the reason in `why`:
+ * decided from what the checkpoint's scheme contributed (its bias, its rotation, its tables: kept,
+ * dropped or read by another formula), what `now` adds (tables at their vanishing value, or a
+ * bias or rotation with no neutral start), absolute positions and residual attention. The
+ * checkpoint's own tables are read from `file` (`path` in errors): a table at the value where its
+ * term vanishes contributes nothing, wherever it goes. */
+int transfer_outputs_kept(hid_t file, const char *path, const ModelConfig *now, const ModelConfig *stored, char *why,
+                          size_t size);
+/* Logs that verdict, "t5 checkpoint -> method4: <outputs> differ from the checkpoint model's (...)",
+ * and appends it to `table` (RUN_DIR/parameters.txt; may be NULL). `outputs` names what is compared
+ * ("step 0's outputs", "step 0's encoder outputs"). */
+void transfer_note_positions(hid_t file, const char *path, const ModelConfig *now, const ModelConfig *stored,
+                             const char *outputs, FILE *table);

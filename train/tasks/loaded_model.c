@@ -38,10 +38,8 @@ void load_model_with_vocab(LoadedModel *out, const char *checkpoint, const char 
         out->vocab_origin = vocab_path;
     }
     out->cfg.data.do_lower_case = lower;
-    out->tok = tokenizer_from_text(out->vocab_text, strlen(out->vocab_text), lower, out->vocab_origin);
-    RP_CHECK(tokenizer_vocab_size(out->tok) == out->cfg.model.vocab_size,
-             "%s: the vocabulary has %d tokens but the checkpoint's model.vocab_size = %d", out->vocab_origin,
-             tokenizer_vocab_size(out->tok), out->cfg.model.vocab_size);
+    out->tok = tokenizer_for_model(out->vocab_text, strlen(out->vocab_text), lower, out->vocab_origin,
+                                   out->cfg.model.vocab_size, "the checkpoint's model.vocab_size");
 }
 
 void loaded_model_free(LoadedModel *lm) {

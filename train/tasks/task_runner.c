@@ -20,21 +20,36 @@ ModelHeads task_runner_heads(const TaskRunner *r) {
     return (ModelHeads){0, 1, r->layout.type == TASK_REGRESSION ? 1 : r->layout.num_labels, 0};
 }
 
+/* The runner's vocabulary: text (owned from here on), its casing and where it came from. */
+static void set_vocab(TaskRunner *r, char *text, int lower, const char *origin) {
+    r->vocab_text = text;
+    r->cfg.data.do_lower_case = lower;
+    r->tok = tokenizer_for_model(r->vocab_text, strlen(r->vocab_text), lower, origin, r->cfg.model.vocab_size,
+                                 "model.vocab_size");
+    r->special = tokenizer_special(r->tok);
+}
+
+void task_runner_fresh(TaskRunner *r, const Config *cfg) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    task_runner_derive(r);
+    set_vocab(r, read_file(cfg->data.vocab, NULL, "vocabulary (key 'data.vocab')"), cfg->data.do_lower_case,
+              cfg->data.vocab);
+    model_create(&r->model, &r->cfg.model, task_runner_heads(r));
+    model_init_weights(&r->model, (uint64_t)cfg->model.seed);
+    task_runner_buffers(r);
+}
+
 void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored) {
     int lower = stored->data.do_lower_case;
-    r->vocab_text = checkpoint_read_vocab(file, path, &lower);
+    char *text = checkpoint_read_vocab(file, path, &lower);
     const char *origin = path;
-    if (!r->vocab_text) {
+    if (!text) {
         RP_CHECK(stored->data.vocab[0], "%s: no /vocab and no [data] vocab in its config", path);
-        r->vocab_text = read_file(stored->data.vocab, NULL, "vocabulary (the checkpoint's [data] vocab)");
+        text = read_file(stored->data.vocab, NULL, "vocabulary (the checkpoint's [data] vocab)");
         origin = stored->data.vocab;
     }
-    r->cfg.data.do_lower_case = lower;
-    r->tok = tokenizer_from_text(r->vocab_text, strlen(r->vocab_text), lower, origin);
-    r->special = tokenizer_special(r->tok);
-    RP_CHECK(tokenizer_vocab_size(r->tok) == r->cfg.model.vocab_size,
-             "%s: the vocabulary has %d tokens but model.vocab_size = %d", origin, tokenizer_vocab_size(r->tok),
-             r->cfg.model.vocab_size);
+    set_vocab(r, text, lower, origin);
 }
 
 TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume, FILE *table) {
@@ -52,7 +67,6 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
     if (!mc->absolute_position && r->cfg.task.max_seq_len > stored.data.max_seq_len)
         rp_log("task.max_seq_len %d is longer than the checkpoint's pretraining sequences (%d): relative positions "
                "only, no change needed", r->cfg.task.max_seq_len, stored.data.max_seq_len);
-    transfer_note_positions(mc, &stored.model);
     task_runner_load_vocab(r, f, ckpt, &stored);
     model_create(&r->model, mc, task_runner_heads(r));
     if (resume) { /* nothing is transferred: the run loads every weight from the checkpoint */
@@ -64,7 +78,9 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
         return (TransferSummary){0};
     }
     model_init_weights(&r->model, (uint64_t)r->cfg.task.seed);
-    return transfer_load(f, ckpt, &r->model, "the fine-tuning model", table);
+    TransferSummary moved = transfer_load(f, ckpt, &r->model, "the fine-tuning model", table);
+    transfer_note_positions(f, ckpt, mc, &stored.model, "step 0's encoder outputs", table);
+    return moved;
 }
 
 void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
@@ -153,8 +169,7 @@ void task_runner_buffers(TaskRunner *r) {
     r->end = xcalloc((size_t)r->B, sizeof(int));
     r->values = xcalloc((size_t)r->B, sizeof(float));
     r->token_labels = xcalloc(BL, sizeof(int));
-    model_set_precision(&r->model, r->cfg.train.precision, gemm_host_backend()); /* the weights are loaded */
-    activations_create(&r->acts, &r->model, r->B, r->L, 0);
+    activations_create(&r->acts, &r->model, r->B, r->L, 0, r->cfg.train.precision); /* the weights are loaded */
     head_buffers_create(&r->heads, &r->model, r->B, r->L);
 }
 

@@ -71,6 +71,9 @@ ModelHeads task_runner_heads(const TaskRunner *r);
  * checkpoint; the model is only created (the run loads every weight from it), one line names it
  * and its step, and nothing is transferred (all counts 0). */
 TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume, FILE *table);
+/* A runner on a fresh model for cfg's task: the vocabulary of [data] vocab, weights from
+ * model.seed, the buffers laid out (what `realpos bench --lengths-from` times). */
+void task_runner_fresh(TaskRunner *r, const Config *cfg);
 /* Vocabulary of a checkpoint (/vocab), or the file its stored [data] names; sets the tokenizer. */
 void task_runner_load_vocab(TaskRunner *r, hid_t file, const char *path, const Config *stored);
 /* Batch buffers and head buffers for the runner's model (after the model exists). */

@@ -166,8 +166,10 @@ expect_value_error "beta of 1" optim beta2 1.0 "a number in [0, 1)"
 expect_value_error "negative lr" optim lr -1e-4 "a number in [0, 1]"
 expect_value_error "probability above 1" data masked_lm_prob 1.5 "a number in [0, 1]"
 expect_value_error "zero eval fraction" data eval_fraction 0 "a number in (0, 1)"
-expect_value_error "bool not yes or no" model absolute_position maybe "yes or no"
-expect_value_error "bool is case-sensitive" optim bias_correction Yes "yes or no"
+expect_value_error "bool not a switch value" model absolute_position maybe "one of 1/0, yes/no, true/false or on/off (any case)"
+for v in yes YES True on On 1; do expect_ok "bool $v is yes" "bias_correction = yes" empty.ini --set optim.bias_correction=$v; done
+for v in no No FALSE off OFF 0; do expect_ok "bool $v is no" "bias_correction = no" empty.ini --set optim.bias_correction=$v; done
+expect_value_error "bool: 2 is no switch value" optim bias_correction 2 "one of 1/0, yes/no, true/false or on/off (any case)"
 expect_value_error "enum value" model relative_position shav "one of none, shaw, method1, method2, method3, method4, t5, alibi, rope"
 expect_value_error "enum schedule" train schedule Linear "one of linear, cosine, constant"
 expect_value_error "empty required path" train run_dir "" "a path of at most 160 characters without ';', not empty"
@@ -193,8 +195,31 @@ ini x.ini "[model]" "hidden_size = 100" "num_heads = 12"
 expect_error "hidden_size not divisible by num_heads" "x.ini:3: key 'model.num_heads': expected a divisor of model.hidden_size = 100 (x.ini:2), got 12" x.ini
 expect_error "cross-key error with a default origin" "(default): key 'model.num_heads': expected a divisor of model.hidden_size = 100 (--set model.hidden_size=100), got 12" \
   empty.ini --set model.hidden_size=100
+# a key that does not apply is skipped by the cross-key checks (README; issue 35): warned about in a file,
+# refused with --set, never refused by a rule of the scheme it does not belong to
 ini x.ini "[model]" "residual_attention_mean = yes"
-expect_error "residual_attention_mean without residual_attention" "x.ini:2: key 'model.residual_attention_mean': expected no while model.residual_attention = no (default), got yes" x.ini
+expect_ok "residual_attention_mean without residual_attention: does not apply, not an error" "residual_attention_mean = yes" x.ini --for pretrain
+grep -qF "warning: x.ini:2: key 'model.residual_attention_mean' has no effect: it needs model.residual_attention = yes" err \
+  && pass "... warned about in the file" || fail "residual_attention_mean warning" "$(cat err)"
+expect_error "... and refused with --set" "--set model.residual_attention_mean=yes: key 'model.residual_attention_mean' would have no effect: it needs model.residual_attention = yes; model.residual_attention is no (default); remove it" \
+  empty.ini --for pretrain --set model.residual_attention_mean=yes
+ini x.ini "[model]" "relative_position = shaw" "t5_num_buckets = 33"
+expect_ok "shaw with an odd t5_num_buckets (a base config shared with t5): warned, not refused" "t5_num_buckets = 33" x.ini --for pretrain
+grep -qF "warning: x.ini:3: key 'model.t5_num_buckets' has no effect: it needs model.relative_position = t5" err \
+  && pass "... the warning names the key" || fail "t5_num_buckets warning" "$(cat err)"
+expect_error "... while with t5 an odd count is refused" "x.ini:3: key 'model.t5_num_buckets': expected an even number (half the buckets per direction), got 33" \
+  x.ini --set model.relative_position=t5
+ini x.ini "[model]" "relative_position = rope" "t5_num_buckets = 16" "t5_max_distance = 3"
+expect_ok "rope with t5 keys that fail t5's cross-key check: warned, not refused" "t5_max_distance = 3" x.ini --for pretrain
+ini x.ini "[model]" "relative_position = t5" "t5_num_buckets = 16" "t5_max_distance = 3"
+expect_error "... the same keys with t5 are refused" "x.ini:4: key 'model.t5_max_distance': expected more than model.t5_num_buckets / 4 = 4 (x.ini:3), the distances with a bucket each, got 3" x.ini
+# applicability compares values as the code does (numbers as numbers): -0 is 0
+ini x.ini "[train]" "warmup_proportion = -0" "warmup_steps = 2"
+expect_ok "warmup_proportion = -0: warmup_steps applies" "warmup_steps = 2" x.ini --for pretrain
+grep -q "has no effect" err && fail "warmup_proportion = -0 warns that warmup_steps has no effect" "$(cat err)" \
+  || pass "... and no warning says it has no effect"
+"$RP" config x.ini --for pretrain --set train.warmup_steps=3 >out 2>err && pass "... nor is --set train.warmup_steps refused" \
+  || fail "--set warmup_steps beside warmup_proportion = -0" "$(cat err)"
 ini x.ini "[data]" "max_seq_len = 1024"
 expect_error "max_seq_len > max_position" "x.ini:2: key 'data.max_seq_len': expected at most model.max_position = 512 (default) while model.absolute_position = yes (default), got 1024" x.ini
 ini x.ini "[data]" "max_seq_len = 16" "max_predictions_per_seq = 17"

@@ -28,6 +28,41 @@ check("bench json: OPENBLAS_CORETYPE as found", r.get("openblas_coretype_env") =
 check("bench json: step times and CPU time", len(r.get("step_seconds", [])) == 2 and r["cpu_seconds_per_step"] > 0)
 PY
 
+# bf16 (issue 37): the bench divides a bf16 step by the bf16 peak (probed on the step's products,
+# train/loop/peak.h), says so in its JSON and output, never by the sgemm peak (fixed far below any
+# machine here: the old bench raised it to the step's rate, peak_source "observed", fraction 1),
+# and never raises the bf16 one to a window (fixed likewise in the second run: only the bench's
+# own bf16 probes after each step lift it, as they lift a fixed sgemm peak).
+"$RP" --version 2>&1 | grep -q "bf16: available" || export REALPOS_BF16_EMULATE=1
+for fixed in none bf16; do
+  bf16_peak=; [ $fixed = bf16 ] && bf16_peak=0.001
+  if env REALPOS_PEAK_GFLOPS=0.001 REALPOS_PEAK_BF16_GFLOPS=$bf16_peak OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --batch-size 2 --seq-len 8 --steps 2 --warmup 1 \
+      --set train.precision=bf16 --json "$tmp/bf16-$fixed.json" >"$tmp/bf16-$fixed.out" 2>&1; then
+    pass "bench bf16 runs ($fixed fixed)"
+  else
+    fail "bench bf16 runs ($fixed fixed)" "$(head -c 300 "$tmp/bf16-$fixed.out")"
+  fi
+done
+"$PY" - "$tmp/bf16-none.json" "$tmp/bf16-bf16.json" "$tmp/bf16-none.out" <<'PY'
+import json, sys
+r, fixed, out = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), open(sys.argv[3]).read()
+def check(name, ok, why=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + why))
+check("bench bf16 json: divided by the bf16 peak, probed or cached", r.get("peak_precision") == "bf16" and
+      r["peak_source"] in ("probe", "cache"), f"{r.get('peak_precision')} {r['peak_source']}")
+check("bench bf16 json: the fraction as measured", abs(r["peak_fraction"] - r["gflops"] / r["peak_gflops"]) <= 1e-9,
+      str((r["peak_fraction"], r["gflops"], r["peak_gflops"])))
+probes = r.get("bf16_probes_gflops") or []
+check("bench bf16 json: the bf16 peak's probes, one before the steps and one after each", len(probes) == 3 and
+      all(p > 0 for p in probes) and r["peak_gflops"] >= max(probes), str((probes, r["peak_gflops"])))
+check("bench bf16 json: the sgemm probes still listed", len(r.get("sgemm_probes_gflops", [])) == 3)
+check("bench bf16 output names the bf16 peak", "of the bf16 peak" in out and "peak: bf16 products: " in out, out[-600:])
+check("bench bf16, its peak fixed at 0.001: lifted by the bench's bf16 probes (as a fixed sgemm peak is), by no window",
+      fixed["peak_source"] == "probe" and fixed["peak_gflops"] == max(fixed["bf16_probes_gflops"][1:]) and
+      abs(fixed["peak_fraction"] - fixed["gflops"] / fixed["peak_gflops"]) <= 1e-9,
+      str((fixed["peak_source"], fixed["peak_gflops"], fixed["bf16_probes_gflops"], fixed["peak_fraction"])))
+PY
+
 # --against: a 4-layer tiny model stepping alternately with the 2-layer one; per step pair the
 # ratio of seconds per token, which must be each pair's step_seconds ratio (same tokens) and, the
 # first model doing half the layers' work, clearly below 1. Both sides are widened to 128 (--set

@@ -206,6 +206,18 @@ for v in "$tmp/other_vocab.txt" /etc/passwd; do
 done
 expect_ok "control: export-hf --vocab equal to the checkpoint's" "wrote" \
   $T "$RP" export-hf "$tmp/imported.h5" --out "$tmp/ex-same" --vocab $FX/vocab.txt
+# the one vocabulary-size check (tokenizer_for_model), as each command reaches it: a vocabulary one
+# token short of model.vocab_size = 115 is named with both sizes and where 115 comes from
+head -n 114 $FX/vocab.txt >"$tmp/short_vocab.txt"
+expect_error "eval: a vocabulary of another size than the model's" \
+  "short_vocab.txt: the vocabulary has 114 tokens but model.vocab_size = 115" \
+  $T "$RP" eval $FX/tiny.ini --checkpoint "$tmp/mlm.h5" --set data.vocab="$tmp/short_vocab.txt"
+expect_error "bench --lengths-from: likewise" "short_vocab.txt: the vocabulary has 114 tokens but model.vocab_size = 115" \
+  $T "$RP" bench $FX/tiny.ini --lengths-from $FX/sst_train.tsv --set task.glue_task=sst2 --set task.max_seq_len=16 \
+  --set data.vocab="$tmp/short_vocab.txt"
+expect_error "fill-mask --vocab: likewise, against the checkpoint's model" \
+  "short_vocab.txt: the vocabulary has 114 tokens but the checkpoint's model.vocab_size = 115" \
+  $T "$RP" fill-mask "$tmp/mlm.h5" --vocab "$tmp/short_vocab.txt" --text "the [MASK] film"
 
 # ---- fill-mask, average ------------------------------------------------------------------------------
 out=$(printf 'the [MASK] film\n\0the film [MASK]\n' | $T "$RP" fill-mask "$tmp/mlm.h5" 2>&1); rc=$?

@@ -158,6 +158,11 @@ sed -i "s/^shard_tokens = 300/shard_tokens = 4000/" killed.ini
 if [ $killed_rc -eq 137 ] && ls killed.shards/*-1.h5 >/dev/null 2>&1 && [ ! -e killed.shards/index.json ]; then
   pass "prepare killed (SIGKILL) right after shard 1: shards 0-1 on disk, no index"
 else fail "prepare killed after shard 1" "status $killed_rc; $(ls killed.shards | tr "\n" " ")"; fi
+sed 's/killed.shards/badhook.shards/' killed.ini >badhook.ini
+if ! REALPOS_TEST_KILL_AFTER_SHARD=one "$RP" prepare badhook.ini >/dev/null 2>err &&
+   grep -qF "REALPOS_TEST_KILL_AFTER_SHARD: expected a shard number >= 0, got 'one'" err; then
+  pass "the test hook refuses a value that is not a shard number"
+else fail "REALPOS_TEST_KILL_AFTER_SHARD=one" "$(tail -2 err)"; fi
 sed 's/killed.shards/fresh.shards/' killed.ini >fresh.ini
 "$RP" prepare fresh.ini >/dev/null 2>&1
 "$RP" prepare killed.ini >out 2>err

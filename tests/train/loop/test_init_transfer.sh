@@ -55,11 +55,11 @@ check "... with the line that says the added tables start where the scores stay 
 check "method1-3 start at 1" grep -qF "the added relative tables start at 1 everywhere (Σ_t q_it k_jt a_rt = q_i·k_j)" "$tmp/method3/parameters.txt"
 check "t5: its shared table added at zero, and the log says step 0's outputs are the checkpoint's" \
   bash -c "grep -qE '^  initialised +bert/encoder/relative_attention_bias/weight +\[32, 2\]$' $tmp/t5/parameters.txt &&
-           grep -qF 'the new T5 table starts at zero' $tmp/t5.log"
+           grep -qF \"none checkpoint -> t5: step 0's outputs are exactly the checkpoint model's (the t5 table starts where its term vanishes)\" $tmp/t5.log"
 "$RP" pretrain "$tmp/p.ini" --init "$abs" "${one[@]}" --set model.relative_position=alibi \
   --set train.run_dir="$tmp/alibi" >"$tmp/alibi.log" 2>&1
 check "alibi: the log says the outputs change from step 0 (nothing to start neutral)" \
-  grep -qF "relative_position = alibi on a none checkpoint: it has no parameters that could start at zero" "$tmp/alibi.log"
+  grep -qF "none checkpoint -> alibi: step 0's outputs differ from the checkpoint model's (ALiBi's bias is added, and it has no parameters that could start at zero)" "$tmp/alibi.log"
 "$RP" pretrain "$tmp/p.ini" --init "$abs" "${one[@]}" --set model.relative_position=method4 --set model.relative_k=4 \
   --set train.run_dir="$tmp/verbose" --verbose >"$tmp/verbose.log" 2>&1
 check "--verbose prints the table too" grep -qF "parameters from $abs:" "$tmp/verbose.log"

@@ -27,7 +27,8 @@ mode = sys.argv[2]
 def check(name, ok, why=""):
     print(("PASS " if ok else "FAIL ") + f"mfu ({mode}): " + name + ("" if ok else ": " + why))
 check("three train records", len(recs) == 3, str(len(recs)))
-check("each names its peak and source", all({"gflops", "peak_gflops", "peak_source"} <= r.keys() for r in recs))
+check("each names its peak, its precision and source", all({"gflops", "peak_gflops", "peak_source"} <= r.keys() and
+      r.get("peak_precision") == "fp32" for r in recs))
 check("mfu = gflops / peak_gflops", all(abs(r["mfu"] - r["gflops"] / r["peak_gflops"]) <= 1e-9 * r["mfu"] for r in recs),
       str([(r["mfu"], r["gflops"], r["peak_gflops"]) for r in recs]))
 check("0 < mfu <= 1", all(0 < r["mfu"] <= 1 for r in recs), str([r["mfu"] for r in recs]))
@@ -43,7 +44,7 @@ PY
 
 "$RP" pretrain "$tmp/run.ini" >"$tmp/log" 2>&1 || fail "pretrain runs" "$(tail -3 "$tmp/log")"
 check "the start-up line names the peak, its source and the cache" \
-  grep -qE "MFU peak per rank [0-9.]+ GFLOP/s on 2 threads from the (probe|cache) .*$XDG_CACHE_HOME/realpos/peak-" "$tmp/log"
+  grep -qE "MFU peak per rank fp32 sgemm: [0-9.]+ GFLOP/s on 2 threads from the (probe|cache) .*$XDG_CACHE_HOME/realpos/peak-" "$tmp/log"
 records "$tmp/run/metrics.jsonl" measured
 cached=$(ls "$XDG_CACHE_HOME/realpos/"peak-*-t2.json 2>/dev/null)
 check "the run records its best probe in the per-host cache" test -n "$cached"

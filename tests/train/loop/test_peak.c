@@ -155,6 +155,52 @@ int main(void) {
     CHECK(&t, near(p.gflops, 100) && p.cache_path[0] == '\0',
           "an unwritable cache turns the cache off, the run goes on (peak %.1f)", p.gflops);
 
+    /* The bf16 peak (issue 37): never raised by a window, and its cache entry is not the fp32
+     * one's nor the reverse, even in one file. */
+    Script b1 = {slow_then_quiet, 1, 0};
+    p = peak_estimate_bf16_with(2, scripted, &b1, NULL);
+    mfu = peak_utilisation(&p, 60);
+    CHECK(&t, p.precision == PRECISION_BF16 && near(mfu, 6.0) && near(p.gflops, 10) && !strcmp(p.source, "probe"),
+          "bf16: a window faster than every probe is divided as measured, the peak not raised (MFU %.3f, peak %.1f "
+          "from %s)", mfu, p.gflops, p.source);
+    peak_describe(&p, line, sizeof line);
+    CHECK(&t, !strncmp(line, "bf16 products: 10.0 GFLOP/s ", 28), "bf16: the description says which peak: %s", line);
+    char shared[300];
+    snprintf(shared, sizeof shared, "%s/shared.json", dir);
+    Script f100 = {quiet, 1, 0}, b10 = {slow_then_quiet, 1, 0};
+    p = peak_estimate_with(2, scripted, &f100, shared); /* fp32 records 100 */
+    p = peak_estimate_bf16_with(2, scripted, &b10, shared);
+    CHECK(&t, near(p.gflops, 10) && !strcmp(p.source, "probe"),
+          "a bf16 estimate does not read an fp32 entry (peak %.1f from %s)", p.gflops, p.source);
+    text = read_file(shared, &len, "peak cache");
+    CHECK(&t, strstr(text, "\"precision\":\t\"bf16\"") && strstr(text, "\"probed_on\""),
+          "... and records its own, with its precision and engine: %s", text);
+    free(text);
+    Script b100 = {quiet, 1, 0}, f10 = {slow_then_quiet, 1, 0};
+    p = peak_estimate_bf16_with(2, scripted, &b100, shared); /* bf16 records 100 over its 10 */
+    p = peak_estimate_with(2, scripted, &f10, shared);
+    CHECK(&t, near(p.gflops, 10) && !strcmp(p.source, "probe"),
+          "an fp32 estimate does not read a bf16 entry (peak %.1f from %s)", p.gflops, p.source);
+    PeakBf16Probe shapes;
+    peak_bf16_encoder_shapes(&shapes, GEMM_BF16_ONEDNN, 32 * 128, 256, 1024); /* bert-mini 32 x 128 */
+    int as_the_step = shapes.count == 12;
+    for (int k = 0; k < shapes.count; k++) { /* the QKV map's: forward, d_in, dW */
+        const GemmShape *x = &shapes.shapes[k], want[3] = {{GEMM_N, GEMM_T, 4096, 768, 256, 1.0f},
+                                                           {GEMM_N, GEMM_N, 4096, 256, 768, 0.0f},
+                                                           {GEMM_T, GEMM_N, 768, 256, 4096, 1.0f}};
+        as_the_step &= k >= 3 || !memcmp(x, &want[k], sizeof *x);
+    }
+    peak_bf16_encoder_shapes(&shapes, GEMM_BF16_ONEDNN, 32 * 512, 768, 3072); /* bert-base 32 x 512 */
+    CHECK(&t, as_the_step && shapes.shapes[0].M == PEAK_BF16_MAX_TOKENS && shapes.shapes[2].K == PEAK_BF16_MAX_TOKENS,
+          "the bf16 probe's products: the linear layers' 12, as layers/linear.c runs them, at most %d rows",
+          PEAK_BF16_MAX_TOKENS);
+    char fp32_path[4096], bf16_path[4096];
+    peak_cache_path(fp32_path, sizeof fp32_path, PRECISION_FP32, blas_core_name(), 2);
+    peak_cache_path(bf16_path, sizeof bf16_path, PRECISION_BF16, "oneDNN-T4096xH256xI1024", 2);
+    CHECK(&t, fp32_path[0] && bf16_path[0] && strcmp(fp32_path, bf16_path) && strstr(bf16_path, "/peak-bf16-") &&
+                  !strstr(fp32_path, "/peak-bf16-"),
+          "the two precisions' default cache files differ: %s, %s", fp32_path, bf16_path);
+
     /* The environment (the real probe: a few 1024^3 sgemm). */
     setenv("XDG_CACHE_HOME", dir, 1);
     setenv("REALPOS_PEAK_GFLOPS", "42.5", 1);
@@ -162,8 +208,28 @@ int main(void) {
     CHECK(&t, near(p.gflops, 42.5) && !strcmp(p.source, "REALPOS_PEAK_GFLOPS") && p.probes == 0,
           "REALPOS_PEAK_GFLOPS fixes the starting peak, no probe (peak %.1f from %s, %d probes)", p.gflops, p.source,
           p.probes);
-    unsetenv("REALPOS_PEAK_GFLOPS");
+    /* the bf16 peak: its own variable; REALPOS_PEAK_GFLOPS (still set) is the fp32 peak's only (the
+     * real probe: a tiny encoder's products, emulated when the CPU has no bf16) */
+    CpuBf16 cpu = cpu_bf16_query();
+    PeakBf16Probe tiny;
+    peak_bf16_encoder_shapes(&tiny, cpu_bf16_available(&cpu) ? GEMM_BF16_ONEDNN : GEMM_BF16_EMULATED, 8, 16, 32);
     setenv("REALPOS_PEAK_CACHE", "off", 1);
+    p = peak_estimate_bf16(1, &tiny);
+    CHECK(&t, p.precision == PRECISION_BF16 && !strcmp(p.source, "probe") && p.probes == PEAK_STARTUP_PROBES &&
+                  p.gflops > 0,
+          "REALPOS_PEAK_GFLOPS does not fix the bf16 peak: probed (peak %.3f from %s, %d probes)", p.gflops, p.source,
+          p.probes);
+    setenv("REALPOS_PEAK_BF16_GFLOPS", "7", 1);
+    p = peak_estimate_bf16(1, &tiny);
+    CHECK(&t, near(p.gflops, 7) && !strcmp(p.source, "REALPOS_PEAK_BF16_GFLOPS") && p.probes == 0 &&
+                  near(peak_utilisation(&p, 70), 10) && near(p.gflops, 7),
+          "REALPOS_PEAK_BF16_GFLOPS fixes the bf16 peak, no probe, no window raises it (peak %.1f from %s)", p.gflops,
+          p.source);
+    unsetenv("REALPOS_PEAK_GFLOPS");
+    p = peak_estimate(1);
+    CHECK(&t, p.precision == PRECISION_FP32 && strcmp(p.source, "REALPOS_PEAK_BF16_GFLOPS") && p.probes > 0,
+          "... and not the fp32 one (peak %.1f from %s)", p.gflops, p.source);
+    unsetenv("REALPOS_PEAK_BF16_GFLOPS");
     p = peak_estimate(1);
     char expected[512];
     snprintf(expected, sizeof expected, "%s/realpos", dir);

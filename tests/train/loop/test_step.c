@@ -4,7 +4,11 @@
  *  - train_step, as training runs it (data-parallel AdamW over a one-rank job), with
  *    grad_accum_steps = 3 asks the batch source for micro-batches 0, 1, 2 of the step, and leaves
  *    exactly (bit for bit) the parameters of one AdamW update by hand from
- *    clip(sum_micro d(loss / 3)), dropout keyed by (seed, step, micro), at the schedule's rate. */
+ *    clip(sum_micro d(loss / 3)), dropout keyed by (seed, step, micro), at the schedule's rate;
+ *  - the precision's one owner (activations_create): in bf16 it lays out the weights' copy
+ *    (= bf16(params)) and GELU's output and gradient in bf16 only, none of them in fp32; the step
+ *    hands the copy to AdamW, so after a step it is bf16 of the new weights, and
+ *    activations_refresh_weights rebuilds it after the weights were written otherwise. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +59,7 @@ static void check_scale(TestTally *t, const char *name, ModelHeads heads, int re
     Model m;
     make_model(&m, heads);
     Activations a;
-    activations_create(&a, &m, B, L, B * L);
+    activations_create(&a, &m, B, L, B * L, PRECISION_FP32);
     HeadBuffers hb;
     memset(&hb, 0, sizeof hb);
     if (!heads.mlm)
@@ -104,28 +108,27 @@ static void check_step(TestTally *t) {
     make_model(&m, heads);
     make_model(&ref, heads);
     Activations a;
-    activations_create(&a, &m, B, L, 0);
+    activations_create(&a, &m, B, L, 0, PRECISION_FP32);
     HeadBuffers hb;
     head_buffers_create(&hb, &m, B, L);
     Dist dist;
     dist_init(&dist, NULL, NULL); /* not under a launcher: one rank */
-    DpAdamW opt;
-    dp_adamw_create(&opt, &dist, &m.table, 0);
     CountingSource src = {make_batch(), 0, {0}, {0}};
     size_t n = m.table.block_floats;
     OptimConfig oc = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
     const float clip_norm = 0.05f; /* small enough to clip */
     StepConfig sc = {SCHED_LINEAR, 1e-3f, 1, 4, ACCUM, clip_norm, 5, 1000, NULL};
     TrainStep ts;
-    train_step_init(&ts, &sc, &m, &opt, &oc, loss_head_task(&m, &a, &hb, 0), (BatchSource){counting_next, NULL, &src},
-                    NULL, 0);
+    train_step_init(&ts, &sc, &m, loss_head_task(&m, &a, &hb, 0), (BatchSource){counting_next, NULL, &src}, &oc,
+                    &dist, 0);
+    train_step_begin(&ts, NULL, 0);
     train_step(&ts, 1);
     CHECK(t, src.calls == ACCUM && src.micro_seen[0] == 0 && src.micro_seen[1] == 1 && src.micro_seen[2] == 2 &&
                  src.step_seen[0] == 1 && src.step_seen[2] == 1,
           "one step asks the source for micro-batches 0, 1, 2 of that step (%d calls)", src.calls);
     /* the same step by hand: the three micro-batches through the loss API, clipping, one AdamW update */
     Activations ra;
-    activations_create(&ra, &ref, B, L, 0);
+    activations_create(&ra, &ref, B, L, 0, PRECISION_FP32);
     HeadBuffers rhb;
     head_buffers_create(&rhb, &ref, B, L);
     LossHead rh = loss_head_task(&ref, &ra, &rhb, 0);
@@ -140,8 +143,8 @@ static void check_step(TestTally *t) {
     CHECK(t, clip.scale < 1.0f && !memcmp(ref.params, m.params, sizeof(float) * n),
           "the step's parameters are bit for bit one AdamW update of clip(sum over micro-batches of d(loss / %d)) "
           "at the scheduled rate (clip scale %.3f)", ACCUM, (double)clip.scale);
-    CHECK(t, !memcmp(plain.exp_avg, opt.opt.exp_avg, sizeof(float) * n) && plain.step == opt.opt.step,
-          "... and the same moments (step %lld)", (long long)opt.opt.step);
+    CHECK(t, !memcmp(plain.exp_avg, ts.opt.opt.exp_avg, sizeof(float) * n) && plain.step == ts.opt.opt.step,
+          "... and the same moments (step %lld)", (long long)ts.opt.opt.step);
     /* A second step: train_step does not zero the gradient block itself (the update left it zero);
      * by hand it is zeroed explicitly. */
     train_step(&ts, 2);
@@ -159,10 +162,59 @@ static void check_step(TestTally *t) {
     activations_free(&ra);
     head_buffers_free(&hb);
     activations_free(&a);
-    dp_adamw_free(&opt);
+    train_step_free(&ts);
     dist_finalize(&dist);
     model_free(&m);
     model_free(&ref);
+}
+
+/* a16[e] == bf16(params[e]) for every e < n */
+static int is_copy(const bf16 *a16, const float *params, size_t n) {
+    for (size_t e = 0; e < n; e++)
+        if (a16[e] != bf16_from_float(params[e]))
+            return 0;
+    return 1;
+}
+
+static void check_precision_owner(TestTally *t) {
+    setenv("REALPOS_BF16_EMULATE", "1", 1); /* the emulated bf16 products: any host */
+    Model m;
+    make_model(&m, heads_mlm());
+    const size_t n = m.table.block_floats;
+    Activations a;
+    activations_create(&a, &m, B, L, B * L, PRECISION_FP32);
+    CHECK(t, !a.weights16 && a.layer[0].ffn_act && !a.layer[0].ffn_act16 && !a.scratch.d_ffn16,
+          "fp32 activations: no weights' copy, GELU's output in fp32, no bf16 buffers");
+    activations_free(&a);
+    activations_create(&a, &m, B, L, B * L, PRECISION_BF16);
+    CHECK(t, a.weights16 && is_copy(a.weights16, m.params, n) && !a.layer[0].ffn_act && a.layer[0].ffn_act16 &&
+                 a.scratch.d_ffn16 && gemm_precision(a.gemm) == PRECISION_BF16,
+          "bf16 activations: the weights' copy = bf16(params), GELU's output and gradient in bf16 only, a bf16 "
+          "product context");
+    Dist dist;
+    dist_init(&dist, NULL, NULL);
+    TrainBatch tb = make_batch();
+    OptimConfig oc = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    StepConfig sc = {SCHED_CONSTANT, 1e-2f, 0, 2, 1, 0.0f, 5, 1000, NULL};
+    float *before = xmalloc(sizeof(float) * n);
+    memcpy(before, m.params, sizeof(float) * n);
+    TrainStep ts;
+    train_step_init(&ts, &sc, &m, loss_head_mlm(&a), batch_source_repeat(&tb), &oc, &dist, 0);
+    train_step_begin(&ts, NULL, 0);
+    train_step(&ts, 0);
+    CHECK(t, memcmp(before, m.params, sizeof(float) * n) && is_copy(a.weights16, m.params, n),
+          "after a bf16 training step the weights' copy is bf16 of the updated weights (the step hands it to AdamW)");
+    for (size_t e = 0; e < n; e++)
+        m.params[e] *= 0.5f;
+    activations_refresh_weights(&a, &m);
+    CHECK(t, is_copy(a.weights16, m.params, n), "activations_refresh_weights: the copy follows weights written "
+          "otherwise (a checkpoint load)");
+    free(before);
+    train_step_free(&ts);
+    dist_finalize(&dist);
+    activations_free(&a);
+    model_free(&m);
+    unsetenv("REALPOS_BF16_EMULATE");
 }
 
 int main(void) {
@@ -172,5 +224,6 @@ int main(void) {
     check_scale(&t, "regression", (ModelHeads){0, 1, 1, 0}, 1);
     check_scale(&t, "span", (ModelHeads){0, 0, 0, 1}, 0);
     check_step(&t);
+    check_precision_owner(&t);
     return tally_exit(&t);
 }

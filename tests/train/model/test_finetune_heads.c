@@ -71,7 +71,7 @@ static void setup(Fixture *fx, ModelHeads heads, int regression) {
     memset(fx, 0, sizeof *fx);
     model_create(&fx->m, &c, heads);
     model_init_weights(&fx->m, 11);
-    activations_create(&fx->a, &fx->m, B, L, 0);
+    activations_create(&fx->a, &fx->m, B, L, 0, PRECISION_FP32);
     head_buffers_create(&fx->hb, &fx->m, B, L);
     fx->regression = regression;
     static int ids[B * L], types[B * L], mask[B * L], labels[B] = {0, 2, 1}, start[B] = {2, 0, 4},

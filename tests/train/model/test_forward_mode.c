@@ -31,7 +31,7 @@ static void fixture_create(Fixture *f, NormKind norm) {
                      .relative_position = REL_METHOD4, .relative_k = 3, .residual_attention = 1};
     model_create(&f->m, &c, heads_mlm());
     model_init_weights(&f->m, 11);
-    activations_create(&f->a, &f->m, B, L, N);
+    activations_create(&f->a, &f->m, B, L, N, PRECISION_FP32);
     Rng rng;
     rng_seed(&rng, 3);
     for (int n = 0; n < N; n++) {

@@ -33,7 +33,7 @@ static Result run(RelKind rel, int layout_threads, int run_threads) {
     model_create(&m, &c, (ModelHeads){0});
     model_init_weights(&m, 11);
     omp_set_num_threads(layout_threads);
-    activations_create(&a, &m, B, L, 0);
+    activations_create(&a, &m, B, L, 0, PRECISION_FP32);
     omp_set_num_threads(run_threads);
     int ids[B * L], types[B * L], mask[B * L];
     Rng rng;

@@ -72,7 +72,7 @@ check "drop-in t5: the shared table is added" has "$work/t5/parameters.txt" \
 check "drop-in t5: the added table starts at zero, not drawn" has "$work/t5/parameters.txt" \
   "the added relative tables start at 0 everywhere \(b\[bucket\(j - i\), h\] = 0\)"
 check "drop-in t5: the log says step 0's outputs are the checkpoint model's" has "$t" \
-  "relative_position = t5 on a none checkpoint: the new T5 table starts at zero"
+  "none checkpoint -> t5: step 0's encoder outputs are exactly the checkpoint model's \(the t5 table starts where its term vanishes\)"
 check "drop-in t5: the fine-tuned table is still zero at lr 1e-30" $PY -c "
 import h5py, numpy as np, sys
 w = h5py.File('$work/t5/model.h5')['model/bert/encoder/relative_attention_bias/weight'][()]
@@ -81,7 +81,7 @@ sys.exit(not (w.shape == (8, 2) and np.abs(w).max() < 1e-20))"
   --set task.epochs=0.1 --set task.max_seq_len=16 --set model.relative_position=alibi \
   --set train.run_dir="$work/alibi" >/dev/null 2>"$work/alibi.err"
 check "drop-in alibi: the log says the outputs change from step 0" has "$work/alibi.err" \
-  "relative_position = alibi on a none checkpoint: it has no parameters that could start at zero"
+  "none checkpoint -> alibi: step 0's encoder outputs differ from the checkpoint model's \(ALiBi's bias is added, and it has no parameters that could start at zero\)"
 
 # relative-only: longer sequences than pretraining need no change
 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" --set task.init_checkpoint="$work/rel.h5" \

@@ -63,7 +63,7 @@ static void net_create(Net *n, const Mode *mode, int span, float dropout, int la
     n->span = span;
     model_create(&n->m, &c, span ? (ModelHeads){0, 0, 0, 1} : (ModelHeads){0, 1, C, 0});
     model_init_weights(&n->m, 11);
-    activations_create(&n->a, &n->m, layout_B, layout_L, 0);
+    activations_create(&n->a, &n->m, layout_B, layout_L, 0, PRECISION_FP32);
     head_buffers_create(&n->hb, &n->m, layout_B, layout_L);
 }
 

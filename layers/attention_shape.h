@@ -1,0 +1,25 @@
+/* The shape of one attention call (attention.h gives the op and the formulas): a header of its
+ * own, below attention.h, attention_plan.h and the position schemes (positions.h), which all read
+ * it, so that none of them includes another in a circle. */
+#pragma once
+
+#include "core/kinds.h" /* RelKind */
+
+struct PosTables;
+
+typedef struct AttnShape {
+    int B, L, H, num_heads;
+    RelKind rel;
+    int rel_k;           /* truncation distance k of the formulas (shaw, methods 1-4 only) */
+    int t5_num_buckets;  /* t5: buckets of the shared table (even, >= 4) */
+    int t5_max_distance; /* t5: distance at which the log buckets end */
+    float rope_theta;    /* rope: base of the frequencies theta_t = rope_theta^(-2t/d) */
+    int residual;        /* carry scores between layers */
+    int first_layer;     /* residual: this layer starts the carried sum (C = S, not C += S) */
+    float carried_scale; /* residual: logits = carried_scale * C */
+    float dropout;       /* probability dropout; 0 in eval */
+    int threads;         /* threads the scratch is sized for; the parallel regions use at most
+                          * this many (0 = 1), whatever omp_get_max_threads() says by then */
+    const struct PosTables *tables; /* the length-only tables built for L (pos_tables_build), or NULL:
+                              * each call builds them in its scratch */
+} AttnShape;

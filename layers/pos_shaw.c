@@ -1,0 +1,272 @@
+/* Shaw's and Method 4's terms (Shaw et al. 2018; Huang et al. 2020), one table a [2k+1, d] per
+ * layer, row r = clip(i-j, -k, k) + k:
+ *   shaw     S_ij = scale * (q_i.k_j + q_i.a_r)
+ *   method4  S_ij = scale * (q_i.k_j + q_i.a_r + k_j.a_r)
+ * One file: method4 is shaw plus the same term with the roles of queries and keys swapped, on the
+ * same kernels. Per (b,h) and block of p->block query rows (key columns), QA = Q.A^T (KA = K.A^T)
+ * over only the table rows that block reaches, gathered into S (never an [L, L, d] tensor);
+ * backward scatters dR into dQA / dKA by r' and runs the transposed GEMMs. Conventions (r, r',
+ * m, the left/band/right split) in attention_plan.h; derivation and costs in docs/attention.md. */
+#include <stddef.h>
+#include <string.h>
+
+#include "core/gemm.h"
+#include "layers/attention_plan.h"
+
+static inline int min_int(int a, int b) { return a < b ? a : b; }
+
+static inline int max_int(int a, int b) { return a > b ? a : b; }
+
+
+/* The block of query rows (keys = 0) or key columns (keys = 1) [first, first+nb) reaches only
+ * r' in [lo, hi]: a query row i reaches clip(i-j) over j in [0, L), a key column j over i. */
+static void reach_block(const AttnPlan *p, int first, int keys, int *nb, int *lo, int *hi) {
+    const int L = p->L, m = p->m;
+    *nb = min_int(p->block, L - first);
+    if (!keys) {
+        *lo = max_int(0, first - (L - 1) + m);
+        *hi = min_int(2 * m, first + *nb - 1 + m);
+    } else {
+        *lo = max_int(0, m - (first + *nb - 1));
+        *hi = min_int(2 * m, L - 1 - first + m);
+    }
+}
+
+/* Term q_i.a_r: S_ij = QA[i][r'], r' = clip(i-j, -m, m) + m, QA = Q.A^T computed block by block
+ * into w->blk ([nb, W], column c is r' = lo + c). Overwrites S (the caller adds q_i.k_j after, as
+ * a GEMM with beta = 1, which saves the pass that zeroes S). */
+static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
+                             const float *q, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int i0 = 0; i0 < L; i0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, i0, 0, &nb, &lo, &hi);
+        const int W = hi - lo + 1;
+        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, q + (size_t)i0 * ld,
+                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        for (int i = i0; i < i0 + nb; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            float *restrict row = S + (size_t)i * L;
+            const float *restrict qa = blk + (size_t)(i - i0) * W;
+            const int band0 = i + m - lo; /* qa[band0 - j] = QA[i][i-j+m] */
+            const float left = le > 0 ? qa[2 * m - lo] : 0.0f, right = rs < L ? qa[0] : 0.0f;
+            for (int j = 0; j < le; j++)
+                row[j] = left;
+            for (int j = le; j < rs; j++)
+                row[j] = qa[band0 - j];
+            for (int j = rs; j < L; j++)
+                row[j] = right;
+        }
+    }
+}
+
+/* Term k_j.a_r (method4): S_ij += KA[j][r'], KA = K.A^T block by block over key columns. */
+static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
+                           const float *key, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int j0 = 0; j0 < L; j0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, j0, 1, &nb, &lo, &hi);
+        const int W = hi - lo + 1, j1 = j0 + nb;
+        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, key + (size_t)j0 * ld,
+                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        /* clipped columns: r' = 2m (reachable iff hi = 2m) and r' = 0 (iff lo = 0) */
+        float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
+        for (int c = 0; c < nb; c++) {
+            ka_left[c] = hi == 2 * m ? blk[(size_t)c * W + 2 * m - lo] : 0.0f;
+            ka_right[c] = lo == 0 ? blk[(size_t)c * W] : 0.0f;
+        }
+        for (int i = 0; i < L; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
+            float *restrict row = S + (size_t)i * L;
+            const ptrdiff_t band0 = i + m - lo - j0; /* blk[band0 + c*(W-1)] = KA[j0+c][r'] */
+            for (int j = j0; j < le; j++)
+                row[j] += ka_left[j - j0];
+            for (int j = le; j < rs; j++)
+                row[j] += blk[band0 + (ptrdiff_t)(j - j0) * (W - 1)];
+            for (int j = rs; j < j1; j++)
+                row[j] += ka_right[j - j0];
+        }
+    }
+}
+
+/* Gradients of the term q_i.a_r from G = dR [L, L]: dQA[i][r'] = sum of G_ij over the j with
+ * that r' (block by block), then dQ += dQA.A and dA += dQA^T.Q (dA: part, [R, d]). */
+static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
+                              float *part, float *dq, const float *q, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int i0 = 0; i0 < L; i0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, i0, 0, &nb, &lo, &hi);
+        const int W = hi - lo + 1;
+        for (int i = i0; i < i0 + nb; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            const float *restrict g = G + (size_t)i * L;
+            float *restrict dr = blk + (size_t)(i - i0) * W;
+            const int band0 = i + m - lo;
+            float left = 0.0f, right = 0.0f;
+            memset(dr, 0, (size_t)W * sizeof(float));
+#pragma omp simd reduction(+ : left)
+            for (int j = 0; j < le; j++)
+                left += g[j];
+#pragma omp simd reduction(+ : right)
+            for (int j = rs; j < L; j++)
+                right += g[j];
+            for (int j = le; j < rs; j++)
+                dr[band0 - j] = g[j];
+            if (le > 0)
+                dr[2 * m - lo] += left;
+            if (rs < L)
+                dr[0] += right;
+        }
+        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
+                    reach + (size_t)lo * d, d, 1.0f, dq + (size_t)i0 * ld, ld);
+        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
+                    q + (size_t)i0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
+    }
+}
+
+/* Gradients of the term k_j.a_r: dKA[j][r'] = sum of G_ij over the i with that r', then
+ * dK += dKA.A and dA += dKA^T.K. */
+static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
+                            float *part, float *dkey, const float *key, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+    float *restrict blk = w->blk;
+    for (int j0 = 0; j0 < L; j0 += p->block) {
+        int nb, lo, hi;
+        reach_block(p, j0, 1, &nb, &lo, &hi);
+        const int W = hi - lo + 1, j1 = j0 + nb;
+        float *restrict col_left = w->vec0, *restrict col_right = w->vec1;
+        memset(blk, 0, (size_t)nb * W * sizeof(float));
+        memset(col_left, 0, (size_t)nb * sizeof(float));
+        memset(col_right, 0, (size_t)nb * sizeof(float));
+        for (int i = 0; i < L; i++) {
+            int le, rs;
+            rel_split(i, m, L, &le, &rs);
+            le = min_int(max_int(le, j0), j1), rs = min_int(max_int(rs, j0), j1);
+            const float *restrict g = G + (size_t)i * L;
+            const ptrdiff_t band0 = i + m - lo - j0;
+            for (int j = j0; j < le; j++)
+                col_left[j - j0] += g[j];
+            for (int j = le; j < rs; j++)
+                blk[band0 + (ptrdiff_t)(j - j0) * (W - 1)] = g[j];
+            for (int j = rs; j < j1; j++)
+                col_right[j - j0] += g[j];
+        }
+        for (int c = 0; c < nb; c++) { /* columns with clipped cells reach r' = 2m (r' = 0) */
+            if (hi == 2 * m)
+                blk[(size_t)c * W + 2 * m - lo] += col_left[c];
+            if (lo == 0)
+                blk[(size_t)c * W] += col_right[c];
+        }
+        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
+                    reach + (size_t)lo * d, d, 1.0f, dkey + (size_t)j0 * ld, ld);
+        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
+                    key + (size_t)j0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
+    }
+}
+
+/* ---- the rows ------------------------------------------------------------------------------ */
+
+/* Sum over blocks of T query rows of rows x reachable table rows: the multiply-adds / d of the
+ * blocked QA (and, by symmetry, KA) GEMMs (see reach_block). */
+static size_t reach_work(int L, int m, int T) {
+    size_t work = 0;
+    for (int i0 = 0; i0 < L; i0 += T) {
+        int nb = T < L - i0 ? T : L - i0;
+        int lo = i0 - (L - 1) + m, hi = i0 + nb - 1 + m;
+        lo = lo > 0 ? lo : 0, hi = hi < 2 * m ? hi : 2 * m;
+        work += (size_t)nb * (size_t)(hi - lo + 1);
+    }
+    return work;
+}
+
+/* A block of T rows reaches at most min(R, L+T-1) table rows, the first and last blocks fewer.
+ * One GEMM over all L rows (fewer, larger calls) unless the blocks cut the QA / KA work by at
+ * least a tenth (k = 64 at L = 128: 13%). Table gradient partials [R, d] by r'. */
+static void plan(AttnPlan *p, Arena *shared) {
+    (void)shared;
+    if (10 * reach_work(p->L, p->m, p->block) > 9 * (size_t)p->L * p->R)
+        p->block = p->L;
+    p->slot_floats = attn_round16((size_t)p->R * p->d);
+}
+
+static void work(const AttnPlan *p, AttnWork *w, Arena *arena) {
+    w->blk = arena_take(arena, (size_t)p->block * (p->L > p->R ? p->L : p->R));
+}
+
+/* The table rows a head at length L reaches: k-m .. k+m. */
+static const float *reachable(const AttnPlan *p, const float *table) {
+    return table + (size_t)(p->rel_k - p->m) * p->d;
+}
+
+static void shaw_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
+                        const float *qkv, const float *table, int b, int h) {
+    (void)raw;
+    const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d;
+    query_table_term(p, w, S, q, reachable(p, table));
+}
+
+static void method4_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
+                           const float *qkv, const float *table, int b, int h) {
+    (void)raw;
+    const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d, *key = q + p->H;
+    query_table_term(p, w, S, q, reachable(p, table));
+    key_table_term(p, w, S, key, reachable(p, table));
+}
+
+static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
+                          float *d_qkv, const float *qkv, const float *table, int b, int h) {
+    const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
+    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, reachable(p, table));
+}
+
+static void method4_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
+                             float *d_qkv, const float *qkv, const float *table, int b, int h) {
+    const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
+    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, reachable(p, table));
+    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, qkv + off + p->H, reachable(p, table));
+}
+
+/* HF BERT's relative_key (shaw) and relative_key_query (method4) hold a [2P-1, d] table
+ * distance_embedding; the transfer's zero table adds nothing to the scores. */
+const PosScheme pos_shaw = {
+    .uses_k = 1,
+    .table_scope = POS_TABLE_LAYER,
+    .table_name = "attention/self/distance_embedding/weight",
+    .table_shape = pos_vector_table_shape,
+    .transfer_identity = 0.0f,
+    .transfer_vanishes = "q_i·a_r = 0",
+    .hf_type = "relative_key",
+    .check = pos_truncated_check,
+    .plan = plan,
+    .work = work,
+    .qk = POS_QK_ADDED,
+    .scores = shaw_scores,
+    .backward = shaw_backward,
+    .finish = pos_vector_table_finish,
+};
+
+const PosScheme pos_method4 = {
+    .uses_k = 1,
+    .table_scope = POS_TABLE_LAYER,
+    .table_name = "attention/self/distance_embedding/weight",
+    .table_shape = pos_vector_table_shape,
+    .transfer_identity = 0.0f,
+    .transfer_vanishes = "q_i·a_r + k_j·a_r = 0",
+    .hf_type = "relative_key_query",
+    .check = pos_truncated_check,
+    .plan = plan,
+    .work = work,
+    .qk = POS_QK_ADDED,
+    .scores = method4_scores,
+    .backward = method4_backward,
+    .finish = pos_vector_table_finish,
+};
