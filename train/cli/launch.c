@@ -26,7 +26,7 @@ static void positions(const ModelConfig *m, char *out, size_t size) {
 void launch_report(FILE *out, const Config *cfg, const char *job, const LaunchFacts *f, const char *config_ini,
                    int verbose) {
     const ModelConfig *m = &cfg->model;
-    char where[160];
+    char where[256]; /* "absolute + " and the scheme with its settings (positions) */
     positions(m, where, sizeof where);
     fprintf(out, "%s: model %d layers x %d (%d heads, feed-forward %d, %s-LN), positions %s, residual attention %s\n",
             job, m->num_layers, m->hidden_size, m->num_heads, m->intermediate_size, norm_kind_names[m->norm], where,
