@@ -40,19 +40,19 @@ static void attr_counts(hid_t f, const char *split, const SplitCounts *c) {
     h5_attr_write_int64(f, name, c->tokens);
 }
 
-/* The tests' kill at a chosen point (tests/train/data/test_corpus.sh), whatever the host's speed:
- * REALPOS_TEST_KILL_AFTER_SHARD=K sends this process SIGKILL right after a source's shard K is in
- * place, as a kill at that moment would. */
-static void test_kill_after_shard(int k) {
-    const char *after = getenv("REALPOS_TEST_KILL_AFTER_SHARD");
-    if (!after || !*after)
-        return;
+/* The tests' signals at chosen points, whatever the host's speed (tests/train/data/test_corpus.sh,
+ * test_shard_identity.sh): whether environment variable `name` names shard k of a source
+ * (REALPOS_TEST_KILL_AFTER_SHARD=K: SIGKILL right after shard K is in place, as a kill at that
+ * moment would; REALPOS_TEST_TERM_IN_SHARD=K: SIGTERM while shard K's temporary is being written). */
+static int test_signal_at(const char *name, int k) {
+    const char *at = getenv(name);
+    if (!at || !*at)
+        return 0;
     char *end;
-    long shard = strtol(after, &end, 10);
+    long shard = strtol(at, &end, 10);
     RP_CHECK(*end == '\0' && shard >= 0 && shard <= INT_MAX,
-             "environment variable REALPOS_TEST_KILL_AFTER_SHARD: expected a shard number >= 0, got '%s'", after);
-    if (shard == k)
-        raise(SIGKILL);
+             "environment variable %s: expected a shard number >= 0, got '%s'", name, at);
+    return shard == k;
 }
 
 ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char *stem, int k,
@@ -62,6 +62,8 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
     shard_file(path, sizeof path, d->shard_dir, stem, k);
     shard_temp_begin(tmp, sizeof tmp, path);
     hid_t f = h5_create(tmp);
+    if (test_signal_at("REALPOS_TEST_TERM_IN_SHARD", k))
+        raise(SIGTERM);
     ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences, shard_buffer_digest(b)};
     char digest[17];
     digest_text(digest, c.digest);
@@ -107,7 +109,8 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
         unlink(tmp);
     shard_temp_end();
     RP_CHECK(renamed, "%s: cannot rename to %s: %s (removed the temporary file)", tmp, path, strerror(err));
-    test_kill_after_shard(k);
+    if (test_signal_at("REALPOS_TEST_KILL_AFTER_SHARD", k))
+        raise(SIGKILL);
     return c;
 }
 
