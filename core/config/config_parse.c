@@ -87,9 +87,9 @@ static int on_assignment(void *user, const char *section, const char *name, cons
     /* inih passes an indented line after an assignment as more value for the same name. */
     const KeySpec *prev = p->prev_key >= 0 ? &p->schema->keys[p->prev_key] : NULL;
     if (p->line_indented && prev && !strcmp(section, prev->section) && !strcmp(name, prev->name)) {
-        if (prev->type != KEY_PATHS)
-            parse_error(p, "key '%s.%s': expected a one-line value (only path lists continue on "
-                        "indented lines), got the indented line '%.200s'", section, name, value);
+        if (prev->type != KEY_PATHS && prev->type != KEY_WORDS)
+            parse_error(p, "key '%s.%s': expected a one-line value (only path and word lists continue "
+                        "on indented lines), got the indented line '%.200s'", section, name, value);
         else if (strpbrk(value, "=:"))
             parse_error(p, "key '%s.%s': expected more paths on this indented line, got '%.200s' "
                         "(remove the indentation to start a new key)", section, name, value);

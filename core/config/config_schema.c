@@ -47,6 +47,10 @@ void config_describe_expected(const KeySpec *key, char *out, size_t size) {
         snprintf(out, size, "a path of at most %d characters without ';'%s", VALUE_TEXT_MAX,
                  key->nonempty ? ", not empty" : "");
         break;
+    case KEY_WORDS:
+        snprintf(out, size, "space-separated words without ';', '=' or ':', at most %d characters in all",
+                 CONFIG_PATH_MAX - 1);
+        break;
     case KEY_PATHS:
         snprintf(out, size, "up to %d space-separated paths of at most %d characters without ';', "
                  "'=' or ':'", CONFIG_MAX_FILES, VALUE_TEXT_MAX);
@@ -131,6 +135,28 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
             memcpy(field, text, strlen(text));
         }
         break;
+    case KEY_WORDS: { /* words joined by one space; an indented line (append) adds more */
+        char *words = field, joined[CONFIG_PATH_MAX];
+        size_t used = 0;
+        if (append)
+            used = (size_t)snprintf(joined, sizeof joined, "%s", words);
+        ok = true;
+        for (const char *s = text; ok && *s;) {
+            size_t skip = strspn(s, " \t\r\n\v\f"), length = strcspn(s + skip, " \t\r\n\v\f");
+            s += skip;
+            if (!length)
+                break;
+            ok = valid_path_text(s, length, true) && used + (used > 0) + length < sizeof joined;
+            if (ok)
+                used += (size_t)snprintf(joined + used, sizeof joined - used, "%s%.*s", used ? " " : "", (int)length, s);
+            s += length;
+        }
+        if (ok) {
+            memset(field, 0, CONFIG_PATH_MAX); /* whole field, so equal configs compare equal */
+            memcpy(field, joined, used);
+        }
+        break;
+    }
     case KEY_PATHS: {
         char(*paths)[CONFIG_PATH_MAX] = field;
         int *count = (int *)((char *)values + key->count_offset);
@@ -269,6 +295,20 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key) {
         if (*(const char *)field)
             fprintf(out, " %s", (const char *)field);
         break;
+    case KEY_WORDS: {
+        size_t column = strlen(key->name) + 2;
+        for (const char *s = field; *s;) {
+            size_t length = strcspn(s, " ");
+            if (column > strlen(key->name) + 2 && column + 1 + length > LIST_WRAP_COLUMN) {
+                fprintf(out, "\n   "); /* an indented line continues the list */
+                column = 3;
+            }
+            fprintf(out, " %.*s", (int)length, s);
+            column += 1 + length;
+            s += length + (s[length] == ' ');
+        }
+        break;
+    }
     case KEY_PATHS: {
         const char(*paths)[CONFIG_PATH_MAX] = field;
         int count = *(const int *)((const char *)values + key->count_offset);
@@ -296,7 +336,8 @@ bool config_values_equal(const KeySpec *key, const void *a, const void *b) {
     case KEY_ENUM: return *(const int *)x == *(const int *)y;
     case KEY_INT64: return *(const int64_t *)x == *(const int64_t *)y;
     case KEY_FLOAT: return *(const float *)x == *(const float *)y; /* -0 = 0 */
-    case KEY_STRING: return !strcmp(x, y);
+    case KEY_STRING:
+    case KEY_WORDS: return !strcmp(x, y);
     case KEY_PATHS: {
         int count = *(const int *)((const char *)a + key->count_offset);
         if (count != *(const int *)((const char *)b + key->count_offset))

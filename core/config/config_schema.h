@@ -21,8 +21,9 @@
 
 /* Field types: KEY_INT int, KEY_INT64 int64_t, KEY_FLOAT float, KEY_BOOL int (0/1), KEY_ENUM an
  * int-sized enum, KEY_STRING char[CONFIG_PATH_MAX], KEY_PATHS char[CONFIG_MAX_FILES][CONFIG_PATH_MAX]
- * with an int count. */
-typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL, KEY_ENUM, KEY_STRING, KEY_PATHS } KeyType;
+ * with an int count, KEY_WORDS char[CONFIG_PATH_MAX] holding space-separated words (a list longer
+ * than an INI line, e.g. a tagging task's labels, continues on indented lines as KEY_PATHS do). */
+typedef enum { KEY_INT, KEY_INT64, KEY_FLOAT, KEY_BOOL, KEY_ENUM, KEY_STRING, KEY_PATHS, KEY_WORDS } KeyType;
 
 typedef struct {
     const char *section, *name;
@@ -100,6 +101,9 @@ typedef void (*ConfigCheck)(const void *values);
     {.section = #sec, .name = #key, .type = KEY_STRING,                                            \
      .offset = CONFIG_FIELD(T, sec.key, char *), .fallback = def, .nonempty = required,           \
      .help = desc}
+#define CONFIG_WORDS_KEY(T, sec, key, def, desc)                                                   \
+    {.section = #sec, .name = #key, .type = KEY_WORDS, .offset = CONFIG_FIELD(T, sec.key, char *),  \
+     .fallback = def, .help = desc}
 #define CONFIG_PATHS_KEY(T, sec, key, count, def, desc)                                            \
     {.section = #sec, .name = #key, .type = KEY_PATHS,                                             \
      .offset = CONFIG_FIELD(T, sec.key, char(*)[CONFIG_PATH_MAX]),                                 \

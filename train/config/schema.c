@@ -32,6 +32,7 @@ static const char *const padding_names[] = {"longest", "max_length", NULL};
 #define ENUM_KEY(...) CONFIG_ENUM_KEY(Config, __VA_ARGS__)
 #define STRING_KEY(...) CONFIG_STRING_KEY(Config, __VA_ARGS__)
 #define PATHS_KEY(...) CONFIG_PATHS_KEY(Config, __VA_ARGS__)
+#define WORDS_KEY(...) CONFIG_WORDS_KEY(Config, __VA_ARGS__)
 
 static const KeySpec keys[] = {
     INT_KEY(model, hidden_size, "768", 1, 65536, "width of every hidden state"),
@@ -151,8 +152,8 @@ static const KeySpec keys[] = {
     INT_KEY(task, n_best_size, "20", 1, 1000, "SQuAD: start and end candidates per window"),
     INT_KEY(task, max_answer_length, "30", 1, 65536, "SQuAD: longest predicted answer in tokens"),
     INT64_KEY(task, seed, "42", 0, INT64_MAX, "seed of new parameters, data order and dropout"),
-    STRING_KEY(task, tag_labels, "", false,
-               "tagging: the label set, space-separated (empty: the training file's labels, sorted)"),
+    WORDS_KEY(task, tag_labels, "",
+              "tagging: the label set, space-separated (empty: the training file's labels, sorted)"),
     INT_KEY(task, train_max_length, "0", 0, 1 << 24,
             "tagging: longest training example in words, the edge of the length buckets (0: measured)"),
 };

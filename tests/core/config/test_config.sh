@@ -84,6 +84,14 @@ grep -qxF "run_dir = runs/with space" rt2.ini && grep -qxF "lr = 0.0003" rt2.ini
   || fail "round trip keeps the values; long lists continue on indented lines"
 [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' rt2.ini)" -le 197 ] \
   && pass "printed lines fit the INI line buffer" || fail "printed lines fit the INI line buffer"
+# a word list (task.tag_labels: MQAR's 64 values and more) longer than an INI line continues on
+# indented lines, and a run's stored config reads back (it was written on one 258-character line)
+labels=$(for i in $(seq 0 69); do printf 'val%02d ' "$i"; done) # 420 characters
+roundtrip "a label set of 70 words" "$CONFIGS/tiny.ini" --set task.type=tagging --set "task.tag_labels=$labels"
+[ "$(grep -o '\bval[0-9][0-9]\b' rt2.ini | wc -l)" -eq 70 ] && [ "$(grep -c '^    val[0-9]' rt2.ini)" -ge 1 ] &&
+  [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' rt2.ini)" -le 197 ] \
+  && pass "... all 70 labels, on indented lines within the INI line buffer" \
+  || fail "... all 70 labels, on indented lines within the INI line buffer" "$(grep -n val rt2.ini | head -3)"
 
 # ---- accepted syntax -----------------------------------------------------------------------------
 ini syntax.ini "# hash comment" "; semicolon comment" "[model]" "  hidden_size=64   ; inline" \
@@ -129,7 +137,7 @@ expect_error "first error wins (value before syntax)" "e.ini:2: key 'train.max_s
 ini e.ini "[data]" "vocab = $(printf 'v%.0s' $(seq 300))"
 expect_error "line too long" "e.ini:2: expected lines of at most 198 characters, got 308" e.ini
 ini e.ini "[train]" "batch_size = 4" "   8"
-expect_error "continuation of a one-line key" "e.ini:3: key 'train.batch_size': expected a one-line value (only path lists continue on indented lines), got the indented line '8'" e.ini
+expect_error "continuation of a one-line key" "e.ini:3: key 'train.batch_size': expected a one-line value (only path and word lists continue on indented lines), got the indented line '8'" e.ini
 ini e.ini "[data]" "corpus = a.txt" "  vocab = v.txt"
 expect_error "indented assignment after a path list" "e.ini:3: key 'data.corpus': expected more paths on this indented line, got 'vocab = v.txt'*" e.ini
 printf '[model]\nhidden_size = 6\0004\n' >e.ini
