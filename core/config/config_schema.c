@@ -17,7 +17,7 @@
 #define VALUE_TEXT_MAX 160
 _Static_assert(CONFIG_KEY_NAME_MAX + 3 + VALUE_TEXT_MAX + 3 <= INI_MAX_LINE, "values must fit a line");
 _Static_assert(VALUE_TEXT_MAX < CONFIG_PATH_MAX, "a value must fit a path field");
-#define LIST_WRAP_COLUMN 100 /* path lists longer than this continue on indented lines */
+#define LIST_WRAP_COLUMN 100 /* path and word lists longer than this continue on indented lines */
 
 void config_describe_expected(const KeySpec *key, char *out, size_t size) {
     switch (key->type) {
@@ -94,6 +94,15 @@ static bool valid_path_text(const char *text, size_t length, bool in_list) {
     return true;
 }
 
+/* The next whitespace-separated word of *s (its length in *length), advancing *s past it; NULL at the
+ * end: the words of a path or word list. */
+static const char *next_word(const char **s, size_t *length) {
+    const char *word = *s + strspn(*s, " \t\r\n\v\f");
+    *length = strcspn(word, " \t\r\n\v\f");
+    *s = word + *length;
+    return *length ? word : NULL;
+}
+
 bool config_set_value(void *values, const KeySpec *key, const char *text, bool append, char *why,
                       size_t why_size) {
     void *field = (char *)values + key->offset;
@@ -141,15 +150,12 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
         if (append)
             used = (size_t)snprintf(joined, sizeof joined, "%s", words);
         ok = true;
-        for (const char *s = text; ok && *s;) {
-            size_t skip = strspn(s, " \t\r\n\v\f"), length = strcspn(s + skip, " \t\r\n\v\f");
-            s += skip;
-            if (!length)
-                break;
-            ok = valid_path_text(s, length, true) && used + (used > 0) + length < sizeof joined;
+        size_t length;
+        for (const char *s = text, *word; ok && (word = next_word(&s, &length));) {
+            ok = valid_path_text(word, length, true) && used + (used > 0) + length < sizeof joined;
             if (ok)
-                used += (size_t)snprintf(joined + used, sizeof joined - used, "%s%.*s", used ? " " : "", (int)length, s);
-            s += length;
+                used += (size_t)snprintf(joined + used, sizeof joined - used, "%s%.*s", used ? " " : "", (int)length,
+                                         word);
         }
         if (ok) {
             memset(field, 0, CONFIG_PATH_MAX); /* whole field, so equal configs compare equal */
@@ -165,15 +171,11 @@ bool config_set_value(void *values, const KeySpec *key, const char *text, bool a
             *count = 0;
         }
         ok = true;
-        for (const char *s = text; ok && *s;) {
-            size_t skip = strspn(s, " \t\r\n\v\f"), length = strcspn(s + skip, " \t\r\n\v\f");
-            s += skip;
-            if (!length)
-                break;
-            ok = *count < CONFIG_MAX_FILES && valid_path_text(s, length, true);
+        size_t length;
+        for (const char *s = text, *word; ok && (word = next_word(&s, &length));) {
+            ok = *count < CONFIG_MAX_FILES && valid_path_text(word, length, true);
             if (ok)
-                memcpy(paths[(*count)++], s, length);
-            s += length;
+                memcpy(paths[(*count)++], word, length);
         }
         break;
     }
@@ -278,6 +280,17 @@ int config_find_key(const ConfigSchema *schema, const char *section, const char 
         snprintf(why + used, why_size - used, ", got '%s'", name);
     return -1;
 }
+/* " word" of a path or word list at *column, first on an indented line of its own when it would
+ * pass LIST_WRAP_COLUMN (never the list's first word) */
+static void write_list_word(FILE *out, size_t *column, const char *word, size_t length, int first) {
+    if (!first && *column + 1 + length > LIST_WRAP_COLUMN) {
+        fprintf(out, "\n   "); /* an indented line continues the list */
+        *column = 3;
+    }
+    fprintf(out, " %.*s", (int)length, word);
+    *column += 1 + length;
+}
+
 
 void config_print_value(FILE *out, const void *values, const KeySpec *key) {
     const void *field = (const char *)values + key->offset;
@@ -296,17 +309,10 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key) {
             fprintf(out, " %s", (const char *)field);
         break;
     case KEY_WORDS: {
-        size_t column = strlen(key->name) + 2;
-        for (const char *s = field; *s;) {
-            size_t length = strcspn(s, " ");
-            if (column > strlen(key->name) + 2 && column + 1 + length > LIST_WRAP_COLUMN) {
-                fprintf(out, "\n   "); /* an indented line continues the list */
-                column = 3;
-            }
-            fprintf(out, " %.*s", (int)length, s);
-            column += 1 + length;
-            s += length + (s[length] == ' ');
-        }
+        size_t column = strlen(key->name) + 2, length;
+        int first = 1;
+        for (const char *s = field, *word; (word = next_word(&s, &length)); first = 0)
+            write_list_word(out, &column, word, length, first);
         break;
     }
     case KEY_PATHS: {
@@ -315,12 +321,7 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key) {
         size_t column = strlen(key->name) + 2;
         for (int i = 0; i < count; i++) {
             size_t length = strlen(paths[i]);
-            if (i && column + 1 + length > LIST_WRAP_COLUMN) {
-                fprintf(out, "\n   "); /* an indented line continues the list */
-                column = 3;
-            }
-            fprintf(out, " %s", paths[i]);
-            column += 1 + length;
+            write_list_word(out, &column, paths[i], length, i == 0);
         }
         break;
     }
