@@ -213,11 +213,12 @@ check "dev evaluations between steps do not change training (same weights as eva
 check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
   "! test -e '$work/ftD/best.h5' && [ \$(grep -c task_eval '$work/ftD/metrics.jsonl') -eq 1 ]"
 
-"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" >"$work/ftB1.out" 2>"$work/ftB1.err" &
-pid=$!
-kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
-check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
-killed_at=$(head -n 1 "$work/ftB/latest") # ckpt-0000020.h5, or a later one if the last 20 ms reached it
+# SIGKILL right after the checkpoint of step 20 (the run raises it itself: the same step on any host)
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:20 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" \
+  >"$work/ftB1.out" 2>"$work/ftB1.err"
+killed_at=$(head -n 1 "$work/ftB/latest" 2>/dev/null)
+check "SIGKILL after step 20: latest names ckpt-0000020.h5, no model.h5 (latest: ${killed_at:-none})" \
+  bash -c "[ '$killed_at' = ckpt-0000020.h5 ] && ! test -e '$work/ftB/model.h5'"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$killed_at" \
   --set task.init_checkpoint="$work/gone.h5" >"$work/ftB2.out" 2>"$work/ftB2.err"
 killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
@@ -231,13 +232,12 @@ check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
 
-"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
-  >"$work/ftC1.out" 2>"$work/ftC1.err" &
-pid=$!
-signal_when TERM $pid grep -qs '"step":30,' "$work/ftC/metrics.jsonl"; wait $pid; rc=$?
-check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
-  bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
-check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"
+# SIGTERM after step 30: update 31 sees it, and its checkpoint is saved
+REALPOS_TEST_SIGNAL_AT_STEP=TERM:30 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" \
+  --set train.checkpoint_interval=100000 >"$work/ftC1.out" 2>"$work/ftC1.err"; rc=$?
+check "finetune: SIGTERM exits cleanly (status $rc) and saves the checkpoint of the step it stopped at" \
+  bash -c "[ $rc -eq 0 ] && [ \"\$(head -n 1 '$work/ftC/latest')\" = ckpt-0000031.h5 ] && ! test -e '$work/ftC/model.h5'"
+check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step 31\b"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
   --resume "$work/ftC/latest" >/dev/null 2>&1
 check "SIGTERM + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftC/model.h5"
