@@ -252,7 +252,10 @@ static void require_agreement(Run *run) {
  * evaluation and its checkpoint, before update N + 1. A stop signal is then seen by update N + 1,
  * whose checkpoint is the one saved; KILL leaves checkpoint N (if N is a checkpoint step) as the
  * latest. Tests thereby interrupt a run at the same step on any host, instead of racing a signal
- * sent from outside against the host's speed. Unset or empty: nothing; malformed: fatal. */
+ * sent from outside against the host's speed. Unset or empty: nothing; malformed: fatal. Under
+ * mpirun every rank whose environment has it raises it: a stop signal on one rank stops them all
+ * after the same update; KILL belongs to rank 0 alone (the others do not wait for its checkpoint
+ * to be written). */
 typedef struct {
     int signal;
     long step; /* 0: no signal */
