@@ -48,6 +48,18 @@ static int team_size(const AttnPlan *p) {
     return threads < p->threads ? threads : p->threads;
 }
 
+/* out [rows, cols] (row stride cols) = bf16(in [rows, cols] at row stride ld): one thread's
+ * (b,h) operand, in cache (bf16_convert would open a nested parallel region per call). */
+static void to_bf16(bf16 *restrict out, const float *restrict in, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *restrict x = in + (size_t)r * ld;
+        bf16 *restrict y = out + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++)
+            y[c] = bf16_from_float(x[c]);
+    }
+}
+
 static void check_args(const AttnPlan *p, const AttnShape *s, const float *table,
                        const float *raw_scores, const float *carried) {
     RP_CHECK(p->scheme->table_scope == POS_TABLE_NONE || table,
@@ -57,6 +69,9 @@ static void check_args(const AttnPlan *p, const AttnShape *s, const float *table
     RP_CHECK(p->own_tables || p->tables.L == s->L,
              "attention: position tables built for length %d, the call's is %d", p->tables.L, s->L);
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
+    RP_CHECK(!p->bf16 || gemm_lanes_reserved(s->gemm) >= p->threads,
+             "internal: attention: a bf16 context with %d lanes for %d threads", gemm_lanes_reserved(s->gemm),
+             p->threads);
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
     RP_CHECK(s->dropout == 0.0f ||
@@ -165,24 +180,39 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
 
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
      * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
+    const int lane = omp_get_thread_num();
     if (sc->qk == POS_QK_ADDED)
         sc->scores(p, w, S, raw, qkv, table, b, h);
-    if (sc->qk != POS_QK_SCHEME)
+    if (sc->qk != POS_QK_SCHEME && p->bf16) {
+        to_bf16(w->q16, q, L, d, qk_ld);
+        to_bf16(w->k16, key, L, d, qk_ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->q16, d, w->k16, d,
+                  sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
+    } else if (sc->qk != POS_QK_SCHEME) {
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, qk_ld, key, qk_ld,
                     sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
+    }
     if (sc->qk == POS_QK_RAW || sc->qk == POS_QK_SCHEME)
         sc->scores(p, w, S, raw, qkv, table, b, h);
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < L; i++) {
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
                            dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
                            off + (size_t)i * L);
+        if (p->bf16) /* the row of dropout(P) in bf16 while it is in cache */
+            to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
+    }
     const float *Pd = dropped ? dropped : S;
-    gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
-                ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
+    float *ctx_bh = ctx + (size_t)b * L * p->H + (size_t)h * d;
+    if (p->bf16) {
+        to_bf16(w->v16, v, L, d, ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->v16, d, 0.0f, ctx_bh, p->H);
+    } else {
+        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx_bh, p->H);
+    }
 }
 
 /* Before a (b,h) loop: the copy of the layer's table the scheme reads, and the length-only
@@ -308,16 +338,31 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         Pd = w->dropped;
         dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
     }
-    gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
-                dctx, H, 0.0f, dv, ld);
-    gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
-                L);
+    const int lane = omp_get_thread_num();
+    if (p->bf16) {
+        to_bf16(w->s16, Pd ? Pd : probs + off, L, L, L);
+        to_bf16(w->g16, dctx, L, d, H);
+        to_bf16(w->v16, v, L, d, ld);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->g16, d, 0.0f, dv, ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, w->v16, d, 0.0f, D, L);
+    } else {
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
+                    dctx, H, 0.0f, dv, ld);
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+                    L);
+    }
     score_grad_rows(D, d_carried ? d_carried + off : NULL,
                     sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
                     p->scale, s->carried_scale);
     if (sc->backward_raw)
         sc->backward_raw(p, D, part, raw_scores + off);
-    if (sc->qk != POS_QK_SCHEME) {
+    if (sc->qk != POS_QK_SCHEME && p->bf16) {
+        to_bf16(w->s16, D, L, L, L);
+        to_bf16(w->q16, q, L, d, qk_ld);
+        to_bf16(w->k16, key, L, d, qk_ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->k16, d, 0.0f, dq, ld);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->q16, d, 0.0f, dkey, ld);
+    } else if (sc->qk != POS_QK_SCHEME) {
         /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the scheme's terms add after) */
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, qk_ld, 0.0f,
                  dq, ld);

@@ -8,6 +8,7 @@
 
 #include "core/arena.h"
 #include "core/common.h"
+#include "core/gemm.h"
 
 /* One thread's buffers, taken from `arena` in a fixed order (attn_plan measures it). */
 static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
@@ -18,6 +19,14 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.dropped = arena_take(arena, L * L);
     w.vec0 = arena_take(arena, L);
     w.vec1 = arena_take(arena, L);
+    if (p->bf16) { /* bf16 [n] in n/2 floats, rounded up */
+        const size_t Ld = L * (size_t)p->d;
+        w.q16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.k16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.v16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.g16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.s16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
+    }
     if (p->scheme->work)
         p->scheme->work(p, &w, arena);
     return w;
@@ -40,6 +49,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
     p->shape = s, p->scheme = scheme;
     p->dropout = s->dropout > 0.0f;
+    p->bf16 = gemm_precision(s->gemm) == PRECISION_BF16;
     p->rel_k = scheme->uses_k ? s->rel_k : 0;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;

@@ -12,6 +12,7 @@
 #pragma once
 #include <stddef.h>
 
+#include "core/bf16.h"
 #include "layers/attention_shape.h"
 #include "layers/positions.h"
 
@@ -22,6 +23,7 @@ typedef struct AttnPlan {
     const AttnShape *shape;  /* the call's shape (the scheme's own parameters) */
     const PosScheme *scheme; /* the row of shape->rel */
     int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
+    int bf16;     /* s->gemm is bf16: the main products in bf16 (the work buffers' *16) */
     int rel_k;    /* truncation distance k (0 unless the scheme uses k) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
@@ -59,6 +61,8 @@ typedef struct AttnWork {
     float *blk_g;        /* method3: [block, d] */
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
+    bf16 *q16, *k16, *v16, *g16; /* bf16 only: [L, d] each, the (b,h)'s q, k, v and dctx in bf16 */
+    bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward, dV), then dS (dQ, dK) */
 } AttnWork;
 
 /* n rounded up to whole 16-float lines (slot partials start 64-byte aligned). */
