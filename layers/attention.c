@@ -48,18 +48,6 @@ static int team_size(const AttnPlan *p) {
     return threads < p->threads ? threads : p->threads;
 }
 
-/* out [rows, cols] (row stride cols) = bf16(in [rows, cols] at row stride ld): one thread's
- * (b,h) operand, in cache (bf16_convert would open a nested parallel region per call). */
-static void to_bf16(bf16 *restrict out, const float *restrict in, int rows, int cols, int ld) {
-    for (int r = 0; r < rows; r++) {
-        const float *restrict x = in + (size_t)r * ld;
-        bf16 *restrict y = out + (size_t)r * cols;
-#pragma omp simd
-        for (int c = 0; c < cols; c++)
-            y[c] = bf16_from_float(x[c]);
-    }
-}
-
 static void check_args(const AttnPlan *p, const AttnShape *s, const float *table,
                        const float *raw_scores, const float *carried) {
     RP_CHECK(p->scheme->table_scope == POS_TABLE_NONE || table,
@@ -181,11 +169,13 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
      * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
     const int lane = omp_get_thread_num();
+    if (sc->qk != POS_QK_SCHEME && p->bf16) { /* q, k in bf16 (w->q16, k16: also the scheme's) */
+        attn_to_bf16(w->q16, q, L, d, qk_ld);
+        attn_to_bf16(w->k16, key, L, d, qk_ld);
+    }
     if (sc->qk == POS_QK_ADDED)
         sc->scores(p, w, S, raw, qkv, table, b, h);
     if (sc->qk != POS_QK_SCHEME && p->bf16) {
-        to_bf16(w->q16, q, L, d, qk_ld);
-        to_bf16(w->k16, key, L, d, qk_ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->q16, d, w->k16, d,
                   sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
     } else if (sc->qk != POS_QK_SCHEME) {
@@ -203,12 +193,12 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
                            off + (size_t)i * L);
         if (p->bf16) /* the row of dropout(P) in bf16 while it is in cache */
-            to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
+            attn_to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
     }
     const float *Pd = dropped ? dropped : S;
     float *ctx_bh = ctx + (size_t)b * L * p->H + (size_t)h * d;
     if (p->bf16) {
-        to_bf16(w->v16, v, L, d, ld);
+        attn_to_bf16(w->v16, v, L, d, ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->v16, d, 0.0f, ctx_bh, p->H);
     } else {
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx_bh, p->H);
@@ -340,9 +330,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     }
     const int lane = omp_get_thread_num();
     if (p->bf16) {
-        to_bf16(w->s16, Pd ? Pd : probs + off, L, L, L);
-        to_bf16(w->g16, dctx, L, d, H);
-        to_bf16(w->v16, v, L, d, ld);
+        attn_to_bf16(w->s16, Pd ? Pd : probs + off, L, L, L);
+        attn_to_bf16(w->g16, dctx, L, d, H);
+        attn_to_bf16(w->v16, v, L, d, ld);
         gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->g16, d, 0.0f, dv, ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, w->v16, d, 0.0f, D, L);
     } else {
@@ -357,9 +347,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     if (sc->backward_raw)
         sc->backward_raw(p, D, part, raw_scores + off);
     if (sc->qk != POS_QK_SCHEME && p->bf16) {
-        to_bf16(w->s16, D, L, L, L);
-        to_bf16(w->q16, q, L, d, qk_ld);
-        to_bf16(w->k16, key, L, d, qk_ld);
+        attn_to_bf16(w->s16, D, L, L, L);
+        attn_to_bf16(w->q16, q, L, d, qk_ld);
+        attn_to_bf16(w->k16, key, L, d, qk_ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->k16, d, 0.0f, dq, ld);
         gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->q16, d, 0.0f, dkey, ld);
     } else if (sc->qk != POS_QK_SCHEME) {

@@ -4,6 +4,7 @@
 #include "layers/attention_plan.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 
 #include "core/arena.h"
@@ -30,6 +31,24 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
     if (p->scheme->work)
         p->scheme->work(p, &w, arena);
     return w;
+}
+
+void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,
+                  float beta, float *C, int ldc) {
+    if (p->bf16)
+        gemm_lane(p->shape->gemm, omp_get_thread_num(), ta, tb, M, N, K, A.b16, A.ld16, B.b16, B.ld16, beta, C, ldc);
+    else
+        gemm_f32(ta, tb, M, N, K, 1.0f, A.f32, A.ld, B.f32, B.ld, beta, C, ldc);
+}
+
+void attn_to_bf16(bf16 *restrict out, const float *restrict in, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *restrict x = in + (size_t)r * ld;
+        bf16 *restrict y = out + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++)
+            y[c] = bf16_from_float(x[c]);
+    }
 }
 
 AttnWork attn_work(const AttnPlan *p, int thread) {

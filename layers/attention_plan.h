@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "core/bf16.h"
+#include "core/gemm.h"
 #include "layers/attention_shape.h"
 #include "layers/positions.h"
 
@@ -35,6 +36,7 @@ typedef struct AttnPlan {
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
     float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
+    bf16 *table16;       /* shaw, method4 in bf16: [R, d] the reachable table rows in bf16 */
     PosTables tables;    /* length-only tables (bias2: t5, alibi; cos, sin: rope): s->tables'
                           * or built by the call in its scratch (own_tables) */
     int own_tables;
@@ -63,6 +65,7 @@ typedef struct AttnWork {
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
     bf16 *q16, *k16, *v16, *g16; /* bf16 only: [L, d] each, the (b,h)'s q, k, v and dctx in bf16 */
     bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward, dV), then dS (dQ, dK) */
+    bf16 *blk16;         /* shaw, method4 in bf16: blk's dQA / dKA block in bf16 */
 } AttnWork;
 
 /* n rounded up to whole 16-float lines (slot partials start 64-byte aligned). */
@@ -76,6 +79,20 @@ static inline void rel_split(int i, int c, int L, int *left_end, int *right_star
     *left_end = le;
     *right_start = rs;
 }
+
+/* One (b,h)'s product inside the parallel region, C = op(A) op(B) + beta C (beta 0 or 1): fp32
+ * (gemm_f32 on A.f32, B.f32) or, with p->bf16, bf16 operands (gemm_lane on A.b16, B.b16 on the
+ * calling thread's lane). Each operand gives both forms' row strides. */
+typedef struct {
+    const float *f32;
+    int ld;
+    const bf16 *b16;
+    int ld16;
+} AttnOperand;
+void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,
+                  float beta, float *C, int ldc);
+/* out [rows, cols] (row stride cols) = bf16(in [rows, cols] at row stride ld), on the calling thread. */
+void attn_to_bf16(bf16 *out, const float *in, int rows, int cols, int ld);
 
 /* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);
