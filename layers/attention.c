@@ -236,18 +236,20 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
 }
 
 /* dS from dPd (in D) for one (b,h): dropout and softmax backward, then the residual carry, then
- * the 1/sqrt(d). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
+ * the 1/sqrt(d). bf16 runs: Pd16 = bf16(dropout(P)) and D16 = bf16(dS) row by row (NULL: not). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
  * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
  * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
  * Pd = NULL without dropout. A scheme with bias_grad: diag [2L-1] += the sums of dS along the
  * diagonals, dS_ij into diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
 static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
-                            const float *restrict P, const float *restrict Pd, int L, float scale,
-                            float carried_scale) {
+                            bf16 *restrict Pd16, bf16 *restrict D16, const float *restrict P,
+                            const float *restrict Pd, int L, float scale, float carried_scale) {
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
         const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
+        if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
+            attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j < L; j++)
@@ -286,6 +288,8 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, float 
             for (int j = 0; j < L; j++)
                 g[j] = scale * g[j];
         }
+        if (D16) /* bf16: the row of dS for dQ, dK */
+            attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
     }
 }
 
@@ -329,25 +333,28 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
     }
     const int lane = omp_get_thread_num();
-    if (p->bf16) {
-        attn_to_bf16(w->s16, Pd ? Pd : probs + off, L, L, L);
+    float *diag = sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL;
+    if (p->bf16) { /* dPd first; the softmax backward's pass writes bf16 Pd (for dV) and dS */
         attn_to_bf16(w->g16, dctx, L, d, H);
         attn_to_bf16(w->v16, v, L, d, ld);
-        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->g16, d, 0.0f, dv, ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, w->v16, d, 0.0f, D, L);
+        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, w->p16, sc->backward_raw ? NULL : w->s16,
+                        probs + off, Pd, L, p->scale, s->carried_scale);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->p16, L, w->g16, d, 0.0f, dv, ld);
     } else {
         gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
                     dctx, H, 0.0f, dv, ld);
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
                     L);
+        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
+                        s->carried_scale);
     }
-    score_grad_rows(D, d_carried ? d_carried + off : NULL,
-                    sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
-                    p->scale, s->carried_scale);
-    if (sc->backward_raw)
+    if (sc->backward_raw) {
         sc->backward_raw(p, D, part, raw_scores + off);
+        if (p->bf16) /* dRaw, the q.k term's gradient: rounded after the scheme's pass */
+            attn_to_bf16(w->s16, D, L, L, L);
+    }
     if (sc->qk != POS_QK_SCHEME && p->bf16) {
-        attn_to_bf16(w->s16, D, L, L, L);
         attn_to_bf16(w->q16, q, L, d, qk_ld);
         attn_to_bf16(w->k16, key, L, d, qk_ld);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->k16, d, 0.0f, dq, ld);

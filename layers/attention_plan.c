@@ -27,6 +27,7 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.v16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
         w.g16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
         w.s16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
+        w.p16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
     }
     if (p->scheme->work)
         p->scheme->work(p, &w, arena);

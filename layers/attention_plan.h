@@ -64,7 +64,8 @@ typedef struct AttnWork {
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
     bf16 *q16, *k16, *v16, *g16; /* bf16 only: [L, d] each, the (b,h)'s q, k, v and dctx in bf16 */
-    bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward, dV), then dS (dQ, dK) */
+    bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward), dS (backward: dQ, dK) */
+    bf16 *p16;           /* bf16 only: [L, L] dropout(P) in bf16 (backward: dV) */
     bf16 *blk16;         /* shaw, method4 in bf16: blk's dQA / dKA block in bf16 */
 } AttnWork;
 
