@@ -124,14 +124,13 @@ int main(void) {
         serial[i] = copy(&shape_pool[i], o[i].C0, nc);
     }
     again = copy(&pool, o[0].C0, (size_t)shapes[0].M * o[0].ldc);
-#pragma omp parallel num_threads(2)
-    {
-        const int lane = omp_get_thread_num();
-        for (int i = 0; i < SHAPES; i++) { /* the two lanes in opposite orders */
+    /* the two lanes at once (on two threads when the team has them), in opposite orders */
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+    for (int lane = 0; lane < 2; lane++)
+        for (int i = 0; i < SHAPES; i++) {
             const int s = lane ? SHAPES - 1 - i : i;
             run_lane(onednn, lane, &shapes[s], &o[s], out[lane][s]);
         }
-    }
     for (int i = 0; i < SHAPES; i++)
         run_lane(onednn, 0, &shapes[i], &o[i], serial[i]);
     run_lane(onednn, 0, &shapes[0], &o[0], again); /* shape 0 was evicted from lane 0's 16 */
