@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/common.h"
+#include "core/gemm_lane.h"
 
 const char *const precision_names[] = {"fp32", "bf16", NULL};
 
@@ -138,6 +139,7 @@ struct Gemm {
     int cached;
     uint64_t clock;
     GemmStats stats;
+    GemmLanes *lanes; /* gemm_reserve_lanes */
 };
 
 #define DNNL_CHECK(call, what)                                                                   \
@@ -182,6 +184,7 @@ void gemm_free(Gemm *g) {
         return;
     for (int i = 0; i < g->cached; i++)
         drop_cached(&g->cache[i]);
+    gemm_lanes_free(g->lanes);
     if (g->stream)
         dnnl_stream_destroy(g->stream);
     if (g->engine)
@@ -204,7 +207,38 @@ const char *gemm_engine_name(const Gemm *g) {
 
 GemmStats gemm_stats(const Gemm *g) {
     GemmStats none = {0};
-    return g ? g->stats : none;
+    if (!g)
+        return none;
+    GemmStats s = g->stats;
+    const GemmLaneStats lanes = gemm_lanes_stats(g->lanes);
+    s.lane_products = lanes.products;
+    s.lane_flops = lanes.flops;
+    s.lane_seconds = lanes.seconds;
+    return s;
+}
+
+void gemm_reserve_lanes(Gemm *g, int lanes) {
+    RP_CHECK(gemm_precision(g) == PRECISION_BF16 && !g->lanes && lanes > 0,
+             "internal: gemm_reserve_lanes: once, on a bf16 context, lanes > 0 (%d)", lanes);
+    g->lanes = gemm_lanes_create(lanes, g->backend == GEMM_BF16_ONEDNN);
+}
+
+int gemm_lanes_reserved(const Gemm *g) { return g ? gemm_lanes_count(g->lanes) : 0; }
+
+void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, const bf16 *A, int lda,
+               const bf16 *B, int ldb, float beta, float *C, int ldc) {
+    RP_CHECK(g && g->lanes, "internal: gemm_lane without gemm_reserve_lanes");
+    if (M <= 0 || N <= 0 || K <= 0) { /* no products (K = 0: C = beta C, beta 0 or 1) */
+        for (int m = 0; m < M && beta == 0.0f; m++)
+            memset(C + (size_t)m * ldc, 0, (size_t)(N > 0 ? N : 0) * sizeof *C);
+        return;
+    }
+    const double t0 = omp_get_wtime();
+    if (g->backend == GEMM_BF16_EMULATED)
+        emulated_product(ta, tb, M, N, K, 1.0f, A, (size_t)lda, B, (size_t)ldb, beta, C, ldc);
+    else
+        gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    gemm_lanes_count_product(g->lanes, lane, 2.0 * M * N * (double)K, omp_get_wtime() - t0);
 }
 
 void gemm_set_weights(Gemm *g, const float *weights, size_t count, const bf16 *weights16) {

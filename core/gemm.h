@@ -23,7 +23,8 @@
  * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
  * in the context (96 entries, least recently used evicted; pretraining has 18 shapes, so after
  * the first step nothing is created). The context is not thread-safe: call gemm outside parallel regions.
- * gemm_f32 is stateless and may be called from inside them (the per-head attention products). */
+ * gemm_f32 is stateless and may be called from inside them (the per-head attention products), and
+ * so may gemm_lane (bf16 operands only), each thread on its own lane. */
 #pragma once
 #include <stddef.h>
 
@@ -100,6 +101,18 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
 void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
                    GemmOperand B, int ldb, float beta, float *C, int ldc);
 
+/* ---- products inside a parallel region: the per-(sequence, head) attention products --------------
+ * gemm_lane: C [M,N] = op(A) op(B) + beta C (beta 0 or 1) with A, B in bf16, fp32 accumulation and C,
+ * computed by the calling thread alone on lane `lane` (its thread number, < the lanes reserved).
+ * oneDNN: one matmul primitive per (op(A), op(B), beta), every dimension and stride a runtime
+ * argument, all created by gemm_reserve_lanes at start-up, so a length the step has not seen (an
+ * unpadded sequence's own L) creates no primitive, only the lane's three memory objects for that
+ * shape (kept, 16 shapes a lane). The emulated backend: gemm_bf16_reference's arithmetic, bit for bit. */
+void gemm_reserve_lanes(Gemm *g, int lanes); /* a bf16 context, once, before any gemm_lane */
+int gemm_lanes_reserved(const Gemm *g);      /* 0 for fp32 or before gemm_reserve_lanes */
+void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, const bf16 *A, int lda,
+               const bf16 *B, int ldb, float beta, float *C, int ldc);
+
 /* One product shape of a step: C [M,N] = op(A) op(B) + beta C, operands contiguous. */
 typedef struct {
     GemmOp ta, tb;
@@ -120,6 +133,8 @@ typedef struct {
     double product_seconds, convert_seconds;
     double converted_floats;
     double product_flops; /* 2 M N K summed over the products */
+    long lane_products;   /* gemm_lane's (summed over lanes; lane_seconds is thread-seconds) */
+    double lane_flops, lane_seconds;
     char implementation[48];
 } GemmStats;
 GemmStats gemm_stats(const Gemm *g);

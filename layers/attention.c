@@ -57,6 +57,9 @@ static void check_args(const AttnPlan *p, const AttnShape *s, const float *table
     RP_CHECK(p->own_tables || p->tables.L == s->L,
              "attention: position tables built for length %d, the call's is %d", p->tables.L, s->L);
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
+    RP_CHECK(!p->bf16 || gemm_lanes_reserved(s->gemm) >= p->threads,
+             "internal: attention: a bf16 context with %d lanes for %d threads", gemm_lanes_reserved(s->gemm),
+             p->threads);
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
     RP_CHECK(s->dropout == 0.0f ||
@@ -165,24 +168,41 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
 
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
      * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
+    const int lane = omp_get_thread_num();
+    if (sc->qk != POS_QK_SCHEME && p->bf16) { /* q, k in bf16 (w->q16, k16: also the scheme's) */
+        attn_to_bf16(w->q16, q, L, d, qk_ld);
+        attn_to_bf16(w->k16, key, L, d, qk_ld);
+    }
     if (sc->qk == POS_QK_ADDED)
         sc->scores(p, w, S, raw, qkv, table, b, h);
-    if (sc->qk != POS_QK_SCHEME)
+    if (sc->qk != POS_QK_SCHEME && p->bf16) {
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->q16, d, w->k16, d,
+                  sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
+    } else if (sc->qk != POS_QK_SCHEME) {
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, qk_ld, key, qk_ld,
                     sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
+    }
     if (sc->qk == POS_QK_RAW || sc->qk == POS_QK_SCHEME)
         sc->scores(p, w, S, raw, qkv, table, b, h);
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < L; i++) {
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
                            dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
                            off + (size_t)i * L);
+        if (p->bf16) /* the row of dropout(P) in bf16 while it is in cache */
+            attn_to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
+    }
     const float *Pd = dropped ? dropped : S;
-    gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
-                ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
+    float *ctx_bh = ctx + (size_t)b * L * p->H + (size_t)h * d;
+    if (p->bf16) {
+        attn_to_bf16(w->v16, v, L, d, ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->v16, d, 0.0f, ctx_bh, p->H);
+    } else {
+        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx_bh, p->H);
+    }
 }
 
 /* Before a (b,h) loop: the copy of the layer's table the scheme reads, and the length-only
@@ -216,18 +236,20 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
 }
 
 /* dS from dPd (in D) for one (b,h): dropout and softmax backward, then the residual carry, then
- * the 1/sqrt(d). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
+ * the 1/sqrt(d). bf16 runs: Pd16 = bf16(dropout(P)) and D16 = bf16(dS) row by row (NULL: not). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
  * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
  * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
  * Pd = NULL without dropout. A scheme with bias_grad: diag [2L-1] += the sums of dS along the
  * diagonals, dS_ij into diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
 static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
-                            const float *restrict P, const float *restrict Pd, int L, float scale,
-                            float carried_scale) {
+                            bf16 *restrict Pd16, bf16 *restrict D16, const float *restrict P,
+                            const float *restrict Pd, int L, float scale, float carried_scale) {
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
         const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
+        if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
+            attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j < L; j++)
@@ -266,6 +288,8 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, float 
             for (int j = 0; j < L; j++)
                 g[j] = scale * g[j];
         }
+        if (D16) /* bf16: the row of dS for dQ, dK */
+            attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
     }
 }
 
@@ -308,16 +332,34 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         Pd = w->dropped;
         dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
     }
-    gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
-                dctx, H, 0.0f, dv, ld);
-    gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
-                L);
-    score_grad_rows(D, d_carried ? d_carried + off : NULL,
-                    sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL, probs + off, Pd, L,
-                    p->scale, s->carried_scale);
-    if (sc->backward_raw)
+    const int lane = omp_get_thread_num();
+    float *diag = sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL;
+    if (p->bf16) { /* dPd first; the softmax backward's pass writes bf16 Pd (for dV) and dS */
+        attn_to_bf16(w->g16, dctx, L, d, H);
+        attn_to_bf16(w->v16, v, L, d, ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, w->v16, d, 0.0f, D, L);
+        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, w->p16, sc->backward_raw ? NULL : w->s16,
+                        probs + off, Pd, L, p->scale, s->carried_scale);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->p16, L, w->g16, d, 0.0f, dv, ld);
+    } else {
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
+                    dctx, H, 0.0f, dv, ld);
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+                    L);
+        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
+                        s->carried_scale);
+    }
+    if (sc->backward_raw) {
         sc->backward_raw(p, D, part, raw_scores + off);
-    if (sc->qk != POS_QK_SCHEME) {
+        if (p->bf16) /* dRaw, the q.k term's gradient: rounded after the scheme's pass */
+            attn_to_bf16(w->s16, D, L, L, L);
+    }
+    if (sc->qk != POS_QK_SCHEME && p->bf16) {
+        attn_to_bf16(w->q16, q, L, d, qk_ld);
+        attn_to_bf16(w->k16, key, L, d, qk_ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->k16, d, 0.0f, dq, ld);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->q16, d, 0.0f, dkey, ld);
+    } else if (sc->qk != POS_QK_SCHEME) {
         /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the scheme's terms add after) */
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, qk_ld, 0.0f,
                  dq, ld);

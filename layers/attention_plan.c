@@ -4,10 +4,12 @@
 #include "layers/attention_plan.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 
 #include "core/arena.h"
 #include "core/common.h"
+#include "core/gemm.h"
 
 /* One thread's buffers, taken from `arena` in a fixed order (attn_plan measures it). */
 static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
@@ -18,9 +20,36 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.dropped = arena_take(arena, L * L);
     w.vec0 = arena_take(arena, L);
     w.vec1 = arena_take(arena, L);
+    if (p->bf16) { /* bf16 [n] in n/2 floats, rounded up */
+        const size_t Ld = L * (size_t)p->d;
+        w.q16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.k16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.v16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.g16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
+        w.s16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
+        w.p16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
+    }
     if (p->scheme->work)
         p->scheme->work(p, &w, arena);
     return w;
+}
+
+void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,
+                  float beta, float *C, int ldc) {
+    if (p->bf16)
+        gemm_lane(p->shape->gemm, omp_get_thread_num(), ta, tb, M, N, K, A.b16, A.ld16, B.b16, B.ld16, beta, C, ldc);
+    else
+        gemm_f32(ta, tb, M, N, K, 1.0f, A.f32, A.ld, B.f32, B.ld, beta, C, ldc);
+}
+
+void attn_to_bf16(bf16 *restrict out, const float *restrict in, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *restrict x = in + (size_t)r * ld;
+        bf16 *restrict y = out + (size_t)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++)
+            y[c] = bf16_from_float(x[c]);
+    }
 }
 
 AttnWork attn_work(const AttnPlan *p, int thread) {
@@ -40,6 +69,7 @@ void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch) {
     p->d = s->H / s->num_heads, p->BL = s->B * s->L, p->BH = s->B * s->num_heads, p->ld = 3 * s->H;
     p->shape = s, p->scheme = scheme;
     p->dropout = s->dropout > 0.0f;
+    p->bf16 = gemm_precision(s->gemm) == PRECISION_BF16;
     p->rel_k = scheme->uses_k ? s->rel_k : 0;
     p->m = p->rel_k < s->L - 1 ? p->rel_k : s->L - 1;
     p->R = 2 * p->m + 1;

@@ -12,6 +12,8 @@
 #pragma once
 #include <stddef.h>
 
+#include "core/bf16.h"
+#include "core/gemm.h"
 #include "layers/attention_shape.h"
 #include "layers/positions.h"
 
@@ -22,6 +24,7 @@ typedef struct AttnPlan {
     const AttnShape *shape;  /* the call's shape (the scheme's own parameters) */
     const PosScheme *scheme; /* the row of shape->rel */
     int dropout;  /* s->dropout > 0: the work buffers hold dropout(P) */
+    int bf16;     /* s->gemm is bf16: the main products in bf16 (the work buffers' *16) */
     int rel_k;    /* truncation distance k (0 unless the scheme uses k) */
     int m, R;     /* reachable distance m = min(k, L-1), R = 2m+1 reachable table rows */
     int at_ld;    /* method3: 2k+1 */
@@ -33,6 +36,7 @@ typedef struct AttnPlan {
     /* shared scratch (NULL when unused) */
     float *w2;           /* methods 1, 2: [2L-1] w2[u] = table weight for the offset u */
     float *at;           /* method3: [d, 2k+1] at[t][v] = a[2k-v][t], v = j-i+k (forward band) */
+    bf16 *table16;       /* shaw, method4 in bf16: [R, d] the reachable table rows in bf16 */
     PosTables tables;    /* length-only tables (bias2: t5, alibi; cos, sin: rope): s->tables'
                           * or built by the call in its scratch (own_tables) */
     int own_tables;
@@ -59,6 +63,10 @@ typedef struct AttnWork {
     float *blk_g;        /* method3: [block, d] */
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */
+    bf16 *q16, *k16, *v16, *g16; /* bf16 only: [L, d] each, the (b,h)'s q, k, v and dctx in bf16 */
+    bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward), dS (backward: dQ, dK) */
+    bf16 *p16;           /* bf16 only: [L, L] dropout(P) in bf16 (backward: dV) */
+    bf16 *blk16;         /* shaw, method4 in bf16: blk's dQA / dKA block in bf16 */
 } AttnWork;
 
 /* n rounded up to whole 16-float lines (slot partials start 64-byte aligned). */
@@ -72,6 +80,20 @@ static inline void rel_split(int i, int c, int L, int *left_end, int *right_star
     *left_end = le;
     *right_start = rs;
 }
+
+/* One (b,h)'s product inside the parallel region, C = op(A) op(B) + beta C (beta 0 or 1): fp32
+ * (gemm_f32 on A.f32, B.f32) or, with p->bf16, bf16 operands (gemm_lane on A.b16, B.b16 on the
+ * calling thread's lane). Each operand gives both forms' row strides. */
+typedef struct {
+    const float *f32;
+    int ld;
+    const bf16 *b16;
+    int ld16;
+} AttnOperand;
+void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,
+                  float beta, float *C, int ldc);
+/* out [rows, cols] (row stride cols) = bf16(in [rows, cols] at row stride ld), on the calling thread. */
+void attn_to_bf16(bf16 *out, const float *in, int rows, int cols, int ld);
 
 /* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);

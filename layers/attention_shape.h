@@ -6,6 +6,7 @@
 #include "core/kinds.h" /* RelKind */
 
 struct PosTables;
+struct Gemm;
 
 typedef struct AttnShape {
     int B, L, H, num_heads;
@@ -22,4 +23,8 @@ typedef struct AttnShape {
                           * this many (0 = 1), whatever omp_get_max_threads() says by then */
     const struct PosTables *tables; /* the length-only tables built for L (pos_tables_build), or NULL:
                               * each call builds them in its scratch */
+    struct Gemm *gemm;   /* a bf16 context (core/gemm.h) with >= threads lanes: the term q_i.k_j, P.V
+                          * and their backward products in bf16 (gemm_lane; Q, K, V, dctx, P and dS
+                          * rounded to bf16 once per (b,h), accumulation and everything else fp32);
+                          * NULL or fp32: every product in fp32 (gemm_f32) */
 } AttnShape;

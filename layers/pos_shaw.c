@@ -17,6 +17,18 @@ static inline int min_int(int a, int b) { return a < b ? a : b; }
 
 static inline int max_int(int a, int b) { return a > b ? a : b; }
 
+/* Rows first.. of X: fp32 at row stride ld, and its bf16 form (bf16 runs) at row stride ld16. */
+static AttnOperand rows_of(const float *x, int ld, const bf16 *x16, int ld16, int first) {
+    return (AttnOperand){x + (size_t)first * ld, ld, x16 ? x16 + (size_t)first * ld16 : NULL, ld16};
+}
+
+/* The dQA / dKA block in w->blk [nb, W] as an operand (bf16 runs: rounded into w->blk16). */
+static AttnOperand block_operand(const AttnPlan *p, const AttnWork *w, int nb, int W) {
+    if (p->bf16)
+        attn_to_bf16(w->blk16, w->blk, nb, W, W);
+    return (AttnOperand){w->blk, W, w->blk16, W};
+}
+
 
 /* The block of query rows (keys = 0) or key columns (keys = 1) [first, first+nb) reaches only
  * r' in [lo, hi]: a query row i reaches clip(i-j) over j in [0, L), a key column j over i. */
@@ -36,15 +48,15 @@ static void reach_block(const AttnPlan *p, int first, int keys, int *nb, int *lo
  * into w->blk ([nb, W], column c is r' = lo + c). Overwrites S (the caller adds q_i.k_j after, as
  * a GEMM with beta = 1, which saves the pass that zeroes S). */
 static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
-                             const float *q, const float *reach) {
+                             const float *q, const bf16 *q16, const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int i0 = 0; i0 < L; i0 += p->block) {
         int nb, lo, hi;
         reach_block(p, i0, 0, &nb, &lo, &hi);
         const int W = hi - lo + 1;
-        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, q + (size_t)i0 * ld,
-                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(q, ld, q16, d, i0), rows_of(reach, d, p->table16, d, lo),
+                     0.0f, blk, W);
         for (int i = i0; i < i0 + nb; i++) {
             int le, rs;
             rel_split(i, m, L, &le, &rs);
@@ -64,15 +76,15 @@ static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restri
 
 /* Term k_j.a_r (method4): S_ij += KA[j][r'], KA = K.A^T block by block over key columns. */
 static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
-                           const float *key, const float *reach) {
+                           const float *key, const bf16 *key16, const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int j0 = 0; j0 < L; j0 += p->block) {
         int nb, lo, hi;
         reach_block(p, j0, 1, &nb, &lo, &hi);
         const int W = hi - lo + 1, j1 = j0 + nb;
-        gemm_f32(GEMM_N, GEMM_T, nb, W, d, 1.0f, key + (size_t)j0 * ld,
-                    ld, reach + (size_t)lo * d, d, 0.0f, blk, W);
+        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(key, ld, key16, d, j0),
+                     rows_of(reach, d, p->table16, d, lo), 0.0f, blk, W);
         /* clipped columns: r' = 2m (reachable iff hi = 2m) and r' = 0 (iff lo = 0) */
         float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
         for (int c = 0; c < nb; c++) {
@@ -98,7 +110,7 @@ static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict
 /* Gradients of the term q_i.a_r from G = dR [L, L]: dQA[i][r'] = sum of G_ij over the j with
  * that r' (block by block), then dQ += dQA.A and dA += dQA^T.Q (dA: part, [R, d]). */
 static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
-                              float *part, float *dq, const float *q, const float *reach) {
+                              float *part, float *dq, const float *q, const bf16 *q16, const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int i0 = 0; i0 < L; i0 += p->block) {
@@ -126,17 +138,17 @@ static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float 
             if (rs < L)
                 dr[0] += right;
         }
-        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
-                    reach + (size_t)lo * d, d, 1.0f, dq + (size_t)i0 * ld, ld);
-        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
-                    q + (size_t)i0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
+        const AttnOperand dqa = block_operand(p, w, nb, W);
+        attn_product(p, GEMM_N, GEMM_N, nb, d, W, dqa, rows_of(reach, d, p->table16, d, lo), 1.0f,
+                     dq + (size_t)i0 * ld, ld);
+        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dqa, rows_of(q, ld, q16, d, i0), 1.0f, part + (size_t)lo * d, d);
     }
 }
 
 /* Gradients of the term k_j.a_r: dKA[j][r'] = sum of G_ij over the i with that r', then
  * dK += dKA.A and dA += dKA^T.K. */
 static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
-                            float *part, float *dkey, const float *key, const float *reach) {
+                            float *part, float *dkey, const float *key, const bf16 *key16, const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int j0 = 0; j0 < L; j0 += p->block) {
@@ -166,10 +178,11 @@ static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *r
             if (lo == 0)
                 blk[(size_t)c * W] += col_right[c];
         }
-        gemm_f32(GEMM_N, GEMM_N, nb, d, W, 1.0f, blk, W,
-                    reach + (size_t)lo * d, d, 1.0f, dkey + (size_t)j0 * ld, ld);
-        gemm_f32(GEMM_T, GEMM_N, W, d, nb, 1.0f, blk, W,
-                    key + (size_t)j0 * ld, ld, 1.0f, part + (size_t)lo * d, d);
+        const AttnOperand dka = block_operand(p, w, nb, W);
+        attn_product(p, GEMM_N, GEMM_N, nb, d, W, dka, rows_of(reach, d, p->table16, d, lo), 1.0f,
+                     dkey + (size_t)j0 * ld, ld);
+        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dka, rows_of(key, ld, key16, d, j0), 1.0f,
+                     part + (size_t)lo * d, d);
     }
 }
 
@@ -192,14 +205,24 @@ static size_t reach_work(int L, int m, int T) {
  * One GEMM over all L rows (fewer, larger calls) unless the blocks cut the QA / KA work by at
  * least a tenth (k = 64 at L = 128: 13%). Table gradient partials [R, d] by r'. */
 static void plan(AttnPlan *p, Arena *shared) {
-    (void)shared;
     if (10 * reach_work(p->L, p->m, p->block) > 9 * (size_t)p->L * p->R)
         p->block = p->L;
     p->slot_floats = attn_round16((size_t)p->R * p->d);
+    if (p->bf16)
+        p->table16 = (bf16 *)arena_take(shared, ((size_t)p->R * p->d + 1) / 2);
 }
 
 static void work(const AttnPlan *p, AttnWork *w, Arena *arena) {
-    w->blk = arena_take(arena, (size_t)p->block * (p->L > p->R ? p->L : p->R));
+    const size_t blk = (size_t)p->block * (p->L > p->R ? p->L : p->R);
+    w->blk = arena_take(arena, blk);
+    if (p->bf16)
+        w->blk16 = (bf16 *)arena_take(arena, (blk + 1) / 2);
+}
+
+/* bf16 runs: the reachable table rows k-m .. k+m in bf16, once a call (the QA / KA products' B). */
+static void prepare(const AttnPlan *p, const float *table) {
+    if (p->bf16)
+        attn_to_bf16(p->table16, table + (size_t)(p->rel_k - p->m) * p->d, p->R, p->d, p->d);
 }
 
 /* The table rows a head at length L reaches: k-m .. k+m. */
@@ -211,28 +234,28 @@ static void shaw_scores(const AttnPlan *p, const AttnWork *w, float *S, const fl
                         const float *qkv, const float *table, int b, int h) {
     (void)raw;
     const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_term(p, w, S, q, reachable(p, table));
+    query_table_term(p, w, S, q, w->q16, reachable(p, table));
 }
 
 static void method4_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
                            const float *qkv, const float *table, int b, int h) {
     (void)raw;
     const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d, *key = q + p->H;
-    query_table_term(p, w, S, q, reachable(p, table));
-    key_table_term(p, w, S, key, reachable(p, table));
+    query_table_term(p, w, S, q, w->q16, reachable(p, table));
+    key_table_term(p, w, S, key, w->k16, reachable(p, table));
 }
 
 static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
                           float *d_qkv, const float *qkv, const float *table, int b, int h) {
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, reachable(p, table));
+    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, w->q16, reachable(p, table));
 }
 
 static void method4_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
                              float *d_qkv, const float *qkv, const float *table, int b, int h) {
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, reachable(p, table));
-    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, qkv + off + p->H, reachable(p, table));
+    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, w->q16, reachable(p, table));
+    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, qkv + off + p->H, w->k16, reachable(p, table));
 }
 
 /* HF BERT's relative_key (shaw) and relative_key_query (method4) hold a [2P-1, d] table
@@ -249,6 +272,7 @@ const PosScheme pos_shaw = {
     .check = pos_truncated_check,
     .plan = plan,
     .work = work,
+    .prepare = prepare,
     .qk = POS_QK_ADDED,
     .scores = shaw_scores,
     .backward = shaw_backward,
@@ -267,6 +291,7 @@ const PosScheme pos_method4 = {
     .check = pos_truncated_check,
     .plan = plan,
     .work = work,
+    .prepare = prepare,
     .qk = POS_QK_ADDED,
     .scores = method4_scores,
     .backward = method4_backward,

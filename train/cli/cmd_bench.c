@@ -249,7 +249,9 @@ static void bench_side_free(BenchSide *b, int is_task) {
 }
 
 /* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
- * 0.02 s converting 12.5 M floats)": the side's precision and its timed products per step. */
+ * 0.02 s converting 12.5 M floats; attention 768 products per step, 14.5 GFLOP, 0.11 thread-s)": the
+ * side's precision and its timed products per step (the attention's gemm_lane products: thread-seconds,
+ * two threads run them at once). */
 static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
     const Precision precision = gemm_precision(b->ts.head.acts->gemm);
     if (precision == PRECISION_FP32) {
@@ -257,10 +259,13 @@ static void describe_precision(const BenchSide *b, int steps, char *out, size_t 
         return;
     }
     const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;
-    snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats)",
+    snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats; "
+             "attention %.0f products per step, %.1f GFLOP, %.3f thread-s)",
              gemm_engine_name(b->ts.head.acts->gemm), now.implementation, (double)(now.products - w->products) / steps,
              (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
-             (now.converted_floats - w->converted_floats) / steps * 1e-6);
+             (now.converted_floats - w->converted_floats) / steps * 1e-6,
+             (double)(now.lane_products - w->lane_products) / steps, (now.lane_flops - w->lane_flops) / steps * 1e-9,
+             (now.lane_seconds - w->lane_seconds) / steps);
 }
 
 static int compare_doubles(const void *x, const void *y) {
@@ -403,7 +408,7 @@ int cmd_bench(int argc, char **argv) {
            peak->probe_gflops,
            rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
-    char precision_text[256], other_precision[256] = "";
+    char precision_text[384], other_precision[384] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
     printf("precision: %s\n", precision_text);
     char peak_text[4608];

@@ -32,6 +32,7 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
         .dropout = training ? c->attention_dropout : 0.0f,
         .threads = a->threads,
         .tables = &a->positions,
+        .gemm = a->gemm,
     };
 }
 
@@ -142,6 +143,16 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->max_predictions = max_predictions < 0 ? 0 : max_predictions;
     a->threads = omp_get_max_threads();
     a->precision = precision;
+    /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
+     * projections' [N, H], the decoder's [M, V]) and two converted activations (the layer norms'
+     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] are in bf16
+     * already, the weights in their copy */
+    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size;
+    const size_t M = (size_t)a->max_predictions, stage = M * (size_t)c->vocab_size > N * 3 * H
+                                                            ? M * (size_t)c->vocab_size : N * 3 * H;
+    a->gemm = gemm_create(precision, gemm_host_backend(), stage, (N > M ? N : M) * H);
+    if (precision == PRECISION_BF16) /* the per-(b,h) attention products, one lane a thread */
+        gemm_reserve_lanes(a->gemm, a->threads);
     /* The attention scratch of a shape [B, l] need not grow with l (its blocking depends on l):
      * lay out the largest over every l <= L, so any batch that fits the layout has room. */
     for (int l = 1; l <= L; l++) {
@@ -155,14 +166,6 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
                    "the activations of batches of shape [batch size, sequence length] (train.batch_size or "
                    "task.batch_size, data.max_seq_len or task.max_seq_len) on this model: make them smaller");
     layout_activations(a, c, precision);
-    /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
-     * projections' [N, H], the decoder's [M, V]) and two converted activations (the layer norms'
-     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] are in bf16
-     * already, the weights in their copy */
-    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size;
-    const size_t M = (size_t)a->max_predictions, stage = M * (size_t)c->vocab_size > N * 3 * H
-                                                            ? M * (size_t)c->vocab_size : N * 3 * H;
-    a->gemm = gemm_create(precision, gemm_host_backend(), stage, (N > M ? N : M) * H);
     if (precision == PRECISION_BF16) {
         a->weights16 = (bf16 *)xalloc_floats_for((m->table.block_floats + 1) / 2,
                                                  "the bf16 copy of the parameters (train.precision = bf16)");

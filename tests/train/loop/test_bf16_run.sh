@@ -32,7 +32,7 @@ check "... before anything is created (no run directory)" test ! -e "$tmp/refuse
 expect_error "dump --precision bf16 refused likewise" "--precision bf16: bf16 needs a CPU with avx512_bf16" \
   env REALPOS_NO_BF16=1 REALPOS_BF16_EMULATE=0 "$RP" dump --checkpoint x.h5 --batch y.h5 --out z.h5 --precision bf16
 "$RP" prepare "$cfg" >"$tmp/prepare.log" 2>&1 || { fail "prepare" "$(tail -3 "$tmp/prepare.log")"; exit 1; }
-# compare A.h5 B.h5 bits|tol: "identical" / "differs: NAMES", or the largest |a - b| / (1e-6 + 2e-2 |a|)
+# compare A.h5 B.h5 bits|tol: "identical" / "differs: NAMES", or the largest |a - b| / (3e-5 + 2e-2 |a|)
 compare() {
   $PY - "$@" <<'PY'
 import sys, h5py, numpy as np
@@ -47,7 +47,7 @@ if mode == "bits":
     print("identical" if names and not diff else "differs: " + " ".join(diff[:4]))
 else:
     pairs = [(a[n][()].astype(np.float64), b[n][()].astype(np.float64)) for n in names if n.startswith("model/")]
-    print("%.3g" % max(float(np.max(np.abs(x - y) / (1e-6 + 2e-2 * np.abs(x)))) for x, y in pairs))
+    print("%.3g" % max(float(np.max(np.abs(x - y) / (3e-5 + 2e-2 * np.abs(x)))) for x, y in pairs))
 PY
 }
 
@@ -81,9 +81,14 @@ MPI=(mpirun --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREAD
 check "bf16 under mpirun -np 2 finishes" test -s "$tmp/m/$final"
 # One process and two sum the micro-batches' gradients in another order (fp32 rounding); in bf16 a
 # rounding difference can move a weight's bf16 copy by one bf16 ulp (2^-7 relative), which the
-# next steps carry: every weight within 1e-6 + 2e-2 |w| (in fp32: 1e-4 |w|, tests/train/loop/test_mpi.sh).
+# next steps carry: every weight within 3e-5 + 2e-2 |w| (in fp32: 1e-4 |w|, tests/train/loop/test_mpi.sh).
+# The absolute term is 1e-2 lr (optim.lr = 3e-3): AdamW's step is scale-free, so a weight near zero
+# whose gradient is at the bf16 noise level moves by a fraction of lr in either run (measured: the
+# largest |a - b| was 4.4e-6 with the linear layers in bf16, 8.7e-6 with attention in bf16 too,
+# issue 37; the 1e-6 of before failed on weights within 1e-4 of zero); a lost or mis-scaled
+# gradient moves weights by O(lr) per step and fails it.
 ratio=$(compare "$tmp/a/$final" "$tmp/m/$final" tol)
-check "bf16 N=2 equals N=1 after 12 steps: every weight within 1e-6 + 2e-2 |w| (worst ratio $ratio)" \
+check "bf16 N=2 equals N=1 after 12 steps: every weight within 3e-5 + 2e-2 |w| (worst ratio $ratio)" \
   $PY -c "import sys; sys.exit(not float(sys.argv[1]) <= 1)" "$ratio"
 "${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/z" --set train.shard_optimizer=yes >"$tmp/z.log" 2>&1
 check "bf16 ZeRO-1 equals unsharded bf16 bit for bit at N=2 ($(compare "$tmp/m/$final" "$tmp/z/$final" bits))" \
