@@ -49,9 +49,20 @@ def short(key):
     return key.split(".", 1)[1]
 
 
+def compact_label(settings, keys):
+    """'method4 k=16 +absolute_position': a yes/no key by its name when yes (nothing when no),
+    relative_k as k=, any other key by its value."""
+    words = []
+    for k in keys:
+        v = settings.get(k)
+        if not v or v == "no":
+            continue
+        words.append(f"+{short(k)}" if v == "yes" else f"k={v}" if k == "model.relative_k" else v)
+    return " ".join(sorted(words, key=lambda w: w.startswith("+")))
+
+
 def label_of(spec, settings):
-    keys = [k for k in setting_keys(spec) if "residual" not in k and settings.get(k)]
-    return ",".join(f"{short(k)}={settings[k]}" for k in keys)
+    return compact_label(settings, [k for k in setting_keys(spec) if "residual" not in k])
 
 
 COLUMNS = [("accuracy", lambda r: r["accuracy"]), ("sequence_accuracy", lambda r: r["sequence_accuracy"]),
@@ -158,19 +169,22 @@ def plot_k_curve(out_dir, spec, rows):
                     continue
                 settings = done[0]["settings"]
                 m, s, _ = mean_std([getters[column](r["result"]) for r in done])
-                rest = {k: v for k, v in settings.items() if k not in ("model.relative_k", TASK_KEY)
-                        and k not in seed_keys(spec)}
-                name = ",".join(f"{short(k)}={v}" for k, v in rest.items() if v)
+                name = compact_label(settings, [k for k in setting_keys(spec) if k != "model.relative_k"])
                 curves[name].append((int(settings["model.relative_k"]) if settings.get("model.relative_k") else None,
                                      m, s))
-            for name, pts in sorted(curves.items()):
-                ks = [p for p in pts if p[0] is not None]
+            # one colour per setting in both panels; the schemes without k as a level line with
+            # its ±std band
+            for i, (name, pts) in enumerate(sorted(curves.items())):
+                color = plt.get_cmap("tab20")(i % 20)
+                ks = sorted(p for p in pts if p[0] is not None)
                 if ks:
-                    ks.sort()
                     ax.errorbar([p[0] for p in ks], [p[1] for p in ks], yerr=[p[2] for p in ks], label=name,
-                                capsize=2, marker="o", linewidth=1)
+                                capsize=2, marker="o", linewidth=1, color=color)
                 else:
-                    ax.axhline(pts[0][1], linestyle=":", linewidth=1, label=name, color=None)
+                    _, m, s = pts[0]
+                    ax.axhline(m, linestyle="--", linewidth=1, label=name, color=color)
+                    if s:
+                        ax.axhspan(m - s, m + s, color=color, alpha=0.12, linewidth=0)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("relative_k")
             ax.set_title(f"{task}: {title}")
