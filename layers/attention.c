@@ -37,8 +37,20 @@ int attention_table_cols(RelKind rel, int head_dim) {
 
 size_t attention_scratch_floats(const AttnShape *s) {
     AttnPlan p;
-    attn_plan(&p, s, NULL);
-    return p.total_floats;
+    if (!s->seq_offsets) {
+        attn_plan(&p, s, NULL);
+        return p.total_floats;
+    }
+    /* unpadded: one call per sequence, of shape [1, l] for some l <= L (the blocking depends on
+     * l, so the need is not monotone in it: the most over every l) */
+    size_t most = 0;
+    for (int l = 1; l <= s->L; l++) {
+        AttnShape one = *s;
+        one.seq_offsets = NULL, one.B = 1, one.L = l;
+        attn_plan(&p, &one, NULL);
+        most = p.total_floats > most ? p.total_floats : most;
+    }
+    return most;
 }
 
 /* Team size of the parallel regions: the current thread count, at most the threads the scratch
@@ -54,15 +66,18 @@ static void check_args(const AttnPlan *p, const AttnShape *s, const float *table
              "attention: position scheme %s needs a table", rel_kind_name(s->rel));
     RP_CHECK(p->scheme->qk != POS_QK_RAW || raw_scores,
              "attention: position scheme %s needs raw_scores", rel_kind_name(s->rel));
-    RP_CHECK(p->own_tables || p->tables.L == s->L,
+    RP_CHECK(p->own_tables || p->tables.L >= s->L,
              "attention: position tables built for length %d, the call's is %d", p->tables.L, s->L);
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
+    const uint64_t drop_L = (uint64_t)(s->drop_L ? s->drop_L : s->L);
+    RP_CHECK(s->drop_L == 0 || s->drop_L >= s->L, "attention: dropout numbering length %d below the "
+             "call's length %d", s->drop_L, s->L);
     RP_CHECK(s->dropout == 0.0f ||
-                 dropout_indices_fit((uint64_t)s->B * s->num_heads * s->L * (uint64_t)s->L),
+                 dropout_indices_fit((uint64_t)(s->drop_seq + s->B) * s->num_heads * drop_L * drop_L),
              "attention: B=%d x heads=%d x L=%d x L exceeds one dropout key's 2^32 mask indices",
-             s->B, s->num_heads, s->L);
+             s->drop_seq + s->B, s->num_heads, (int)drop_L);
 }
 
 /* The first pass over one query row: S = scale*row (+ bias, the scheme's bias2), logits = S (or
@@ -77,7 +92,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
         for (int j = 0; j < L; j++) {
             const float sj = bias ? scale * row[j] + bias[j] : scale * row[j];
-            const float logit = sj + (key_mask[j] ? 0.0f : MASK_PENALTY);
+            const float logit = sj + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
             row[j] = logit;
             max = logit > max ? logit : max;
         }
@@ -87,7 +102,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
                 const float c = bias ? scale * row[j] + bias[j] : scale * row[j];
-                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                const float logit = cs * c + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
                 max = logit > max ? logit : max;
@@ -96,7 +111,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
                 const float c = carried_row[j] + (bias ? scale * row[j] + bias[j] : scale * row[j]);
-                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                const float logit = cs * c + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
                 max = logit > max ? logit : max;
@@ -114,8 +129,12 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                float *restrict dropped_row, const int *restrict key_mask,
                                const float *restrict bias_row, int L, float scale,
                                const AttnShape *s, uint64_t dropout_key, size_t first) {
-    const float max = bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
-                               : logits_pass(row, carried_row, key_mask, NULL, L, scale, s);
+    /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
+    const float max =
+        key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
+                             : logits_pass(row, carried_row, key_mask, NULL, L, scale, s))
+                 : (bias_row ? logits_pass(row, carried_row, NULL, bias_row, L, scale, s)
+                             : logits_pass(row, carried_row, NULL, NULL, L, scale, s));
     if (!dropped_row) {
         softmax_row_normalize(row, row, L, max);
         return;
@@ -148,6 +167,12 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
     }
 }
 
+/* Mask index of element (i, 0) of (b,h)'s scores (the AttnShape's dropout numbering). */
+static size_t dropout_row_first(const AttnPlan *p, const AttnShape *s, int bh, int i) {
+    const size_t Ld = (size_t)(s->drop_L ? s->drop_L : p->L);
+    return (((size_t)s->drop_seq * p->heads + (size_t)bh) * Ld + (size_t)i) * Ld;
+}
+
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
                        float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s,
@@ -160,7 +185,8 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     int qk_ld = ld; /* row stride of q and key: qkv's, or the scheme's rotated copies' */
     if (sc->rotate)
         sc->rotate(p, w, &q, &key, &qk_ld);
-    const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
+    const int Lt = p->tables.L; /* the tables' length, >= L */
+    const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * Lt - 1) + (Lt - 1) : NULL;
     float *raw = sc->qk == POS_QK_RAW ? raw_scores + off : NULL;
 
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
@@ -177,9 +203,9 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
     for (int i = 0; i < L; i++)
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
-                           dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L,
+                           dropped ? dropped + (size_t)i * L : NULL, mask ? mask + (size_t)b * L : NULL,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
-                           off + (size_t)i * L);
+                           dropout_row_first(p, s, bh, i));
     const float *Pd = dropped ? dropped : S;
     gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f,
                 ctx + (size_t)b * L * p->H + (size_t)h * d, p->H);
@@ -194,9 +220,37 @@ static void prepare(AttnPlan *p, const AttnShape *s, const float *table) {
         pos_tables_build(&p->tables, s, table);
 }
 
+/* The shape of sequence b's call in an unpadded layout: [1, L_b], numbered as sequence b of
+ * length s->L (or s->drop_L) for dropout; *rows: its first row. */
+static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows) {
+    const int *off = s->seq_offsets;
+    AttnShape one = *s;
+    one.seq_offsets = NULL;
+    one.B = 1;
+    one.L = off[b + 1] - off[b];
+    one.drop_seq = s->drop_seq + b;
+    one.drop_L = s->drop_L ? s->drop_L : s->L;
+    RP_CHECK(one.L >= 1 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
+             "(expected 1 to %d)", b, one.L, s->L);
+    *rows = (size_t)off[b];
+    return one;
+}
+
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                        const float *qkv, const float *table, const int *mask, const AttnShape *s,
                        uint64_t dropout_key) {
+    if (s->seq_offsets) { /* per sequence: its rows and its [heads, L_b, L_b] score blocks */
+        size_t scores = 0;
+        for (int b = 0; b < s->B; b++) {
+            size_t rows;
+            const AttnShape one = sequence_shape(s, b, &rows);
+            attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
+                              carried ? carried + scores : NULL, scratch, qkv + rows * 3 * s->H, table,
+                              NULL, &one, dropout_key);
+            scores += (size_t)s->num_heads * one.L * one.L;
+        }
+        return;
+    }
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(&p, s, table, raw_scores, carried);
@@ -306,7 +360,9 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     float *Pd = NULL;
     if (s->dropout > 0.0f) {
         Pd = w->dropped;
-        dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
+        for (int i = 0; i < L; i++)
+            dropout_span(Pd + (size_t)i * L, probs + off + (size_t)i * L, (size_t)L, s->dropout,
+                         dropout_key, dropout_row_first(p, s, bh, i));
     }
     gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
                 dctx, H, 0.0f, dv, ld);
@@ -336,6 +392,19 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                         float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
                         uint64_t dropout_key) {
+    if (s->seq_offsets) { /* per sequence, as the forward */
+        size_t scores = 0;
+        for (int b = 0; b < s->B; b++) {
+            size_t rows;
+            const AttnShape one = sequence_shape(s, b, &rows);
+            attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias, d_table,
+                               d_carried ? d_carried + scores : NULL, scratch, d_ctx + rows * s->H,
+                               qkv + rows * 3 * s->H, table, probs + scores,
+                               raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
+            scores += (size_t)s->num_heads * one.L * one.L;
+        }
+        return;
+    }
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(&p, s, table, raw_scores, d_carried);

@@ -74,7 +74,7 @@ static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L,
         M += labelled;
     }
     s->labelled = M;
-    s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels}, {0}, (long)N};
+    s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels, NULL}, {0}, (long)N};
     activations_create(&s->acts, &s->model, B, L, M, cfg->train.precision);
 }
 

@@ -57,7 +57,7 @@ void mlm_data_free(MlmData *d) {
 }
 
 static Batch batch_of(const InstanceBatch *ib) {
-    return (Batch){ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels};
+    return (Batch){ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels, NULL};
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int num_batches, Dist *dist) {

@@ -190,7 +190,7 @@ void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
     RP_CHECK(f->L == r->L, "internal: sequences of %d tokens for a runner of %d", f->L, r->L);
     int L = features_batch_length(f, rows, r->B, r->cfg.task.padding == PAD_LONGEST);
     features_fill_batch(f, r->special, rows, r->B, L, r->input_ids, r->token_type_ids, r->attention_mask);
-    r->batch = (Batch){r->B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL};
+    r->batch = (Batch){r->B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL, NULL};
     for (int b = 0; b < r->B; b++) {
         int i = rows[b];
         r->labels[b] = i >= 0 ? f->labels[i] : IGNORE_LABEL;
