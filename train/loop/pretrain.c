@@ -42,11 +42,14 @@ void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *
     d->train_stream = instance_stream_create(d->train_shard, d->tok, &train_opt);
     d->eval_stream = instance_stream_create(d->eval_shard, d->tok, &eval_opt);
     d->batch = instance_batch_create(cfg->train.batch_size, dc->max_seq_len);
+    batch_layout_create(&d->layout, cfg->train.batch_size, dc->max_seq_len);
+    d->padding = dc->padding;
     d->unigram_token = shard_most_frequent_token(d->train_shard, tokenizer_special(d->tok));
 }
 
 void mlm_data_free(MlmData *d) {
     instance_batch_free(d->batch);
+    batch_layout_free(&d->layout);
     instance_stream_free(d->train_stream);
     instance_stream_free(d->eval_stream);
     shard_free(d->train_shard);
@@ -56,8 +59,12 @@ void mlm_data_free(MlmData *d) {
     memset(d, 0, sizeof *d);
 }
 
-static Batch batch_of(const InstanceBatch *ib) {
-    return (Batch){ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels, NULL};
+/* The stream's batch in data.padding's layout */
+static Batch batch_of(MlmData *d) {
+    const InstanceBatch *ib = d->batch;
+    const Batch padded = {ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask,
+                          ib->labels, NULL};
+    return batch_relayout(&d->layout, &padded, d->padding);
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int num_batches, Dist *dist) {
@@ -69,9 +76,9 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int nu
         instance_stream_next(data->eval_stream, data->batch); /* every rank reads every batch of the one stream */
         if (dist && i % dist->size != dist->rank)
             continue; /* batch i is rank i mod N's */
-        Batch b = batch_of(data->batch);
+        Batch b = batch_of(data);
         ForwardStats st = model_mlm_forward(m, acts, &b, FORWARD_EVAL, 0, NULL);
-        for (int n = 0; n < b.B * b.L; n++)
+        for (int n = 0; n < batch_rows(&b); n++)
             unigram_correct += b.labels[n] == data->unigram_token;
         loss_sum += (double)st.loss * st.num_predicted;
         correct += st.num_correct;
@@ -111,7 +118,7 @@ static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
     Pretraining *p = ctx;
     InstanceBatch *ib = p->data.batch;
     instance_stream_next(p->data.train_stream, ib);
-    *out = (TrainBatch){batch_of(ib), {0}, ib->num_tokens};
+    *out = (TrainBatch){batch_of(&p->data), {0}, ib->num_tokens};
 }
 
 /* Another rank's micro-batch: the stream moves on exactly as next would, reading only sentence
@@ -197,6 +204,35 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     checkpoint_file_close(&c);
 }
 
+/* The padding a layout saves, on the first PROBE_BATCHES batches of a training stream of its own
+ * (the run's is untouched): real tokens against the max_length and longest layouts' rows. */
+enum { PROBE_BATCHES = 32 };
+static void report_layout(const MlmData *d, const Config *cfg) {
+    const InstanceOptions opt = instance_options(&cfg->data, cfg->train.batch_size, 0);
+    InstanceStream *s = instance_stream_create(d->train_shard, d->tok, &opt);
+    InstanceBatch *ib = instance_batch_create(cfg->train.batch_size, cfg->data.max_seq_len);
+    double real = 0, longest = 0, full = 0;
+    for (int k = 0; k < PROBE_BATCHES; k++) {
+        instance_stream_next(s, ib);
+        int most = 0;
+        for (int b = 0; b < ib->batch_size; b++) {
+            int len = 0;
+            for (int i = 0; i < ib->seq_len; i++)
+                len += ib->attention_mask[(size_t)b * ib->seq_len + i] != 0;
+            most = len > most ? len : most;
+        }
+        real += ib->num_tokens;
+        longest += (double)most * ib->batch_size;
+        full += (double)ib->seq_len * ib->batch_size;
+    }
+    rp_log("batch layout %s (data.padding): the first %d training batches are %.1f%% padding at max_length, "
+           "%.1f%% at longest; %s", padding_kind_name(cfg->data.padding), PROBE_BATCHES, 100 * (1 - real / full),
+           100 * (1 - real / longest), cfg->data.padding == PAD_NONE ? "unpadded, none is computed"
+                                       : "computed as padding");
+    instance_batch_free(ib);
+    instance_stream_free(s);
+}
+
 int pretrain(const Config *cfg, const char *config_ini, const char *config_path, Dist *dist, const RunStart *start,
              const char *init) {
     /* Inputs first, before anything large is allocated: a config without [data] fails here. */
@@ -225,6 +261,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);
     }
+    if (dist_is_root(dist))
+        report_layout(&p.data, cfg);
     activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg),
                        cfg->train.precision); /* resume: the bf16 weights refreshed after the load */
     const TrainConfig *tc = &cfg->train;

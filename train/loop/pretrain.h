@@ -7,6 +7,7 @@
 #include "train/data/instances.h"
 #include "train/data/tokenizer.h"
 #include "train/loop/run.h"
+#include "train/model/batch_layout.h"
 #include "train/model/model.h"
 
 /* The data of MLM pretraining: vocabulary, train/eval shards and instance streams, one batch. */
@@ -15,7 +16,9 @@ typedef struct {
     Tokenizer *tok;
     Shard *train_shard, *eval_shard;
     InstanceStream *train_stream, *eval_stream;
-    InstanceBatch *batch;
+    InstanceBatch *batch;  /* padded to data.max_seq_len, as the streams fill it */
+    BatchLayout layout;    /* the batch in data.padding's layout (batch_layout.h) */
+    PaddingKind padding;
     int unigram_token; /* most frequent training token: the baseline prediction */
 } MlmData;
 
