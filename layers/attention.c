@@ -230,8 +230,8 @@ static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows) {
     one.L = off[b + 1] - off[b];
     one.drop_seq = s->drop_seq + b;
     one.drop_L = s->drop_L ? s->drop_L : s->L;
-    RP_CHECK(one.L >= 1 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
-             "(expected 1 to %d)", b, one.L, s->L);
+    RP_CHECK(one.L >= 0 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
+             "(expected 0 to %d)", b, one.L, s->L);
     *rows = (size_t)off[b];
     return one;
 }
@@ -244,6 +244,8 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
         for (int b = 0; b < s->B; b++) {
             size_t rows;
             const AttnShape one = sequence_shape(s, b, &rows);
+            if (one.L == 0) /* a padding row: nothing */
+                continue;
             attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
                               carried ? carried + scores : NULL, scratch, qkv + rows * 3 * s->H, table,
                               NULL, &one, dropout_key);
@@ -397,6 +399,8 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
         for (int b = 0; b < s->B; b++) {
             size_t rows;
             const AttnShape one = sequence_shape(s, b, &rows);
+            if (one.L == 0)
+                continue;
             attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias, d_table,
                                d_carried ? d_carried + scores : NULL, scratch, d_ctx + rows * s->H,
                                qkv + rows * 3 * s->H, table, probs + scores,

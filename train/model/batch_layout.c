@@ -34,8 +34,7 @@ static int row_length(const Batch *p, int b) {
     for (int i = len; i < p->L; i++)
         RP_CHECK(!mask[i], "batch layout: row %d of the batch has a real token at %d after padding at %d "
                  "(expected its real tokens first)", b, i, len);
-    RP_CHECK(len >= 1, "batch layout: row %d of the batch has no real token", b);
-    return len;
+    return len; /* 0: a padding row (the last batch of an evaluation) */
 }
 
 Batch batch_relayout(BatchLayout *l, const Batch *p, PaddingKind kind) {
@@ -49,6 +48,7 @@ Batch batch_relayout(BatchLayout *l, const Batch *p, PaddingKind kind) {
         longest = len > longest ? len : longest;
         l->offsets[b + 1] = l->offsets[b] + len;
     }
+    RP_CHECK(longest >= 1, "batch layout: a batch of %d rows without a real token", p->B);
     l->real_tokens += l->offsets[p->B];
     l->padded_tokens += (long)p->B * (kind == PAD_MAX_LENGTH ? p->L : longest);
     if (kind == PAD_MAX_LENGTH)

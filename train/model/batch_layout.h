@@ -4,7 +4,8 @@
  *   none        unpadded: the real tokens of row b, rows offsets[b] .. offsets[b+1]-1, back to
  *               back ([T] each), L' as longest (the dropout numbering: both draw the same masks)
  * Every row's real tokens must be a prefix of it (attention_mask 1 ... 1 0 ... 0) and at least
- * one; the same sequences and labels in the same order, whatever the layout. The buffers are
+ * a padding row (all padding, e.g. the last batch of an evaluation: none gives it 0 rows) or the
+ * first; the same sequences and labels in the same order, whatever the layout. The buffers are
  * laid out once for [B, L] at most: nothing is allocated per batch. */
 #pragma once
 

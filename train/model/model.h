@@ -53,7 +53,7 @@ typedef struct {
 /* Two layouts. Padded (offsets NULL): B sequences padded to L, [B, L] each, attention_mask 0 on
  * padding. Unpadded (offsets [B+1]): sequence b is rows offsets[b] .. offsets[b+1]-1 of
  * input_ids, token_type_ids, labels ([T] each, T = offsets[B] real tokens, offsets[0] = 0), of
- * its own length 1..L; attention_mask is unused; L (at least the longest) is the padded length
+ * its own length 0..L (0: a padding row, no rows at all); attention_mask is unused; L (at least the longest) is the padded length
  * whose numbering the dropout masks keep: row offsets[b] + i draws the masks of row b*L + i of
  * the padded [B, L] batch, so the two layouts of one batch with L = its longest draw the same. */
 typedef struct {

@@ -61,7 +61,7 @@ static void lay_out_rows(Activations *a, const Batch *batch) {
     RP_CHECK(off[0] == 0, "unpadded batch: offsets start at %d, expected 0", off[0]);
     for (int b = 0; b < batch->B; b++) {
         const int len = off[b + 1] - off[b];
-        RP_CHECK(len >= 1 && len <= batch->L, "unpadded batch: sequence %d has %d tokens, expected 1 "
+        RP_CHECK(len >= 0 && len <= batch->L, "unpadded batch: sequence %d has %d tokens, expected 0 "
                  "to %d", b, len, batch->L);
         for (int i = 0; i < len; i++) {
             a->row_pos[off[b] + i] = i;
