@@ -36,21 +36,11 @@ int attention_table_cols(RelKind rel, int head_dim) {
 }
 
 size_t attention_scratch_floats(const AttnShape *s) {
+    if (s->seq_offsets)
+        return attn_varlen_scratch_floats(s);
     AttnPlan p;
-    if (!s->seq_offsets) {
-        attn_plan(&p, s, NULL);
-        return p.total_floats;
-    }
-    /* unpadded: one call per sequence, of shape [1, l] for some l <= L (the blocking depends on
-     * l, so the need is not monotone in it: the most over every l) */
-    size_t most = 0;
-    for (int l = 1; l <= s->L; l++) {
-        AttnShape one = *s;
-        one.seq_offsets = NULL, one.B = 1, one.L = l;
-        attn_plan(&p, &one, NULL);
-        most = p.total_floats > most ? p.total_floats : most;
-    }
-    return most;
+    attn_plan(&p, s, NULL);
+    return p.total_floats;
 }
 
 /* Team size of the parallel regions: the current thread count, at most the threads the scratch
@@ -220,37 +210,11 @@ static void prepare(AttnPlan *p, const AttnShape *s, const float *table) {
         pos_tables_build(&p->tables, s, table);
 }
 
-/* The shape of sequence b's call in an unpadded layout: [1, L_b], numbered as sequence b of
- * length s->L (or s->drop_L) for dropout; *rows: its first row. */
-static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows) {
-    const int *off = s->seq_offsets;
-    AttnShape one = *s;
-    one.seq_offsets = NULL;
-    one.B = 1;
-    one.L = off[b + 1] - off[b];
-    one.drop_seq = s->drop_seq + b;
-    one.drop_L = s->drop_L ? s->drop_L : s->L;
-    RP_CHECK(one.L >= 0 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
-             "(expected 0 to %d)", b, one.L, s->L);
-    *rows = (size_t)off[b];
-    return one;
-}
-
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                        const float *qkv, const float *table, const int *mask, const AttnShape *s,
                        uint64_t dropout_key) {
-    if (s->seq_offsets) { /* per sequence: its rows and its [heads, L_b, L_b] score blocks */
-        size_t scores = 0;
-        for (int b = 0; b < s->B; b++) {
-            size_t rows;
-            const AttnShape one = sequence_shape(s, b, &rows);
-            if (one.L == 0) /* a padding row: nothing */
-                continue;
-            attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
-                              carried ? carried + scores : NULL, scratch, qkv + rows * 3 * s->H, table,
-                              NULL, &one, dropout_key);
-            scores += (size_t)s->num_heads * one.L * one.L;
-        }
+    if (s->seq_offsets) { /* unpadded: attention_varlen.c */
+        attn_varlen_forward(ctx, probs, raw_scores, carried, scratch, qkv, table, s, dropout_key);
         return;
     }
     AttnPlan p;
@@ -394,19 +358,9 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                         float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
                         uint64_t dropout_key) {
-    if (s->seq_offsets) { /* per sequence, as the forward */
-        size_t scores = 0;
-        for (int b = 0; b < s->B; b++) {
-            size_t rows;
-            const AttnShape one = sequence_shape(s, b, &rows);
-            if (one.L == 0)
-                continue;
-            attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias, d_table,
-                               d_carried ? d_carried + scores : NULL, scratch, d_ctx + rows * s->H,
-                               qkv + rows * 3 * s->H, table, probs + scores,
-                               raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
-            scores += (size_t)s->num_heads * one.L * one.L;
-        }
+    if (s->seq_offsets) { /* unpadded: attention_varlen.c */
+        attn_varlen_backward(d_qkv, d_qkv_bias, d_table, d_carried, scratch, d_ctx, qkv, table, probs, raw_scores,
+                             s, dropout_key);
         return;
     }
     AttnPlan p;

@@ -67,6 +67,11 @@ static Batch batch_of(MlmData *d) {
     return batch_relayout(&d->layout, &padded, d->padding);
 }
 
+Batch mlm_data_next(MlmData *d) {
+    instance_stream_next(d->train_stream, d->batch);
+    return batch_of(d);
+}
+
 EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int num_batches, Dist *dist) {
     instance_stream_rewind(data->eval_stream);
     double loss_sum = 0;
@@ -116,9 +121,8 @@ typedef struct {
 static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
     Pretraining *p = ctx;
-    InstanceBatch *ib = p->data.batch;
-    instance_stream_next(p->data.train_stream, ib);
-    *out = (TrainBatch){batch_of(&p->data), {0}, ib->num_tokens};
+    const Batch b = mlm_data_next(&p->data);
+    *out = (TrainBatch){b, {0}, p->data.batch->num_tokens};
 }
 
 /* Another rank's micro-batch: the stream moves on exactly as next would, reading only sentence

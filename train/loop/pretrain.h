@@ -26,6 +26,8 @@ typedef struct {
  * mlm_data_free); vocab_origin names the vocabulary in errors. */
 void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *vocab_origin);
 void mlm_data_free(MlmData *d);
+/* The training stream's next batch in data.padding's layout (pointing into d's buffers). */
+Batch mlm_data_next(MlmData *d);
 /* Labelled positions per batch, train.batch_size * data.max_predictions_per_seq; fatal (naming
  * both keys) if the product does not fit the int of the activation layout. */
 int mlm_max_predictions(const Config *cfg);
