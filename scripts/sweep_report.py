@@ -351,13 +351,13 @@ def main():
     ap.add_argument("sweep", help="the sweep file (e.g. configs/sweeps/ablation-small.ini)")
     ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
     args = ap.parse_args()
-    import sweep  # the sweep file's reader (sweep.py imports this module for its report)
+    import sweep_spec  # the sweep file's reader
     try:
-        spec = sweep.parse_sweep(args.sweep)
-        points = sweep.expand(spec, args.realpos)
-    except sweep.SweepError as e:
+        spec = sweep_spec.parse_sweep(args.sweep)
+        points = sweep_spec.expand(spec, args.realpos)
+    except sweep_spec.SweepError as e:
         sys.exit(f"sweep_report.py: error: {e}")
-    for path in write_report(spec, points, sweep.relevant):
+    for path in write_report(spec, points, sweep_spec.relevant):
         print(f"wrote {path}")
     return 0
 
