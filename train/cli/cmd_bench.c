@@ -234,7 +234,7 @@ int cmd_bench(int argc, char **argv) {
                  "number in [0, 1], got '%s'", label_text);
     }
     const int steps = o.steps, warmup = o.warmup;
-    const char *lengths_path = o.lengths_path;
+    const char *lengths_path = o.lengths_path, *shards_path = o.shards_path;
     Dist dist;
     dist_init(&dist, NULL, NULL);
     BenchSide side, other;
@@ -312,9 +312,11 @@ int cmd_bench(int argc, char **argv) {
     const char *task_name = cfg->task.type == TASK_SQUAD ? "squad" : glue_task_name(cfg->task.glue_task);
     if (lengths_path) {
         printf("bench: fine-tuning %s on %s: %d sequences of %.1f tokens on average (at most %d), batches of %d "
-               "padded to %s%s; the timed batches: %.1f real tokens per sequence, padded to %.1f\n", task_name,
+               "%s%s; the timed batches: %.1f real tokens per sequence, computed %.1f\n", task_name,
                lengths_path, side.task.data.features.count, side.task.mean_length, L, B,
-               cfg->task.padding == PAD_LONGEST ? "their longest sequence" : "task.max_seq_len",
+               cfg->task.padding == PAD_NONE      ? "unpadded"
+               : cfg->task.padding == PAD_LONGEST ? "padded to their longest sequence"
+                                                  : "padded to task.max_seq_len",
                cfg->task.group_by_length ? ", grouped by length" : "",
                (double)counted.real_tokens / ((double)B * counted.count), mean_padded);
         snprintf(tokens_text, sizeof tokens_text, "%.1f real tokens/s (%.1f computed: B x padded length)",
@@ -383,13 +385,15 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "computed_tokens", (double)counted.computed_tokens);
         cJSON_AddNumberToObject(o, "real_tokens", (double)counted.real_tokens);
         cJSON_AddItemToObject(o, "batch_lengths", cJSON_CreateIntArray(counted.lengths, counted.count));
+        if (shards_path)
+            cJSON_AddStringToObject(o, "data_padding", padding_kind_name(cfg->data.padding));
         if (lengths_path) {
             cJSON *ft = cJSON_AddObjectToObject(o, "finetune");
             cJSON_AddStringToObject(ft, "file", lengths_path);
             cJSON_AddStringToObject(ft, "task", task_name);
             cJSON_AddNumberToObject(ft, "sequences", side.task.data.features.count);
             cJSON_AddNumberToObject(ft, "mean_length", side.task.mean_length);
-            cJSON_AddStringToObject(ft, "padding", cfg->task.padding == PAD_LONGEST ? "longest" : "max_length");
+            cJSON_AddStringToObject(ft, "padding", padding_kind_name(cfg->task.padding));
             cJSON_AddBoolToObject(ft, "group_by_length", cfg->task.group_by_length);
         } else {
             cJSON_AddNullToObject(o, "finetune");
@@ -444,8 +448,8 @@ int cmd_bench(int argc, char **argv) {
     }
     free(probes), free(bf16_probes), free(ratios);
     if (against_path)
-        bench_side_free(&other, lengths_path != NULL, o.shards_path != NULL);
-    bench_side_free(&side, lengths_path != NULL, o.shards_path != NULL);
+        bench_side_free(&other, lengths_path != NULL, shards_path != NULL);
+    bench_side_free(&side, lengths_path != NULL, shards_path != NULL);
     dist_finalize(&dist);
     return 0;
 }

@@ -70,3 +70,23 @@ check "unpadded: kill -9 after $(basename "$last") + resume is bit-identical to 
   test "$r" = identical
 
 check "the launch line names the unpadded layout" grep -q "unpadded" "$tmp/none.log"
+
+# bench --from-shards: pretraining's own batches, unpadded against padded in one process; an
+# unpadded batch computes its real tokens only
+"$RP" bench "$cfg" --from-shards "$tmp/shards" --set data.padding=none --against-set data.padding=longest \
+  --steps 3 --warmup 1 --json "$tmp/bench.json" >"$tmp/bench.log" 2>&1 || fail "bench --from-shards runs" "$(tail -n 3 "$tmp/bench.log")"
+check "bench --from-shards: the unpadded side computes exactly its real tokens" $PY - "$tmp/bench.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+def find(o, key):
+    if isinstance(o, dict):
+        if key in o: return o[key]
+        for v in o.values():
+            r = find(v, key)
+            if r is not None: return r
+    return None
+real, computed = find(j, "real_tokens"), find(j, "computed_tokens")
+print("   ", real, computed)
+sys.exit(not (real and real == computed))
+PY
+check "bench --from-shards pairs the two layouts" grep -q "paired with" "$tmp/bench.log"
