@@ -208,33 +208,17 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     checkpoint_file_close(&c);
 }
 
-/* The padding a layout saves, on the first PROBE_BATCHES batches of a training stream of its own
- * (the run's is untouched): real tokens against the max_length and longest layouts' rows. */
-enum { PROBE_BATCHES = 32 };
-static void report_layout(const MlmData *d, const Config *cfg) {
-    const InstanceOptions opt = instance_options(&cfg->data, cfg->train.batch_size, 0);
-    InstanceStream *s = instance_stream_create(d->train_shard, d->tok, &opt);
-    InstanceBatch *ib = instance_batch_create(cfg->train.batch_size, cfg->data.max_seq_len);
-    double real = 0, longest = 0, full = 0;
-    for (int k = 0; k < PROBE_BATCHES; k++) {
-        instance_stream_next(s, ib);
-        int most = 0;
-        for (int b = 0; b < ib->batch_size; b++) {
-            int len = 0;
-            for (int i = 0; i < ib->seq_len; i++)
-                len += ib->attention_mask[(size_t)b * ib->seq_len + i] != 0;
-            most = len > most ? len : most;
-        }
-        real += ib->num_tokens;
-        longest += (double)most * ib->batch_size;
-        full += (double)ib->seq_len * ib->batch_size;
-    }
-    rp_log("batch layout %s (data.padding): the first %d training batches are %.1f%% padding at max_length, "
-           "%.1f%% at longest; %s", padding_kind_name(cfg->data.padding), PROBE_BATCHES, 100 * (1 - real / full),
-           100 * (1 - real / longest), cfg->data.padding == PAD_NONE ? "unpadded, none is computed"
-                                       : "computed as padding");
-    instance_batch_free(ib);
-    instance_stream_free(s);
+/* What the layout saved: the real tokens of the batches this process laid out (training and
+ * evaluation) against the rows of the max_length and longest layouts. Read from the batches as they
+ * come (a probe at start-up would read shards a lazy set reads later). */
+static void report_layout(const MlmData *d) {
+    const BatchLayout *l = &d->layout;
+    if (!l->real_tokens)
+        return;
+    rp_log("batch layout %s (data.padding): the batches of this run were %.1f%% padding at max_length, %.1f%% "
+           "at longest; %s", padding_kind_name(d->padding), 100 * (1 - (double)l->real_tokens / l->full_tokens),
+           100 * (1 - (double)l->real_tokens / l->longest_tokens),
+           d->padding == PAD_NONE ? "unpadded, none of it was computed" : "it was computed as padding");
 }
 
 int pretrain(const Config *cfg, const char *config_ini, const char *config_path, Dist *dist, const RunStart *start,
@@ -265,8 +249,6 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
             model_init_weights(&p.model, (uint64_t)cfg->model.seed);
         mlm_data_open(&p.data, cfg, read_file(cfg->data.vocab, NULL, "vocabulary ([data] vocab)"), cfg->data.vocab);
     }
-    if (dist_is_root(dist))
-        report_layout(&p.data, cfg);
     activations_create(&p.acts, &p.model, cfg->train.batch_size, cfg->data.max_seq_len, mlm_max_predictions(cfg),
                        cfg->train.precision); /* resume: the bf16 weights refreshed after the load */
     const TrainConfig *tc = &cfg->train;
@@ -286,6 +268,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         .read_state = read_state,
     };
     int rc = run_train(&run, config_ini, &p.model, &task);
+    if (dist_is_root(dist))
+        report_layout(&p.data);
     free(data_identity);
     run_end(&run);
     activations_free(&p.acts);

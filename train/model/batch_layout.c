@@ -50,7 +50,8 @@ Batch batch_relayout(BatchLayout *l, const Batch *p, PaddingKind kind) {
     }
     RP_CHECK(longest >= 1, "batch layout: a batch of %d rows without a real token", p->B);
     l->real_tokens += l->offsets[p->B];
-    l->padded_tokens += (long)p->B * (kind == PAD_MAX_LENGTH ? p->L : longest);
+    l->longest_tokens += (long)p->B * longest;
+    l->full_tokens += (long)p->B * p->L;
     if (kind == PAD_MAX_LENGTH)
         return *p;
     Batch out = {p->B, longest, l->input_ids, l->token_type_ids, kind == PAD_NONE ? NULL : l->attention_mask,

@@ -16,8 +16,9 @@ typedef struct {
     int max_B, max_L;
     int *input_ids, *token_type_ids, *attention_mask, *labels; /* [max_B * max_L] */
     int *offsets;                                              /* [max_B + 1] */
-    long real_tokens, padded_tokens; /* running totals over the batches laid out: the real tokens
-                                      * and the padded [B, L] layout's (the padding share saved) */
+    long real_tokens, longest_tokens, full_tokens; /* running totals over the batches laid out: the real
+                                                    * tokens, and the rows of the longest and max_length
+                                                    * layouts (the padding share saved) */
 } BatchLayout;
 
 void batch_layout_create(BatchLayout *l, int max_B, int max_L);

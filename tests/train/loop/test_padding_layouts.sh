@@ -69,7 +69,9 @@ r=$(same "$tmp/none/ckpt-0000040.h5" "$tmp/noneB/ckpt-0000040.h5")
 check "unpadded: kill -9 after $(basename "$last") + resume is bit-identical to an uninterrupted run ($r)" \
   test "$r" = identical
 
-check "the launch line names the unpadded layout" grep -q "unpadded" "$tmp/none.log"
+check "the launch line names the unpadded layout" grep -q "batches unpadded (data.padding = none)" "$tmp/none.log"
+check "the run ends saying the padding it saved ($(grep -o 'were [0-9.]*% padding at max_length' "$tmp/none.log"))" \
+  grep -qE "batch layout none \(data.padding\): the batches of this run were [1-9][0-9.]*% padding at max_length" "$tmp/none.log"
 
 # bench --from-shards: pretraining's own batches, unpadded against padded in one process; an
 # unpadded batch computes its real tokens only
