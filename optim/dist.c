@@ -1,9 +1,11 @@
 #include "optim/dist.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <mpi.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
@@ -19,9 +21,18 @@ static void abort_every_rank(void) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* A launcher's process count: 0 if unset or empty; anything but a whole number >= 1 is fatal (a
+ * garbled count must not quietly start a run of one process). */
 static int env_int(const char *name) {
     const char *v = getenv(name);
-    return v && *v ? atoi(v) : 0;
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    RP_CHECK(*end == '\0' && errno == 0 && n >= 1 && n <= INT_MAX && (*v >= '0' && *v <= '9'),
+             "environment variable %s: expected a number of processes (a whole number >= 1), got '%s'", name, v);
+    return (int)n;
 }
 
 /* OpenMPI's mpirun sets OMPI_COMM_WORLD_SIZE; PMI-1/2 launchers (srun --mpi=pmi2, MPICH's hydra)

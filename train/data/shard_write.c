@@ -43,7 +43,8 @@ static void attr_counts(hid_t f, const char *split, const SplitCounts *c) {
 /* The tests' signals at chosen points, whatever the host's speed (tests/train/data/test_corpus.sh,
  * test_shard_identity.sh): whether environment variable `name` names shard k of a source
  * (REALPOS_TEST_KILL_AFTER_SHARD=K: SIGKILL right after shard K is in place, as a kill at that
- * moment would; REALPOS_TEST_TERM_IN_SHARD=K: SIGTERM while shard K's temporary is being written). */
+ * moment would; REALPOS_TEST_TERM_IN_SHARD=K: SIGTERM while shard K's temporary is being written;
+ * REALPOS_TEST_STOP_IN_SHARD=K: SIGSTOP there, the shard directory's lock held, test_run.sh). */
 static int test_signal_at(const char *name, int k) {
     const char *at = getenv(name);
     if (!at || !*at)
@@ -64,6 +65,8 @@ ShardCounts shard_write(const SetSettings *s, const CorpusFile *src, const char 
     hid_t f = h5_create(tmp);
     if (test_signal_at("REALPOS_TEST_TERM_IN_SHARD", k))
         raise(SIGTERM);
+    if (test_signal_at("REALPOS_TEST_STOP_IN_SHARD", k))
+        raise(SIGSTOP);
     ShardCounts c = {{0, 0, 0}, {0, 0, 0}, b->bad_records, b->dropped_sentences, shard_buffer_digest(b)};
     char digest[17];
     digest_text(digest, c.digest);

@@ -188,13 +188,32 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
     r->should_stop = stop_signal_received; /* a dev evaluation stops early too */
     char data_identity[CONFIG_PATH_MAX + 128];
     train_file_identity(task->train_file, data_identity, sizeof data_identity);
+    /* Which bound ends the run: the steps of task.epochs, or task.max_steps (> 0) if fewer. */
     if (total < epoch_steps) /* the cap, and how much of the data it covers */
         rp_log("fine-tuning: %d sequences: %.3g epochs would be %ld steps, capped by task.max_steps at %ld "
-               "steps (%.3g epochs) of %d x %d (warmup %d)", train_set->count, (double)task->epochs, epoch_steps,
-               total, (double)total * B * accum / train_set->count, accum, B, warmup);
+               "steps (%.3g epochs) of %d x %d (warmup %d): task.max_steps ends the run", train_set->count,
+               (double)task->epochs, epoch_steps, total, (double)total * B * accum / train_set->count, accum, B,
+               warmup);
+    else if (task->max_steps == total)
+        rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d): task.epochs and "
+               "task.max_steps end the run at the same step", train_set->count, (double)task->epochs, total, accum,
+               B, warmup);
     else
-        rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d)", train_set->count,
-               (double)task->epochs, total, accum, B, warmup);
+        rp_log("fine-tuning: %d sequences, %.3g epochs = %ld steps of %d x %d (warmup %d): task.epochs%s ends the "
+               "run%s", train_set->count, (double)task->epochs, total, accum, B, warmup,
+               config_key_is_set(&r->cfg, "task", "epochs") ? "" : " (its default)",
+               task->max_steps > 0 ? "" : " (task.max_steps = 0: no cap)");
+    if (task->max_steps > total) { /* set, and never reached */
+        double epochs_needed = (double)task->max_steps * B * accum / train_set->count;
+        if (config_key_is_set(&r->cfg, "task", "epochs"))
+            rp_log("note: task.epochs = %.3g and task.max_steps = %d are both set: task.epochs ends the run first, "
+                   "after %ld steps; task.max_steps is never reached (%d steps would be %.4g epochs)",
+                   (double)task->epochs, task->max_steps, total, task->max_steps, epochs_needed);
+        else
+            rp_log("note: task.max_steps = %d is never reached: task.epochs = %.3g (the default) ends the run first, "
+                   "after %ld steps (%d steps would be %.4g epochs: set task.epochs)", task->max_steps,
+                   (double)task->epochs, total, task->max_steps, epochs_needed);
+    }
     RunTask rt = {
         .name = "fine-tuning",
         .source = finetune_batch_source(&ft.batches),

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,6 +247,43 @@ static void require_agreement(Run *run) {
     free(text);
 }
 
+/* REALPOS_TEST_SIGNAL_AT_STEP=SIG:N (tests only): the signal SIG (TERM, INT, HUP, USR1, KILL or
+ * STOP) raised by the process itself at a fixed point of the run: after update N (step N >= 1), its
+ * evaluation and its checkpoint, before update N + 1. A stop signal is then seen by update N + 1,
+ * whose checkpoint is the one saved; KILL leaves checkpoint N (if N is a checkpoint step) as the
+ * latest. Tests thereby interrupt a run at the same step on any host, instead of racing a signal
+ * sent from outside against the host's speed. Unset or empty: nothing; malformed: fatal. Under
+ * mpirun every rank whose environment has it raises it: a stop signal on one rank stops them all
+ * after the same update; KILL belongs to rank 0 alone (the others do not wait for its checkpoint
+ * to be written). */
+typedef struct {
+    int signal;
+    long step; /* 0: no signal */
+} TestSignal;
+
+static TestSignal test_signal_from_env(void) {
+    static const struct {
+        const char *name;
+        int signal;
+    } names[] = {{"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"KILL", SIGKILL},
+                 {"STOP", SIGSTOP}};
+    const char *var = "REALPOS_TEST_SIGNAL_AT_STEP", *text = getenv(var);
+    TestSignal t = {0, 0};
+    if (!text || !*text)
+        return t;
+    const char *colon = strchr(text, ':');
+    for (size_t i = 0; colon && i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i].name) == (size_t)(colon - text) && !strncmp(text, names[i].name, (size_t)(colon - text)))
+            t.signal = names[i].signal;
+    char *end = NULL;
+    if (colon && colon[1] >= '0' && colon[1] <= '9')
+        t.step = strtol(colon + 1, &end, 10);
+    RP_CHECK(t.signal && end && *end == '\0' && t.step >= 1 && t.step < LONG_MAX,
+             "environment variable %s: expected SIGNAL:STEP, SIGNAL one of TERM, INT, HUP, USR1, KILL, STOP and "
+             "STEP a whole number >= 1 (e.g. TERM:30), got '%s'", var, text);
+    return t;
+}
+
 static void stop_and_save(Run *run) {
     if (stop_signal_received())
         rp_log("signal %d: saving a checkpoint at step %ld and stopping", stop_signal_received(), run->step);
@@ -257,6 +295,7 @@ static void stop_and_save(Run *run) {
 int run_train(Run *run, const char *config_ini, Model *model, const RunTask *task) {
     const TrainConfig *tc = &run->cfg->train;
     int root = dist_is_root(run->dist), resumed = run->resume != NULL;
+    TestSignal test_signal = test_signal_from_env();
     run->config_ini = config_ini;
     run->model = model;
     run->task = *task;
@@ -305,6 +344,8 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
             task->evaluate(task->ctx, run, 0);
         if (run->step % tc->checkpoint_interval == 0 && run->step < total && !ts->stop)
             run_save(run);
+        if (run->step == test_signal.step)
+            raise(test_signal.signal);
     }
     train_step_log_communication(ts, run->step - first_step);
     if (ts->stop && run->step < total) { /* a signal reached some rank: every rank leaves after the same step */

@@ -86,11 +86,15 @@ static TaskScore report(const TaskRunner *r, const TaskData *d, const TagScores 
         fprintf(out, ", entity precision %.4f, recall %.4f, F1 %.4f",
                 tag_ratio(s->entities_right, s->entities_predicted), tag_ratio(s->entities_right, s->entities_gold),
                 tag_f1(s));
-    fprintf(out, "; within the training lengths (<= %d words): token %.4f, sequence %.4f over %ld; beyond: token "
-            "%.4f, sequence %.4f over %ld\n", edge, tag_ratio(s->in_range.words_right, s->in_range.words),
-            tag_ratio(s->in_range.sequences_right, s->in_range.sequences), s->in_range.sequences,
-            tag_ratio(s->beyond.words_right, s->beyond.words),
-            tag_ratio(s->beyond.sequences_right, s->beyond.sequences), s->beyond.sequences);
+    if (edge > 0)
+        fprintf(out, "; within the training lengths (<= %d words): token %.4f, sequence %.4f over %ld; beyond: token "
+                "%.4f, sequence %.4f over %ld\n", edge, tag_ratio(s->in_range.words_right, s->in_range.words),
+                tag_ratio(s->in_range.sequences_right, s->in_range.sequences), s->in_range.sequences,
+                tag_ratio(s->beyond.words_right, s->beyond.words),
+                tag_ratio(s->beyond.sequences_right, s->beyond.sequences), s->beyond.sequences);
+    else /* a checkpoint that never measured its training data (imported from HuggingFace) */
+        fprintf(out, "; the training lengths are unknown (task.train_max_length = 0: not measured for this "
+                "checkpoint), so no split within / beyond them (give one with --set task.train_max_length=N)\n");
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddStringToObject(rec, "kind", "task_eval");
     if (step >= 0)
@@ -104,9 +108,13 @@ static TaskScore report(const TaskRunner *r, const TaskData *d, const TagScores 
         cJSON_AddNumberToObject(rec, "entity_recall", tag_ratio(s->entities_right, s->entities_gold));
         cJSON_AddNumberToObject(rec, "f1", tag_f1(s));
     }
-    cJSON_AddNumberToObject(rec, "train_max_length", edge);
-    cJSON_AddItemToObject(rec, "in_range", accuracy_json(&s->in_range));
-    cJSON_AddItemToObject(rec, "beyond", accuracy_json(&s->beyond));
+    if (edge > 0) {
+        cJSON_AddNumberToObject(rec, "train_max_length", edge);
+        cJSON_AddItemToObject(rec, "in_range", accuracy_json(&s->in_range));
+        cJSON_AddItemToObject(rec, "beyond", accuracy_json(&s->beyond));
+    } else {
+        cJSON_AddNullToObject(rec, "train_max_length"); /* unknown: no in_range / beyond */
+    }
     cJSON *by = cJSON_AddObjectToObject(rec, "by_length"); /* words -> accuracies */
     for (int n = 0; n <= s->max_length; n++)
         if (s->by_length[n].sequences) {

@@ -146,26 +146,19 @@ check "finetune: results.md names the fine-tuning metric (dev accuracy)" \
   grep -q '| fine-tuning dev accuracy |' runs/finetune/results.md
 
 # ---- a killed point resumes ----------------------------------------------------------------------
-# The sweep is started directly (not through the shell function) so that $! is its Python
-# process; its `realpos pretrain` child for the seed=1 point (not a short `realpos config` check)
-# is SIGKILLed once that point's `latest` names a checkpoint of step 20 or later.
-"$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" resume.ini --jobs 1 >resume1.log 2>&1 &
-sweep_pid=$!
+# Every `realpos pretrain` the sweep starts SIGKILLs itself right after its checkpoint of step 20
+# (REALPOS_TEST_SIGNAL_AT_STEP, train/loop/run.c: the same step on any host); the sweep reports the
+# points failed, and a rerun resumes them.
 point=runs/resume/seed=1
-child=""
-for _ in $(seq 1 600); do
-  child=$(pgrep -P $sweep_pid -f -- "realpos pretrain .*model.seed=1") && break
-  kill -0 $sweep_pid 2>/dev/null || break; sleep 0.1
-done
-check "kill: the sweep started realpos for the first point" test -n "$child"
-# `latest` is rewritten after each checkpoint is renamed into place: wait until it names step 20+.
-[ -n "$child" ] && signal_when KILL "$child" grep -qs 'ckpt-00000[2-9]0.h5' "$point/latest"
-kill -9 $sweep_pid 2>/dev/null; wait $sweep_pid 2>/dev/null
-check "kill: the point was killed part-way (latest checkpoint before step 100)" \
-  test -e "$point/latest" -a ! -e "$point/ckpt-0000100.h5"
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:20 "$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" resume.ini --jobs 1 \
+  >resume1.log 2>&1; rc=$?
+check "kill: the sweep reports the killed points (status $rc)" \
+  bash -c "[ $rc -ne 0 ] && [ \$(grep -c 'pretrain failed with status -9' resume1.log) -eq 2 ]"
+check "kill: the point was killed part-way (latest names step 20, no checkpoint of step 100)" \
+  bash -c "[ \"\$(head -n 1 '$point/latest')\" = ckpt-0000020.h5 ] && ! test -e '$point/ckpt-0000100.h5'"
 sweep resume.ini --jobs 1 >resume2.log 2>&1
 check "kill: the rerun resumes the killed point from its checkpoint" \
-  grep -q "resumed from $point/ckpt-00000[1-9]0.h5 at step [1-9]0" "$point/pretrain.log"
+  grep -q "resumed from $point/ckpt-0000020.h5 at step 20" "$point/pretrain.log"
 check "kill: both points finish" test "$(grep -c ': done (' resume2.log)" -eq 2
 "$root/realpos" pretrain base.ini --set train.max_steps=100 --set model.relative_position=method4 --set model.seed=1 \
   --set train.run_dir=uninterrupted --set train.threads=1 >uninterrupted.log 2>&1

@@ -73,20 +73,19 @@ check "the run's last checkpoint ($(basename "${last:-none}")) is intact" \
 # A shard replaced under a running run by another valid shard of the set (as a prepare writing
 # into it would): the descriptor opened at start-up still reads the original, intact bytes, but
 # the name now holds another file (device and inode differ), and the first read of it refuses.
-# Start-up opens every shard; shard 3 is first read in step 8. The model is wider for this run
-# (the data stream does not depend on it) so that its first 7 steps take far longer than one of
-# signal_when's 20 ms slices: the swap happens while the run is stopped, before it reads shard 3.
+# Start-up opens every shard; shard 3 is first read in step 8. The run stops itself after step 1
+# (REALPOS_TEST_SIGNAL_AT_STEP=STOP:1, the same point on any host); the swap happens while it is
+# stopped, and it is continued.
 cp -r "$tmp/intact" "$tmp/swap"
 swapped=$tmp/swap/$(basename "$victim")
-swap_once_open() { # PID: once PID holds $swapped open, rename a copy of shard 0 over it
-  ls -l "/proc/$1/fd" 2>/dev/null | grep -qF -- "-> $swapped" || return 1
-  cp "$tmp/swap"/s*-0.h5 "$swapped.new" && mv "$swapped.new" "$swapped"
-}
-"$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-swap" --set data.shard_dir="$tmp/swap" \
-  --set train.max_steps=200 --set train.checkpoint_interval=2 --set model.hidden_size=256 \
-  --set model.intermediate_size=1024 >"$tmp/swap.log" 2>&1 &
+REALPOS_TEST_SIGNAL_AT_STEP=STOP:1 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/run-swap" \
+  --set data.shard_dir="$tmp/swap" --set train.max_steps=200 --set train.checkpoint_interval=2 >"$tmp/swap.log" 2>&1 &
 pid=$!
-signal_when CONT $pid swap_once_open $pid; swap_rc=$?
+swap_rc=1
+if wait_stopped $pid && ls -l "/proc/$pid/fd" 2>/dev/null | grep -qF -- "-> $swapped"; then
+  cp "$tmp/swap"/s*-0.h5 "$swapped.new" && mv "$swapped.new" "$swapped"; swap_rc=$?
+fi
+kill -CONT $pid 2>/dev/null
 wait $pid; rc=$?
 check "a shard replaced after start-up fails the run (swapped: $([ $swap_rc -eq 0 ] && echo yes || echo no), status $rc)" \
   test $swap_rc -eq 0 -a $rc -ne 0 -a $rc -lt 128

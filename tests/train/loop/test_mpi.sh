@@ -144,14 +144,16 @@ check "N=2 fine-tuning with ZeRO-1 equals unsharded bit for bit" \
 # ---- kill -9 under mpirun -np 2, resume under mpirun -np 2 ----------------------------------------
 long=(--set train.max_steps=24 --set train.checkpoint_interval=3)
 mpi 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longA" "${long[@]}" >"$tmp/longA.log" 2>&1
-"${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longB" "${long[@]}" >"$tmp/longB1.log" 2>&1 &
+# Rank 0 (the first app context) SIGKILLs itself right after writing the checkpoint of step 3
+# (REALPOS_TEST_SIGNAL_AT_STEP, the same step on any host); mpirun then ends rank 1.
+"${MPI[@]}" -np 1 env REALPOS_TEST_SIGNAL_AT_STEP=KILL:3 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longB" "${long[@]}" : \
+  -np 1 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longB" "${long[@]}" >"$tmp/longB1.log" 2>&1 &
 pid=$!; background+=($pid)
-for _ in $(seq 1 6000); do [ -e "$tmp/longB/ckpt-0000003.h5" ] && break; sleep 0.05; done
-ranks=$(pgrep -P $pid -x realpos)
-kill -9 $ranks 2>/dev/null; wait $pid 2>/dev/null
+wait_exit $pid; rc=$?
 last=$(ls "$tmp/longB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
-echo "    killed ranks $(echo $ranks) at $(basename "${last:-none}"); resuming"
-check "kill -9 of both ranks leaves a checkpoint" test -n "$last"
+echo "    killed at $(basename "${last:-none}") (mpirun status $rc); resuming"
+check "kill -9 of rank 0 after step 3 stops the job (status $rc), leaving the checkpoint of step 3 as the newest" \
+  test $rc -ne 0 -a $rc -ne 124 -a "$last" = "$tmp/longB/ckpt-0000003.h5"
 mpi 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/longB" "${long[@]}" --resume "$last" >"$tmp/longB2.log" 2>&1
 check "kill -9 + resume under mpirun -np 2 is bit-identical to an uninterrupted run ($(compare \
   "$tmp/longA/ckpt-0000024.h5" "$tmp/longB/ckpt-0000024.h5" bits))" \
@@ -159,14 +161,15 @@ check "kill -9 + resume under mpirun -np 2 is bit-identical to an uninterrupted 
 
 # ---- a signal to one rank: every rank stops after the same step, one checkpoint, exit 0 ------------
 endless=(--set train.max_steps=100000 --set train.checkpoint_interval=100000 --set train.log_interval=1)
-"${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/sig" "${endless[@]}" >"$tmp/sig.log" 2>&1 &
+# rank 1 (the second app context) SIGTERMs itself after step 2; update 3 sees it on every rank
+"${MPI[@]}" -np 1 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/sig" "${endless[@]}" : \
+  -np 1 env REALPOS_TEST_SIGNAL_AT_STEP=TERM:2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/sig" "${endless[@]}" \
+  >"$tmp/sig.log" 2>&1 &
 pid=$!; background+=($pid)
-for _ in $(seq 1 6000); do grep -q '"step":2,' "$tmp/sig/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
-rank1=$(for p in $(pgrep -P $pid); do tr '\0' '\n' <"/proc/$p/environ" | grep -qx OMPI_COMM_WORLD_RANK=1 && echo $p; done)
-[ -n "$rank1" ] || { fail "found rank 1's process"; kill -9 $(pgrep -P $pid) $pid; exit 1; }
-kill -TERM $rank1; wait_exit $pid; rc=$?
+wait_exit $pid; rc=$?
 check "SIGTERM to rank 1 alone: the job exits 0 (status $rc)" test $rc -eq 0
-check "... after rank 0 saves one checkpoint" test "$(ls "$tmp/sig"/ckpt-*.h5 2>/dev/null | wc -l)" -eq 1
+check "... after rank 0 saves one checkpoint, of step 3" test "$(ls "$tmp/sig"/ckpt-*.h5 2>/dev/null)" = "$tmp/sig/ckpt-0000003.h5"
+check "... saying a stop signal reached another rank" grep -qF "a stop signal on another rank: saving a checkpoint at step 3" "$tmp/sig.log"
 "${MPI[@]}" -np 2 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/usr1" "${endless[@]}" >"$tmp/usr1.log" 2>&1 &
 pid=$!; background+=($pid)
 for _ in $(seq 1 6000); do grep -q '"step":2,' "$tmp/usr1/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done

@@ -26,12 +26,12 @@ check "metrics.jsonl and metrics.csv are written" test -s "$tmp/runA/metrics.jso
 check "keep_last = 2 keeps two checkpoints" test "$(ls "$tmp/runA"/ckpt-*.h5 | wc -l)" -eq 2
 check "held-out evaluation is logged" grep -q '"kind":"eval"' "$tmp/runA/metrics.jsonl"
 
-# Killed run: SIGKILL right after the first checkpoint appears, then resume from the newest one.
-"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1 &
-pid=$!
-kill9_when "$tmp/runB/ckpt-0000040.h5" $pid; wait $pid 2>/dev/null
+# Killed run: SIGKILL right after the first checkpoint (step 40; the run raises it itself, the same
+# step on any host), then resume from the newest one.
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:40 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1
 last=$(ls "$tmp/runB"/ckpt-*.h5 2>/dev/null | sort | tail -n 1)
-check "a checkpoint exists after SIGKILL" test -n "$last"
+check "SIGKILL after step 40 leaves its checkpoint as the newest ($(basename "${last:-none}"))" \
+  test "$last" = "$tmp/runB/ckpt-0000040.h5"
 check "SIGKILL landed part-way (no final checkpoint yet)" test ! -e "$tmp/runB/ckpt-0000240.h5"
 killed_at=$(grep -c '"kind":"train"' "$tmp/runB/metrics.jsonl" 2>/dev/null || echo 0)
 echo "    killed after $killed_at log records; resuming from $(basename "$last")"
@@ -49,12 +49,11 @@ PY
 check "kill -9 + resume is bit-identical to an uninterrupted run ($same)" test "$same" = identical
 
 # SIGTERM: saves a checkpoint at the current step and exits 0.
-"$RP" pretrain "$cfg" --set train.run_dir="$tmp/runC" --set train.max_steps=100000 \
-  --set train.checkpoint_interval=100000 >"$tmp/c.log" 2>&1 &
-pid=$!
-signal_when TERM $pid grep -qs '"step":20,' "$tmp/runC/metrics.jsonl"; wait $pid; rc=$?
+REALPOS_TEST_SIGNAL_AT_STEP=TERM:20 "$RP" pretrain "$cfg" --set train.run_dir="$tmp/runC" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/c.log" 2>&1; rc=$?
 check "SIGTERM exits cleanly (status $rc)" test $rc -eq 0
-check "SIGTERM writes a checkpoint" test -n "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)"
+check "SIGTERM after step 20 writes the checkpoint of step 21, the step update 21 stopped at" \
+  test "$(ls "$tmp/runC"/ckpt-*.h5 2>/dev/null)" = "$tmp/runC/ckpt-0000021.h5"
 
 # NaN: weights near FLT_MAX (finite, so they load) overflow the forward pass; the run stops naming
 # the step, saves nothing. (An absurd learning rate is a config error now.)

@@ -48,14 +48,14 @@ print("%d records equal, elapsed_s %.3f .. %.3f s" % (len(got), elapsed[0], elap
 PY
 }
 
-# ---- kill -9 after the first checkpoint (step 6, or a later one), resume from RUN_DIR without the config --------------------
-"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1 &
-pid=$!
-kill9_when "$tmp/runB/latest" $pid; wait $pid 2>/dev/null
+# ---- kill -9 at step 9 (raised by the run itself), after the checkpoint of step 6 and the record of step 8: resume from
+# RUN_DIR without the config, dropping that record ----------------------------------------------------------------------
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:9 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/runB" >"$tmp/b1.log" 2>&1
 cp "$tmp/runB/metrics.jsonl" "$tmp/b1.jsonl"
 latest=$(head -n 1 "$tmp/runB/latest"); at=${latest#ckpt-}; at=$((10#${at%.h5}))
 echo "    killed; RUN_DIR/latest names $latest"
-check "the kill landed before the end" test ! -e "$tmp/runB/ckpt-0000036.h5"
+check "the kill landed before the end, after the checkpoint of step 6 ($latest)" \
+  test ! -e "$tmp/runB/ckpt-0000036.h5" -a "$latest" = ckpt-0000006.h5
 (cd "$tmp" && "$RP" pretrain --resume runB >"$tmp/b2.log" 2>&1); rc=$?
 check "pretrain --resume RUN_DIR without a config exits 0 (status $rc)" test $rc -eq 0
 check "... says it runs with the checkpoint's stored configuration" \
@@ -67,7 +67,7 @@ out=$(same_records "$tmp/runA/metrics.jsonl" "$tmp/runB/metrics.jsonl")
 check "metrics.jsonl across kill -9 and resume: the uninterrupted run's records, elapsed_s increasing ($out)" test -n "$out"
 dropped=$($PY -c "import json; print(sum(json.loads(l)['step'] > $at for l in open('$tmp/b1.jsonl')))")
 check "... the $dropped records the killed run wrote after step $at were dropped, and said so" \
-  bash -c "[ $dropped -eq 0 ] || grep -qF 'dropped $dropped and ' '$tmp/b2.log'"
+  bash -c "[ $dropped -eq 1 ] && grep -qF 'dropped $dropped and ' '$tmp/b2.log'"
 check "... metrics.csv: the same steps as the uninterrupted run's" \
   bash -c "[ \"\$(cut -d, -f1-2 '$tmp/runA/metrics.csv')\" = \"\$(cut -d, -f1-2 '$tmp/runB/metrics.csv')\" ]"
 first_after=$($PY -c "
@@ -119,12 +119,11 @@ ft=(--set train.threads=1 --set task.batch_size=8 --set task.lr=1e-3 --set task.
     --set task.train_file=$FX/sst_train.tsv --set task.dev_file=$FX/sst_dev.tsv --set task.init_checkpoint="$tmp/abs.h5"
     --set task.max_seq_len=16 --set task.epochs=6 --set train.checkpoint_interval=20 --set train.log_interval=15)
 "$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/ftA" >/dev/null 2>&1
-"$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/ftB" >/dev/null 2>&1 &
-pid=$!
-kill9_when "$tmp/ftB/latest" $pid; wait $pid 2>/dev/null
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:31 "$RP" finetune /dev/null "${ft[@]}" --set train.run_dir="$tmp/ftB" >/dev/null 2>&1
 cp "$tmp/ftB/metrics.jsonl" "$tmp/ft1.jsonl"
 latest=$(head -n 1 "$tmp/ftB/latest"); at=${latest#ckpt-}; at=$((10#${at%.h5}))
-check "fine-tuning: the kill landed before the end" test ! -e "$tmp/ftB/model.h5"
+check "fine-tuning: the kill landed before the end, after the checkpoint of step 20 ($latest)" \
+  test ! -e "$tmp/ftB/model.h5" -a "$latest" = ckpt-0000020.h5
 "$RP" finetune --resume "$tmp/ftB" --set train.log_interval=15 >"$tmp/ftB.log" 2>&1; rc=$?
 check "finetune --resume RUN_DIR without a config trains to the end (status $rc)" test $rc -eq 0 -a -s "$tmp/ftB/model.h5"
 check "... with the stored configuration, no key changed" \

@@ -34,10 +34,10 @@ verdict "... the message names --resume RUN_DIR/latest, another train.run_dir an
 check "... and the old run is untouched" test "$before" = "$(sums)"
 
 # ---- one owner: a second writer fails at once, naming the first -----------------------------------
-"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --set train.max_steps=100000 \
-  --set train.checkpoint_interval=100000 >"$tmp/holder.log" 2>&1 &
+REALPOS_TEST_SIGNAL_AT_STEP=STOP:2 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" \
+  --set train.max_steps=100000 --set train.checkpoint_interval=100000 >"$tmp/holder.log" 2>&1 &
 holder=$!
-signal_when STOP $holder grep -qs '"step":2,' "$tmp/locked/metrics.jsonl"
+wait_stopped $holder
 timeout 60 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/locked" --resume "$tmp/run/latest" >"$tmp/o" 2>&1; rc=$?
 verdict "a second process on a locked run directory fails at once (status $rc), naming the holder's PID and command" \
   "[ $rc -ne 0 ] && [ $rc -lt 124 ]" "grep -qF 'is in use by process $holder (' $tmp/o" "grep -qF 'realpos pretrain' $tmp/o"
@@ -47,11 +47,15 @@ check "the kernel released the lock of the killed process: the directory can be 
   test -s "$tmp/locked/ckpt-0000002.h5"
 
 # ---- one writer of a shard set -------------------------------------------------------------------
-mkdir -p "$tmp/big"; synthetic_corpus "$tmp/big" 60 40000 5 # a prepare long enough to be caught holding its lock
+# The first prepare stops itself while writing its first shard (REALPOS_TEST_STOP_IN_SHARD=0), its
+# lock held: caught at the same point on any host, not raced against a fast prepare.
+mkdir -p "$tmp/big"; synthetic_corpus "$tmp/big" 60 4000 5
 big=(--set data.corpus="$tmp/big/corpus.txt" --set data.shard_dir="$tmp/shards2")
-"$RP" prepare "$tmp/p.ini" "${big[@]}" >"$tmp/prep1.log" 2>&1 &
+REALPOS_TEST_STOP_IN_SHARD=0 "$RP" prepare "$tmp/p.ini" "${big[@]}" >"$tmp/prep1.log" 2>&1 &
 holder=$!
-signal_when STOP $holder bash -c "test -e $tmp/shards2/.lock && ! flock -n $tmp/shards2/.lock true"
+wait_stopped $holder
+check "prepare stops itself holding the shard directory's lock" \
+  bash -c "test -e $tmp/shards2/.lock && ! flock -n $tmp/shards2/.lock true"
 timeout 60 "$RP" prepare "$tmp/p.ini" "${big[@]}" >"$tmp/o" 2>&1; rc=$?
 verdict "a second prepare into a shard directory being written fails at once (status $rc), naming the first" \
   "[ $rc -ne 0 ] && [ $rc -lt 124 ]" "grep -qF 'is in use by process $holder (' $tmp/o"
@@ -122,12 +126,26 @@ expect_error "resume into a directory that holds another run is refused, naming 
   "$RP" pretrain "$tmp/p.ini" --resume "$tmp/run/latest" --set train.run_dir="$tmp/other" --set train.max_steps=14
 
 # ---- SIGHUP --------------------------------------------------------------------------------------
-"$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/hup" --set train.max_steps=100000 \
-  --set train.checkpoint_interval=100000 >"$tmp/hup.log" 2>&1 &
-pid=$!
-signal_when HUP $pid grep -qs '"step":4,' "$tmp/hup/metrics.jsonl"; wait $pid; rc=$?
+REALPOS_TEST_SIGNAL_AT_STEP=HUP:4 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/hup" --set train.max_steps=100000 \
+  --set train.checkpoint_interval=100000 >"$tmp/hup.log" 2>&1; rc=$?
 check "SIGHUP (a dropped ssh session) saves a checkpoint and exits cleanly (status $rc)" \
-  bash -c "[ $rc -eq 0 ] && grep -qF 'signal 1: saving a checkpoint' '$tmp/hup.log' && [ -n \"\$(ls '$tmp/hup'/ckpt-*.h5)\" ]"
+  bash -c "[ $rc -eq 0 ] && grep -qF 'signal 1: saving a checkpoint at step 5 and stopping' '$tmp/hup.log' &&
+           [ \"\$(ls '$tmp/hup'/ckpt-*.h5)\" = '$tmp/hup/ckpt-0000005.h5' ]"
+
+# ---- REALPOS_TEST_SIGNAL_AT_STEP=SIG:N, the tests' signal at a fixed step, is read strictly ---------
+for bad in TERM 15:4 TERM:0 TERM:-1 TERM:4x SIGTERM:4 term:4 "TERM: 4" BOGUS:3 :3; do
+  expect_error "REALPOS_TEST_SIGNAL_AT_STEP='$bad' is refused naming the variable and the form" \
+    "environment variable REALPOS_TEST_SIGNAL_AT_STEP: expected SIGNAL:STEP, SIGNAL one of TERM, INT, HUP, USR1, KILL, STOP and STEP a whole number >= 1 (e.g. TERM:30), got '$bad'" \
+    env REALPOS_TEST_SIGNAL_AT_STEP="$bad" "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/badsig" --overwrite
+done
+REALPOS_TEST_SIGNAL_AT_STEP=INT:2 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/intsig" \
+  --set train.checkpoint_interval=100000 >"$tmp/int.log" 2>&1; rc=$?
+check "REALPOS_TEST_SIGNAL_AT_STEP=INT:2: update 3 sees it, saves step 3 and exits 0 (status $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -qF 'signal 2: saving a checkpoint at step 3 and stopping' '$tmp/int.log' &&
+           [ \"\$(head -n 1 '$tmp/intsig/latest')\" = ckpt-0000003.h5 ]"
+REALPOS_TEST_SIGNAL_AT_STEP=TERM:6 "$RP" pretrain "$tmp/p.ini" --set train.run_dir="$tmp/lastsig" >"$tmp/last.log" 2>&1; rc=$?
+check "REALPOS_TEST_SIGNAL_AT_STEP at the last step (6 of 6): the run ends as usual (status $rc)" \
+  bash -c "[ $rc -eq 0 ] && ! grep -q 'saving a checkpoint at step' '$tmp/last.log' && test -s '$tmp/lastsig/ckpt-0000006.h5'"
 
 # ---- --init loads weights: only the keys that change the parameter table matter -----------------
 "$RP" init "$tmp/p.ini" --set model.relative_k=7 --set model.hidden_dropout=0.3 --out "$tmp/init.h5" >/dev/null 2>&1

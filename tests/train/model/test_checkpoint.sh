@@ -75,8 +75,8 @@ if mount -t tmpfs -o size=1m tmpfs "$mnt" 2>/dev/null; then
   "$RP" prepare "$tmp/p/p.ini" >/dev/null 2>&1 || fail "setup: prepare"
   for room in 0 16384; do # no block left (the temp file cannot be created) / a few (it fills mid-write)
     rm -rf "$mnt/run" "$mnt/filler"
-    OMP_NUM_THREADS=1 "$RP" pretrain "$tmp/p/p.ini" >"$tmp/full.log" 2>&1 & pid=$!
-    signal_when STOP $pid grep -qs '"step":2,' "$mnt/run/metrics.jsonl"
+    OMP_NUM_THREADS=1 REALPOS_TEST_SIGNAL_AT_STEP=STOP:2 "$RP" pretrain "$tmp/p/p.ini" >"$tmp/full.log" 2>&1 & pid=$!
+    wait_stopped $pid
     head -c $(( $(stat -f -c '%a * %S' "$mnt") - room )) /dev/zero >"$mnt/filler" 2>/dev/null
     kill -TERM $pid; kill -CONT $pid; wait $pid; rc=$?
     if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE "error: $mnt/run/ckpt-[0-9]+\.h5\.tmp\.$pid: .*No space left on device; removed" "$tmp/full.log" &&

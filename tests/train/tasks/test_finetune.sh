@@ -213,11 +213,12 @@ check "dev evaluations between steps do not change training (same weights as eva
 check "eval_every = 0: no best.h5, one dev evaluation" bash -c \
   "! test -e '$work/ftD/best.h5' && [ \$(grep -c task_eval '$work/ftD/metrics.jsonl') -eq 1 ]"
 
-"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" >"$work/ftB1.out" 2>"$work/ftB1.err" &
-pid=$!
-kill9_when "$work/ftB/latest" $pid; wait $pid 2>/dev/null
-check "SIGKILL lands before the run ends (no model.h5 yet)" bash -c "test -e '$work/ftB/latest' && ! test -e '$work/ftB/model.h5'"
-killed_at=$(head -n 1 "$work/ftB/latest") # ckpt-0000020.h5, or a later one if the last 20 ms reached it
+# SIGKILL right after the checkpoint of step 20 (the run raises it itself: the same step on any host)
+REALPOS_TEST_SIGNAL_AT_STEP=KILL:20 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" \
+  >"$work/ftB1.out" 2>"$work/ftB1.err"
+killed_at=$(head -n 1 "$work/ftB/latest" 2>/dev/null)
+check "SIGKILL after step 20: latest names ckpt-0000020.h5, no model.h5 (latest: ${killed_at:-none})" \
+  bash -c "[ '$killed_at' = ckpt-0000020.h5 ] && ! test -e '$work/ftB/model.h5'"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftB" --resume "$work/ftB/$killed_at" \
   --set task.init_checkpoint="$work/gone.h5" >"$work/ftB2.out" 2>"$work/ftB2.err"
 killed_step=${killed_at#ckpt-}; killed_step=$((10#${killed_step%.h5}))
@@ -231,13 +232,12 @@ check "kill -9 + --resume: model.h5 bit-identical to the uninterrupted run" same
 check "kill -9 + --resume: best.h5 bit-identical" same_model "$work/ftA/best.h5" "$work/ftB/best.h5"
 check "kill -9 + --resume: same dev predictions" cmp -s "$work/ftA/dev_predictions.tsv" "$work/ftB/dev_predictions.tsv"
 
-"$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
-  >"$work/ftC1.out" 2>"$work/ftC1.err" &
-pid=$!
-signal_when TERM $pid grep -qs '"step":30,' "$work/ftC/metrics.jsonl"; wait $pid; rc=$?
-check "finetune: SIGTERM exits cleanly (status $rc) and saves a checkpoint" \
-  bash -c "[ $rc -eq 0 ] && test -s '$work/ftC/latest' && ! test -e '$work/ftC/model.h5'"
-check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step [0-9]+"
+# SIGTERM after step 30: update 31 sees it, and its checkpoint is saved
+REALPOS_TEST_SIGNAL_AT_STEP=TERM:30 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" \
+  --set train.checkpoint_interval=100000 >"$work/ftC1.out" 2>"$work/ftC1.err"; rc=$?
+check "finetune: SIGTERM exits cleanly (status $rc) and saves the checkpoint of the step it stopped at" \
+  bash -c "[ $rc -eq 0 ] && [ \"\$(head -n 1 '$work/ftC/latest')\" = ckpt-0000031.h5 ] && ! test -e '$work/ftC/model.h5'"
+check "finetune: SIGTERM is logged with the step" has "$work/ftC1.err" "signal 15: saving a checkpoint at step 31\b"
 "$RP" finetune /dev/null "${long[@]}" --set train.run_dir="$work/ftC" --set train.checkpoint_interval=100000 \
   --resume "$work/ftC/latest" >/dev/null 2>&1
 check "SIGTERM + --resume: model.h5 bit-identical to the uninterrupted run" same_model "$work/ftA/model.h5" "$work/ftC/model.h5"
@@ -265,6 +265,28 @@ edited=(--set task.train_file="$work/edited_train.tsv" --set task.init_checkpoin
 check "a fine-tune capped by task.max_steps logs the epochs' steps and the cap, not 'N epochs = 6 steps'" bash -c \
   "grep -qE '3 epochs would be [0-9]+ steps, capped by task.max_steps at 6 steps \(0\.[0-9]+ epochs\)' '$work/ftF.err' &&
    ! grep -q '3 epochs = 6 steps' '$work/ftF.err'"
+check "... and names task.max_steps as the bound that ends the run" has "$work/ftF.err" "\(0\.[0-9]+ epochs\) of 1 x 8 \(warmup 0\): task.max_steps ends the run$"
+# The launch line names the bound that ends the run (96 sequences, 12 steps an epoch; each run stops
+# itself after step 1: only the launch lines matter). task.epochs = 3 is the default.
+bound() { REALPOS_TEST_SIGNAL_AT_STEP=TERM:1 "$RP" finetune /dev/null "${sst[@]}" "${common[@]}" \
+  --set task.init_checkpoint="$work/abs.h5" --set task.max_seq_len=16 --set train.run_dir="$work/bound$1" "${@:2}" \
+  >/dev/null 2>"$work/bound$1.err"; }
+bound 1 --set task.max_steps=30000
+check "task.max_steps = 30000 with the default epochs: the launch line says the epochs (default) end the run at 36 steps" \
+  has "$work/bound1.err" "96 sequences, 3 epochs = 36 steps of 1 x 8 \(warmup 3\): task.epochs \(its default\) ends the run$"
+check "... and a note says task.max_steps is never reached, and why" has "$work/bound1.err" \
+  "note: task.max_steps = 30000 is never reached: task.epochs = 3 \(the default\) ends the run first, after 36 steps \(30000 steps would be 2500 epochs: set task.epochs\)"
+bound 2 --set task.max_steps=30000 --set task.epochs=1
+check "both set, the epochs end the run first: said clearly" has "$work/bound2.err" \
+  "note: task.epochs = 1 and task.max_steps = 30000 are both set: task.epochs ends the run first, after 12 steps; task.max_steps is never reached"
+check "... the launch line names task.epochs" has "$work/bound2.err" "1 epochs = 12 steps of 1 x 8 \(warmup 1\): task.epochs ends the run$"
+bound 3 --set task.epochs=2
+check "task.max_steps = 0: the epochs end the run, no cap, no note" bash -c \
+  "grep -qE '2 epochs = 24 steps of 1 x 8 \(warmup 2\): task.epochs ends the run \(task.max_steps = 0: no cap\)$' '$work/bound3.err' &&
+   ! grep -q 'never reached' '$work/bound3.err'"
+bound 4 --set task.epochs=1 --set task.max_steps=12
+check "task.max_steps equal to the epochs' steps: both end the run at the same step" \
+  has "$work/bound4.err" "1 epochs = 12 steps of 1 x 8 \(warmup 1\): task.epochs and task.max_steps end the run at the same step$"
 sed -i '2s/\t1$/\t0/; 2s/\t0$/\t1/' "$work/edited_train.tsv"; cmp -s $FX/sst_train.tsv "$work/edited_train.tsv" &&
   sed -i '3s/^/an /' "$work/edited_train.tsv"
 expect_error "--resume after task.train_file's contents changed (same name): refused, naming the file" \

@@ -146,11 +146,11 @@ check "group_by_length run finishes" test -s "$tmp/gA/model.h5"
   --set train.log_interval=10 --set train.run_dir="$tmp/gU" >/dev/null 2>&1
 check "group_by_length draws other batches than the default order (other weights)" \
   bash -c "! cmp -s '$tmp/gA/model.h5' '$tmp/gU/model.h5'"
-"$RP" finetune /dev/null "${grouped[@]}" --set train.run_dir="$tmp/gB" >/dev/null 2>"$tmp/gB1.err" &
-pid=$!
-signal_when TERM $pid grep -qs '"step":100,' "$tmp/gB/metrics.jsonl"; wait $pid; rc=$?
-check "group_by_length: SIGTERM mid-run saves a checkpoint (status $rc)" \
-  bash -c "[ $rc -eq 0 ] && test -s '$tmp/gB/latest' && ! test -e '$tmp/gB/model.h5'"
+# SIGTERM after step 100 (raised by the run itself: the same step on any host); update 101 sees it
+REALPOS_TEST_SIGNAL_AT_STEP=TERM:100 "$RP" finetune /dev/null "${grouped[@]}" --set train.run_dir="$tmp/gB" \
+  >/dev/null 2>"$tmp/gB1.err"; rc=$?
+check "group_by_length: SIGTERM mid-run saves the checkpoint of step 101 (status $rc)" \
+  bash -c "[ $rc -eq 0 ] && [ \"\$(head -n 1 '$tmp/gB/latest')\" = ckpt-0000101.h5 ] && ! test -e '$tmp/gB/model.h5'"
 "$RP" finetune /dev/null "${grouped[@]}" --set train.run_dir="$tmp/gB" --resume "$tmp/gB/latest" \
   >/dev/null 2>"$tmp/gB2.err"
 check "group_by_length: SIGTERM + --resume (at step $(grep -o 'at step [0-9]*' "$tmp/gB2.err" | head -1 | cut -d' ' -f3)) \

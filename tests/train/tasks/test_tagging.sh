@@ -71,8 +71,18 @@ if $PY "$OLDPWD/tests/reference/hf_reference.py" token-tags hf --input test.txt 
 else fail "reference token-tags" "$(tail -2 ref.err)"; fi
 "$RP" import-hf hf --out back.h5 > /dev/null 2>&1 && "$RP" export-hf back.h5 --out hf2 > /dev/null 2>&1
 cmp -s hf/model.safetensors hf2/model.safetensors && pass "import-hf then export-hf: the same tensors" || fail "round trip"
-"$RP" predict tag.ini --checkpoint back.h5 --input test.txt --out back.tsv --set task.batch_size=16 > /dev/null 2>&1
+"$RP" predict tag.ini --checkpoint back.h5 --input test.txt --out back.tsv --set task.batch_size=16 > back.txt 2>&1
 cmp -s back.tsv pred.tsv && pass "the imported checkpoint predicts as the original (in the same batches)" || fail "imported predictions"
+# An imported checkpoint never measured its training lengths (task.train_max_length = 0): predict
+# says so instead of reporting every sequence as beyond "<= 0 words"; --set gives the edge.
+grep -qF "the training lengths are unknown (task.train_max_length = 0: not measured for this checkpoint)" back.txt &&
+  ! grep -q "<= 0 words" back.txt && pass "predict with an imported checkpoint says its training lengths are unknown" ||
+  fail "imported checkpoint's length buckets" "$(grep -i accuracy back.txt | tail -1)"
+"$RP" predict tag.ini --checkpoint back.h5 --input test.txt --out back12.tsv --set task.batch_size=16 \
+  --set task.train_max_length=12 > back12.txt 2>&1
+grep -q "within the training lengths (<= 12 words)" back12.txt && cmp -s <(grep -i accuracy back12.txt) <(grep -i accuracy predict.txt) &&
+  pass "... and with --set task.train_max_length=12 reports the original's length buckets" ||
+  fail "imported checkpoint with task.train_max_length" "$(grep -i accuracy back12.txt | tail -1) vs $(grep -i accuracy predict.txt | tail -1)"
 # ---- a BIO file: -DOCSTART-, entity metrics ---------------------------------------------------------
 { echo "-DOCSTART- -X- O"; echo
   for i in $(seq 1 40); do
