@@ -36,6 +36,8 @@ int attention_table_cols(RelKind rel, int head_dim) {
 }
 
 size_t attention_scratch_floats(const AttnShape *s) {
+    if (s->seq_offsets)
+        return attn_varlen_scratch_floats(s);
     AttnPlan p;
     attn_plan(&p, s, NULL);
     return p.total_floats;
@@ -54,18 +56,21 @@ static void check_args(const AttnPlan *p, const AttnShape *s, const float *table
              "attention: position scheme %s needs a table", rel_kind_name(s->rel));
     RP_CHECK(p->scheme->qk != POS_QK_RAW || raw_scores,
              "attention: position scheme %s needs raw_scores", rel_kind_name(s->rel));
-    RP_CHECK(p->own_tables || p->tables.L == s->L,
+    RP_CHECK(p->own_tables || p->tables.L >= s->L,
              "attention: position tables built for length %d, the call's is %d", p->tables.L, s->L);
     RP_CHECK(!s->residual || carried, "attention: residual attention needs the carried buffer");
-    RP_CHECK(!p->bf16 || gemm_lanes_reserved(s->gemm) >= p->threads,
-             "internal: attention: a bf16 context with %d lanes for %d threads", gemm_lanes_reserved(s->gemm),
-             p->threads);
+    RP_CHECK(!p->bf16 || (s->lane >= 0 && gemm_lanes_reserved(s->gemm) >= s->lane + p->threads),
+             "internal: attention: a bf16 context with %d lanes for lanes %d.. of %d threads",
+             gemm_lanes_reserved(s->gemm), s->lane, p->threads);
     RP_CHECK(s->dropout >= 0.0f && s->dropout < 1.0f, "attention: dropout %g needs 0 <= p < 1",
              (double)s->dropout);
+    const uint64_t drop_L = (uint64_t)(s->drop_L ? s->drop_L : s->L);
+    RP_CHECK(s->drop_L == 0 || s->drop_L >= s->L, "attention: dropout numbering length %d below the "
+             "call's length %d", s->drop_L, s->L);
     RP_CHECK(s->dropout == 0.0f ||
-                 dropout_indices_fit((uint64_t)s->B * s->num_heads * s->L * (uint64_t)s->L),
+                 dropout_indices_fit((uint64_t)(s->drop_seq + s->B) * s->num_heads * drop_L * drop_L),
              "attention: B=%d x heads=%d x L=%d x L exceeds one dropout key's 2^32 mask indices",
-             s->B, s->num_heads, s->L);
+             s->drop_seq + s->B, s->num_heads, (int)drop_L);
 }
 
 /* The first pass over one query row: S = scale*row (+ bias, the scheme's bias2), logits = S (or
@@ -80,7 +85,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
         for (int j = 0; j < L; j++) {
             const float sj = bias ? scale * row[j] + bias[j] : scale * row[j];
-            const float logit = sj + (key_mask[j] ? 0.0f : MASK_PENALTY);
+            const float logit = sj + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
             row[j] = logit;
             max = logit > max ? logit : max;
         }
@@ -90,7 +95,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
                 const float c = bias ? scale * row[j] + bias[j] : scale * row[j];
-                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                const float logit = cs * c + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
                 max = logit > max ? logit : max;
@@ -99,7 +104,7 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
 #pragma omp simd reduction(max : max)
             for (int j = 0; j < L; j++) {
                 const float c = carried_row[j] + (bias ? scale * row[j] + bias[j] : scale * row[j]);
-                const float logit = cs * c + (key_mask[j] ? 0.0f : MASK_PENALTY);
+                const float logit = cs * c + (!key_mask || key_mask[j] ? 0.0f : MASK_PENALTY);
                 carried_row[j] = c;
                 row[j] = logit;
                 max = logit > max ? logit : max;
@@ -117,8 +122,12 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                float *restrict dropped_row, const int *restrict key_mask,
                                const float *restrict bias_row, int L, float scale,
                                const AttnShape *s, uint64_t dropout_key, size_t first) {
-    const float max = bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
-                               : logits_pass(row, carried_row, key_mask, NULL, L, scale, s);
+    /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
+    const float max =
+        key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
+                             : logits_pass(row, carried_row, key_mask, NULL, L, scale, s))
+                 : (bias_row ? logits_pass(row, carried_row, NULL, bias_row, L, scale, s)
+                             : logits_pass(row, carried_row, NULL, NULL, L, scale, s));
     if (!dropped_row) {
         softmax_row_normalize(row, row, L, max);
         return;
@@ -151,6 +160,12 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
     }
 }
 
+/* Mask index of element (i, 0) of (b,h)'s scores (the AttnShape's dropout numbering). */
+static size_t dropout_row_first(const AttnPlan *p, const AttnShape *s, int bh, int i) {
+    const size_t Ld = (size_t)(s->drop_L ? s->drop_L : p->L);
+    return (((size_t)s->drop_seq * p->heads + (size_t)bh) * Ld + (size_t)i) * Ld;
+}
+
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
                        float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s,
@@ -163,12 +178,13 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     int qk_ld = ld; /* row stride of q and key: qkv's, or the scheme's rotated copies' */
     if (sc->rotate)
         sc->rotate(p, w, &q, &key, &qk_ld);
-    const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * L - 1) + (L - 1) : NULL;
+    const int Lt = p->tables.L; /* the tables' length, >= L */
+    const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * Lt - 1) + (Lt - 1) : NULL;
     float *raw = sc->qk == POS_QK_RAW ? raw_scores + off : NULL;
 
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
      * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
-    const int lane = omp_get_thread_num();
+    const int lane = s->lane + omp_get_thread_num();
     if (sc->qk != POS_QK_SCHEME && p->bf16) { /* q, k in bf16 (w->q16, k16: also the scheme's) */
         attn_to_bf16(w->q16, q, L, d, qk_ld);
         attn_to_bf16(w->k16, key, L, d, qk_ld);
@@ -189,9 +205,9 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
     for (int i = 0; i < L; i++) {
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
-                           dropped ? dropped + (size_t)i * L : NULL, mask + (size_t)b * L,
+                           dropped ? dropped + (size_t)i * L : NULL, mask ? mask + (size_t)b * L : NULL,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
-                           off + (size_t)i * L);
+                           dropout_row_first(p, s, bh, i));
         if (p->bf16) /* the row of dropout(P) in bf16 while it is in cache */
             attn_to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
     }
@@ -217,6 +233,10 @@ static void prepare(AttnPlan *p, const AttnShape *s, const float *table) {
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                        const float *qkv, const float *table, const int *mask, const AttnShape *s,
                        uint64_t dropout_key) {
+    if (s->seq_offsets) { /* unpadded: attention_varlen.c */
+        attn_varlen_forward(ctx, probs, raw_scores, carried, scratch, qkv, table, s, dropout_key);
+        return;
+    }
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(&p, s, table, raw_scores, carried);
@@ -330,9 +350,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     float *Pd = NULL;
     if (s->dropout > 0.0f) {
         Pd = w->dropped;
-        dropout_span(Pd, probs + off, sq, s->dropout, dropout_key, off);
+        for (int i = 0; i < L; i++)
+            dropout_span(Pd + (size_t)i * L, probs + off + (size_t)i * L, (size_t)L, s->dropout,
+                         dropout_key, dropout_row_first(p, s, bh, i));
     }
-    const int lane = omp_get_thread_num();
+    const int lane = s->lane + omp_get_thread_num();
     float *diag = sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL;
     if (p->bf16) { /* dPd first; the softmax backward's pass writes bf16 Pd (for dV) and dS */
         attn_to_bf16(w->g16, dctx, L, d, H);
@@ -378,6 +400,11 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
                         float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
                         uint64_t dropout_key) {
+    if (s->seq_offsets) { /* unpadded: attention_varlen.c */
+        attn_varlen_backward(d_qkv, d_qkv_bias, d_table, d_carried, scratch, d_ctx, qkv, table, probs, raw_scores,
+                             s, dropout_key);
+        return;
+    }
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(&p, s, table, raw_scores, d_carried);

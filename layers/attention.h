@@ -44,7 +44,11 @@ size_t attention_scratch_floats(const AttnShape *s);
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
  * table    the scheme's table as above (t5: the model's shared [t5_num_buckets, heads] table),
  *          or NULL for the schemes without one (none, alibi, rope)
- * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000)
+ * mask     [B*L]        1 = real token, 0 = padding (as a key it gets -10000); NULL: all real
+ * Unpadded (s->seq_offsets, attention_shape.h): qkv, d_qkv [T, 3H] and ctx, d_ctx [T, H] hold the
+ * sequences' rows back to back; probs, raw_scores, carried, d_carried hold each (b,h)'s
+ * [L_b, L_b] block back to back (sum_b heads L_b^2 floats); mask is unused. The op runs per
+ * sequence as the padded one of shape [1, L_b] (the tables s->tables built for the longest L).
  * probs    [B, heads, L, L]  out: softmax probabilities P (saved for backward; dropout(P) is
  *          not stored: backward recomputes its mask from dropout_key, element e of probs keeping
  *          or dropping exactly as in forward)

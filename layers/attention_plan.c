@@ -37,7 +37,7 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
 void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,
                   float beta, float *C, int ldc) {
     if (p->bf16)
-        gemm_lane(p->shape->gemm, omp_get_thread_num(), ta, tb, M, N, K, A.b16, A.ld16, B.b16, B.ld16, beta, C, ldc);
+        gemm_lane(p->shape->gemm, p->shape->lane + omp_get_thread_num(), ta, tb, M, N, K, A.b16, A.ld16, B.b16, B.ld16, beta, C, ldc);
     else
         gemm_f32(ta, tb, M, N, K, 1.0f, A.f32, A.ld, B.f32, B.ld, beta, C, ldc);
 }

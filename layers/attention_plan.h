@@ -11,6 +11,7 @@
  * right j >= i+c (clipped to row 0), with c = m for shaw / method4 and c = k for method3. */
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/bf16.h"
 #include "core/gemm.h"
@@ -99,3 +100,12 @@ void attn_to_bf16(bf16 *out, const float *in, int rows, int cols, int ld);
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);
 /* Thread `thread`'s buffers in the plan's work area. */
 AttnWork attn_work(const AttnPlan *p, int thread);
+
+/* Unpadded batches (attention_varlen.c): attention_forward / backward / scratch_floats of a shape
+ * with seq_offsets, one sequence per thread at a time. */
+size_t attn_varlen_scratch_floats(const AttnShape *s);
+void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
+                         const float *qkv, const float *table, const AttnShape *s, uint64_t dropout_key);
+void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried, float *scratch,
+                          const float *d_ctx, const float *qkv, const float *table, const float *probs,
+                          const float *raw_scores, const AttnShape *s, uint64_t dropout_key);

@@ -21,10 +21,23 @@ typedef struct AttnShape {
     float dropout;       /* probability dropout; 0 in eval */
     int threads;         /* threads the scratch is sized for; the parallel regions use at most
                           * this many (0 = 1), whatever omp_get_max_threads() says by then */
-    const struct PosTables *tables; /* the length-only tables built for L (pos_tables_build), or NULL:
-                              * each call builds them in its scratch */
+    const struct PosTables *tables; /* the length-only tables built for L (or a longer length:
+                              * pos_tables_build), or NULL: each call builds them in its scratch */
+    /* Unpadded (varlen) layout: NULL, or [B+1] row offsets: sequence b is rows seq_offsets[b] ..
+     * seq_offsets[b+1]-1 of qkv and ctx (T = seq_offsets[B] rows in all), of its own length
+     * L_b = seq_offsets[b+1] - seq_offsets[b] <= L, and its (b,h) score blocks [L_b, L_b] follow
+     * each other: sequence b's start at heads * sum_{b' < b} L_b'^2. No mask: every row is real. */
+    const int *seq_offsets;
+    /* Dropout numbering: element (b, h, i, j) of the scores is mask index
+     * ((drop_seq + b) * heads + h) * Ld^2 + i * Ld + j, Ld = drop_L (0: L). The padded layout
+     * [B, Ld] and an unpadded one with drop_L = Ld draw the same mask for the same (sequence,
+     * position) pairs. */
+    int drop_seq, drop_L;
     struct Gemm *gemm;   /* a bf16 context (core/gemm.h) with >= threads lanes: the term q_i.k_j, P.V
                           * and their backward products in bf16 (gemm_lane; Q, K, V, dctx, P and dS
                           * rounded to bf16 once per (b,h), accumulation and everything else fp32);
                           * NULL or fp32: every product in fp32 (gemm_f32) */
+    int lane;            /* bf16: the call's thread t uses lane `lane + t` (0 for a call that makes its
+                          * own team; a one-thread call made inside a parallel region passes the caller's
+                          * thread number, so no two threads share a lane) */
 } AttnShape;

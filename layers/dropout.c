@@ -51,6 +51,11 @@ void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64
  * sum over rows in order, so db is the same for any thread count (as linear_backward's). */
 void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, int N, int C,
                            float p, uint64_t key) {
+    dropout_bias_backward_keyed(d_in, db, d_out, N, C, p, key, NULL);
+}
+
+void dropout_bias_backward_keyed(float *d_in, float *restrict db, const float *d_out, int N, int C,
+                                 float p, uint64_t key, const int *row_keys) {
     RP_CHECK(p >= 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
     RP_CHECK(dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "dropout: [%d, %d] exceeds one key's 2^32 mask indices", N, C);
@@ -63,7 +68,8 @@ void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, 
             const size_t first = (size_t)n * C + c0;
             float *dx = d_in + first;
             if (p > 0.0f)
-                dropout_span(dx, d_out + first, (size_t)width, p, key, first);
+                dropout_span(dx, d_out + first, (size_t)width, p, key,
+                             (size_t)(row_keys ? row_keys[n] : n) * C + c0);
             else if (dx != d_out + first)
                 memcpy(dx, d_out + first, (size_t)width * sizeof *dx);
 #pragma omp simd
@@ -73,4 +79,18 @@ void dropout_bias_backward(float *d_in, float *restrict db, const float *d_out, 
         for (int c = 0; c < width; c++)
             db[c0 + c] += acc[c];
     }
+}
+
+/* [N, C] rows with row n's mask indices row_keys[n]*C + c (NULL: dropout_forward's n*C + c). */
+void dropout_rows(float *out, const float *in, int N, int C, float p, uint64_t key,
+                  const int *row_keys) {
+    if (!row_keys || p == 0.0f) {
+        dropout_apply(out, in, (size_t)N * C, p, key);
+        return;
+    }
+    RP_CHECK(p > 0.0f && p < 1.0f, "dropout: probability %g is outside [0, 1)", (double)p);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        dropout_span(out + (size_t)n * C, in + (size_t)n * C, (size_t)C, p, key,
+                     (size_t)row_keys[n] * C);
 }

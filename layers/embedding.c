@@ -8,14 +8,19 @@ enum { EMB_COL_BLOCK = 64 };
 void embedding_forward(float *restrict out, const int *restrict ids, const int *restrict types,
                        const float *restrict word, const float *restrict type,
                        const float *restrict pos, int B, int L, int H) {
-    const int N = B * L;
+    embedding_forward_at(out, ids, types, word, type, pos, B * L, L, NULL, H);
+}
+
+void embedding_forward_at(float *restrict out, const int *restrict ids, const int *restrict types,
+                          const float *restrict word, const float *restrict type,
+                          const float *restrict pos, int N, int L, const int *positions, int H) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *restrict o = out + (size_t)n * H;
         const float *restrict w = word + (size_t)ids[n] * H;
         const float *restrict t = type + (size_t)types[n] * H;
         if (pos) {
-            const float *restrict p = pos + (size_t)(n % L) * H;
+            const float *restrict p = pos + (size_t)(positions ? positions[n] : n % L) * H;
             for (int c = 0; c < H; c++)
                 o[c] = w[c] + t[c] + p[c];
         } else {
@@ -31,7 +36,12 @@ void embedding_forward(float *restrict out, const int *restrict ids, const int *
 void embedding_backward(float *restrict d_word, float *restrict d_type, float *restrict d_pos,
                         const float *restrict d_out, const int *restrict ids,
                         const int *restrict types, int B, int L, int H) {
-    const int N = B * L;
+    embedding_backward_at(d_word, d_type, d_pos, d_out, ids, types, B * L, L, NULL, H);
+}
+
+void embedding_backward_at(float *restrict d_word, float *restrict d_type, float *restrict d_pos,
+                           const float *restrict d_out, const int *restrict ids,
+                           const int *restrict types, int N, int L, const int *positions, int H) {
     const int n_blocks = (H + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < n_blocks; block++) {
@@ -46,7 +56,7 @@ void embedding_backward(float *restrict d_word, float *restrict d_type, float *r
                 dt[c] += g[c];
             }
             if (d_pos) {
-                float *restrict dp = d_pos + (size_t)(n % L) * H + c0;
+                float *restrict dp = d_pos + (size_t)(positions ? positions[n] : n % L) * H + c0;
                 for (int c = 0; c < width; c++)
                     dp[c] += g[c];
             }

@@ -7,6 +7,9 @@
 #include "core/kinds.h" /* NormKind */
 #include "layers/attention.h"
 
+/* Unpadded batches (attn.seq_offsets): N = T real tokens, the attention per sequence
+ * (attention.h), mask NULL; every other op is row-wise and runs on the T rows. */
+
 /* One encoder layer's parameters; the same struct points into gradients and optimizer moments.
  * query/key/value are stored back to back so Q|K|V is one GEMM. */
 typedef struct {
@@ -67,6 +70,8 @@ typedef struct {
     float eps;          /* LayerNorm epsilon */
     float hidden_dropout;
     AttnShape attn;     /* includes attention dropout, residual flags for this layer */
+    const int *row_keys; /* [N] the hidden dropout's row numbering (layers.h, *_keyed): an unpadded
+                          * batch's rows in the padded layout; NULL: row n is n */
     int forward_only;   /* 1: no backward follows (evaluation, prediction): the forward skips
                          * what only the backward needs (acts->ffn_slope is left unset) */
     Gemm *gemm;         /* the linear layers' products (core/gemm.h; NULL: fp32); bf16 when

@@ -85,23 +85,23 @@ const float *encoder_layer_forward(LayerActs *a, LayerScratch *s, const float *x
     float p_drop = sh->hidden_dropout;
     if (!sh->pre_norm) { /* sum = x + drop(branch + bias) and its layer norm: one fused op each */
         attention_block_forward(a, s, x, p, mask, sh, keys.attn_probs);
-        residual_layernorm_forward(a->norm1, a->sum1, a->norm1_mean, a->norm1_rstd, x, s->proj,
+        residual_layernorm_forward_keyed(a->norm1, a->sum1, a->norm1_mean, a->norm1_rstd, x, s->proj,
                                    p->attn_out_b, p->norm1_g, p->norm1_b, sh->N, sh->H, sh->eps,
-                                   p_drop, keys.attn_out);
+                                   p_drop, keys.attn_out, sh->row_keys);
         ffn_block_forward(a, s, a->norm1, p, NULL, sh);
-        residual_layernorm_forward(a->norm2, a->sum2, a->norm2_mean, a->norm2_rstd, a->norm1,
+        residual_layernorm_forward_keyed(a->norm2, a->sum2, a->norm2_mean, a->norm2_rstd, a->norm1,
                                    s->proj, p->ffn_out_b, p->norm2_g, p->norm2_b, sh->N, sh->H,
-                                   sh->eps, p_drop, keys.ffn_out);
+                                   sh->eps, p_drop, keys.ffn_out, sh->row_keys);
         return a->norm2;
     }
     layernorm_forward(a->norm1, a->norm1_mean, a->norm1_rstd, x, p->norm1_g, p->norm1_b, sh->N,
                       sh->H, sh->eps);
     attention_block_forward(a, s, a->norm1, p, mask, sh, keys.attn_probs);
-    residual_layernorm_forward(a->norm2, a->sum1, a->norm2_mean, a->norm2_rstd, x, s->proj,
+    residual_layernorm_forward_keyed(a->norm2, a->sum1, a->norm2_mean, a->norm2_rstd, x, s->proj,
                                p->attn_out_b, p->norm2_g, p->norm2_b, sh->N, sh->H, sh->eps, p_drop,
-                               keys.attn_out);
+                               keys.attn_out, sh->row_keys);
     ffn_block_forward(a, s, a->norm2, p, p->ffn_out_b, sh);
-    dropout_forward(s->proj, s->proj, NH, p_drop, keys.ffn_out);
+    dropout_rows(s->proj, s->proj, sh->N, sh->H, p_drop, keys.ffn_out, sh->row_keys);
     add_vectors(a->sum2, a->sum1, s->proj, NH);
     return a->sum2;
 }
@@ -117,24 +117,24 @@ void encoder_layer_backward(float *d_x, float *d_out, LayerParams *g, LayerScrat
         /* d_out -> d_sum2 (in place) -> += d_norm1 via ffn -> d_sum1 (into d_x) -> += via attention.
          * Each residual_layernorm_backward also gives the dropped branch's gradient s->d_b and
          * the bias gradient of the linear before that dropout. */
-        residual_layernorm_backward(d_out, s->d_b, g->ffn_out_b, g->norm2_g, g->norm2_b, row_stats,
+        residual_layernorm_backward_keyed(d_out, s->d_b, g->ffn_out_b, g->norm2_g, g->norm2_b, row_stats,
                                     d_out, NULL, a->sum2, p->norm2_g, a->norm2_mean, a->norm2_rstd,
-                                    N, H, p_drop, keys.ffn_out);
+                                    N, H, p_drop, keys.ffn_out, sh->row_keys);
         ffn_block_backward(d_out, 1, s->d_b, g, s, a->norm1, a, p, sh);
-        residual_layernorm_backward(d_x, s->d_b, g->attn_out_b, g->norm1_g, g->norm1_b, row_stats,
+        residual_layernorm_backward_keyed(d_x, s->d_b, g->attn_out_b, g->norm1_g, g->norm1_b, row_stats,
                                     d_out, NULL, a->sum1, p->norm1_g, a->norm1_mean, a->norm1_rstd,
-                                    N, H, p_drop, keys.attn_out);
+                                    N, H, p_drop, keys.attn_out, sh->row_keys);
         attention_block_backward(d_x, 1, s->d_b, g, s, x, a, p, sh, keys.attn_probs);
         return;
     }
     /* d_out = d_sum2 -> d_sum1 = d_sum2 + via LN2/ffn (in place) -> d_x = d_sum1 + via LN1/attention */
     float *d_norm = s->d_a;
-    dropout_bias_backward(s->d_b, g->ffn_out_b, d_out, N, H, p_drop, keys.ffn_out);
+    dropout_bias_backward_keyed(s->d_b, g->ffn_out_b, d_out, N, H, p_drop, keys.ffn_out, sh->row_keys);
     ffn_block_backward(d_norm, 0, s->d_b, g, s, a->norm2, a, p, sh);
-    residual_layernorm_backward(d_out, s->d_b, g->attn_out_b, g->norm2_g, g->norm2_b, row_stats,
+    residual_layernorm_backward_keyed(d_out, s->d_b, g->attn_out_b, g->norm2_g, g->norm2_b, row_stats,
                                 d_norm, d_out, a->sum1, p->norm2_g, a->norm2_mean, a->norm2_rstd, N,
-                                H, p_drop, keys.attn_out);
+                                H, p_drop, keys.attn_out, sh->row_keys);
     attention_block_backward(d_x, 0, s->d_b, g, s, a->norm1, a, p, sh, keys.attn_probs);
-    residual_layernorm_backward(d_x, NULL, NULL, g->norm1_g, g->norm1_b, row_stats, d_x, d_out, x,
-                                p->norm1_g, a->norm1_mean, a->norm1_rstd, N, H, 0.0f, 0);
+    residual_layernorm_backward_keyed(d_x, NULL, NULL, g->norm1_g, g->norm1_b, row_stats, d_x, d_out, x,
+                                p->norm1_g, a->norm1_mean, a->norm1_rstd, N, H, 0.0f, 0, sh->row_keys);
 }

@@ -59,13 +59,22 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
                                 const float *restrict branch, const float *restrict branch_bias,
                                 const float *restrict gamma, const float *restrict beta, int N,
                                 int C, float eps, float p, uint64_t key) {
+    residual_layernorm_forward_keyed(out, sum, mean, rstd, res, branch, branch_bias, gamma, beta, N, C,
+                                     eps, p, key, NULL);
+}
+
+void residual_layernorm_forward_keyed(float *restrict out, float *restrict sum, float *restrict mean,
+                                      float *restrict rstd, const float *restrict res,
+                                      const float *restrict branch, const float *restrict branch_bias,
+                                      const float *restrict gamma, const float *restrict beta, int N,
+                                      int C, float eps, float p, uint64_t key, const int *row_keys) {
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
     RP_CHECK(p == 0.0f || dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "residual_layernorm: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const size_t row = (size_t)n * C;
+        const size_t row = (size_t)n * C, key_row = (size_t)(row_keys ? row_keys[n] : n) * C;
         const float *restrict r = res + row, *restrict b = branch + row;
         float *restrict x = sum + row, *restrict y = out + row;
         float total = 0.0f;
@@ -73,7 +82,7 @@ void residual_layernorm_forward(float *restrict out, float *restrict sum, float 
 #pragma omp simd reduction(+ : total)
             for (int c = 0; c < C; c++) {
                 const float v = (b[c] + branch_bias[c]) * scale;
-                x[c] = r[c] + dropout_masked(v, key, (uint32_t)row + (uint32_t)c, threshold);
+                x[c] = r[c] + dropout_masked(v, key, (uint32_t)key_row + (uint32_t)c, threshold);
                 total += x[c];
             }
         } else {
@@ -158,6 +167,16 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
                                  const float *restrict in, const float *restrict gamma,
                                  const float *restrict mean, const float *restrict rstd, int N,
                                  int C, float p, uint64_t key) {
+    residual_layernorm_backward_keyed(d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res,
+                                      in, gamma, mean, rstd, N, C, p, key, NULL);
+}
+
+void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *restrict d_bias,
+                                       float *restrict d_gamma, float *restrict d_beta,
+                                       float *restrict row_stats, const float *d_out, const float *d_res,
+                                       const float *restrict in, const float *restrict gamma,
+                                       const float *restrict mean, const float *restrict rstd, int N,
+                                       int C, float p, uint64_t key, const int *row_keys) {
     RP_CHECK(!d_branch || (p >= 0.0f && p < 1.0f), "residual_layernorm_backward: dropout %g is "
              "outside [0, 1)", (double)p);
     RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),
@@ -179,6 +198,7 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
         float acc_bias[COL_BLOCK_MAX] = {0}, ds[COL_BLOCK_MAX];
         for (int n = 0; n < N; n++) {
             const size_t first = (size_t)n * C + c0;
+            const size_t key_first = (size_t)(row_keys ? row_keys[n] : n) * C + c0;
             const float *restrict x = in + first;
             const float *g = d_out + first;
             const float mu = mean[n], rs = rstd[n];
@@ -204,7 +224,7 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *restrict 
                 float *db = d_branch + first;
 #pragma omp simd
                 for (int c = 0; c < width; c++) {
-                    db[c] = dropout_masked(ds[c] * scale, key, (uint32_t)first + (uint32_t)c,
+                    db[c] = dropout_masked(ds[c] * scale, key, (uint32_t)key_first + (uint32_t)c,
                                            threshold);
                     acc_bias[c] += db[c];
                 }

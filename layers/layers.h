@@ -57,6 +57,13 @@ void embedding_forward(float *out, const int *ids, const int *types, const float
  * (d_pos may be NULL). Race-free: threads own disjoint column ranges. */
 void embedding_backward(float *d_word, float *d_type, float *d_pos, const float *d_out,
                         const int *ids, const int *types, int B, int L, int H);
+/* The same with row n at position positions[n] (an unpadded batch's rows; NULL: n % L). */
+void embedding_forward_at(float *out, const int *ids, const int *types, const float *word,
+                          const float *type, const float *pos, int N, int L, const int *positions,
+                          int H);
+void embedding_backward_at(float *d_word, float *d_type, float *d_pos, const float *d_out,
+                           const int *ids, const int *types, int N, int L, const int *positions,
+                           int H);
 
 /* ---- layernorm.c ------------------------------------------------------------------------
  * out[n,c] = (in[n,c] - mean[n]) * rstd[n] * gamma[c] + beta[c]     in, out [N,C]
@@ -88,6 +95,19 @@ void residual_layernorm_backward(float *d_sum, float *d_branch, float *d_bias, f
                                  const float *d_res, const float *in, const float *gamma,
                                  const float *mean, const float *rstd, int N, int C, float p,
                                  uint64_t key);
+
+/* The same two keyed by row: the dropout mask index of element (n, c) is row_keys[n]*C + c
+ * (NULL: n*C + c, the functions above). An unpadded batch passes each row's row in the padded
+ * layout, so that both layouts draw the same mask for a (sequence, position). */
+void residual_layernorm_forward_keyed(float *out, float *sum, float *mean, float *rstd, const float *res,
+                                      const float *branch, const float *branch_bias, const float *gamma,
+                                      const float *beta, int N, int C, float eps, float p, uint64_t key,
+                                      const int *row_keys);
+void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *d_bias, float *d_gamma,
+                                       float *d_beta, float *row_stats, const float *d_out,
+                                       const float *d_res, const float *in, const float *gamma,
+                                       const float *mean, const float *rstd, int N, int C, float p,
+                                       uint64_t key, const int *row_keys);
 
 /* ---- linear.c ---------------------------------------------------------------------------
  * out[N,o] = in[N,i] . W[o,i]^T + b[o]      (b may be NULL)
@@ -146,6 +166,12 @@ void dropout_backward(float *d_in, const float *d_out, size_t n, float p, uint64
  * d_in may alias d_out. */
 void dropout_bias_backward(float *d_in, float *db, const float *d_out, int N, int C, float p,
                            uint64_t key);
+/* Keyed by row as residual_layernorm_forward_keyed: dropout_bias_backward, and dropout_forward
+ * (= dropout_backward) of [N, C] rows. */
+void dropout_bias_backward_keyed(float *d_in, float *db, const float *d_out, int N, int C, float p,
+                                 uint64_t key, const int *row_keys);
+void dropout_rows(float *out, const float *in, int N, int C, float p, uint64_t key,
+                  const int *row_keys);
 /* The serial kernel of both, for callers inside their own parallel region: elements
  * first .. first+n-1 of a masked tensor, out[e] = keep(first+e) ? in[e] / (1-p) : 0. */
 void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, size_t first);

@@ -147,7 +147,7 @@ int cmd_attention(int argc, char **argv) {
     activations_create(&acts, model, B, L, 0, PRECISION_FP32);
     size_t map = (size_t)B * heads * L * L;
     CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
-    Batch batch = {B, L, ids, types, mask, NULL};
+    Batch batch = {B, L, ids, types, mask, NULL, NULL};
     model_encode_observed(model, &acts, &batch, FORWARD_EVAL, 0, keep_carried, &carried);
 
     char tmp[4096];

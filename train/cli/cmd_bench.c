@@ -16,10 +16,12 @@
  *                         drawn by the TaskSampler (task.seed, task.group_by_length) in batches of
  *                         task.batch_size padded per task.padding; the task head's loss
  *                         (classifier, regression or span) on a model initialised from model.seed.
+ *   --from-shards DIR     pretraining's own batches: the training stream of the shard set DIR
+ *                         (train/loop/pretrain.h mlm_data_next, laid out per data.padding), MLM loss.
  * Tokens/s are counted two ways over the timed steps' micro-batches:
  *   real      attention_mask = 1 positions (what fine-tuning's logs count as tokens)
- *   computed  B x the batch's padded length (what the GEMMs multiply)
- * equal in synthetic mode. GFLOP/s is model_flops_per_step of each micro-batch's shape (what the
+ *   computed  B x the batch's padded length, or T of an unpadded batch (what the GEMMs multiply)
+ * equal in synthetic mode. GFLOP/s is model_flops_of_batch of each micro-batch (what the
  * step's MFU counts) over the timed seconds.
  * --against OTHER.ini times a second configuration in the same process (the same --set overrides,
  * options and batch shapes), step for step alternately with the first: step s of both runs back to
@@ -42,101 +44,11 @@
 #include "core/rng.h"
 #include "core/io/files.h"
 #include "layers/layers.h"
+#include "train/cli/bench_sources.h"
 #include "train/cli/commands.h"
 #include "train/loop/finetune.h"
 #include "train/loop/step.h"
 #include "train/model/model.h"
-
-/* The synthetic source's model and its one batch [B, L]. */
-typedef struct {
-    Model model;
-    Activations acts;
-    int *ids, *types, *mask, *labels;
-    int labelled; /* positions with an MLM label */
-    TrainBatch batch;
-} SyntheticBench;
-
-/* Random batch: full-length sequences, a fixed fraction of positions labelled. */
-static void synthetic_create(SyntheticBench *s, const Config *cfg, int B, int L, double label_frac) {
-    model_create(&s->model, &cfg->model, heads_mlm());
-    model_init_weights(&s->model, (uint64_t)cfg->model.seed);
-    size_t N = (size_t)B * L;
-    s->ids = xmalloc(sizeof(int) * N), s->types = xcalloc(N, sizeof(int)), s->mask = xmalloc(sizeof(int) * N),
-    s->labels = xmalloc(sizeof(int) * N);
-    Rng rng;
-    rng_seed(&rng, 1234);
-    int M = 0;
-    for (size_t n = 0; n < N; n++) {
-        s->ids[n] = (int)rng_below(&rng, (uint64_t)cfg->model.vocab_size);
-        s->mask[n] = 1;
-        int labelled = rng_uniform(&rng) < label_frac;
-        s->labels[n] = labelled ? (int)rng_below(&rng, (uint64_t)cfg->model.vocab_size) : IGNORE_LABEL;
-        M += labelled;
-    }
-    s->labelled = M;
-    s->batch = (TrainBatch){{B, L, s->ids, s->types, s->mask, s->labels}, {0}, (long)N};
-    activations_create(&s->acts, &s->model, B, L, M, cfg->train.precision);
-}
-
-static void synthetic_free(SyntheticBench *s) {
-    activations_free(&s->acts);
-    model_free(&s->model);
-    free(s->ids), free(s->types), free(s->mask), free(s->labels);
-}
-
-/* The fine-tuning source: the task's runner (model, head, batch buffers), its data and batches. */
-typedef struct {
-    TaskRunner r;
-    TaskData data;
-    FinetuneBatches batches;
-    double mean_length; /* tokens per sequence of FILE, [CLS] and [SEP]s included */
-} TaskBench;
-
-static void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
-    memset(t, 0, sizeof *t);
-    TaskRunner *r = &t->r;
-    const TaskConfig *task = &cfg->task;
-    RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
-    int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
-    RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
-             "task.glue_task (e.g. --set task.glue_task=sst2), task.type = squad, or the task.*_column keys", path);
-    RP_CHECK(cfg->data.vocab[0], "key 'data.vocab': --lengths-from tokenizes %s with the config's vocabulary, got "
-             "nothing (e.g. --set data.vocab=data/vocab/bert-base-uncased.txt)", path);
-    RP_CHECK(!cfg->model.absolute_position || task->max_seq_len <= cfg->model.max_position,
-             "task.max_seq_len %d exceeds model.max_position = %d (absolute positions)", task->max_seq_len,
-             cfg->model.max_position);
-    task_runner_fresh(r, cfg);
-    task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
-    finetune_batches_create(&t->batches, r, &t->data.features);
-    long total = 0;
-    for (int i = 0; i < t->data.features.count; i++)
-        total += t->data.features.lengths[i];
-    t->mean_length = (double)total / t->data.features.count;
-}
-
-static void task_bench_free(TaskBench *t) {
-    finetune_batches_free(&t->batches);
-    task_data_free(&t->data);
-    task_runner_free(&t->r);
-}
-
-/* Around the source: what the timed micro-batches hold (reset before the first timed step). The
- * step loop never allocates: lengths has room for every micro-batch of the run. */
-typedef struct {
-    BatchSource inner;
-    long real_tokens, computed_tokens; /* attention_mask = 1 positions; B x padded length */
-    int *lengths;                      /* [capacity] padded length of each micro-batch since the reset */
-    int count, capacity;
-} CountedSource;
-
-static void next_counted(void *ctx, long step, int micro, TrainBatch *out) {
-    CountedSource *c = ctx;
-    c->inner.next(c->inner.ctx, step, micro, out);
-    RP_CHECK(c->count < c->capacity, "internal: more micro-batches than the bench's steps");
-    c->lengths[c->count++] = out->batch.L;
-    c->real_tokens += out->num_tokens;
-    c->computed_tokens += (long)out->batch.B * out->batch.L;
-}
 
 /* --batch-size / --seq-len as the task's keys (they win over the config's), so that validation
  * and its messages see them. */
@@ -151,6 +63,7 @@ static void add_task_override(CliArgs *args, char *buffer, size_t size, const ch
 
 typedef struct {
     const char *batch_text, *seq_text, *lengths_path;
+    const char *shards_path; /* --from-shards DIR: pretraining's batches of the shard set DIR */
     double label_frac;
     int warmup, steps;
 } BenchOptions;
@@ -163,6 +76,7 @@ typedef struct {
     int B, L, M; /* M: MLM labels per batch (synthetic) */
     SyntheticBench synthetic;
     TaskBench task;
+    ShardBench shards;
     CountedSource counted;
     TrainStep ts;
     GemmStats gemm_at_warmup; /* the counts of the model's products (its activations') before the timed steps */
@@ -189,8 +103,10 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
     }
     if (cfg->train.threads > 0) /* before train_step_init's peak probes */
         omp_set_num_threads(cfg->train.threads);
-    b->B = o->lengths_path ? cfg->task.batch_size : (int)cli_int("--batch-size", o->batch_text, 1, 1 << 20);
-    b->L = o->lengths_path ? cfg->task.max_seq_len : (int)cli_int("--seq-len", o->seq_text, 1, 1 << 20);
+    b->B = o->lengths_path ? cfg->task.batch_size
+           : o->shards_path ? cfg->train.batch_size : (int)cli_int("--batch-size", o->batch_text, 1, 1 << 20);
+    b->L = o->lengths_path ? cfg->task.max_seq_len
+           : o->shards_path ? cfg->data.max_seq_len : (int)cli_int("--seq-len", o->seq_text, 1, 1 << 20);
     const int total = o->warmup + o->steps;
     StepConfig sc = {SCHED_CONSTANT, cfg->optim.lr, 0, total, 1, cfg->train.clip_grad_norm,
                      (uint64_t)cfg->model.seed, total + 1, NULL};
@@ -203,6 +119,13 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
         head = finetune_loss_head(&b->task.r);
         inner = finetune_batch_source(&b->task.batches);
         sc.peak_lr = cfg->task.lr, sc.dropout_seed = (uint64_t)cfg->task.seed;
+    } else if (o->shards_path) {
+        snprintf(cfg->data.shard_dir, sizeof cfg->data.shard_dir, "%s", o->shards_path);
+        shard_bench_create(&b->shards, cfg);
+        m = &b->shards.model;
+        head = loss_head_mlm(&b->shards.acts);
+        inner = shard_bench_source(&b->shards);
+        b->M = mlm_max_predictions(cfg);
     } else {
         synthetic_create(&b->synthetic, cfg, b->B, b->L, o->label_frac);
         m = &b->synthetic.model;
@@ -210,7 +133,8 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
         inner = batch_source_repeat(&b->synthetic.batch); /* the same random batch every micro-batch */
         b->M = b->synthetic.labelled;
     }
-    b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total};
+    b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total, &cfg->model,
+                                 !o->lengths_path, 0};
     train_step_init(&b->ts, &sc, m, head, (BatchSource){next_counted, NULL, &b->counted}, &cfg->optim, dist, 0);
     train_step_begin(&b->ts, NULL, 0);
     b->ts.peak.spread_left = 0; /* no probe inside a timed step: the bench probes between steps */
@@ -222,6 +146,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
 static void bench_side_step(BenchSide *b, int s, int warmup) {
     if (s == warmup) { /* count the timed steps' micro-batches (and products) only */
         b->counted.real_tokens = b->counted.computed_tokens = b->counted.count = 0;
+        b->counted.flops = 0;
         b->gemm_at_warmup = gemm_stats(b->ts.head.acts->gemm);
     }
     const StepPhases before = b->ts.phases;
@@ -239,11 +164,13 @@ static void bench_side_step(BenchSide *b, int s, int warmup) {
     b->t_update += b->ts.phases.update - before.update;
 }
 
-static void bench_side_free(BenchSide *b, int is_task) {
+static void bench_side_free(BenchSide *b, int is_task, int from_shards) {
     free(b->step_s), free(b->step_real), free(b->counted.lengths);
     train_step_free(&b->ts);
     if (is_task)
         task_bench_free(&b->task);
+    else if (from_shards)
+        shard_bench_free(&b->shards);
     else
         synthetic_free(&b->synthetic);
 }
@@ -295,9 +222,12 @@ int cmd_bench(int argc, char **argv) {
     CliOption options[] = {{"batch-size", &o.batch_text}, {"seq-len", &o.seq_text},     {"steps", &steps_text},
                            {"warmup", &warmup_text},      {"label-frac", &label_text}, {"json", &json_path},
                            {"lengths-from", &o.lengths_path}, {"against", &against_path},
-                           {"against-set", &against_set}};
-    CliArgs args = cli_parse(argc, argv, options, 9);
-    RP_CHECK(args.num_positional == 1 && (o.lengths_path || (o.batch_text && o.seq_text)), "usage: realpos %s", usage);
+                           {"against-set", &against_set}, {"from-shards", &o.shards_path}};
+    CliArgs args = cli_parse(argc, argv, options, 10);
+    RP_CHECK(args.num_positional == 1 && (o.lengths_path || o.shards_path || (o.batch_text && o.seq_text)),
+             "usage: realpos %s", usage);
+    RP_CHECK(!(o.lengths_path && o.shards_path), "--lengths-from and --from-shards are two batch sources: give one; "
+             "usage: realpos %s", usage);
     RP_CHECK(!(o.lengths_path && label_text), "--label-frac sets the MLM labels of the synthetic batch; with "
              "--lengths-from the step trains the task's head; usage: realpos %s", usage);
     o.steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), o.warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
@@ -309,7 +239,7 @@ int cmd_bench(int argc, char **argv) {
                  "number in [0, 1], got '%s'", label_text);
     }
     const int steps = o.steps, warmup = o.warmup;
-    const char *lengths_path = o.lengths_path;
+    const char *lengths_path = o.lengths_path, *shards_path = o.shards_path;
     Dist dist;
     dist_init(&dist, NULL, NULL);
     BenchSide side, other;
@@ -372,9 +302,7 @@ int cmd_bench(int argc, char **argv) {
     }
     const CountedSource counted = side.counted;
     const double elapsed = side.elapsed, cpu_elapsed = side.cpu_elapsed;
-    double flops = 0;
-    for (int i = 0; i < counted.count; i++)
-        flops += model_flops_per_step(&cfg->model, B, counted.lengths[i], M);
+    const double flops = counted.flops;
     double tokens_per_s = (double)counted.computed_tokens / elapsed;
     double real_tokens_per_s = (double)counted.real_tokens / elapsed;
     double mean_padded = (double)counted.computed_tokens / ((double)B * counted.count);
@@ -389,9 +317,11 @@ int cmd_bench(int argc, char **argv) {
     const char *task_name = cfg->task.type == TASK_SQUAD ? "squad" : glue_task_name(cfg->task.glue_task);
     if (lengths_path) {
         printf("bench: fine-tuning %s on %s: %d sequences of %.1f tokens on average (at most %d), batches of %d "
-               "padded to %s%s; the timed batches: %.1f real tokens per sequence, padded to %.1f\n", task_name,
+               "%s%s; the timed batches: %.1f real tokens per sequence, computed %.1f\n", task_name,
                lengths_path, side.task.data.features.count, side.task.mean_length, L, B,
-               cfg->task.padding == PAD_LONGEST ? "their longest sequence" : "task.max_seq_len",
+               cfg->task.padding == PAD_NONE      ? "unpadded"
+               : cfg->task.padding == PAD_LONGEST ? "padded to their longest sequence"
+                                                  : "padded to task.max_seq_len",
                cfg->task.group_by_length ? ", grouped by length" : "",
                (double)counted.real_tokens / ((double)B * counted.count), mean_padded);
         snprintf(tokens_text, sizeof tokens_text, "%.1f real tokens/s (%.1f computed: B x padded length)",
@@ -460,13 +390,15 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "computed_tokens", (double)counted.computed_tokens);
         cJSON_AddNumberToObject(o, "real_tokens", (double)counted.real_tokens);
         cJSON_AddItemToObject(o, "batch_lengths", cJSON_CreateIntArray(counted.lengths, counted.count));
+        if (shards_path)
+            cJSON_AddStringToObject(o, "data_padding", padding_kind_name(cfg->data.padding));
         if (lengths_path) {
             cJSON *ft = cJSON_AddObjectToObject(o, "finetune");
             cJSON_AddStringToObject(ft, "file", lengths_path);
             cJSON_AddStringToObject(ft, "task", task_name);
             cJSON_AddNumberToObject(ft, "sequences", side.task.data.features.count);
             cJSON_AddNumberToObject(ft, "mean_length", side.task.mean_length);
-            cJSON_AddStringToObject(ft, "padding", cfg->task.padding == PAD_LONGEST ? "longest" : "max_length");
+            cJSON_AddStringToObject(ft, "padding", padding_kind_name(cfg->task.padding));
             cJSON_AddBoolToObject(ft, "group_by_length", cfg->task.group_by_length);
         } else {
             cJSON_AddNullToObject(o, "finetune");
@@ -521,8 +453,8 @@ int cmd_bench(int argc, char **argv) {
     }
     free(probes), free(bf16_probes), free(ratios);
     if (against_path)
-        bench_side_free(&other, lengths_path != NULL);
-    bench_side_free(&side, lengths_path != NULL);
+        bench_side_free(&other, lengths_path != NULL, shards_path != NULL);
+    bench_side_free(&side, lengths_path != NULL, shards_path != NULL);
     dist_finalize(&dist);
     return 0;
 }

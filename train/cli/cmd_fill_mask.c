@@ -80,7 +80,7 @@ static void fill_line(FillMask *fm, const char *line, int line_number, int top_k
         fm->attn[l] = 1;
         fm->labels[l] = fm->ids[l] == mask_id ? mask_id : IGNORE_LABEL; /* labelled = the positions whose logits we want */
     }
-    Batch batch = {1, L, fm->ids, fm->types, fm->attn, fm->labels};
+    Batch batch = {1, L, fm->ids, fm->types, fm->attn, fm->labels, NULL};
     model_mlm_forward(&fm->lm->model, &fm->acts, &batch, FORWARD_EVAL, 0, fm->logits);
     printf("%s\n", line);
     for (int k = 0; k < masks; k++) {

@@ -97,8 +97,8 @@ int cmd_finetune(int argc, char **argv) {
         char data[3 * CONFIG_PATH_MAX], parameters[CONFIG_PATH_MAX + 128];
         snprintf(data, sizeof data, "%s (%d sequences%s%s), %s %s", task->train_file, train_data.features.count,
                  task->dev_file[0] ? "; dev " : "", task->dev_file, task->glue_task != GLUE_NONE ?
-                 glue_task_name(task->glue_task) : task_kind_name(task->type), task->padding == PAD_LONGEST ?
-                 "padded per batch to its longest" : "padded to task.max_seq_len");
+                 glue_task_name(task->glue_task) : task_kind_name(task->type), task->padding == PAD_NONE ? "batches unpadded (task.padding = none)" :
+                 task->padding == PAD_LONGEST ? "padded per batch to its longest" : "padded to task.max_seq_len");
         snprintf(parameters, sizeof parameters, "%d loaded, %d grown, %d initialised, %d dropped from %s",
                  moved.loaded, moved.grown, moved.initialised, moved.dropped, task->init_checkpoint);
         int warmup;

@@ -230,7 +230,7 @@ int cmd_dump(int argc, char **argv) {
     load_checkpoint_model(checkpoint, &cfg, &ini, &m);
     RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", checkpoint);
     BatchFile bf = read_batch_file(batch_path, &cfg.model);
-    Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels};
+    Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels, NULL};
     int M = 0;
     for (int e = 0; e < bf.B * bf.L; e++)
         M += bf.labels[e] != IGNORE_LABEL;

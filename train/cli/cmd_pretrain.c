@@ -45,8 +45,11 @@ int cmd_pretrain(int argc, char **argv) {
     char *config_ini = config_to_ini(&cfg);
     if (dist_is_root(&dist)) {
         char data[CONFIG_PATH_MAX + 128];
-        snprintf(data, sizeof data, "shards of %s, sequences of %d tokens, %.0f%% masked", cfg.data.shard_dir,
-                 cfg.data.max_seq_len, 100 * (double)cfg.data.masked_lm_prob);
+        snprintf(data, sizeof data, "shards of %s, sequences of %d tokens, %.0f%% masked, batches %s", cfg.data.shard_dir,
+                 cfg.data.max_seq_len, 100 * (double)cfg.data.masked_lm_prob,
+                 cfg.data.padding == PAD_NONE      ? "unpadded (data.padding = none)"
+                 : cfg.data.padding == PAD_LONGEST ? "padded to their longest row (data.padding = longest)"
+                                                   : "padded to max_seq_len (data.padding = max_length)");
         LaunchFacts facts = {data, cfg.train.max_steps, config_warmup_steps(&cfg), cfg.train.batch_size, cfg.optim.lr,
                              schedule_kind_names[cfg.train.schedule], NULL};
         launch_report(stderr, &cfg, "pretraining", &facts, config_ini, verbose);

@@ -95,7 +95,7 @@ static const Command commands[] = {
      "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
     {"bench", cmd_bench,
      "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
-     "--lengths-from FILE [--batch-size B] [--seq-len L]) [--against OTHER.ini] [--against-set KEY=VALUE] [--steps N] "
+     "--lengths-from FILE [--batch-size B] [--seq-len L] | --from-shards DIR) [--against OTHER.ini] [--against-set KEY=VALUE] [--steps N] "
      "[--warmup W] [--json OUT]",
      "time training steps (and print the BLAS kernels in use)",
      "  --batch-size B            sequences per step (with --lengths-from: task.batch_size, the default)\n"
@@ -106,6 +106,9 @@ static const Command commands[] = {
      "  --lengths-from FILE       fine-tuning steps on the task's batches of FILE (GLUE TSV per task.glue_task,\n"
      "                            or SQuAD JSON with task.type = squad; tokenized with data.vocab, padded per\n"
      "                            task.padding, task.group_by_length): real and computed tokens/s\n"
+     "  --from-shards DIR         pretraining steps on the training stream of the shard set DIR (prepared with\n"
+     "                            the config's [data]; train.batch_size x data.max_seq_len, laid out per\n"
+     "                            data.padding): real and computed tokens/s\n"
      "  --against OTHER.ini       also time OTHER.ini (same options), alternating step by step: the time\n"
      "                            ratio per step pair, robust to a shared machine's load\n"
      "  --against-set KEY=VALUE   one more --set for the paired side only (OTHER.ini defaults to CONFIG.ini):\n"

@@ -25,7 +25,9 @@ typedef enum { BAD_SKIP = 0, BAD_FATAL } BadExamplePolicy;
 /* [data] corpus_format: AUTO decides per file by its name (JSON Lines: *.jsonl, *.json, *.ndjson). */
 typedef enum { CORPUS_AUTO = 0, CORPUS_TEXT, CORPUS_JSONL } CorpusFormat;
 /* Fine-tuning batches: padded to their longest sequence, or every one to task.max_seq_len. */
-typedef enum { PAD_LONGEST = 0, PAD_MAX_LENGTH } PaddingKind;
+/* A batch's layout: padded to its longest sequence, padded to the configured max_seq_len, or
+ * unpadded (none: the sequences' rows back to back, train/model/model.h). */
+typedef enum { PAD_LONGEST = 0, PAD_MAX_LENGTH, PAD_NONE } PaddingKind;
 
 typedef struct {
     int hidden_size, num_layers, num_heads, intermediate_size;
@@ -67,6 +69,7 @@ typedef struct {
     int do_lower_case; /* bool */
     int max_seq_len;
     float short_seq_prob, masked_lm_prob;
+    PaddingKind padding; /* the training and evaluation batches' layout */
     int max_predictions_per_seq;
     int whole_word_mask; /* bool */
     float eval_fraction;

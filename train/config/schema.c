@@ -23,7 +23,7 @@ static const char *const task_names[] = {"classification", "regression", "squad"
 static const char *const glue_names[] = {"none", "sst2", "cola", "mrpc", "rte", "stsb", NULL};
 static const char *const bad_example_names[] = {"skip", "fatal", NULL};
 static const char *const corpus_format_names[] = {"auto", "text", "jsonl", NULL};
-static const char *const padding_names[] = {"longest", "max_length", NULL};
+static const char *const padding_names[] = {"longest", "max_length", "none", NULL};
 
 #define INT_KEY(...) CONFIG_INT_KEY(Config, __VA_ARGS__)
 #define INT64_KEY(...) CONFIG_INT64_KEY(Config, __VA_ARGS__)
@@ -112,6 +112,8 @@ static const KeySpec keys[] = {
     BOOL_KEY(data, do_lower_case, "yes", "lowercase and strip accents before WordPiece"),
     INT_KEY(data, max_seq_len, "128", 5, 65536, "tokens per sequence, [CLS] and [SEP]s included"),
     FLOAT_KEY(data, short_seq_prob, "0.1", '[', 0, 1, ']', "chance of a shorter random length"),
+    ENUM_KEY(data, padding, PaddingKind, padding_names, "max_length",
+             "rows padded to data.max_seq_len (max_length), to the batch's longest (longest), or unpadded (none)"),
     FLOAT_KEY(data, masked_lm_prob, "0.15", '[', 0, 1, ']', "fraction of tokens predicted"),
     INT_KEY(data, max_predictions_per_seq, "20", 1, 65536, "cap on predicted tokens per sequence"),
     BOOL_KEY(data, whole_word_mask, "no", "mask all WordPieces of a word together"),
@@ -137,7 +139,7 @@ static const KeySpec keys[] = {
     INT_KEY(task, batch_size, "32", 1, 1 << 20,
             "sequences per micro-batch (and per evaluation batch); train.grad_accum_steps micro-batches per step"),
     ENUM_KEY(task, padding, PaddingKind, padding_names, "longest",
-             "pad each batch to its longest sequence (longest) or to task.max_seq_len (max_length); same results"),
+             "pad each batch to its longest sequence (longest) or to task.max_seq_len (max_length), or none"),
     BOOL_KEY(task, group_by_length, "no",
              "training batches of sequences of similar length (shuffled batches of length-sorted chunks)"),
     FLOAT_KEY(task, epochs, "3", '(', 0, 1000, ']', "passes over the training data (may be fractional)"),
@@ -198,6 +200,7 @@ static const KeyUse key_uses[] = {
     {"data.do_lower_case", PRETRAINING, NULL, NULL},
     {"data.max_seq_len", PRETRAINING, NULL, "task.max_seq_len"},
     {"data.short_seq_prob", PRETRAINING, NULL, NULL},
+    {"data.padding", PRETRAINING, NULL, "task.padding"},
     {"data.masked_lm_prob", PRETRAINING, NULL, NULL},
     {"data.max_predictions_per_seq", PRETRAINING, NULL, NULL},
     {"data.whole_word_mask", PRETRAINING, NULL, NULL},
@@ -218,7 +221,7 @@ static const KeyUse key_uses[] = {
     {"task.bad_examples", FINE_TUNING, NULL, NULL},
     {"task.max_seq_len", FINE_TUNING, NULL, "data.max_seq_len"},
     {"task.batch_size", FINE_TUNING, NULL, "train.batch_size"},
-    {"task.padding", FINE_TUNING, NULL, NULL},
+    {"task.padding", FINE_TUNING, NULL, "data.padding"},
     {"task.group_by_length", FINE_TUNING, NULL, NULL},
     {"task.epochs", FINE_TUNING, NULL, "train.max_steps"},
     {"task.max_steps", FINE_TUNING, NULL, "train.max_steps"},

@@ -42,11 +42,14 @@ void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *
     d->train_stream = instance_stream_create(d->train_shard, d->tok, &train_opt);
     d->eval_stream = instance_stream_create(d->eval_shard, d->tok, &eval_opt);
     d->batch = instance_batch_create(cfg->train.batch_size, dc->max_seq_len);
+    batch_layout_create(&d->layout, cfg->train.batch_size, dc->max_seq_len);
+    d->padding = dc->padding;
     d->unigram_token = shard_most_frequent_token(d->train_shard, tokenizer_special(d->tok));
 }
 
 void mlm_data_free(MlmData *d) {
     instance_batch_free(d->batch);
+    batch_layout_free(&d->layout);
     instance_stream_free(d->train_stream);
     instance_stream_free(d->eval_stream);
     shard_free(d->train_shard);
@@ -56,8 +59,17 @@ void mlm_data_free(MlmData *d) {
     memset(d, 0, sizeof *d);
 }
 
-static Batch batch_of(const InstanceBatch *ib) {
-    return (Batch){ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask, ib->labels};
+/* The stream's batch in data.padding's layout */
+static Batch batch_of(MlmData *d) {
+    const InstanceBatch *ib = d->batch;
+    const Batch padded = {ib->batch_size, ib->seq_len, ib->input_ids, ib->token_type_ids, ib->attention_mask,
+                          ib->labels, NULL};
+    return batch_relayout(&d->layout, &padded, d->padding);
+}
+
+Batch mlm_data_next(MlmData *d) {
+    instance_stream_next(d->train_stream, d->batch);
+    return batch_of(d);
 }
 
 EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int num_batches, Dist *dist) {
@@ -69,9 +81,9 @@ EvalResult evaluate_mlm(const Model *m, Activations *acts, MlmData *data, int nu
         instance_stream_next(data->eval_stream, data->batch); /* every rank reads every batch of the one stream */
         if (dist && i % dist->size != dist->rank)
             continue; /* batch i is rank i mod N's */
-        Batch b = batch_of(data->batch);
+        Batch b = batch_of(data);
         ForwardStats st = model_mlm_forward(m, acts, &b, FORWARD_EVAL, 0, NULL);
-        for (int n = 0; n < b.B * b.L; n++)
+        for (int n = 0; n < batch_rows(&b); n++)
             unigram_correct += b.labels[n] == data->unigram_token;
         loss_sum += (double)st.loss * st.num_predicted;
         correct += st.num_correct;
@@ -109,9 +121,8 @@ typedef struct {
 static void next_mlm_batch(void *ctx, long step, int micro, TrainBatch *out) {
     (void)step, (void)micro;
     Pretraining *p = ctx;
-    InstanceBatch *ib = p->data.batch;
-    instance_stream_next(p->data.train_stream, ib);
-    *out = (TrainBatch){batch_of(ib), {0}, ib->num_tokens};
+    const Batch b = mlm_data_next(&p->data);
+    *out = (TrainBatch){b, {0}, p->data.batch->num_tokens};
 }
 
 /* Another rank's micro-batch: the stream moves on exactly as next would, reading only sentence
@@ -197,6 +208,19 @@ static void init_from(Pretraining *p, const char *init, const Run *run, const Ru
     checkpoint_file_close(&c);
 }
 
+/* What the layout saved: the real tokens of the batches this process laid out (training and
+ * evaluation) against the rows of the max_length and longest layouts. Read from the batches as they
+ * come (a probe at start-up would read shards a lazy set reads later). */
+static void report_layout(const MlmData *d) {
+    const BatchLayout *l = &d->layout;
+    if (!l->real_tokens)
+        return;
+    rp_log("batch layout %s (data.padding): the batches of this run were %.1f%% padding at max_length, %.1f%% "
+           "at longest; %s", padding_kind_name(d->padding), 100 * (1 - (double)l->real_tokens / l->full_tokens),
+           100 * (1 - (double)l->real_tokens / l->longest_tokens),
+           d->padding == PAD_NONE ? "unpadded, none of it was computed" : "it was computed as padding");
+}
+
 int pretrain(const Config *cfg, const char *config_ini, const char *config_path, Dist *dist, const RunStart *start,
              const char *init) {
     /* Inputs first, before anything large is allocated: a config without [data] fails here. */
@@ -244,6 +268,8 @@ int pretrain(const Config *cfg, const char *config_ini, const char *config_path,
         .read_state = read_state,
     };
     int rc = run_train(&run, config_ini, &p.model, &task);
+    if (dist_is_root(dist))
+        report_layout(&p.data);
     free(data_identity);
     run_end(&run);
     activations_free(&p.acts);

@@ -7,6 +7,7 @@
 #include "train/data/instances.h"
 #include "train/data/tokenizer.h"
 #include "train/loop/run.h"
+#include "train/model/batch_layout.h"
 #include "train/model/model.h"
 
 /* The data of MLM pretraining: vocabulary, train/eval shards and instance streams, one batch. */
@@ -15,7 +16,9 @@ typedef struct {
     Tokenizer *tok;
     Shard *train_shard, *eval_shard;
     InstanceStream *train_stream, *eval_stream;
-    InstanceBatch *batch;
+    InstanceBatch *batch;  /* padded to data.max_seq_len, as the streams fill it */
+    BatchLayout layout;    /* the batch in data.padding's layout (batch_layout.h) */
+    PaddingKind padding;
     int unigram_token; /* most frequent training token: the baseline prediction */
 } MlmData;
 
@@ -23,6 +26,8 @@ typedef struct {
  * mlm_data_free); vocab_origin names the vocabulary in errors. */
 void mlm_data_open(MlmData *d, const Config *cfg, char *vocab_text, const char *vocab_origin);
 void mlm_data_free(MlmData *d);
+/* The training stream's next batch in data.padding's layout (pointing into d's buffers). */
+Batch mlm_data_next(MlmData *d);
 /* Labelled positions per batch, train.batch_size * data.max_predictions_per_seq; fatal (naming
  * both keys) if the product does not fit the int of the activation layout. */
 int mlm_max_predictions(const Config *cfg);

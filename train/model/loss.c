@@ -46,7 +46,7 @@ static ForwardStats tagging_forward(const LossHead *h, const Model *m, const Tra
                                     uint64_t step_key) {
     ForwardStats st = task_forward(h, m, tb, 0, mode, step_key);
     st.num_predicted = 0;
-    for (int n = 0; n < tb->batch.B * tb->batch.L; n++)
+    for (int n = 0; n < batch_rows(&tb->batch); n++)
         st.num_predicted += tb->targets.token_labels[n] != IGNORE_LABEL;
     return st;
 }
@@ -81,5 +81,5 @@ void loss_backward(Model *m, LossHead *h, const TrainBatch *tb, float loss_scale
 }
 
 double loss_flops(const Model *m, const LossHead *h, const TrainBatch *tb, const ForwardStats *st) {
-    return model_flops_per_step(&m->cfg, tb->batch.B, tb->batch.L, h->ops->head_flops ? st->num_predicted : 0);
+    return model_flops_of_batch(&m->cfg, &tb->batch, h->ops->head_flops ? st->num_predicted : 0);
 }

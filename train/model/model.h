@@ -50,10 +50,26 @@ typedef struct {
     ModelParams p, g;
 } Model;
 
+/* Two layouts. Padded (offsets NULL): B sequences padded to L, [B, L] each, attention_mask 0 on
+ * padding. Unpadded (offsets [B+1]): sequence b is rows offsets[b] .. offsets[b+1]-1 of
+ * input_ids, token_type_ids, labels ([T] each, T = offsets[B] real tokens, offsets[0] = 0), of
+ * its own length 0..L (0: a padding row, no rows at all); attention_mask is unused; L (at least the longest) is the padded length
+ * whose numbering the dropout masks keep: row offsets[b] + i draws the masks of row b*L + i of
+ * the padded [B, L] batch, so the two layouts of one batch with L = its longest draw the same. */
 typedef struct {
     int B, L;
-    const int *input_ids, *token_type_ids, *attention_mask, *labels; /* [B, L] each */
+    const int *input_ids, *token_type_ids, *attention_mask, *labels; /* [B, L] or [T] each */
+    const int *offsets; /* [B+1] unpadded, or NULL */
 } Batch;
+
+/* Rows of a batch: B*L padded, T unpadded. */
+static inline int batch_rows(const Batch *b) { return b->offsets ? b->offsets[b->B] : b->B * b->L; }
+/* Row of sequence i's first token (its [CLS]). */
+static inline int batch_first_row(const Batch *b, int i) { return b->offsets ? b->offsets[i] : i * b->L; }
+/* Length of sequence i's rows in the batch (its real length unpadded, L padded). */
+static inline int batch_seq_rows(const Batch *b, int i) {
+    return b->offsets ? b->offsets[i + 1] - b->offsets[i] : b->L;
+}
 
 /* What a forward pass is for (the mode of model_encode, model_mlm_forward): dropout
  * (keyed by step_key) or not, and whether a backward follows. FORWARD_EVAL skips what only the
@@ -72,6 +88,8 @@ typedef struct {
     Arena arena;
     int *rows;   /* [max_predictions] flat (b*L + l) indices of labelled positions */
     int *labels; /* [max_predictions] their labels */
+    int *row_pos, *row_key; /* [B*L] an unpadded batch's rows: position in the sequence, and the
+                             * row in the padded layout (b*L + position: the dropout numbering) */
     int num_predictions;
     float *emb_sum, *emb_out, *emb_mean, *emb_rstd;
     LayerActs layer[MODEL_MAX_LAYERS];
@@ -159,3 +177,5 @@ void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss
 /* Model FLOPs of one forward+backward for a batch shape (6 x params-in-matmuls x tokens plus
  * attention), for MFU/GFLOP/s reports. */
 double model_flops_per_step(const ModelConfig *cfg, int B, int L, int num_predictions);
+/* The same for a batch of either layout: its rows, and attention's per-sequence L_b^2 terms. */
+double model_flops_of_batch(const ModelConfig *cfg, const Batch *batch, int num_predictions);

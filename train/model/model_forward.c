@@ -37,16 +37,38 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
 }
 
 /* The shape of layer l for a forward in `mode`, or for its backward (the forward's mode). */
-static LayerShape layer_shape(const ModelConfig *c, const Activations *a, int B, int L, int l, ForwardMode mode) {
+static LayerShape layer_shape(const ModelConfig *c, const Activations *a, const Batch *batch, int l,
+                              ForwardMode mode) {
     const int training = mode == FORWARD_TRAIN;
-    return (LayerShape){
-        .N = B * L, .H = c->hidden_size, .ffn_dim = c->intermediate_size,
+    LayerShape shape = {
+        .N = batch_rows(batch), .H = c->hidden_size, .ffn_dim = c->intermediate_size,
         .pre_norm = c->norm == NORM_PRE, .eps = c->layer_norm_eps,
         .hidden_dropout = training ? c->hidden_dropout : 0.0f,
-        .attn = attn_shape(c, a, B, L, l, training),
+        .attn = attn_shape(c, a, batch->B, batch->L, l, training),
         .forward_only = mode == FORWARD_EVAL,
         .gemm = a->gemm,
     };
+    if (batch->offsets) {
+        shape.attn.seq_offsets = batch->offsets;
+        shape.row_keys = a->row_key;
+    }
+    return shape;
+}
+
+/* An unpadded batch's offsets checked against the layout, and each row's position and padded row
+ * (a->row_pos, a->row_key). */
+static void lay_out_rows(Activations *a, const Batch *batch) {
+    const int *off = batch->offsets;
+    RP_CHECK(off[0] == 0, "unpadded batch: offsets start at %d, expected 0", off[0]);
+    for (int b = 0; b < batch->B; b++) {
+        const int len = off[b + 1] - off[b];
+        RP_CHECK(len >= 0 && len <= batch->L, "unpadded batch: sequence %d has %d tokens, expected 0 "
+                 "to %d", b, len, batch->L);
+        for (int i = 0; i < len; i++) {
+            a->row_pos[off[b] + i] = i;
+            a->row_key[off[b] + i] = b * batch->L + i;
+        }
+    }
 }
 
 /* bf16 [count] from the arena (count / 2 floats, rounded up) */
@@ -160,6 +182,13 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
         size_t floats = attention_scratch_floats(&shape);
         a->attn_scratch_floats = floats > a->attn_scratch_floats ? floats : a->attn_scratch_floats;
     }
+    /* and an unpadded batch's (attention_varlen.c: per-thread scratch and per-sequence partials;
+     * its size depends on B and L only, not on the offsets, which are not read here) */
+    const int no_offsets[1] = {0};
+    AttnShape unpadded = attn_shape(c, a, B, L, 0, 1);
+    unpadded.seq_offsets = no_offsets;
+    const size_t varlen = attention_scratch_floats(&unpadded);
+    a->attn_scratch_floats = varlen > a->attn_scratch_floats ? varlen : a->attn_scratch_floats;
     a->arena = arena_measuring();
     layout_activations(a, c, precision);
     arena_allocate(&a->arena, a->arena.used,
@@ -174,6 +203,8 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     }
     a->rows = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
     a->labels = xcalloc((size_t)a->max_predictions + 1, sizeof(int));
+    a->row_pos = xcalloc(N, sizeof(int));
+    a->row_key = xcalloc(N, sizeof(int));
 }
 
 void activations_refresh_weights(Activations *a, const Model *m) {
@@ -187,6 +218,8 @@ void activations_free(Activations *a) {
     arena_free(&a->arena);
     free(a->rows);
     free(a->labels);
+    free(a->row_pos);
+    free(a->row_key);
     memset(a, 0, sizeof *a);
 }
 
@@ -203,27 +236,33 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
                                    uint64_t step_key, LayerObserver observe, void *user) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
-    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
+    int B = batch->B, L = batch->L, N = batch_rows(batch), H = c->hidden_size;
     RP_CHECK(B >= 1 && L >= 1 && B <= a->B && L <= a->L,
              "batch of shape [%d, %d] does not fit the activation layout [%d, %d]", B, L, a->B, a->L);
+    const int *positions = NULL, *row_keys = NULL;
+    if (batch->offsets) {
+        lay_out_rows(a, batch);
+        positions = a->row_pos, row_keys = a->row_key;
+    }
     RP_CHECK(mode == FORWARD_EVAL || mode == FORWARD_TRAIN || mode == FORWARD_EVAL_GRAD,
              "internal: forward mode %d", (int)mode);
     a->mode = mode;
     a->step_key = step_key;
     float emb_drop = mode == FORWARD_TRAIN ? c->hidden_dropout : 0.0f;
-    embedding_forward(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
-                      p->pos_emb, B, L, H);
+    embedding_forward_at(a->emb_sum, batch->input_ids, batch->token_type_ids, p->word_emb, p->type_emb,
+                         p->pos_emb, N, L, positions, H);
     layernorm_forward(a->emb_out, a->emb_mean, a->emb_rstd, a->emb_sum, p->emb_norm_g, p->emb_norm_b,
                       N, H, c->layer_norm_eps);
-    dropout_forward(a->emb_out, a->emb_out, (size_t)N * H, emb_drop, site_key(step_key, SITE_EMBEDDINGS));
+    dropout_rows(a->emb_out, a->emb_out, N, H, emb_drop, site_key(step_key, SITE_EMBEDDINGS), row_keys);
 
     /* once per step and length: every layer's forward and backward read them */
-    const AttnShape positions = attn_shape(c, a, B, L, 0, mode == FORWARD_TRAIN);
-    pos_tables_build(&a->positions, &positions, p->relative_attention_bias);
+    const AttnShape longest = attn_shape(c, a, B, L, 0, mode == FORWARD_TRAIN);
+    pos_tables_build(&a->positions, &longest, p->relative_attention_bias);
     const float *x = a->emb_out;
     for (int l = 0; l < c->num_layers; l++) {
-        LayerShape shape = layer_shape(c, a, B, L, l, mode);
-        x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l], batch->attention_mask,
+        LayerShape shape = layer_shape(c, a, batch, l, mode);
+        x = encoder_layer_forward(&a->layer[l], &a->scratch, x, &p->layer[l],
+                                  batch->offsets ? NULL : batch->attention_mask,
                                   &shape, layer_keys(step_key, l));
         if (observe)
             observe(user, l, &a->layer[l], c->residual_attention ? a->scratch.carried : NULL);
@@ -240,7 +279,7 @@ const float *model_encode_observed(const Model *m, Activations *a, const Batch *
 ForwardStats model_mlm_head_forward(const Model *m, Activations *a, const Batch *batch, ForwardMode mode,
                                     float *logits_copy) {
     const ModelConfig *c = &m->cfg;
-    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size;
+    int N = batch_rows(batch), H = c->hidden_size, V = c->vocab_size;
     RP_CHECK(m->heads.mlm, "internal: the MLM loss needs the MLM head");
     RP_CHECK(a->encoder_out && a->mode == mode, "internal: the MLM head runs on the encoder's output of its forward");
     int M = 0;
@@ -273,7 +312,8 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     const ModelConfig *c = &m->cfg;
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
-    int B = batch->B, L = batch->L, N = B * L, H = c->hidden_size;
+    int B = batch->B, L = batch->L, N = batch_rows(batch), H = c->hidden_size;
+    const int *positions = batch->offsets ? a->row_pos : NULL, *row_keys = batch->offsets ? a->row_key : NULL;
     RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_encode_backward after a FORWARD_EVAL forward (it kept "
              "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     float *d_out = a->d_hidden_a, *d_in = a->d_hidden_b;
@@ -284,7 +324,7 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
     if (c->residual_attention)
         memset(a->scratch.d_carried, 0, sizeof(float) * (size_t)B * c->num_heads * L * L);
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        LayerShape shape = layer_shape(c, a, B, L, l, a->mode);
+        LayerShape shape = layer_shape(c, a, batch, l, a->mode);
         const float *x = l ? layer_output(c, a, l - 1) : a->emb_out;
         encoder_layer_backward(d_in, d_out, &g->layer[l], &a->scratch, x, &a->layer[l],
                                &p->layer[l], &shape, layer_keys(a->step_key, l));
@@ -293,16 +333,16 @@ void model_encode_backward(Model *m, Activations *a, const Batch *batch) {
         d_in = t;
     }
     float emb_drop = a->mode == FORWARD_TRAIN ? c->hidden_dropout : 0.0f;
-    dropout_backward(d_out, d_out, (size_t)N * H, emb_drop, site_key(a->step_key, SITE_EMBEDDINGS));
+    dropout_rows(d_out, d_out, N, H, emb_drop, site_key(a->step_key, SITE_EMBEDDINGS), row_keys);
     layernorm_backward(d_out, g->emb_norm_g, g->emb_norm_b, d_out, a->emb_sum, p->emb_norm_g,
                        a->emb_mean, a->emb_rstd, N, H);
-    embedding_backward(g->word_emb, g->type_emb, g->pos_emb, d_out, batch->input_ids,
-                       batch->token_type_ids, B, L, H);
+    embedding_backward_at(g->word_emb, g->type_emb, g->pos_emb, d_out, batch->input_ids,
+                          batch->token_type_ids, N, L, positions, H);
 }
 
 void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float loss_scale) {
     const ModelConfig *c = &m->cfg;
-    int N = batch->B * batch->L, H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
+    int N = batch_rows(batch), H = c->hidden_size, V = c->vocab_size, M = a->num_predictions;
     RP_CHECK(a->mode != FORWARD_EVAL, "internal: model_mlm_backward after a FORWARD_EVAL forward (it kept "
              "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
@@ -321,6 +361,18 @@ void model_mlm_backward(Model *m, Activations *a, const Batch *batch, float loss
 double model_flops_per_step(const ModelConfig *c, int B, int L, int num_predictions) {
     double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, N = (double)B * L;
     double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * N * L * H;
+    double head = 2.0 * num_predictions * (H * H + H * V);
+    return 3.0 * (c->num_layers * per_layer + head);
+}
+
+double model_flops_of_batch(const ModelConfig *c, const Batch *batch, int num_predictions) {
+    if (!batch->offsets)
+        return model_flops_per_step(c, batch->B, batch->L, num_predictions);
+    double H = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, N = batch_rows(batch);
+    double squares = 0.0; /* sum_b L_b^2: the attention products' rows x keys */
+    for (int b = 0; b < batch->B; b++)
+        squares += (double)batch_seq_rows(batch, b) * batch_seq_rows(batch, b);
+    double per_layer = 2.0 * N * (4.0 * H * H + 2.0 * H * I) + 2.0 * 2.0 * squares * H;
     double head = 2.0 * num_predictions * (H * H + H * V);
     return 3.0 * (c->num_layers * per_layer + head);
 }

@@ -88,15 +88,28 @@ void head_buffers_free(HeadBuffers *hb) {
 void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Batch *batch, int training,
                   uint64_t step_key) {
     const ModelParams *p = &m->p;
-    int B = batch->B, L = batch->L, H = hb->H, N = B * L;
+    int B = batch->B, L = batch->L, H = hb->H, N = batch_rows(batch);
     RP_CHECK(B <= hb->max_B && L <= hb->max_L, "batch of shape [%d, %d] does not fit the head buffers [%d, %d]", B,
              L, hb->max_B, hb->max_L);
+    RP_CHECK(!batch->offsets || !hb->token, "the token head (tagging) takes padded batches: set task.padding = "
+             "longest or max_length");
     hb->B = B;
     hb->L = L;
+    hb->offsets = batch->offsets;
+    hb->rows = N;
     hb->training = training;
     hb->dropout_key = hash64(step_key ^ hash64(SITE_CLASSIFIER));
     if (hb->span) {
         linear_forward(NULL, hb->span_logits, hidden, p->span_w, p->span_b, N, H, 2);
+        if (batch->offsets) { /* [T, 2] rows to [B, L], -inf past each sequence's length */
+            for (int b = 0; b < B; b++)
+                for (int i = 0; i < L; i++) {
+                    const int len = batch_seq_rows(batch, b), n = batch->offsets[b] + i;
+                    hb->start[(size_t)b * L + i] = i < len ? hb->span_logits[2 * n] : -INFINITY;
+                    hb->end[(size_t)b * L + i] = i < len ? hb->span_logits[2 * n + 1] : -INFINITY;
+                }
+            return;
+        }
         const int *mask = batch->attention_mask;
         for (int n = 0; n < N; n++) { /* padding is no candidate: its logits are -inf */
             hb->start[n] = mask[n] ? hb->span_logits[2 * n] : -INFINITY;
@@ -108,8 +121,11 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
         token_head_forward(m, hb, hidden, N);
         return;
     }
-    for (int b = 0; b < B; b++)
-        memcpy(hb->cls + (size_t)b * H, hidden + (size_t)b * L * H, sizeof(float) * (size_t)H);
+    for (int b = 0; b < B; b++) /* the [CLS] row; an empty sequence (a padding row) gives zeros */
+        if (batch_seq_rows(batch, b))
+            memcpy(hb->cls + (size_t)b * H, hidden + (size_t)batch_first_row(batch, b) * H, sizeof(float) * (size_t)H);
+        else
+            memset(hb->cls + (size_t)b * H, 0, sizeof(float) * (size_t)H);
     linear_forward(NULL, hb->pooled, hb->cls, p->pooler_w, p->pooler_b, B, H, H);
     tanh_forward(hb->pooled, hb->pooled, (size_t)B * H);
     dropout_forward(hb->dropped, hb->pooled, (size_t)B * H, training ? m->cfg.hidden_dropout : 0.0f,
@@ -155,7 +171,7 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
                    float loss_scale, float *d_hidden) {
     const ModelParams *p = &m->p;
     ModelParams *g = &m->g;
-    int B = hb->B, L = hb->L, H = hb->H, N = B * L, C = hb->C;
+    int B = hb->B, L = hb->L, H = hb->H, N = hb->rows, C = hb->C;
     if (hb->token) {
         token_head_backward(m, hb, hidden, t->token_labels, N, loss_scale, d_hidden);
         return;
@@ -164,10 +180,12 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
         /* d start = scale (softmax(start) - onehot(s)) / (2B), likewise end; interleaved back to [N, 2] */
         crossentropy_backward(hb->start_probs, hb->start_probs, t->start, B, L, 0.5f * loss_scale);
         crossentropy_backward(hb->end_probs, hb->end_probs, t->end, B, L, 0.5f * loss_scale);
-        for (int n = 0; n < N; n++) {
-            hb->d_span[2 * n] = hb->start_probs[n];
-            hb->d_span[2 * n + 1] = hb->end_probs[n];
-        }
+        for (int b = 0; b < B; b++) /* row n of [N, 2] is (b, i) of [B, L] */
+            for (int i = 0; i < (hb->offsets ? hb->offsets[b + 1] - hb->offsets[b] : L); i++) {
+                const int n = hb->offsets ? hb->offsets[b] + i : b * L + i;
+                hb->d_span[2 * n] = hb->start_probs[(size_t)b * L + i];
+                hb->d_span[2 * n + 1] = hb->end_probs[(size_t)b * L + i];
+            }
         linear_backward(NULL, d_hidden, g->span_w, g->span_b, hb->d_span, hidden, p->span_w, N, H, 2);
         return;
     }
@@ -183,5 +201,7 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
     linear_backward(NULL, hb->d_x, g->pooler_w, g->pooler_b, hb->d_z, hb->cls, p->pooler_w, B, H, H);
     memset(d_hidden, 0, sizeof(float) * (size_t)N * H);
     for (int b = 0; b < B; b++)
-        memcpy(d_hidden + (size_t)b * L * H, hb->d_x + (size_t)b * H, sizeof(float) * (size_t)H);
+        if (!hb->offsets || hb->offsets[b + 1] > hb->offsets[b])
+            memcpy(d_hidden + (size_t)(hb->offsets ? hb->offsets[b] : b * L) * H, hb->d_x + (size_t)b * H,
+                   sizeof(float) * (size_t)H);
 }

@@ -35,6 +35,8 @@ typedef struct {
     float *start_probs, *end_probs;            /* [B, L] */
     uint64_t dropout_key;
     int training;
+    const int *offsets; /* the last forward's batch: [B+1] row offsets if unpadded (model.h), else NULL */
+    int rows;           /* its rows: B*L, or T unpadded */
 } HeadBuffers;
 
 /* Targets of one batch: labels [B] (classification), values [B] (regression) or start/end [B]

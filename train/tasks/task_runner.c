@@ -129,8 +129,9 @@ void task_data_load(TaskData *d, const TaskConfig *task, const GlueLayout *layou
             longest = d->features.lengths[i] > longest ? d->features.lengths[i] : longest;
         rp_log("%s: %d rows -> %d sequences of at most %d tokens (task.max_seq_len; the longest has %d), %s (%.1f s)",
                path, rows, d->features.count, L, longest,
-               task->padding == PAD_LONGEST ? "each batch padded to its longest sequence"
-                                            : "each padded to task.max_seq_len (task.padding = max_length)",
+               task->padding == PAD_NONE      ? "batches unpadded (task.padding = none)"
+               : task->padding == PAD_LONGEST ? "each batch padded to its longest sequence"
+                                              : "each padded to task.max_seq_len (task.padding = max_length)",
                now_seconds() - t0);
         for (int i = 0; need_labels && i < d->features.count; i++)
             RP_CHECK(d->features.labels[i] >= 0 || !isnan(d->features.values[i]),
@@ -171,10 +172,12 @@ void task_runner_buffers(TaskRunner *r) {
     r->token_labels = xcalloc(BL, sizeof(int));
     activations_create(&r->acts, &r->model, r->B, r->L, 0, r->cfg.train.precision); /* the weights are loaded */
     head_buffers_create(&r->heads, &r->model, r->B, r->L);
+    batch_layout_create(&r->relayout, r->B, r->L);
 }
 
 void task_runner_free(TaskRunner *r) {
     head_buffers_free(&r->heads);
+    batch_layout_free(&r->relayout);
     activations_free(&r->acts);
     model_free(&r->model);
     tokenizer_free(r->tok);
@@ -188,9 +191,12 @@ void task_runner_free(TaskRunner *r) {
 
 void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows) {
     RP_CHECK(f->L == r->L, "internal: sequences of %d tokens for a runner of %d", f->L, r->L);
-    int L = features_batch_length(f, rows, r->B, r->cfg.task.padding == PAD_LONGEST);
+    const PaddingKind padding = r->cfg.task.padding;
+    int L = features_batch_length(f, rows, r->B, padding != PAD_MAX_LENGTH);
     features_fill_batch(f, r->special, rows, r->B, L, r->input_ids, r->token_type_ids, r->attention_mask);
-    r->batch = (Batch){r->B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL};
+    r->batch = (Batch){r->B, L, r->input_ids, r->token_type_ids, r->attention_mask, NULL, NULL};
+    if (padding == PAD_NONE)
+        r->batch = batch_relayout(&r->relayout, &r->batch, PAD_NONE);
     for (int b = 0; b < r->B; b++) {
         int i = rows[b];
         r->labels[b] = i >= 0 ? f->labels[i] : IGNORE_LABEL;

@@ -11,6 +11,7 @@
 #include "core/config/cli.h"
 #include "train/config/config.h"
 #include "train/data/tokenizer.h"
+#include "train/model/batch_layout.h"
 #include "train/model/checkpoint.h"
 #include "train/model/model.h"
 #include "train/model/task_heads.h"
@@ -34,7 +35,10 @@ typedef struct {
     int *labels, *start, *end;                               /* [B] targets */
     float *values;                                           /* [B] */
     int *token_labels;                                       /* [B, batch.L] tagging targets */
-    Batch batch; /* the last batch task_fill_batch built: shape [B, L' <= L] over the arrays above */
+    Batch batch; /* the last batch task_fill_batch built: shape [B, L' <= L] over the arrays above,
+                  * or with task.padding = none unpadded over relayout's (the arrays above hold
+                  * it padded to its longest) */
+    BatchLayout relayout;
     int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
     int interim_eval;         /* a dev evaluation during training: its metrics line goes to the log
                                  ("dev at step N: ..."), the final one alone to standard output */
@@ -81,7 +85,8 @@ void task_runner_buffers(TaskRunner *r);
 void task_runner_free(TaskRunner *r);
 /* Copy sequences rows[0..B) (< 0: padding) into the batch buffers and their targets and set
  * r->batch: [B, L'] with L' = their longest sequence rounded up to TASK_PAD_MULTIPLE
- * (task.padding = longest) or task.max_seq_len (max_length). A padded position is masked
+ * (task.padding = longest) or task.max_seq_len (max_length); with none r->batch is unpadded (the
+ * arrays hold the longest layout) and a padding row has no rows. A padded position is masked
  * everywhere (attention keys, span logits), so the logits do not depend on L' beyond float
  * summation order. */
 void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows);

@@ -32,7 +32,7 @@ sys.exit(0 if all(abs(lr[s] - v) < 1e-9 for s, v in want.items()) else 1)
 PY
 check "launch summary: model, positions, residual, data, steps, warm-up, run directory" bash -c "
   grep -qE '^pretraining: model 1 layers x 16 \(2 heads, feed-forward 32, post-LN\), positions absolute, residual attention no$' '$tmp/p.err' &&
-  grep -qE '^  data shards of $tmp/shards, sequences of 32 tokens, 15% masked$' '$tmp/p.err' &&
+  grep -qE '^  data shards of $tmp/shards, sequences of 32 tokens, 15% masked, batches padded to max_seq_len \(data.padding = max_length\)$' '$tmp/p.err' &&
   grep -qE '^  10 steps of 1 x 4 sequences, lr 0.001, warm-up 2 steps, then linear decay to 0$' '$tmp/p.err' &&
   grep -qF '  run directory $tmp/p: config.ini (the whole configuration), metrics.jsonl, metrics.csv; --verbose prints them' '$tmp/p.err'"
 check "no configuration dump without --verbose (it is RUN_DIR/config.ini)" \

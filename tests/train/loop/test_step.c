@@ -43,7 +43,7 @@ static TrainBatch make_batch(void) {
         mask[n] = n % L < L - (n / L);
         mlm_labels[n] = n % 3 == 1 ? (int)rng_below(&rng, V) : IGNORE_LABEL;
     }
-    return (TrainBatch){{B, L, ids, types, mask, mlm_labels}, {labels, values, start, end, NULL}, 0};
+    return (TrainBatch){{B, L, ids, types, mask, mlm_labels, NULL}, {labels, values, start, end, NULL}, 0};
 }
 
 static double max_scaled_diff(const float *a, const float *b, float scale, size_t n) {

@@ -86,7 +86,7 @@ static void setup(Fixture *fx, ModelHeads heads, int regression) {
         mask[n] = !(n / L == 1 && n % L == L - 1); /* one padded position */
         token_labels[n] = mask[n] && n % 3 != 0 ? (int)rng_below(&rng, 4) : IGNORE_LABEL;
     }
-    fx->batch = (Batch){B, L, ids, types, mask, NULL};
+    fx->batch = (Batch){B, L, ids, types, mask, NULL, NULL};
     fx->targets = (HeadTargets){labels, values, start, end, token_labels};
 }
 

@@ -40,7 +40,7 @@ static void fixture_create(Fixture *f, NormKind norm) {
         f->mask[n] = !(n / L == 1 && n % L >= L - 2);
         f->labels[n] = n % 3 == 0 ? (int)rng_below(&rng, V) : IGNORE_LABEL;
     }
-    f->batch = (Batch){B, L, f->ids, f->types, f->mask, f->labels};
+    f->batch = (Batch){B, L, f->ids, f->types, f->mask, f->labels, NULL};
 }
 
 static void fixture_free(Fixture *f) {

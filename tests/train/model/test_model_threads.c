@@ -43,7 +43,7 @@ static Result run(RelKind rel, int layout_threads, int run_threads) {
         types[n] = n % L >= 4;
         mask[n] = !(n / L == 1 && n % L >= L - 2);
     }
-    Batch batch = {B, L, ids, types, mask, NULL};
+    Batch batch = {B, L, ids, types, mask, NULL, NULL};
     Result r = {xalloc_floats((size_t)B * L * H), xalloc_floats(m.table.block_floats), m.table.block_floats};
     memcpy(r.out, model_encode(&m, &a, &batch, FORWARD_EVAL_GRAD, 1), sizeof(float) * B * L * H);
     for (size_t e = 0; e < (size_t)B * L * H; e++)

@@ -79,7 +79,7 @@ static void check_model(TestTally *t, RelKind kind) {
     int ids[B * L] = {0}, types[B * L] = {0}, mask[B * L];
     for (int n = 0; n < B * L; n++)
         mask[n] = 1, ids[n] = n % V;
-    Batch batch = {B, L, ids, types, mask, NULL};
+    Batch batch = {B, L, ids, types, mask, NULL, NULL};
     model_encode(&m, &a, &batch, FORWARD_EVAL, 0);
     CHECK(t, a.positions.L == L && a.positions.max_L == 8,
           "%s: the forward built its length-only tables for L = %d (laid out for 8)", name, a.positions.L);

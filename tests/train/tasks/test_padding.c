@@ -85,7 +85,7 @@ static Result run(Net *n, const TaskFeatures *f, const int *rows, int L) {
         end[b] = r >= 0 ? f->lengths[r] - 2 : IGNORE_LABEL;
         values[b] = 0;
     }
-    TrainBatch tb = {{B, L, ids, types, mask, NULL}, {labels, values, start, end, NULL}, 0};
+    TrainBatch tb = {{B, L, ids, types, mask, NULL, NULL}, {labels, values, start, end, NULL}, 0};
     LossHead head = loss_head_task(&n->m, &n->a, &n->hb, 0);
     memset(n->m.grads, 0, sizeof(float) * n->m.table.block_floats);
     Result res = {loss_forward(&n->m, &head, &tb, FORWARD_TRAIN, 99).loss, NULL, NULL};

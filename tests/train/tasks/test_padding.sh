@@ -32,6 +32,15 @@ mrpc=(--set task.glue_task=mrpc --set task.train_file=$FX/pairs.tsv --set task.d
       --set model.relative_position=method4 --set model.relative_k=4 --set model.residual_attention=yes)
 stsb=(--set task.glue_task=stsb --set task.train_file=$FX/scores.tsv --set task.dev_file=$FX/scores.tsv
       --set task.init_checkpoint="$tmp/abs.h5" --set task.max_seq_len=32 --set task.epochs=30)
+# the fixtures' sentences all have 7 words: sstvar cuts each to 1-7 (batches of mixed lengths, where
+# the unpadded layout differs from the padded ones)
+for f in sst_train sst_dev; do
+  awk -F'\t' 'NR == 1 { print; next } { n = split($1, w, " "); k = 1 + (NR * 5) % n; s = w[1]
+       for (i = 2; i <= k; i++) s = s " " w[i]; print s "\t" $2 }' $FX/$f.tsv >"$tmp/${f}_var.tsv"
+done
+sstvar=(--set task.glue_task=sst2 --set task.train_file=$tmp/sst_train_var.tsv --set task.dev_file=$tmp/sst_dev_var.tsv
+        --set task.init_checkpoint="$tmp/rel.h5" --set task.max_seq_len=32 --set task.epochs=4
+        --set model.relative_position=method4 --set model.relative_k=4 --set model.residual_attention=yes)
 squad=(--set task.type=squad --set task.train_file=$FX/squad_train.json --set task.dev_file=$FX/squad_dev.json
        --set task.init_checkpoint="$tmp/rel.h5" --set task.max_seq_len=24 --set task.doc_stride=8
        --set task.max_query_length=10 --set task.max_answer_length=5 --set task.epochs=20 --set task.batch_size=2)
@@ -78,9 +87,9 @@ sys.exit(not (same and all(abs(float(p) - float(q)) <= 1e-6 for x, y in zip(a[1:
 PY
   esac
 }
-for task in sst mrpc stsb squad; do
+for task in sst sstvar mrpc stsb squad; do
   declare -n args=$task
-  for padding in longest max_length; do
+  for padding in longest max_length none; do
     "$RP" finetune /dev/null "${common[@]}" "${args[@]}" --set task.padding=$padding \
       --set train.run_dir="$tmp/$task-$padding" >"$tmp/$task-$padding.out" 2>"$tmp/$task-$padding.err" ||
       fail "$task, padding = $padding: finetune exits 0" "$(tail -n 3 "$tmp/$task-$padding.err")"
@@ -88,6 +97,8 @@ for task in sst mrpc stsb squad; do
   zero_gradient=(); [ $task = squad ] && zero_gradient=(qa_outputs/bias bert/encoder/layer/1/output/LayerNorm/bias)
   result=$(compare "$tmp/$task-longest" "$tmp/$task-max_length" "${zero_gradient[@]}")
   check "$task: padding = longest and max_length train alike (max |diff|: $result)" within "$result" 1e-5
+  result=$(compare "$tmp/$task-longest" "$tmp/$task-none" "${zero_gradient[@]}")
+  check "$task: padding = none (unpadded) and longest train alike (max |diff|: $result)" within "$result" 1e-5
   predictions=dev_predictions.tsv; [ $task = squad ] && predictions=predictions.json
   if [ $task = stsb ]; then # regression values are printed to the float's last digit (%.9g)
     check "$task: the same dev predictions within 1e-6 ($predictions)" $PY -c "
@@ -96,8 +107,10 @@ a, b = [[float(l.split()[1]) for l in open(f).read().splitlines()[1:]] for f in 
 sys.exit(not (len(a) == len(b) == 12 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6))" \
       "$tmp/$task-longest/$predictions" "$tmp/$task-max_length/$predictions"
   else
-    check "$task: the same dev predictions byte for byte, probabilities within 1e-6 ($predictions)" \
-      same_predictions "$tmp/$task-longest/$predictions" "$tmp/$task-max_length/$predictions"
+    for padding in max_length none; do
+      check "$task: $padding: the same dev predictions byte for byte, probabilities within 1e-6 ($predictions)" \
+        same_predictions "$tmp/$task-longest/$predictions" "$tmp/$task-$padding/$predictions"
+    done
   fi
   # predict from one checkpoint, padded either way
   "$RP" predict /dev/null "${common[@]}" "${args[@]}" --set task.padding=max_length \
@@ -105,6 +118,11 @@ sys.exit(not (len(a) == len(b) == 12 and max(abs(x - y) for x, y in zip(a, b)) <
     --out "$tmp/$task-full.pred" >/dev/null 2>&1
   check "$task: predict padded to max_seq_len = finetune's predictions padded to the longest (probabilities within 1e-6)" \
     same_predictions "$tmp/$task-full.pred" "$tmp/$task-longest/$predictions"
+  "$RP" predict /dev/null "${common[@]}" "${args[@]}" --set task.padding=none \
+    --checkpoint "$tmp/$task-longest/model.h5" --input "$(grep -o 'dev_file=[^ ]*' <<<"${args[*]}" | cut -d= -f2)" \
+    --out "$tmp/$task-none.pred" >/dev/null 2>&1
+  check "$task: predict unpadded = finetune's predictions padded to the longest (probabilities within 1e-6)" \
+    same_predictions "$tmp/$task-none.pred" "$tmp/$task-longest/$predictions"
 done
 check "the fixtures' batches are shorter than max_seq_len (so the comparison means something)" $PY -c "
 import sys

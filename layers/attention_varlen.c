@@ -1,0 +1,132 @@
+/* Attention on an unpadded batch (attention.h, AttnShape.seq_offsets): sequence b is the padded op of
+ * shape [1, L_b] on its rows and its score blocks. The sequences are shared out to the threads
+ * (dynamic, whole sequences: one parallel region per call, not one per sequence), each thread
+ * running its sequence's heads in turn in a scratch of its own. The table and qkv-bias gradients
+ * of sequence b go to a partial of its own, summed over b in order after the loop: the same bits
+ * for any thread count and any assignment of sequences to threads.
+ *
+ * Scratch: [threads] x the most one single-thread call of shape [1, l <= L] needs, then
+ * [B] x (table gradient | qkv bias gradient [3H]) partials. */
+#include <omp.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "layers/attention.h"
+#include "layers/attention_plan.h"
+
+/* The shape of sequence b's call: [1, L_b] on one thread, numbered as sequence b of length s->L
+ * (or s->drop_L) for dropout; *rows: its first row, *scores: where its score blocks start. */
+static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows, size_t *scores) {
+    const int *off = s->seq_offsets;
+    AttnShape one = *s;
+    one.seq_offsets = NULL;
+    one.B = 1;
+    one.L = off[b + 1] - off[b];
+    one.threads = 1;
+    one.drop_seq = s->drop_seq + b;
+    one.drop_L = s->drop_L ? s->drop_L : s->L;
+    RP_CHECK(one.L >= 0 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
+             "(expected 0 to %d)", b, one.L, s->L);
+    *rows = (size_t)off[b];
+    *scores = 0;
+    for (int i = 0; i < b; i++)
+        *scores += (size_t)s->num_heads * (size_t)(off[i + 1] - off[i]) * (size_t)(off[i + 1] - off[i]);
+    return one;
+}
+
+typedef struct {
+    size_t per_thread;   /* one thread's scratch */
+    size_t table_floats; /* the table gradient's partial of one sequence (rounded to 16) */
+    size_t part_floats;  /* table | bias partial of one sequence */
+    int threads;
+} VarlenPlan;
+
+static VarlenPlan varlen_plan(const AttnShape *s) {
+    VarlenPlan v = {0};
+    for (int l = 1; l <= s->L; l++) {
+        AttnShape one = *s;
+        one.seq_offsets = NULL, one.B = 1, one.L = l, one.threads = 1;
+        const size_t need = attention_scratch_floats(&one);
+        v.per_thread = need > v.per_thread ? need : v.per_thread;
+    }
+    v.per_thread = attn_round16(v.per_thread);
+    int rows, cols;
+    pos_table_shape(s->rel, &(PosDims){s->rel_k, s->H / s->num_heads, s->num_heads, s->t5_num_buckets}, &rows, &cols);
+    v.table_floats = pos_scheme(s->rel)->table_scope == POS_TABLE_NONE ? 0 : attn_round16((size_t)rows * cols);
+    v.part_floats = v.table_floats + attn_round16(3 * (size_t)s->H);
+    v.threads = s->threads > 0 ? s->threads : 1;
+    return v;
+}
+
+size_t attn_varlen_scratch_floats(const AttnShape *s) {
+    const VarlenPlan v = varlen_plan(s);
+    return v.per_thread * (size_t)v.threads + v.part_floats * (size_t)s->B;
+}
+
+static int team(const VarlenPlan *v, int B) {
+    int t = omp_get_max_threads();
+    t = t < v->threads ? t : v->threads;
+    return t < B ? t : B;
+}
+
+void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
+                         const float *qkv, const float *table, const AttnShape *s, uint64_t dropout_key) {
+    const VarlenPlan v = varlen_plan(s);
+#pragma omp parallel num_threads(team(&v, s->B))
+    {
+        float *mine = scratch + v.per_thread * (size_t)omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < s->B; b++) {
+            size_t rows, scores;
+            AttnShape one = sequence_shape(s, b, &rows, &scores);
+            one.lane = omp_get_thread_num(); /* bf16: this thread's own lane */
+            if (one.L == 0) /* a padding row: nothing */
+                continue;
+            attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
+                              carried ? carried + scores : NULL, mine, qkv + rows * 3 * s->H, table, NULL, &one,
+                              dropout_key);
+        }
+    }
+}
+
+void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried, float *scratch,
+                          const float *d_ctx, const float *qkv, const float *table, const float *probs,
+                          const float *raw_scores, const AttnShape *s, uint64_t dropout_key) {
+    const VarlenPlan v = varlen_plan(s);
+    float *parts = scratch + v.per_thread * (size_t)v.threads; /* [B, part_floats] */
+    const int table_scope = pos_scheme(s->rel)->table_scope != POS_TABLE_NONE;
+#pragma omp parallel num_threads(team(&v, s->B))
+    {
+        float *mine = scratch + v.per_thread * (size_t)omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < s->B; b++) {
+            float *part = parts + v.part_floats * (size_t)b;
+            memset(part, 0, v.part_floats * sizeof(float));
+            size_t rows, scores;
+            AttnShape one = sequence_shape(s, b, &rows, &scores);
+            one.lane = omp_get_thread_num(); /* bf16: this thread's own lane */
+            if (one.L == 0)
+                continue;
+            attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias ? part + v.table_floats : NULL,
+                               table_scope ? part : NULL, d_carried ? d_carried + scores : NULL, mine,
+                               d_ctx + rows * s->H, qkv + rows * 3 * s->H, table, probs + scores,
+                               raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
+        }
+    }
+    /* the partials summed over the sequences in order (columns split over the threads) */
+    const size_t table_n = table_scope && d_table ? v.part_floats - attn_round16(3 * (size_t)s->H) : 0;
+    int rows, cols;
+    pos_table_shape(s->rel, &(PosDims){s->rel_k, s->H / s->num_heads, s->num_heads, s->t5_num_buckets}, &rows, &cols);
+    const size_t table_used = table_n ? (size_t)rows * cols : 0, bias_n = d_qkv_bias ? 3 * (size_t)s->H : 0;
+#pragma omp parallel for schedule(static) num_threads(team(&v, s->B))
+    for (size_t e = 0; e < table_used + bias_n; e++) {
+        const size_t at = e < table_used ? e : v.table_floats + (e - table_used);
+        float total = 0.0f;
+        for (int b = 0; b < s->B; b++)
+            total += parts[v.part_floats * (size_t)b + at];
+        if (e < table_used)
+            d_table[e] += total;
+        else
+            d_qkv_bias[e - table_used] += total;
+    }
+}
