@@ -72,6 +72,17 @@ static inline double rel_err(const float *a, const double *b, size_t n) {
     return err / scale;
 }
 
+/* the same against a float reference */
+static inline double rel_err_f(const float *a, const float *b, size_t n) {
+    double err = 0.0, scale = 1e-30;
+    for (size_t k = 0; k < n; k++) {
+        double d = fabs((double)a[k] - b[k]);
+        err = d > err || isnan(d) ? d : err;
+        scale = fmax(scale, fabs((double)b[k]));
+    }
+    return err / scale;
+}
+
 /* second call of an accumulating backward: |twice - 2 once| / |2 once| */
 static inline double doubling_err(Pool *pool, const float *twice, const float *once, size_t n) {
     double *expected = doubles(pool, once, n);

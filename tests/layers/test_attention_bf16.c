@@ -57,24 +57,6 @@ static Outputs run(Pool *pool, const Case *c, Gemm *g, int threads, const float 
     return o;
 }
 
-static double scaled_err(const float *a, const float *b, size_t n) {
-    double err = 0, scale = 1e-30;
-    for (size_t e = 0; e < n; e++) {
-        err = fmax(err, fabs((double)a[e] - b[e]));
-        scale = fmax(scale, fabs((double)b[e]));
-    }
-    return err / scale;
-}
-
-static double scaled_err_ref(const float *a, const double *ref, size_t n) {
-    double err = 0, scale = 1e-30;
-    for (size_t e = 0; e < n; e++) {
-        err = fmax(err, fabs(a[e] - ref[e]));
-        scale = fmax(scale, fabs(ref[e]));
-    }
-    return err / scale;
-}
-
 static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn, Rng *rng) {
     Pool pool = {0};
     const int d = H / HEADS, L = c->L;
@@ -102,13 +84,13 @@ static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn,
     attention_reference_forward(ctx_d, probs_d, c->residual ? carried_d : NULL, qkv_d, table_d, mask, &s, 99);
     attention_reference_backward(d_qkv_d, n_table ? d_table_d : NULL, c->residual ? d_carried_d : NULL, G_d, qkv_d,
                                  table_d, probs_d, &s, 99);
-    const double e_ctx = scaled_err_ref(emu.ctx, ctx_d, n_ctx), e_probs = scaled_err_ref(emu.probs, probs_d, sq);
-    const double e_dqkv = scaled_err_ref(emu.d_qkv, d_qkv_d, n_qkv);
-    const double e_table = n_table ? scaled_err_ref(emu.d_table, d_table_d, n_table) : 0.0;
+    const double e_ctx = rel_err(emu.ctx, ctx_d, n_ctx), e_probs = rel_err(emu.probs, probs_d, sq);
+    const double e_dqkv = rel_err(emu.d_qkv, d_qkv_d, n_qkv);
+    const double e_table = n_table ? rel_err(emu.d_table, d_table_d, n_table) : 0.0;
     CHECK(t, e_ctx <= BF16_TOL && e_probs <= BF16_TOL && e_dqkv <= BF16_TOL && e_table <= BF16_TOL,
           "attention bf16 %s: ctx, probs, d_qkv, d_table within %.0e of the double reference (%.1e %.1e %.1e %.1e)",
           c->name, BF16_TOL, e_ctx, e_probs, e_dqkv, e_table);
-    const double away = scaled_err(emu.ctx, f32.ctx, n_ctx), away_d = scaled_err(emu.d_qkv, f32.d_qkv, n_qkv);
+    const double away = rel_err_f(emu.ctx, f32.ctx, n_ctx), away_d = rel_err_f(emu.d_qkv, f32.d_qkv, n_qkv);
     CHECK(t, away > FP32_TOL && away_d > FP32_TOL,
           "attention bf16 %s: ctx and d_qkv differ from the fp32 path beyond its tolerance (%.1e, %.1e: bf16 ran)",
           c->name, away, away_d);
@@ -116,9 +98,9 @@ static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn,
         return pool_release(&pool);
     const Outputs dnn = run(&pool, c, onednn, 2, qkv, table, n_table, mask, G);
     const Outputs dnn1 = run(&pool, c, onednn, 1, qkv, table, n_table, mask, G);
-    const double o_ctx = scaled_err(dnn.ctx, emu.ctx, n_ctx), o_dqkv = scaled_err(dnn.d_qkv, emu.d_qkv, n_qkv);
-    const double o_table = n_table ? scaled_err(dnn.d_table, emu.d_table, n_table) : 0.0;
-    const double o_bias = scaled_err(dnn.d_bias, emu.d_bias, 3 * H);
+    const double o_ctx = rel_err_f(dnn.ctx, emu.ctx, n_ctx), o_dqkv = rel_err_f(dnn.d_qkv, emu.d_qkv, n_qkv);
+    const double o_table = n_table ? rel_err_f(dnn.d_table, emu.d_table, n_table) : 0.0;
+    const double o_bias = rel_err_f(dnn.d_bias, emu.d_bias, 3 * H);
     CHECK(t, o_ctx <= ONEDNN_TOL && o_dqkv <= ONEDNN_TOL && o_table <= ONEDNN_TOL && o_bias <= ONEDNN_TOL,
           "attention bf16 %s: oneDNN within %.0e of the emulation (ctx %.1e, d_qkv %.1e, d_table %.1e, d_bias %.1e)",
           c->name, ONEDNN_TOL, o_ctx, o_dqkv, o_table, o_bias);

@@ -15,15 +15,6 @@
 
 enum { N = 48, I = 96, O = 80, M = 12, H = 64, V = 200 };
 
-static double scaled_err(const float *a, const float *b, size_t n) {
-    double err = 0, scale = 1e-30;
-    for (size_t e = 0; e < n; e++) {
-        err = fmax(err, fabs((double)a[e] - b[e]));
-        scale = fmax(scale, fabs((double)b[e]));
-    }
-    return err / scale;
-}
-
 /* A bf16 context with the weights block W [count] and its bf16 copy, as activations_create sets
  * the parameters'. */
 static Gemm *context(Pool *pool, GemmBackend backend, const float *W, size_t count) {
@@ -121,15 +112,15 @@ static void test_linear(TestTally *t, Rng *rng, int hardware) {
           "linear_backward(_accumulate) bf16 (emulated) d_in = (d_in +) bf16(d_out) bf16(W), bit for bit");
     CHECK(t, same_bits(e.dW, dW, O * I), "linear_backward bf16 (emulated) dW += bf16(d_out)^T bf16(in), bit for bit");
     CHECK(t, same_bits(e.db, f.db, O), "linear_backward bf16: db is the fp32 column sum (the fp32 path's bits)");
-    double err = scaled_err(e.out, f.out, N * O);
+    double err = rel_err_f(e.out, f.out, N * O);
     CHECK(t, err > 1e-4 && err < 2e-2, "linear_forward bf16 differs from fp32 by bf16 rounding (%.2e of scale)", err);
     if (!hardware) {
         printf("SKIP linear oneDNN: skipped: no avx512_bf16 on this CPU\n");
     } else {
         Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, W, O * I);
         LinearRun d = run_linear(&pool, onednn, in, W, b, d_out, acc0);
-        err = fmax(fmax(scaled_err(d.out, e.out, N * O), scaled_err(d.d_in, e.d_in, N * I)),
-                   fmax(scaled_err(d.d_in_acc, e.d_in_acc, N * I), scaled_err(d.dW, e.dW, O * I)));
+        err = fmax(fmax(rel_err_f(d.out, e.out, N * O), rel_err_f(d.d_in, e.d_in, N * I)),
+                   fmax(rel_err_f(d.d_in_acc, e.d_in_acc, N * I), rel_err_f(d.dW, e.dW, O * I)));
         CHECK(t, err < 1e-5 && same_bits(d.db, e.db, O),
               "linear forward, backward, accumulate: oneDNN = emulation to fp32 accumulation (%.2e of scale)", err);
         gemm_free(onednn);
@@ -147,7 +138,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng, int hardware) {
     linear_gelu_forward(emulated, slope, act, in, W, b, N, I, O);
     linear_forward(emulated, pre, in, W, b, N, I, O);
     gelu_forward(act2, pre, (size_t)N * O);
-    double err = scaled_err(act, act2, N * O);
+    double err = rel_err_f(act, act2, N * O);
     CHECK(t, err < 1e-6, "linear_gelu_forward bf16 (emulated) = gelu(linear_forward bf16) (%.2e of scale)", err);
     if (!hardware) {
         printf("SKIP linear_gelu oneDNN: skipped: no avx512_bf16 on this CPU\n");
@@ -155,7 +146,7 @@ static void test_linear_gelu(TestTally *t, Rng *rng, int hardware) {
         Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, W, O * I);
         float *s2 = nans(&pool, N * O), *a2 = nans(&pool, N * O);
         linear_gelu_forward(onednn, s2, a2, in, W, b, N, I, O);
-        err = fmax(scaled_err(a2, act, N * O), scaled_err(s2, slope, N * O));
+        err = fmax(rel_err_f(a2, act, N * O), rel_err_f(s2, slope, N * O));
         CHECK(t, err < 1e-5, "linear_gelu_forward act, slope: oneDNN = emulation to fp32 accumulation (%.2e)", err);
         gemm_free(onednn);
     }
@@ -201,8 +192,8 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     Gemm *emulated = context(&pool, GEMM_BF16_EMULATED, weights, H * H + V * H);
     HeadRun e = run_head(&pool, emulated, hidden, rows, &p, word_emb, d_logits);
     HeadRun f = run_head(&pool, NULL, hidden, rows, &p, word_emb, d_logits);
-    double err = fmax(fmax(scaled_err(e.a.logits, f.a.logits, M * V), scaled_err(e.d_hidden, f.d_hidden, N * H)),
-                      fmax(scaled_err(e.d_word_emb, f.d_word_emb, V * H), scaled_err(e.g.transform_w, f.g.transform_w, H * H)));
+    double err = fmax(fmax(rel_err_f(e.a.logits, f.a.logits, M * V), rel_err_f(e.d_hidden, f.d_hidden, N * H)),
+                      fmax(rel_err_f(e.d_word_emb, f.d_word_emb, V * H), rel_err_f(e.g.transform_w, f.g.transform_w, H * H)));
     CHECK(t, err > 1e-4 && err < 6e-2, "mlm_head bf16 (emulated) logits and gradients within the bf16 tolerance of "
           "fp32 and not equal to it (%.2e of scale)", err);
     GemmStats st = gemm_stats(emulated);
@@ -215,8 +206,8 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     } else {
         Gemm *onednn = context(&pool, GEMM_BF16_ONEDNN, weights, H * H + V * H);
         HeadRun d = run_head(&pool, onednn, hidden, rows, &p, word_emb, d_logits);
-        err = fmax(fmax(scaled_err(d.a.logits, e.a.logits, M * V), scaled_err(d.d_hidden, e.d_hidden, N * H)),
-                   fmax(scaled_err(d.d_word_emb, e.d_word_emb, V * H), scaled_err(d.g.transform_w, e.g.transform_w, H * H)));
+        err = fmax(fmax(rel_err_f(d.a.logits, e.a.logits, M * V), rel_err_f(d.d_hidden, e.d_hidden, N * H)),
+                   fmax(rel_err_f(d.d_word_emb, e.d_word_emb, V * H), rel_err_f(d.g.transform_w, e.g.transform_w, H * H)));
         CHECK(t, err < 2e-3, "mlm_head logits, d_hidden, d_word_emb, d_transform_w: oneDNN = emulation up to "
               "accumulation order (%.2e of scale)", err);
         gemm_free(onednn);
