@@ -111,6 +111,13 @@ def write_markdown(path, spec, rows):
                 "positions of the test files, within the training lengths and beyond.\n\n" + "\n".join(lines) + "\n")
 
 
+def save_figure(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_by_length(out_dir, spec, rows):
     import matplotlib
     matplotlib.use("Agg")
@@ -142,11 +149,7 @@ def plot_by_length(out_dir, spec, rows):
             ax.set_ylabel("token accuracy (output positions)")
             ax.grid(alpha=0.3)
         axes[0][-1].legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"by_length-{task}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(plt, fig, os.path.join(out_dir, f"by_length-{task}.png")))
     return written
 
 
@@ -191,11 +194,7 @@ def plot_k_curve(out_dir, spec, rows):
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("token accuracy (mean ± std over seeds)")
         axes[1].legend(fontsize=6)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"k_curve-{task}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(plt, fig, os.path.join(out_dir, f"k_curve-{task}.png")))
     return written
 
 
