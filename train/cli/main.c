@@ -29,6 +29,9 @@ static void print_version(void) {
     printf("OpenBLAS: %s; core %s; threading %s\n", openblas_get_config(), openblas_get_corename(),
            model >= 0 && model <= 2 ? parallel[model] : "unknown");
     printf("HDF5 %u.%u.%u\n", major, minor, release);
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    printf("OpenMP: OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s (realpos sets PASSIVE when both are unset)\n",
+           policy ? policy : "(unset)", spin ? spin : "(unset)");
     const dnnl_version_t *dnnl = dnnl_version();
     CpuBf16 cpu = cpu_bf16_query();
     char bf16_line[160];
