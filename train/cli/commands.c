@@ -114,9 +114,10 @@ static const Command commands[] = {
      "                            ratio per step pair, robust to a shared machine's load\n"
      "  --against-set KEY=VALUE   one more --set for the paired side only (OTHER.ini defaults to CONFIG.ini):\n"
      "                            e.g. --set train.precision=bf16 --against-set train.precision=fp32\n"
-     "  --against-lengths-from FILE, --against-from-shards DIR\n"
-     "                            the paired side's own batch source (OTHER.ini defaults to CONFIG.ini): e.g.\n"
-     "                            fine-tuning against pretraining, real tokens/s of both under one load\n"
+     "  --against-lengths-from FILE  the paired side's own batch source, a task file as --lengths-from\n"
+     "                            (OTHER.ini defaults to CONFIG.ini; the two sides' shapes may differ)\n"
+     "  --against-from-shards DIR the paired side's own batch source, pretraining's shards as --from-shards:\n"
+     "                            e.g. fine-tuning against pretraining, real tokens/s of both under one load\n"
      "  --json OUT                also write the timings as JSON\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"synth", cmd_synth, "synth TASK --lengths A-B --count N [--seed S] [--per-length] --out FILE",
