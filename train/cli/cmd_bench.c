@@ -381,9 +381,14 @@ int cmd_bench(int argc, char **argv) {
         printf("paired side: %.1f real tokens/s; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, "
                "CPU %.3f s\n", (double)other.counted.real_tokens / other.elapsed, other.t_forward / steps,
                other.t_backward / steps, other.t_update / steps, other.cpu_elapsed / steps);
+        char mine[CONFIG_PATH_MAX + 40], theirs[CONFIG_PATH_MAX + 40]; /* a config, and its source if they differ */
+        snprintf(mine, sizeof mine, "%s%s%s", args.positional[0], own_source ? " on " : "",
+                 own_source ? (lengths_path ? lengths_path : shards_path ? shards_path : "synthetic batches") : "");
+        snprintf(theirs, sizeof theirs, "%s%s%s", against_path, own_source ? " on " : "",
+                 own_source ? (against_lengths ? against_lengths : against_shards) : "");
         printf("paired with %s (%.3f s per step, %ld real tokens): per step pair, seconds per real token of %s "
                "over those of %s: median %.4f [%.4f..%.4f] over %d pairs, i.e. %+.1f%%\n",
-               against_path, other.elapsed / steps, other.counted.real_tokens, args.positional[0], against_path,
+               theirs, other.elapsed / steps, other.counted.real_tokens, mine, theirs,
                ratio, ratio_lo, ratio_hi, steps, 100.0 * (ratio - 1.0));
     }
     if (json_path) {
