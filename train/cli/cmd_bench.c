@@ -464,6 +464,11 @@ int cmd_bench(int argc, char **argv) {
         }
         cJSON_AddStringToObject(o, "cpu_model", cpu_model);
         cJSON_AddStringToObject(o, "openblas_corename", blas_core_name());
+        const char *wait_policy = getenv("OMP_WAIT_POLICY"); /* realpos sets PASSIVE unless given (main.c) */
+        if (wait_policy)
+            cJSON_AddStringToObject(o, "omp_wait_policy", wait_policy);
+        else
+            cJSON_AddNullToObject(o, "omp_wait_policy");
         if (coretype)
             cJSON_AddStringToObject(o, "openblas_coretype_env", coretype);
         else
