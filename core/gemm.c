@@ -39,8 +39,10 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
     while (parts < GEMM_PARTS_MAX && flops / (2 * parts) >= GEMM_PART_FLOPS &&
            length >= 2 * parts * GEMM_PART_ALIGN)
         parts *= 2;
-    if (length <= 0 || omp_in_parallel()) { /* nothing to split, or one thread's work already
-                                             * (the per-head attention products) */
+    /* Nothing to split, or one thread's work already (the per-head attention products). The level,
+     * not omp_in_parallel(): a region of one thread is inactive, and opening another inside it
+     * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). */
+    if (length <= 0 || omp_get_level() > 0) {
         sgemm_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
