@@ -121,6 +121,10 @@ void linear_backward(Gemm *g, float *d_in, float *dW, float *db, const float *d_
  * residual path's gradient) instead of a separate pass adding the two. */
 void linear_backward_accumulate(Gemm *g, float *d_in, float *dW, float *db, const float *d_out,
                                 const float *in, const float *W, int N, int i, int o);
+/* As linear_backward, for a d_out read by nothing else: consumed (bf16 g: overwritten by its bf16
+ * form, gemm_convert_in_place, so the largest gradient of a step needs no second copy). */
+void linear_backward_consuming(Gemm *g, float *d_in, float *dW, float *db, float *d_out, const float *in,
+                               const float *W, int N, int i, int o);
 /* bf16 input in16 [N,i] (bf16 g): out = in16 . W^T + b, and its backward (d_in overwritten, d_out fp32). */
 void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, const float *b, int N, int i,
                          int o);
