@@ -76,21 +76,27 @@ static void test_bf16_variants(TestTally *t, Rng *rng) {
     linear_backward_from_bf16(g, d_in2, 0, dW2, d_out16, in, W, N, I, O);
     CHECK(t, same_bits(acc, acc2, N * I) && same_bits(dWa, dWa2, O * I) && same_bits(d_in, d_in2, N * I),
           "linear_backward_from_bf16(bf16(d_out)) = linear_backward(_accumulate)(d_out) in bf16, bit for bit");
-    /* GELU: act16 = bf16(act), the slope the same; forward only the same act16 */
-    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O), *slope2 = nans(&pool, N * O);
+    /* GELU: act16 = bf16(act), slope16 = bf16(slope); forward only the same act16 */
+    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O);
     bf16 *act16 = pool_alloc(&pool, N * O, sizeof(bf16)), *act16_only = pool_alloc(&pool, N * O, sizeof(bf16));
+    bf16 *slope16 = pool_alloc(&pool, N * O, sizeof(bf16));
     linear_gelu_forward(g, slope, act, in, W, b, N, I, O);
-    linear_gelu_forward_bf16(g, slope2, 0, act16, in, W, b, N, I, O);
-    CHECK(t, same_bf16(act16, to_bf16(&pool, act, N * O), N * O) && same_bits(slope, slope2, N * O),
-          "linear_gelu_forward_bf16: act16 = bf16(linear_gelu_forward's act), the slope bit for bit");
-    linear_gelu_forward_bf16(g, nans(&pool, N * O), 1, act16_only, in, W, b, N, I, O);
+    linear_gelu_forward_bf16(g, nans(&pool, N * O), slope16, act16, in, W, b, N, I, O);
+    CHECK(t, same_bf16(act16, to_bf16(&pool, act, N * O), N * O) && same_bf16(slope16, to_bf16(&pool, slope, N * O),
+          N * O), "linear_gelu_forward_bf16: act16, slope16 = bf16(linear_gelu_forward's act, slope), bit for bit");
+    linear_gelu_forward_bf16(g, nans(&pool, N * O), NULL, act16_only, in, W, b, N, I, O);
     CHECK(t, same_bf16(act16, act16_only, N * O), "linear_gelu_forward_bf16 forward only: the same act16 bits");
+    /* backward from the rounded slope: the fp32 twin fed bf16(slope) */
+    float *slope_rounded = nans(&pool, N * O);
+    for (int e = 0; e < N * O; e++)
+        slope_rounded[e] = bf16_to_float(slope16[e]);
     float *d_pre = copy(&pool, d_out, N * O), *db_pre = zeros(&pool, O), *db_pre16 = zeros(&pool, O);
     bf16 *d_pre16 = pool_alloc(&pool, N * O, sizeof(bf16));
-    gelu_bias_backward(d_pre, db_pre, d_pre, slope, N, O);
-    gelu_bias_backward_bf16(d_pre16, db_pre16, d_out, slope, N, O);
+    gelu_bias_backward(d_pre, db_pre, d_pre, slope_rounded, N, O);
+    gelu_bias_backward_bf16(d_pre16, db_pre16, d_out, slope16, N, O);
     CHECK(t, same_bf16(d_pre16, to_bf16(&pool, d_pre, N * O), N * O) && same_bits(db_pre, db_pre16, O),
-          "gelu_bias_backward_bf16: d_pre16 = bf16(gelu_bias_backward's d_pre), db bit for bit (fp32 sum)");
+          "gelu_bias_backward_bf16(slope16): d_pre16 = bf16(gelu_bias_backward's d_pre from bf16(slope)), db bit for "
+          "bit (fp32 sum)");
     gemm_free(g);
     pool_release(&pool);
 }

@@ -97,11 +97,13 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm2 = arena_take(ar, N * H);
         la->norm2_mean = arena_take(ar, N);
         la->norm2_rstd = arena_take(ar, N);
-        la->ffn_slope = arena_take(ar, N * I);
-        /* GELU's output: bf16 only in bf16 (the feed-forward's second linear reads nothing else) */
+        /* GELU's output and slope: bf16 only in bf16 (the feed-forward's second linear and GELU's
+         * backward read nothing else) */
+        la->ffn_slope = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * I);
         la->ffn_act = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
         la->ffn_act16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
+        la->ffn_slope16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     }
     if (c->norm == NORM_PRE) {
         a->final_out = arena_take(ar, N * H);
