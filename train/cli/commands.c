@@ -66,13 +66,16 @@ static const Command commands[] = {
      "the mean of checkpoints' weights (the same model, vocabulary and labels), weights only",
      "  --out OUT.h5              the averaged checkpoint to write\n"
      "  --last N                  average the N newest checkpoints (ckpt-STEP.h5) of RUN_DIR\n"},
-    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N] [--precision P]",
+    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N] [--precision P] "
+     "[--padding P]",
      "one forward/backward (or N training steps) on a batch file, for parity tests",
      "  --checkpoint CKPT.h5      an MLM checkpoint\n"
      "  --batch BATCH.h5          input_ids, token_type_ids, attention_mask, labels [B, L]\n"
      "  --out OUT.h5              loss, logits and gradients (or the loss trajectory and final weights)\n"
      "  --train-steps N           AdamW steps instead of one gradient (default 0)\n"
-     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
+     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"
+     "  --padding P               the batch's layout (data.padding): max_length (default, the file's [B, L]),\n"
+     "                            longest, or none (unpadded: the real tokens back to back)\n"},
     {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]",
      "attention maps (and carried scores) per layer on sentences of text",
      "  --input FILE              one sentence per line\n"
