@@ -76,12 +76,16 @@ static const Command commands[] = {
      "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"
      "  --padding P               the batch's layout (data.padding): max_length (default, the file's [B, L]),\n"
      "                            longest, or none (unpadded: the real tokens back to back)\n"},
-    {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]",
+    {"attention", cmd_attention,
+     "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt] [--padding P]",
      "attention maps (and carried scores) per layer on sentences of text",
      "  --input FILE              one sentence per line\n"
      "  --out ATTN.h5             the maps to write\n"
      "  --max-len N               tokens per sentence at most (default 128)\n"
-     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"
+     "  --padding P               the batch of sentences: longest (default, padded to the longest),\n"
+     "                            max_length (to --max-len) or none (unpadded; maps 0 outside each\n"
+     "                            sentence's block)\n"},
     {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]",
      "HuggingFace BERT folder (config.json, safetensors, vocab.txt) -> checkpoint",
      "  --out CKPT.h5             the checkpoint to write\n"
