@@ -95,7 +95,8 @@ static const Command commands[] = {
      "  --out DIR                 a new folder (or an empty one), written whole or not at all\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
     {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt] [--precision P]",
-     "top-k tokens for each [MASK] of --text, else of each line of standard input",
+     "top-k tokens for each [MASK] of --text, else of each line of standard input (each line run alone, "
+     "unpadded, whatever the checkpoint's data.padding)",
      "  --top-k K                 tokens per mask (default 5)\n"
      "  --text TEXT               the text (else lines of standard input)\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"
