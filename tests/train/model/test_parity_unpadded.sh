@@ -95,6 +95,19 @@ run_all() {
     [ -n "${failed[$i]:-}" ] || grep -q "^[A-Z]* ${labels[$i]}: " "$work/check.out" ||
       echo "FAIL ${labels[$i]}: no comparison result (reference error above)"
   done
+  # a layout name that does not exist is refused by name
+  local out
+  for cmd in "dump --checkpoint $work/0/ckpt.h5 --batch $work/0/batch.h5 --out $work/bad.h5" \
+      "attention $work/0/ckpt.h5 --input $work/0/batch.h5 --out $work/bad.h5"; do
+    # shellcheck disable=SC2086
+    out=$("$REALPOS" $cmd --padding packed 2>&1)
+    if [ $? -ne 0 ] && grep -qF -- "--padding: expected none, longest or max_length, got 'packed'" <<<"$out" &&
+        [ ! -e "$work/bad.h5" ]; then
+      echo "PASS ${cmd%% *} --padding packed is refused by name"
+    else
+      echo "FAIL ${cmd%% *} --padding packed: $out"
+    fi
+  done
   # the parity table: per scheme, the worst of each quantity over Post/Pre-LN x residual off/on
   # (rel_err as compare.py measures it; the trajectory column: the worst step's loss)
   for ((i = 0; i < n; i++)); do
