@@ -10,7 +10,8 @@
 # shaw, method1-4, t5, alibi, rope) x residual attention off/on x Post-/Pre-LN; then 20-step AdamW
 # trajectories unpadded (dropout off, as dump --train-steps trains), each step's loss and
 # gradient norm within 1e-4 relative, the final weights within 1e-2 lr S. Prints one PASS/FAIL
-# line per case, then the worst error per scheme (tolerance fractions).
+# line per case, then the worst error per scheme. Then bf16 products, unpadded, against the same
+# reference within compare.py's bf16 tolerances (loss 5e-3 relative, tensors 6e-2, docs/bf16.md).
 set -u
 cd "$(dirname "$0")/../../.."
 PY=/usr/bin/python3
@@ -95,6 +96,32 @@ run_all() {
     [ -n "${failed[$i]:-}" ] || grep -q "^[A-Z]* ${labels[$i]}: " "$work/check.out" ||
       echo "FAIL ${labels[$i]}: no comparison result (reference error above)"
   done
+  # bf16 products (train.precision = bf16), unpadded, against the same reference within compare.py's
+  # bf16 tolerances (docs/bf16.md): Post-LN with residual attention and Pre-LN without, every scheme,
+  # and two trajectories; the portable emulation and, where the CPU has bf16, oneDNN
+  local backends=(emulated) be emulate bf16_jobs="$work/bf16.jobs"
+  "$REALPOS" --version | grep -q '^oneDNN.*bf16: available' && backends+=(onednn)
+  : >"$bf16_jobs"
+  for ((i = 0; i < n; i++)); do
+    d="$work/$i" what=dump steps=()
+    [ -f "$d/ref.h5" ] || continue
+    case ${labels[$i]} in
+      unpadded-post-*-res_yes | unpadded-pre-*-res_no) ;;
+      unpadded-trajectory-post-absolute-* | unpadded-trajectory-pre-method4-*)
+        what=trajectory steps=(--train-steps $STEPS) ;;
+      *) continue ;;
+    esac
+    for be in "${backends[@]}"; do
+      emulate=0; [ "$be" = emulated ] && emulate=1
+      if ! REALPOS_BF16_EMULATE=$emulate "$REALPOS" dump --checkpoint "$d/ckpt.h5" --batch "$d/batch.h5" \
+          --out "$d/$be.h5" --padding none --precision bf16 "${steps[@]}" >"$d/$be.log" 2>&1; then
+        echo "FAIL ${labels[$i]} bf16 $be: realpos dump failed: $(tail -n 1 "$d/$be.log")"; continue
+      fi
+      echo "compare $d/$be.h5 $d/ref.h5 --what $what --precision bf16 --summary ${labels[$i]}-bf16-$be"
+    done >>"$bf16_jobs"
+  done
+  $PY $REF jobs "$bf16_jobs" 2>/dev/null | sed 's/ worst \([^ ]*\) .*rel_err=\([^ ]*\) (tol \([^)]*\)).*/ worst \1 rel_err=\2 (tol \3)/'
+
   # a layout name that does not exist is refused by name
   local out
   for cmd in "dump --checkpoint $work/0/ckpt.h5 --batch $work/0/batch.h5 --out $work/bad.h5" \
