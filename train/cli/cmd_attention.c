@@ -135,8 +135,8 @@ static void padded_maps(float *maps, const float *blocks, const Batch *batch, in
 int cmd_attention(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL, *padding_text = "longest";
-    CliOption options[] = {{"input", &input},           {"out", &out}, {"max-len", &max_len_text},
-                           {"vocab", &vocab_path},      {"padding", &padding_text}};
+    CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path},
+                           {"padding", &padding_text}};
     CliArgs args = cli_parse(argc, argv, options, 5);
     const PaddingKind padding = padding_kind_parse(padding_text, "--padding");
     RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
