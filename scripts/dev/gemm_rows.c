@@ -146,9 +146,10 @@ int main(int argc, char **argv) {
     float *C = calloc((size_t)(rows * wide + wide * wide), 4);
     for (size_t e = 0; e < (size_t)(rows * wide); e++)
         A[e] = 0x3f80 ^ (uint16_t)(e % 7), B[e] = 0x3f00 ^ (uint16_t)(e % 5);
-    enum { METHODS = 4 };
-    const char *names[METHODS] = {"exact (pre-created)", "(a) runtime T dim", "(b) T rounded to 16", "(b) T rounded to 64"};
-    const int64_t multiple[METHODS] = {1, 0, 16, 64};
+    enum { METHODS = 5 };
+    const char *names[METHODS] = {"exact (pre-created)", "(a) runtime T dim", "(a') every dim runtime",
+                                  "(b) T rounded to 16", "(b) T rounded to 64"};
+    const int64_t multiple[METHODS] = {1, 0, -1, 16, 64}; /* 0: the T dimension runtime, -1: all of them */
     double seconds[METHODS] = {0}, flops = 0, create_seconds = 0;
     int created = 0;
     const char *impl[METHODS] = {0};
@@ -162,12 +163,14 @@ int main(int argc, char **argv) {
             for (int p = 0; p < np; p++) {
                 Key k = {pr[p].ta, pr[p].tb, pr[p].M, pr[p].N, pr[p].K, pr[p].lda, pr[p].ldb, pr[p].ldc, pr[p].beta};
                 int64_t *tdim = pr[p].t_dim == 0 ? &k.M : &k.K;
-                if (multiple[m] == 0) {
+                if (multiple[m] <= 0) {
                     if (t > 0) {
                         prim[m][t][p] = prim[m][0][p];
                         continue;
                     }
                     *tdim = DNNL_RUNTIME_DIM_VAL;
+                    if (multiple[m] < 0)
+                        k.M = k.N = k.K = k.lda = k.ldb = k.ldc = DNNL_RUNTIME_DIM_VAL;
                 } else {
                     *tdim = round_up(*tdim, multiple[m]);
                 }
