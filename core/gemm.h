@@ -94,6 +94,11 @@ static inline GemmOperand gemm_in_bf16(const bf16 *x) { return (GemmOperand){NUL
  * in bf16, x itself in fp32 (where it is a no-op). */
 GemmOperand gemm_stage(Gemm *g, const float *x, size_t rows, size_t cols, size_t ld);
 void gemm_unstage(Gemm *g);
+/* The same for a block x [rows, cols] (row stride cols) that nothing reads in fp32 afterwards, with
+ * no scratch: bf16 rounds each row into the first half of its own storage (x's fp32 values are
+ * lost) and returns it with *ld = 2 cols; fp32 returns x with *ld = cols. For the decoder's d_logits
+ * [M, V], the largest operand of a step, which a staged copy would double. */
+GemmOperand gemm_convert_in_place(Gemm *g, float *x, size_t rows, size_t cols, size_t *ld);
 
 /* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,

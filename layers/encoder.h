@@ -37,12 +37,12 @@ typedef struct {
     float *ctx;                              /* [N, H] */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
-    float *ffn_slope;                        /* [N, I]: gelu'(W1 h + b1) (with forward_only:
-                                              * scratch) */
+    float *ffn_slope;                        /* [N, I]: gelu'(W1 h + b1) in fp32; NULL in bf16 */
     float *ffn_act;                          /* [N, I] gelu(W1 h + b1) in fp32; NULL in bf16 */
     float *sum2;                             /* [N, H] */
     bf16 *ffn_act16;                         /* [N, I] gelu(W1 h + b1) in a bf16 context, in bf16
                                               * only (it feeds only W2's products); else NULL */
+    bf16 *ffn_slope16;                       /* [N, I] gelu'(W1 h + b1) in a bf16 context; else NULL */
 } LayerActs;
 
 /* Scratch shared by all layers (contents do not survive a call). */
@@ -73,7 +73,7 @@ typedef struct {
     const int *row_keys; /* [N] the hidden dropout's row numbering (layers.h, *_keyed): an unpadded
                           * batch's rows in the padded layout; NULL: row n is n */
     int forward_only;   /* 1: no backward follows (evaluation, prediction): the forward skips
-                         * what only the backward needs (acts->ffn_slope is left unset) */
+                         * what only the backward needs (GELU's slope is left unset) */
     Gemm *gemm;         /* the linear layers' products (core/gemm.h; NULL: fp32); bf16 when
                          * the activations have ffn_act16 and d_ffn16 */
 } LayerShape;

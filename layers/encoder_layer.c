@@ -45,13 +45,14 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
 
 /* Feed-forward block: proj [N,H] = W2 gelu(W1 in + b1) + b2 (before dropout); b2 NULL when the
  * residual sum adds it. GELU's slope is kept for the backward unless forward_only. In a bf16
- * context GELU's output exists in bf16 only (a->ffn_act16), which W2's products read. */
+ * context GELU's output and slope exist in bf16 only (a->ffn_act16, which W2's products read, and
+ * a->ffn_slope16), and W1's fp32 output goes through the backward's scratch s->d_ffn. */
 static void ffn_block_forward(LayerActs *a, LayerScratch *s, const float *in, const LayerParams *p,
                               const float *b2, const LayerShape *sh) {
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     if (a->ffn_act16) {
-        linear_gelu_forward_bf16(sh->gemm, a->ffn_slope, sh->forward_only, a->ffn_act16, in, p->ffn_in_w,
-                                 p->ffn_in_b, N, H, I);
+        linear_gelu_forward_bf16(sh->gemm, s->d_ffn, sh->forward_only ? NULL : a->ffn_slope16, a->ffn_act16, in,
+                                 p->ffn_in_w, p->ffn_in_b, N, H, I);
         linear_forward_bf16(sh->gemm, s->proj, a->ffn_act16, p->ffn_out_w, b2, N, I, H);
         return;
     }
@@ -68,7 +69,7 @@ static void ffn_block_backward(float *d_in, int add_to_d_in, const float *d_proj
     int N = sh->N, H = sh->H, I = sh->ffn_dim;
     if (a->ffn_act16) {
         linear_backward_bf16(sh->gemm, s->d_ffn, g->ffn_out_w, NULL, d_proj, a->ffn_act16, p->ffn_out_w, N, I, H);
-        gelu_bias_backward_bf16(s->d_ffn16, g->ffn_in_b, s->d_ffn, a->ffn_slope, N, I);
+        gelu_bias_backward_bf16(s->d_ffn16, g->ffn_in_b, s->d_ffn, a->ffn_slope16, N, I);
         linear_backward_from_bf16(sh->gemm, d_in, add_to_d_in, g->ffn_in_w, s->d_ffn16, in, p->ffn_in_w, N, H, I);
         return;
     }

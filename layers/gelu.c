@@ -84,20 +84,21 @@ void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, co
     }
 }
 
-/* The same pass writing act in bf16 only (act16 [N,o]); pre always goes to slope's block, which
- * keeps pre (forward_only) or is overwritten by the slope. */
-void linear_gelu_forward_bf16(Gemm *g, float *restrict slope, int forward_only, bf16 *restrict act16,
+/* The same pass with act and slope in bf16 only (act16, slope16 [N,o]: they feed only W2's products
+ * and GELU's backward, which PyTorch autocast also keeps in bf16); the GEMM writes pre into the fp32
+ * scratch pre [N,o]. slope16 NULL (forward only): act16 alone, with the same bits. */
+void linear_gelu_forward_bf16(Gemm *g, float *restrict pre, bf16 *restrict slope16, bf16 *restrict act16,
                               const float *restrict in, const float *restrict W, const float *restrict b, int N,
                               int i, int o) {
-    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope, o);
-    if (forward_only) {
+    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, pre, o);
+    if (!slope16) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++) {
-            const float *restrict pre = slope + (size_t)n * o;
+            const float *restrict p = pre + (size_t)n * o;
             bf16 *restrict a16 = act16 + (size_t)n * o;
 #pragma omp simd
             for (int c = 0; c < o; c++) {
-                const float x = pre[c] + b[c];
+                const float x = p[c] + b[c];
                 a16[c] = bf16_from_float(x * (0.5f * (1.0f + erff(x * GELU_INV_SQRT2))));
             }
         }
@@ -105,24 +106,25 @@ void linear_gelu_forward_bf16(Gemm *g, float *restrict slope, int forward_only, 
     }
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        float *restrict s = slope + (size_t)n * o;
-        bf16 *restrict a16 = act16 + (size_t)n * o;
+        const float *restrict p = pre + (size_t)n * o;
+        bf16 *restrict s16 = slope16 + (size_t)n * o, *restrict a16 = act16 + (size_t)n * o;
 #pragma omp simd
         for (int c = 0; c < o; c++) {
-            const float x = s[c] + b[c];
+            const float x = p[c] + b[c];
             const float cdf = 0.5f * (1.0f + erff(x * GELU_INV_SQRT2));
             const float pdf = GELU_INV_SQRT_2PI * expf(-0.5f * x * x);
             a16[c] = bf16_from_float(x * cdf);
-            s[c] = cdf + x * pdf;
+            s16[c] = bf16_from_float(cdf + x * pdf);
         }
     }
 }
 
-/* The pass of both: d = d_act * slope into d_pre (fp32) or d_pre16 (bf16, the other NULL), db += the
- * fp32 column sums of d. Inlined into each with a constant NULL, so neither tests it in its loop. */
+/* d = d_act * slope into d_pre (fp32) or d_pre16 (bf16, the other NULL), db += the fp32 column
+ * sums of d; slope in fp32 or, with d_pre16, in bf16 (slope16). Inlined into each caller with
+ * constant NULLs, so no loop tests them. */
 static inline __attribute__((always_inline)) void
 gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const float *d_act,
-               const float *restrict slope, int N, int o) {
+               const float *restrict slope, const bf16 *restrict slope16, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
 #pragma omp parallel for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
@@ -130,17 +132,18 @@ gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const f
         float acc[COL_BLOCK_MAX] = {0};
         for (int n = 0; n < N; n++) {
             const size_t row = (size_t)n * o + c0;
-            const float *restrict s = slope + row;
             const float *g = d_act + row;
             if (d_pre16) {
+                const bf16 *restrict s16 = slope16 + row;
                 bf16 *restrict dx16 = d_pre16 + row;
 #pragma omp simd
                 for (int c = 0; c < width; c++) {
-                    const float d = g[c] * s[c];
+                    const float d = g[c] * bf16_to_float(s16[c]);
                     dx16[c] = bf16_from_float(d);
                     acc[c] += d;
                 }
             } else {
+                const float *restrict s = slope + row;
                 float *dx = d_pre + row;
 #pragma omp simd
                 for (int c = 0; c < width; c++) {
@@ -160,11 +163,11 @@ gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const f
  * over rows in order, so db is the same for any thread count. */
 void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
                         int o) {
-    gelu_bias_pass(d_pre, NULL, db, d_act, slope, N, o);
+    gelu_bias_pass(d_pre, NULL, db, d_act, slope, NULL, N, o);
 }
 
-/* The same with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
+/* The same from slope16 (bf16) with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
 void gelu_bias_backward_bf16(bf16 *restrict d_pre16, float *restrict db, const float *d_act,
-                             const float *restrict slope, int N, int o) {
-    gelu_bias_pass(NULL, d_pre16, db, d_act, slope, N, o);
+                             const bf16 *restrict slope16, int N, int o) {
+    gelu_bias_pass(NULL, d_pre16, db, d_act, NULL, slope16, N, o);
 }

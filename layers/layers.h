@@ -121,6 +121,10 @@ void linear_backward(Gemm *g, float *d_in, float *dW, float *db, const float *d_
  * residual path's gradient) instead of a separate pass adding the two. */
 void linear_backward_accumulate(Gemm *g, float *d_in, float *dW, float *db, const float *d_out,
                                 const float *in, const float *W, int N, int i, int o);
+/* As linear_backward, for a d_out read by nothing else: consumed (bf16 g: overwritten by its bf16
+ * form, gemm_convert_in_place, so the largest gradient of a step needs no second copy). */
+void linear_backward_consuming(Gemm *g, float *d_in, float *dW, float *db, float *d_out, const float *in,
+                               const float *W, int N, int i, int o);
 /* bf16 input in16 [N,i] (bf16 g): out = in16 . W^T + b, and its backward (d_in overwritten, d_out fp32). */
 void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, const float *b, int N, int i,
                          int o);
@@ -143,17 +147,17 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n);
  * slope NULL: forward only (no backward follows), act alone, with the same bits. */
 void linear_gelu_forward(Gemm *g, float *slope, float *act, const float *in, const float *W, const float *b,
                          int N, int i, int o);
-/* The same with act written in bf16 only, act16 [N,o] = bf16(gelu(pre)) (bf16 g: act feeds only
- * the next products). slope is needed either way: forward_only, the GEMM writes pre there and
- * no slope is computed (act16 has the same bits). */
-void linear_gelu_forward_bf16(Gemm *g, float *slope, int forward_only, bf16 *act16, const float *in,
-                              const float *W, const float *b, int N, int i, int o);
+/* The same with act and slope in bf16 only (bf16 g: they feed only the next products and GELU's
+ * backward): act16 = bf16(gelu(pre)), slope16 = bf16(gelu'(pre)); the GEMM writes pre into the fp32
+ * scratch pre [N,o]. slope16 NULL: forward only, act16 alone, with the same bits. */
+void linear_gelu_forward_bf16(Gemm *g, float *pre, bf16 *slope16, bf16 *act16, const float *in, const float *W,
+                              const float *b, int N, int i, int o);
 /* d_pre [N,o] = d_act * slope (may alias d_act);  db [o] += sum_n d_pre   (one pass, no erf or
  * exp; the linear's d_in and dW then come from linear_backward with db = NULL). */
 void gelu_bias_backward(float *d_pre, float *db, const float *d_act, const float *slope, int N, int o);
-/* The same with d_pre written in bf16 only, d_pre16 [N,o] (it feeds only the products of
- * linear_backward_from_bf16); db is summed from the fp32 values. */
-void gelu_bias_backward_bf16(bf16 *d_pre16, float *db, const float *d_act, const float *slope, int N, int o);
+/* The same from slope16 (bf16) with d_pre written in bf16 only, d_pre16 [N,o] (it feeds only the
+ * products of linear_backward_from_bf16); db is summed from the fp32 values d_act * slope16. */
+void gelu_bias_backward_bf16(bf16 *d_pre16, float *db, const float *d_act, const bf16 *slope16, int N, int o);
 
 /* ---- dropout.c --------------------------------------------------------------------------
  * out[e] = keep(e) ? in[e] / (1-p) : 0,  keep(e) = hash_uniform(key, e) >= p.   [n]

@@ -42,17 +42,17 @@ static void bias_backward(float *restrict db, const float *restrict d_out, int N
 
 /* d_in [N,i] = beta d_in + d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in  (the two products) */
 static void products_backward(Gemm *g, float *restrict d_in, float beta, float *restrict dW, GemmOperand d_out,
-                              GemmOperand in, const float *restrict W, int N, int i, int o) {
+                              int ld_d_out, GemmOperand in, const float *restrict W, int N, int i, int o) {
     if (d_in)
-        gemm_operands(g, GEMM_N, GEMM_N, N, i, o, 1.0f, d_out, o, gemm_in_f32(W), i, beta, d_in, i);
-    gemm_operands(g, GEMM_T, GEMM_N, o, i, N, 1.0f, d_out, o, in, i, 1.0f, dW, i);
+        gemm_operands(g, GEMM_N, GEMM_N, N, i, o, 1.0f, d_out, ld_d_out, gemm_in_f32(W), i, beta, d_in, i);
+    gemm_operands(g, GEMM_T, GEMM_N, o, i, N, 1.0f, d_out, ld_d_out, in, i, 1.0f, dW, i);
 }
 
 /* d_out fp32: converted to bf16 once for both products in bf16 (nothing in fp32); db from it */
 static void backward(Gemm *g, float *d_in, float beta, float *dW, float *db, const float *d_out, GemmOperand in,
                      const float *W, int N, int i, int o) {
     const GemmOperand staged = gemm_stage(g, d_out, (size_t)N, (size_t)o, (size_t)o);
-    products_backward(g, d_in, beta, dW, staged, in, W, N, i, o);
+    products_backward(g, d_in, beta, dW, staged, o, in, W, N, i, o);
     gemm_unstage(g);
     if (db)
         bias_backward(db, d_out, N, o);
@@ -77,5 +77,16 @@ void linear_backward_bf16(Gemm *g, float *d_in, float *dW, float *db, const floa
 
 void linear_backward_from_bf16(Gemm *g, float *d_in, int accumulate, float *dW, const bf16 *d_out16,
                                const float *in, const float *W, int N, int i, int o) {
-    products_backward(g, d_in, accumulate ? 1.0f : 0.0f, dW, gemm_in_bf16(d_out16), gemm_in_f32(in), W, N, i, o);
+    products_backward(g, d_in, accumulate ? 1.0f : 0.0f, dW, gemm_in_bf16(d_out16), o, gemm_in_f32(in), W, N, i,
+                      o);
+}
+
+/* As linear_backward, d_out consumed: db from its fp32 values, then converted in place for the products. */
+void linear_backward_consuming(Gemm *g, float *d_in, float *dW, float *db, float *d_out, const float *in,
+                               const float *W, int N, int i, int o) {
+    if (db)
+        bias_backward(db, d_out, N, o);
+    size_t ld_d_out;
+    const GemmOperand d_out_operand = gemm_convert_in_place(g, d_out, (size_t)N, (size_t)o, &ld_d_out);
+    products_backward(g, d_in, 0.0f, dW, d_out_operand, (int)ld_d_out, gemm_in_f32(in), W, N, i, o);
 }

@@ -19,7 +19,7 @@ void mlm_head_forward(Gemm *g, HeadActs *a, const float *hidden, const int *rows
     linear_forward(g, a->logits, a->out, word_emb, p->bias, M, H, V);
 }
 
-/* d_out = d_logits E (and the output's parameter gradients);  d_act = LN backward (from act, the
+/* d_out = d_logits E (and the output's parameter gradients; d_logits is consumed);  d_act = LN backward (from act, the
  * layer norm's input);  d_pre = d_act * slope with b_t's gradient in the same pass;  d_gathered,
  * d_W_t from the transform's linear_backward;  d_hidden[rows[m]] += d_gathered[m] (rows are
  * distinct, so the scatter is race-free). */
@@ -27,7 +27,7 @@ void mlm_head_backward(Gemm *gemm, float *d_hidden, HeadParams *g, float *d_word
                        float *d_tmp, const HeadActs *a, const int *rows, int M,
                        const HeadParams *p, const float *word_emb, int H, int V) {
     float *d_out = d_tmp, *d_gathered = d_tmp + (size_t)M * H;
-    linear_backward(gemm, d_out, d_word_emb, g->bias, d_logits, a->out, word_emb, M, H, V);
+    linear_backward_consuming(gemm, d_out, d_word_emb, g->bias, d_logits, a->out, word_emb, M, H, V);
     layernorm_backward(d_out, g->norm_g, g->norm_b, d_out, a->act, p->norm_g, a->mean, a->rstd, M, H);
     gelu_bias_backward(d_out, g->transform_b, d_out, a->slope, M, H);
     linear_backward(gemm, d_gathered, g->transform_w, NULL, d_out, a->gathered, p->transform_w, M, H, H);

@@ -51,6 +51,24 @@ static void test_bf16_variants(TestTally *t, Rng *rng) {
     linear_backward_bf16(g, d_in2, dW2, db2, d_out, in16, W, N, I, O);
     CHECK(t, same_bits(d_in, d_in2, N * I) && same_bits(dW, dW2, O * I) && same_bits(db, db2, O),
           "linear_backward_bf16(in16) = linear_backward(in) in bf16: d_in, dW, db bit for bit");
+    /* consuming d_out: db from its fp32 values, then the same products on bf16(d_out), which it
+     * leaves in the first half of each row */
+    float *d_in3 = nans(&pool, N * I), *dW3 = zeros(&pool, O * I), *db3 = zeros(&pool, O);
+    float *consumed = copy(&pool, d_out, N * O);
+    linear_backward_consuming(g, d_in3, dW3, db3, consumed, in, W, N, I, O);
+    bf16 *rows16 = pool_alloc(&pool, N * O, sizeof(bf16));
+    for (int n = 0; n < N; n++)
+        memcpy(rows16 + (size_t)n * O, consumed + (size_t)n * O, O * sizeof(bf16));
+    CHECK(t, same_bits(d_in, d_in3, N * I) && same_bits(dW, dW3, O * I) && same_bits(db, db3, O) &&
+          same_bf16(rows16, d_out16, N * O), "linear_backward_consuming = linear_backward in bf16 (d_in, dW, db bit "
+          "for bit), each row of d_out left as its bf16 form in place");
+    float *d_in4 = nans(&pool, N * I), *dW4 = zeros(&pool, O * I), *db4 = zeros(&pool, O);
+    float *d_in5 = nans(&pool, N * I), *dW5 = zeros(&pool, O * I), *db5 = zeros(&pool, O);
+    consumed = copy(&pool, d_out, N * O);
+    linear_backward(NULL, d_in4, dW4, db4, d_out, in, W, N, I, O);
+    linear_backward_consuming(NULL, d_in5, dW5, db5, consumed, in, W, N, I, O);
+    CHECK(t, same_bits(d_in4, d_in5, N * I) && same_bits(dW4, dW5, O * I) && same_bits(db4, db5, O) &&
+          same_bits(consumed, d_out, N * O), "linear_backward_consuming = linear_backward in fp32, d_out untouched");
     float *acc = copy(&pool, acc0, N * I), *acc2 = copy(&pool, acc0, N * I);
     float *dWa = zeros(&pool, O * I), *dWa2 = zeros(&pool, O * I);
     linear_backward_accumulate(g, acc, dWa, NULL, d_out, in, W, N, I, O);
@@ -58,21 +76,27 @@ static void test_bf16_variants(TestTally *t, Rng *rng) {
     linear_backward_from_bf16(g, d_in2, 0, dW2, d_out16, in, W, N, I, O);
     CHECK(t, same_bits(acc, acc2, N * I) && same_bits(dWa, dWa2, O * I) && same_bits(d_in, d_in2, N * I),
           "linear_backward_from_bf16(bf16(d_out)) = linear_backward(_accumulate)(d_out) in bf16, bit for bit");
-    /* GELU: act16 = bf16(act), the slope the same; forward only the same act16 */
-    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O), *slope2 = nans(&pool, N * O);
+    /* GELU: act16 = bf16(act), slope16 = bf16(slope); forward only the same act16 */
+    float *slope = nans(&pool, N * O), *act = nans(&pool, N * O);
     bf16 *act16 = pool_alloc(&pool, N * O, sizeof(bf16)), *act16_only = pool_alloc(&pool, N * O, sizeof(bf16));
+    bf16 *slope16 = pool_alloc(&pool, N * O, sizeof(bf16));
     linear_gelu_forward(g, slope, act, in, W, b, N, I, O);
-    linear_gelu_forward_bf16(g, slope2, 0, act16, in, W, b, N, I, O);
-    CHECK(t, same_bf16(act16, to_bf16(&pool, act, N * O), N * O) && same_bits(slope, slope2, N * O),
-          "linear_gelu_forward_bf16: act16 = bf16(linear_gelu_forward's act), the slope bit for bit");
-    linear_gelu_forward_bf16(g, nans(&pool, N * O), 1, act16_only, in, W, b, N, I, O);
+    linear_gelu_forward_bf16(g, nans(&pool, N * O), slope16, act16, in, W, b, N, I, O);
+    CHECK(t, same_bf16(act16, to_bf16(&pool, act, N * O), N * O) && same_bf16(slope16, to_bf16(&pool, slope, N * O),
+          N * O), "linear_gelu_forward_bf16: act16, slope16 = bf16(linear_gelu_forward's act, slope), bit for bit");
+    linear_gelu_forward_bf16(g, nans(&pool, N * O), NULL, act16_only, in, W, b, N, I, O);
     CHECK(t, same_bf16(act16, act16_only, N * O), "linear_gelu_forward_bf16 forward only: the same act16 bits");
-    float *d_pre = copy(&pool, d_out, N * O), *db3 = zeros(&pool, O), *db4 = zeros(&pool, O);
+    /* backward from the rounded slope: the fp32 twin fed bf16(slope) */
+    float *slope_rounded = nans(&pool, N * O);
+    for (int e = 0; e < N * O; e++)
+        slope_rounded[e] = bf16_to_float(slope16[e]);
+    float *d_pre = copy(&pool, d_out, N * O), *db_pre = zeros(&pool, O), *db_pre16 = zeros(&pool, O);
     bf16 *d_pre16 = pool_alloc(&pool, N * O, sizeof(bf16));
-    gelu_bias_backward(d_pre, db3, d_pre, slope, N, O);
-    gelu_bias_backward_bf16(d_pre16, db4, d_out, slope, N, O);
-    CHECK(t, same_bf16(d_pre16, to_bf16(&pool, d_pre, N * O), N * O) && same_bits(db3, db4, O),
-          "gelu_bias_backward_bf16: d_pre16 = bf16(gelu_bias_backward's d_pre), db bit for bit (fp32 sum)");
+    gelu_bias_backward(d_pre, db_pre, d_pre, slope_rounded, N, O);
+    gelu_bias_backward_bf16(d_pre16, db_pre16, d_out, slope16, N, O);
+    CHECK(t, same_bf16(d_pre16, to_bf16(&pool, d_pre, N * O), N * O) && same_bits(db_pre, db_pre16, O),
+          "gelu_bias_backward_bf16(slope16): d_pre16 = bf16(gelu_bias_backward's d_pre from bf16(slope)), db bit for "
+          "bit (fp32 sum)");
     gemm_free(g);
     pool_release(&pool);
 }
@@ -197,7 +221,7 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     CHECK(t, err > 1e-4 && err < 6e-2, "mlm_head bf16 (emulated) logits and gradients within the bf16 tolerance of "
           "fp32 and not equal to it (%.2e of scale)", err);
     GemmStats st = gemm_stats(emulated);
-    /* forward: gathered (transform), out (decoder); backward: d_logits staged, out, d_out staged, gathered */
+    /* forward: gathered (transform), out (decoder); backward: d_logits in place, out, d_out staged, gathered */
     const double expected = (double)M * H * 5 + (double)M * V;
     CHECK(t, st.products == 6 && st.converted_floats == expected, "mlm_head bf16: 6 products, the weights from their "
           "bf16 copy, d_logits converted once (%.0f floats converted, expected %.0f)", st.converted_floats, expected);

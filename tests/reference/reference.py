@@ -407,6 +407,30 @@ class BertForMaskedLM(nn.Module):
         loss = -log_probs[torch.arange(len(where)), labels[where]].mean()
         return loss, logits
 
+    def forward_per_sequence(self, batch):
+        """As forward, but each row b on its own: its real tokens (attention_mask's prefix of
+        ones) as a batch [1, L_b] with no mask and no padding at all; the loss is the mean over
+        every row's labelled positions, the logits the rows' in order (the same (b, l) order)."""
+        lengths = batch["attention_mask"].sum(dim=1).tolist()
+        hidden, labels = [], []
+        for b, n in enumerate(lengths):
+            if not batch["attention_mask"][b, :n].all() or batch["attention_mask"][b, n:].any():
+                sys.exit(f"row {b}: --per-sequence needs each row's real tokens first")
+            if n == 0:
+                continue
+            x = self.bert.embeddings(batch["input_ids"][b:b + 1, :n],
+                                     batch["token_type_ids"][b:b + 1, :n])
+            h = self.bert.encoder(x, batch["attention_mask"][b:b + 1, :n])  # all ones: mask 0
+            hidden.append(h.reshape(n, -1))
+            labels.append(batch["labels"][b, :n])
+        h, labels = torch.cat(hidden), torch.cat(labels)
+        where = torch.nonzero(labels != IGNORE_LABEL).view(-1)
+        logits = self.cls.predictions(h[where], self.bert.embeddings.word_embeddings.weight)
+        if len(where) == 0:
+            return logits.sum() * 0, logits
+        log_probs = torch.log_softmax(logits, dim=-1)
+        return -log_probs[torch.arange(len(where)), labels[where]].mean(), logits
+
     def named_tensors(self):
         """{checkpoint name: parameter}, names as stored under /model."""
         return {name.replace(".", "/"): p for name, p in self.named_parameters()}
@@ -537,11 +561,12 @@ def cmd_dump(args):
     cfg, model = load_model(args.checkpoint, dtype)
     batch = load_batch(args.batch, cfg)
     model.eval()  # dropout off
+    run = model.forward_per_sequence if args.per_sequence else model
     params = model.named_tensors()
     np_dtype = np.float64 if dtype == torch.float64 else np.float32
     with h5py.File(args.out, "w") as out:
         if args.train_steps == 0:
-            loss, logits = model(batch)
+            loss, logits = run(batch)
             loss.backward()
             out["loss"] = float(loss)
             out["logits"] = logits.detach().numpy().astype(np_dtype)
@@ -559,7 +584,7 @@ def cmd_dump(args):
         losses, norms, lrs, max_grad = [], [], [], {n: 0.0 for n in params}
         for t in range(1, S + 1):
             model.zero_grad(set_to_none=True)
-            loss, _ = model(batch)
+            loss, _ = run(batch)
             loss.backward()
             losses.append(float(loss))
             for n, p in params.items():
@@ -588,7 +613,14 @@ def cmd_make_batch(args):
     ids = rng.integers(0, cfg.vocab_size, (B, L))
     types = rng.integers(0, min(2, cfg.type_vocab_size), (B, L))
     mask = np.ones((B, L), dtype=np.int64)
-    if args.pad and L > 1:
+    if args.lengths:  # row b: its first lengths[b] tokens real, the rest padding
+        lengths = [int(n) for n in args.lengths.split(",")]
+        if len(lengths) != B or not all(1 <= n <= L for n in lengths):
+            sys.exit(f"--lengths {args.lengths}: expected {B} lengths in [1, {L}]")
+        for b, n in enumerate(lengths):
+            mask[b, n:] = 0
+            ids[b, n:], types[b, n:] = 0, 0
+    elif args.pad and L > 1:
         for b in range(1, B):  # row 0 stays full; row 1 is always padded, others at random
             if b == 1 or rng.random() < 0.5:
                 real = int(rng.integers(max(1, L // 3), L))
@@ -633,6 +665,8 @@ def build_parser():
     p.add_argument("--out", required=True)
     p.add_argument("--train-steps", type=int, default=0)
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    p.add_argument("--per-sequence", action="store_true",
+                   help="run each row's real tokens on their own (no padding, no mask)")
     p.set_defaults(run=cmd_dump)
     p = sub.add_parser("make-batch")
     p.add_argument("--config", required=True, help="INI file or checkpoint")
@@ -642,6 +676,7 @@ def build_parser():
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--pad", action="store_true")
+    p.add_argument("--lengths", metavar="N,N,...", help="each row's real tokens (instead of --pad)")
     p.set_defaults(run=cmd_make_batch)
     p = sub.add_parser("perturb")
     p.add_argument("--checkpoint", required=True)

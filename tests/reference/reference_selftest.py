@@ -6,7 +6,8 @@ One PASS/FAIL line per check.
     differently indexed write-up) when k >= L-1, so that truncation never applies
   - the gathered (bench) form of the shaw/method4 scores equals the materialised form
   - autograd gradients agree with central finite differences along a random direction
-  - a padded row gives the same loss terms as the same row alone without padding
+  - a padded row gives the same loss terms as the same row alone without padding, and the
+    per-sequence forward (dump --per-sequence) the padded forward's loss, logits and gradients
   - residual attention with one layer equals plain attention
   - the hand-written AdamW step equals torch.optim.AdamW
   - float32 and float64 reference dumps agree under compare.py (the whole file pipeline), and a
@@ -88,7 +89,7 @@ def random_batch(cfg, B, L, seed, pad=True):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "batch.h5")
         args = types.SimpleNamespace(config=None, set=[], batch_size=B, seq_len=L, seed=seed,
-                                     out=path, pad=pad)
+                                     out=path, pad=pad, lengths=None)
         original, ref.load_config = ref.load_config, lambda *_: cfg
         try:
             ref.cmd_make_batch(args)
@@ -195,6 +196,26 @@ def check_padding(t):
                 worst = max(worst, abs(row_losses(model, alone)[0] - padded[b]))
         t.check(worst < 1e-10 and int(batch["attention_mask"].sum()) < 40,
                 f"{rel}: padded rows = unpadded rows alone (err {worst:.1e})")
+
+
+def check_per_sequence(t):
+    """forward_per_sequence (each row alone, no mask) = forward (padded, key mask) in float64."""
+    for rel in ref.REL_MODES:
+        text = make_config(rel=rel, absolute="yes" if rel == "none" else "no", residual="yes",
+                           norm="pre" if rel in ("shaw", "t5", "rope") else "post")
+        cfg, model = random_model(text, 11)
+        model.eval()
+        batch = random_batch(cfg, 4, 10, 12)
+        results = []
+        for run in (model, model.forward_per_sequence):
+            model.zero_grad(set_to_none=True)
+            loss, logits = run(batch)
+            loss.backward()
+            results.append([loss.detach(), logits.detach()] +
+                           [p.grad.clone() for p in model.named_tensors().values()])
+        err = max(float((a - b).abs().max()) for a, b in zip(*results))
+        t.check(err < 1e-10, f"{rel}: per-sequence forward = padded forward, loss, logits and "
+                f"gradients (err {err:.1e})")
 
 
 def check_residual_one_layer(t):
@@ -309,6 +330,7 @@ def main():
     check_scores(t)
     check_finite_differences(t)
     check_padding(t)
+    check_per_sequence(t)
     check_residual_one_layer(t)
     check_adamw(t)
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,14 +2,20 @@
  * (scripts/analyze_attention.py).
  *
  * Each non-blank line of --input becomes [CLS] wordpieces [SEP], cut to --max-len tokens (and to
- * model.max_position with absolute positions); the B lines form one batch [B, L], L the longest,
- * shorter lines padded (attention_mask 0), run through the encoder in eval mode. OUT.h5 holds
+ * model.max_position with absolute positions); the B lines form one batch run through the encoder
+ * in eval mode, laid out as --padding asks (data.padding's names, train/model/batch_layout.h):
+ * longest (the default) pads the shorter lines to the longest, L (attention_mask 0); max_length
+ * pads every line to --max-len, L; none runs them unpadded (each line's tokens back to back,
+ * attention per line on its own lengths[b]^2 scores, no compute on padding), L the longest. The
+ * maps of the real tokens are the same in every layout (to fp32 summation order). OUT.h5 holds
  *   /input_ids [B, L] int32, /lengths [B] int32
  *   /tokens               text: line b holds sentence b's lengths[b] token strings, space-separated
  *   /layer_N/probs        [B, heads, L, L] float32: P[b, h, i, j], query i attending to key j
- *                         (keys j >= lengths[b] get ~0; query rows i >= lengths[b] are padding)
+ *                         (keys j >= lengths[b] get ~0, exactly 0 with --padding none; query rows
+ *                         i >= lengths[b] are padding, all 0 with --padding none)
  *   /layer_N/carried      [B, heads, L, L] residual models: the carried scores C_N = sum of the
- *                         layers' scores S_1..S_N (P = softmax(scale * C_N + mask), attention.h)
+ *                         layers' scores S_1..S_N (P = softmax(scale * C_N + mask), attention.h;
+ *                         0 outside the real tokens' block with --padding none)
  *   /distance_embedding/layer_N   relative modes: the layer's table [2k+1 or k+1, d or 1]
  *   /relative_attention_bias      t5: the shared table [t5_num_buckets, heads]
  *   /position_bias        t5, alibi: [heads, 2L-1] float32, the bias head h adds to the scaled
@@ -26,6 +32,7 @@
 #include "core/io/h5io.h"
 #include "core/io/paths.h"
 #include "layers/positions.h"
+#include "train/model/batch_layout.h"
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
 #include "train/tasks/loaded_model.h"
@@ -107,11 +114,31 @@ static void keep_carried(void *user, int layer, const LayerActs *acts, const flo
         memcpy(keep->maps + (size_t)layer * keep->map_floats, carried, sizeof(float) * keep->map_floats);
 }
 
+/* maps [B, heads, L, L] of the batch's score blocks `blocks` (padded: the same; unpadded: sequence
+ * b's [heads, L_b, L_b] back to back, attention.h), zero outside each sequence's block */
+static void padded_maps(float *maps, const float *blocks, const Batch *batch, int heads) {
+    const size_t L = (size_t)batch->L;
+    if (!batch->offsets) {
+        memcpy(maps, blocks, sizeof(float) * (size_t)batch->B * heads * L * L);
+        return;
+    }
+    memset(maps, 0, sizeof(float) * (size_t)batch->B * heads * L * L);
+    for (int b = 0; b < batch->B; b++) {
+        const size_t n = (size_t)batch_seq_rows(batch, b);
+        for (size_t h = 0; h < (size_t)heads; h++)
+            for (size_t i = 0; i < n; i++)
+                memcpy(maps + (((size_t)b * heads + h) * L + i) * L, blocks + (h * n + i) * n, sizeof(float) * n);
+        blocks += (size_t)heads * n * n;
+    }
+}
+
 int cmd_attention(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
-    const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL;
-    CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path}};
-    CliArgs args = cli_parse(argc, argv, options, 4);
+    const char *input = NULL, *out = NULL, *max_len_text = NULL, *vocab_path = NULL, *padding_text = "longest";
+    CliOption options[] = {{"input", &input}, {"out", &out}, {"max-len", &max_len_text}, {"vocab", &vocab_path},
+                           {"padding", &padding_text}};
+    CliArgs args = cli_parse(argc, argv, options, 5);
+    const PaddingKind padding = padding_kind_parse(padding_text, "--padding");
     RP_CHECK(args.num_positional == 1 && input && out && !args.num_sets, "usage: realpos %s", usage);
     char ckpt[CONFIG_PATH_MAX + 32]; /* RUN_DIR or RUN_DIR/latest: the run's newest */
     checkpoint_resolve(args.positional[0], NULL, ckpt, sizeof ckpt);
@@ -135,20 +162,25 @@ int cmd_attention(int argc, char **argv) {
         max_len = c->max_position;
 
     Sentences s = read_sentences(input, tok, max_len);
-    int B = s.count, L = s.longest, heads = c->num_heads;
-    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)B * L), *types = xcalloc((size_t)B * L, sizeof(int32_t));
-    int32_t *mask = xmalloc(sizeof(int32_t) * (size_t)B * L);
+    const int B = s.count, heads = c->num_heads;
+    int32_t *types = xcalloc((size_t)B * max_len, sizeof(int32_t)), *mask = xmalloc(sizeof(int32_t) * (size_t)B * max_len);
     for (int b = 0; b < B; b++)
-        for (int l = 0; l < L; l++) {
-            ids[(size_t)b * L + l] = s.ids[(size_t)b * max_len + l];
-            mask[(size_t)b * L + l] = l < s.lengths[b];
-        }
+        for (int l = 0; l < max_len; l++)
+            mask[(size_t)b * max_len + l] = l < s.lengths[b];
+    const Batch full = {B, max_len, s.ids, types, mask, NULL, NULL}; /* [B, max_len] */
+    BatchLayout layout;
+    batch_layout_create(&layout, B, max_len);
+    const Batch batch = batch_relayout(&layout, &full, padding);
+    const int L = batch.L;
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)B * L); /* [B, L] padded, as written */
+    for (int b = 0; b < B; b++)
+        memcpy(ids + (size_t)b * L, s.ids + (size_t)b * max_len, sizeof(int32_t) * (size_t)L);
     Activations acts;
     activations_create(&acts, model, B, L, 0, PRECISION_FP32);
-    size_t map = (size_t)B * heads * L * L;
+    size_t map = (size_t)B * heads * L * L; /* at least the unpadded blocks' sum of heads L_b^2 */
     CarriedMaps carried = {c->residual_attention ? xalloc_floats((size_t)c->num_layers * map) : NULL, map};
-    Batch batch = {B, L, ids, types, mask, NULL, NULL};
     model_encode_observed(model, &acts, &batch, FORWARD_EVAL, 0, keep_carried, &carried);
+    float *maps = xalloc_floats(map);
 
     char tmp[4096];
     hid_t o = h5_create_temp(out, tmp, sizeof tmp);
@@ -163,10 +195,12 @@ int cmd_attention(int argc, char **argv) {
     for (int l = 0; l < c->num_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "layer_%d/probs", l);
-        h5_write_floats(o, name, acts.layer[l].probs, 4, map_dims);
+        padded_maps(maps, acts.layer[l].probs, &batch, heads);
+        h5_write_floats(o, name, maps, 4, map_dims);
         if (carried.maps) {
             snprintf(name, sizeof name, "layer_%d/carried", l);
-            h5_write_floats(o, name, carried.maps + (size_t)l * map, 4, map_dims);
+            padded_maps(maps, carried.maps + (size_t)l * map, &batch, heads);
+            h5_write_floats(o, name, maps, 4, map_dims);
         }
         if (table_rows) {
             hsize_t table_dims[2] = {(hsize_t)table_rows, (hsize_t)table_cols};
@@ -197,8 +231,11 @@ int cmd_attention(int argc, char **argv) {
     h5_attr_write_int64(o, "num_layers", c->num_layers);
     h5_attr_write_int64(o, "num_heads", heads);
     h5_commit(o, tmp, out);
-    rp_log("wrote %s: %d sentences of at most %d tokens, %d layers x %d heads", out, B, L, c->num_layers, heads);
+    rp_log("wrote %s: %d sentences of at most %d tokens (padding %s), %d layers x %d heads", out, B, L,
+           padding_kind_name(padding), c->num_layers, heads);
 
+    free(maps);
+    batch_layout_free(&layout);
     free(tokens);
     free(carried.maps);
     activations_free(&acts);

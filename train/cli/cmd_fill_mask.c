@@ -5,7 +5,8 @@
  * pieces tokenized, and [CLS] pieces/[MASK] ids [SEP] run through the model in eval mode
  * (token type 0, no padding: each line is a batch [1, its length], in activations laid out once
  * for the longest line). Per mask: softmax over the vocabulary, the top-k tokens with their
- * probabilities. */
+ * probabilities. A line alone has no padding to lay out, so the checkpoint's data.padding and
+ * task.padding do not apply (the output does not depend on them: tests/train/model/test_fill_mask_lines.sh). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

@@ -15,6 +15,7 @@
 #include "train/model/checkpoint.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
+#include "train/model/batch_layout.h"
 #include "train/model/model.h"
 
 /* Load a checkpoint's config and parameters into a freshly created model. */
@@ -178,12 +179,11 @@ static void dump_gradients(hid_t out, Model *m, Activations *acts, const Batch *
 }
 
 /* S training steps on the batch (a fresh optimizer: moments zero, step count 0), then the final
- * weights, and per step the loss, the gradient norm before clipping and the learning rate. */
-static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts, const Batch *batch, int steps) {
+ * weights, and per step the loss, the gradient norm before clipping and the learning rate.
+ * tokens: the batch's real tokens. */
+static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts, const Batch *batch, long tokens,
+                            int steps) {
     cfg->train.max_steps = steps; /* the schedule and its warm-up span the trajectory */
-    long tokens = 0;
-    for (int e = 0; e < batch->B * batch->L; e++)
-        tokens += batch->attention_mask[e];
     TrainBatch same = {*batch, {0}, tokens};
     StepConfig sc = {cfg->train.schedule, cfg->optim.lr, config_warmup_steps(cfg), steps, 1, cfg->train.clip_grad_norm,
                      (uint64_t)cfg->model.seed, steps + 1, NULL};
@@ -209,9 +209,10 @@ static void dump_trajectory(hid_t out, Config *cfg, Model *m, Activations *acts,
 int cmd_dump(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *checkpoint = NULL, *batch_path = NULL, *out_path = NULL, *steps_text = "0", *precision_text = NULL;
+    const char *padding_text = "max_length";
     CliOption options[] = {{"checkpoint", &checkpoint}, {"batch", &batch_path}, {"out", &out_path},
-                           {"train-steps", &steps_text}, {"precision", &precision_text}};
-    CliArgs a = cli_parse(argc, argv, options, 5);
+                           {"train-steps", &steps_text}, {"precision", &precision_text}, {"padding", &padding_text}};
+    CliArgs a = cli_parse(argc, argv, options, 6);
     const Precision precision = cli_precision(precision_text);
     RP_CHECK(checkpoint && batch_path && out_path && !a.num_positional && !a.num_sets, "usage: realpos %s", usage);
     int train_steps = (int)cli_int("--train-steps", steps_text, 0, 1000000);
@@ -230,10 +231,18 @@ int cmd_dump(int argc, char **argv) {
     load_checkpoint_model(checkpoint, &cfg, &ini, &m);
     RP_CHECK(m.heads.mlm, "%s: no MLM head (cls/predictions); dump needs a pretraining checkpoint", checkpoint);
     BatchFile bf = read_batch_file(batch_path, &cfg.model);
-    Batch batch = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels, NULL};
+    Batch padded = {bf.B, bf.L, bf.input_ids, bf.token_type_ids, bf.attention_mask, bf.labels, NULL};
     int M = 0;
-    for (int e = 0; e < bf.B * bf.L; e++)
+    long tokens = 0;
+    for (int e = 0; e < bf.B * bf.L; e++) {
         M += bf.labels[e] != IGNORE_LABEL;
+        tokens += bf.attention_mask[e];
+    }
+    /* the file's [B, L] batch laid out as --padding asks: the same sequences and labels in the same
+     * order, so the logits' rows (the labelled positions, row-major) are the same in every layout */
+    BatchLayout layout;
+    batch_layout_create(&layout, bf.B, bf.L);
+    Batch batch = batch_relayout(&layout, &padded, padding_kind_parse(padding_text, "--padding"));
     if (train_steps && (m.cfg.hidden_dropout > 0 || m.cfg.attention_dropout > 0))
         rp_log("dump --train-steps: dropout off (the checkpoint's model.hidden_dropout = %g, attention_dropout = %g), "
                "as the reference trains", (double)m.cfg.hidden_dropout, (double)m.cfg.attention_dropout);
@@ -245,9 +254,10 @@ int cmd_dump(int argc, char **argv) {
     if (train_steps == 0)
         dump_gradients(out, &m, &acts, &batch);
     else
-        dump_trajectory(out, &cfg, &m, &acts, &batch, train_steps);
+        dump_trajectory(out, &cfg, &m, &acts, &batch, tokens, train_steps);
     h5_commit(out, tmp, out_path);
     activations_free(&acts);
+    batch_layout_free(&layout);
     free_batch_file(&bf);
     model_free(&m);
     free(ini);

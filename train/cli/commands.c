@@ -66,19 +66,26 @@ static const Command commands[] = {
      "the mean of checkpoints' weights (the same model, vocabulary and labels), weights only",
      "  --out OUT.h5              the averaged checkpoint to write\n"
      "  --last N                  average the N newest checkpoints (ckpt-STEP.h5) of RUN_DIR\n"},
-    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N] [--precision P]",
+    {"dump", cmd_dump, "dump --checkpoint CKPT.h5 --batch BATCH.h5 --out OUT.h5 [--train-steps N] [--precision P] "
+     "[--padding P]",
      "one forward/backward (or N training steps) on a batch file, for parity tests",
      "  --checkpoint CKPT.h5      an MLM checkpoint\n"
      "  --batch BATCH.h5          input_ids, token_type_ids, attention_mask, labels [B, L]\n"
      "  --out OUT.h5              loss, logits and gradients (or the loss trajectory and final weights)\n"
      "  --train-steps N           AdamW steps instead of one gradient (default 0)\n"
-     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
-    {"attention", cmd_attention, "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt]",
+     "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"
+     "  --padding P               the batch's layout (data.padding): max_length (default, the file's [B, L]),\n"
+     "                            longest, or none (unpadded: the real tokens back to back)\n"},
+    {"attention", cmd_attention,
+     "attention CKPT.h5 --input FILE --out ATTN.h5 [--max-len N] [--vocab VOCAB.txt] [--padding P]",
      "attention maps (and carried scores) per layer on sentences of text",
      "  --input FILE              one sentence per line\n"
      "  --out ATTN.h5             the maps to write\n"
      "  --max-len N               tokens per sentence at most (default 128)\n"
-     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
+     "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"
+     "  --padding P               the batch of sentences: longest (default, padded to the longest),\n"
+     "                            max_length (to --max-len) or none (unpadded; maps 0 outside each\n"
+     "                            sentence's block)\n"},
     {"import-hf", cmd_import_hf, "import-hf DIR --out CKPT.h5 [--config-out FILE.ini]",
      "HuggingFace BERT folder (config.json, safetensors, vocab.txt) -> checkpoint",
      "  --out CKPT.h5             the checkpoint to write\n"
@@ -88,7 +95,8 @@ static const Command commands[] = {
      "  --out DIR                 a new folder (or an empty one), written whole or not at all\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"},
     {"fill-mask", cmd_fill_mask, "fill-mask CKPT.h5 [--top-k 5] [--text TEXT] [--vocab VOCAB.txt] [--precision P]",
-     "top-k tokens for each [MASK] of --text, else of each line of standard input",
+     "top-k tokens for each [MASK] of --text, else of each line of standard input (each line run alone, "
+     "unpadded, whatever the checkpoint's data.padding)",
      "  --top-k K                 tokens per mask (default 5)\n"
      "  --text TEXT               the text (else lines of standard input)\n"
      "  --vocab VOCAB.txt         for a checkpoint without its vocabulary (must equal it otherwise)\n"

@@ -25,6 +25,14 @@ const char *padding_kind_name(PaddingKind kind) {
     return kind == PAD_NONE ? "none" : kind == PAD_LONGEST ? "longest" : "max_length";
 }
 
+PaddingKind padding_kind_parse(const char *text, const char *what) {
+    const PaddingKind kinds[] = {PAD_NONE, PAD_LONGEST, PAD_MAX_LENGTH};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        if (!strcmp(text, padding_kind_name(kinds[i])))
+            return kinds[i];
+    RP_FATAL("%s: expected none, longest or max_length, got '%s'", what, text);
+}
+
 /* Real tokens of row b: its attention mask's prefix of ones (fatal if ones follow a zero). */
 static int row_length(const Batch *p, int b) {
     const int *mask = p->attention_mask + (size_t)b * p->L;

@@ -30,3 +30,6 @@ Batch batch_relayout(BatchLayout *l, const Batch *padded, PaddingKind kind);
 
 /* The layouts' config names (padding_names in train/config/schema.c's order). */
 const char *padding_kind_name(PaddingKind kind);
+/* The layout named `text` (none, longest, max_length); fatal naming `what` (e.g. "--padding")
+ * otherwise. */
+PaddingKind padding_kind_parse(const char *text, const char *what);

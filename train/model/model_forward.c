@@ -98,11 +98,13 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm2 = arena_take(ar, N * H);
         la->norm2_mean = arena_take(ar, N);
         la->norm2_rstd = arena_take(ar, N);
-        la->ffn_slope = arena_take(ar, N * I);
-        /* GELU's output: bf16 only in bf16 (the feed-forward's second linear reads nothing else) */
+        /* GELU's output and slope: bf16 only in bf16 (the feed-forward's second linear and GELU's
+         * backward read nothing else) */
+        la->ffn_slope = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * I);
         la->ffn_act = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * I);
         la->sum2 = arena_take(ar, N * H);
         la->ffn_act16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
+        la->ffn_slope16 = precision == PRECISION_BF16 ? take_bf16(ar, N * I) : NULL;
     }
     if (c->norm == NORM_PRE) {
         a->final_out = arena_take(ar, N * H);
@@ -167,13 +169,11 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->threads = omp_get_max_threads();
     a->precision = precision;
     /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
-     * projections' [N, H], the decoder's [M, V]) and two converted activations (the layer norms'
-     * outputs and ctx [N, H], the head's [M, H]); GELU's output and gradient [N, I] are in bf16
-     * already, the weights in their copy */
-    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size;
-    const size_t M = (size_t)a->max_predictions, stage = M * (size_t)c->vocab_size > N * 3 * H
-                                                            ? M * (size_t)c->vocab_size : N * 3 * H;
-    a->gemm = gemm_create(precision, gemm_host_backend(), stage, (N > M ? N : M) * H);
+     * projections' [N, H]; the decoder's d_logits [M, V] is converted in place) and two converted
+     * activations (the layer norms' outputs and ctx [N, H], the head's [M, H]); GELU's output and
+     * gradient [N, I] are in bf16 already, the weights in their copy */
+    const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, M = (size_t)a->max_predictions;
+    a->gemm = gemm_create(precision, gemm_host_backend(), N * 3 * H, (N > M ? N : M) * H);
     if (precision == PRECISION_BF16) /* the per-(b,h) attention products, one lane a thread */
         gemm_reserve_lanes(a->gemm, a->threads);
     /* The attention scratch of a shape [B, l] need not grow with l (its blocking depends on l):

@@ -6,7 +6,9 @@
    1, JS(uniform_n, one-hot) = (ln(2n/(n+1)) + ln(2/(n+1))/n + (n-1)/n ln 2) / 2, a previous-token
    head puts (n-1)/n of its mass at distance +1; padding rows and keys are ignored.
 2. `realpos attention` against the independent PyTorch reference (tests/reference/reference.py) on
-   freshly initialised checkpoints: every layer's probabilities and carried scores, with padding.
+   freshly initialised checkpoints: every layer's probabilities and carried scores, with padding,
+   in each --padding layout (longest, max_length, none: unpadded, exact zeros outside each
+   sentence's block).
 usage: test_analysis.py WORK_DIR REALPOS"""
 import csv
 import math
@@ -185,16 +187,26 @@ CASES = [("method4 k=3, residual", ["model.relative_position=method4", "model.re
                                      "model.absolute_position=no", "model.residual_attention=yes"]),
          ("alibi", ["model.relative_position=alibi", "model.absolute_position=no"]),
          ("rope, pre-norm", ["model.relative_position=rope", "model.absolute_position=no", "model.norm=pre"])]
-for name, sets in CASES:
+PADDINGS = ("longest", "max_length", "none")  # attention --padding: every layout
+for (case, sets), padding in ((case, padding) for case in CASES for padding in PADDINGS):
+    name = f"{case} [{padding}]"
     ckpt, attn = os.path.join(work, "init.h5"), os.path.join(work, "attn.h5")
     init = [realpos, "init", os.path.join(ROOT, "configs", "tiny.ini"), "--out", ckpt,
             "--set", "model.init_range=0.3", "--set", "model.num_layers=3"]
     subprocess.run(init + [a for s in sets for a in ("--set", s)], check=True, capture_output=True)
     r = subprocess.run([realpos, "attention", ckpt, "--input", sentences, "--out", attn, "--vocab", vocab,
-                        "--max-len", "12"], capture_output=True, text=True)
+                        "--max-len", "12", "--padding", padding], capture_output=True, text=True)
     if r.returncode != 0:
         check(f"{name}: realpos attention runs", False, r.stderr[-500:])
         continue
+    if padding == "none":  # unpadded: nothing outside each sentence's [lengths[b], lengths[b]] block
+        with h5py.File(attn, "r") as f:
+            n, maps = f["lengths"][()], [f[k][()] for k in f if k.startswith("layer_")
+                                         for k in (k + "/probs", k + "/carried") if k in f]
+        L = maps[0].shape[-1]
+        block = (np.arange(L)[None, :, None] < n[:, None, None]) & (np.arange(L)[None, None, :] < n[:, None, None])
+        outside = max(np.abs(m[~np.broadcast_to(block[:, None], m.shape)]).max() for m in maps)
+        check(f"{name}: maps exactly 0 outside each sentence's block", outside == 0.0, str(outside))
     with h5py.File(attn, "r") as f:
         lengths = f["lengths"][()]
         ids = f["input_ids"][()]

@@ -183,14 +183,16 @@ static void check_precision_owner(TestTally *t) {
     const size_t n = m.table.block_floats;
     Activations a;
     activations_create(&a, &m, B, L, B * L, PRECISION_FP32);
-    CHECK(t, !a.weights16 && a.layer[0].ffn_act && !a.layer[0].ffn_act16 && !a.scratch.d_ffn16,
-          "fp32 activations: no weights' copy, GELU's output in fp32, no bf16 buffers");
+    CHECK(t, !a.weights16 && a.layer[0].ffn_act && a.layer[0].ffn_slope && !a.layer[0].ffn_act16 &&
+                 !a.layer[0].ffn_slope16 && !a.scratch.d_ffn16,
+          "fp32 activations: no weights' copy, GELU's output and slope in fp32, no bf16 buffers");
     activations_free(&a);
     activations_create(&a, &m, B, L, B * L, PRECISION_BF16);
     CHECK(t, a.weights16 && is_copy(a.weights16, m.params, n) && !a.layer[0].ffn_act && a.layer[0].ffn_act16 &&
-                 a.scratch.d_ffn16 && gemm_precision(a.gemm) == PRECISION_BF16,
-          "bf16 activations: the weights' copy = bf16(params), GELU's output and gradient in bf16 only, a bf16 "
-          "product context");
+                 !a.layer[0].ffn_slope && a.layer[0].ffn_slope16 && a.scratch.d_ffn16 &&
+                 gemm_precision(a.gemm) == PRECISION_BF16,
+          "bf16 activations: the weights' copy = bf16(params), GELU's output, slope and gradient in bf16 only, a "
+          "bf16 product context");
     Dist dist;
     dist_init(&dist, NULL, NULL);
     TrainBatch tb = make_batch();

@@ -23,3 +23,15 @@ for ckpt in mlm rel; do
     fail "$ckpt: 4 lines of 3-13 tokens in one layout = each line alone" "$(diff "$tmp/$ckpt-all.txt" "$tmp/$ckpt-one.txt" | head -5)"
   fi
 done
+# Each line runs alone, [1, its length]: there is no padding to lay out, so the checkpoint's
+# data.padding and task.padding (none, longest, max_length) must not change a byte of the output.
+for pad in none longest max_length; do
+  "$RP" init $FX/tiny.ini --set data.padding=$pad --set task.padding=$pad --out "$tmp/pad-$pad.h5" 2>/dev/null ||
+    fail "init checkpoint with padding $pad"
+  "$RP" fill-mask "$tmp/pad-$pad.h5" --top-k 3 <"$tmp/lines.txt" >"$tmp/pad-$pad.txt" 2>/dev/null
+  if [ -s "$tmp/pad-$pad.txt" ] && cmp -s "$tmp/pad-$pad.txt" "$tmp/mlm-all.txt"; then
+    pass "fill-mask with data.padding = task.padding = $pad in the checkpoint: the same output, byte for byte"
+  else
+    fail "fill-mask depends on the checkpoint's padding ($pad)" "$(diff "$tmp/pad-$pad.txt" "$tmp/mlm-all.txt" | head -5)"
+  fi
+done
