@@ -45,8 +45,8 @@ static void regression_backward(const LossHead *h, Model *m, const TrainBatch *t
 static ForwardStats tagging_forward(const LossHead *h, const Model *m, const TrainBatch *tb, ForwardMode mode,
                                     uint64_t step_key) {
     ForwardStats st = task_forward(h, m, tb, 0, mode, step_key);
-    st.num_predicted = 0;
-    for (int n = 0; n < batch_rows(&tb->batch); n++)
+    st.num_predicted = 0; /* token_labels [B, L]: the grid of the padded layouts in every layout */
+    for (int n = 0; n < tb->batch.B * tb->batch.L; n++)
         st.num_predicted += tb->targets.token_labels[n] != IGNORE_LABEL;
     return st;
 }

@@ -12,7 +12,10 @@
 enum { SITE_CLASSIFIER = 0xC1A5 };
 
 /* The token head (tagging, BertForTokenClassification): dropout, then the classifier on every
- * position; loss the mean CE over the labelled positions (task_heads.h). */
+ * position; loss the mean CE over the labelled positions (task_heads.h). An unpadded batch's T rows
+ * are laid into the [B, L] grid of the `longest` layout first (zero rows past each length, whose
+ * labels are ignored), so the head's dropout mask, logits and loss index as in the padded layouts:
+ * the head, a [B*L, H] x [H, C] product, is the one part of the model that computes padding. */
 static void token_head_buffers(HeadBuffers *hb, size_t N) {
     size_t NH = N * (size_t)hb->H, NC = N * (size_t)hb->C;
     hb->dropped = xalloc_floats(NH);
@@ -91,8 +94,6 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
     int B = batch->B, L = batch->L, H = hb->H, N = batch_rows(batch);
     RP_CHECK(B <= hb->max_B && L <= hb->max_L, "batch of shape [%d, %d] does not fit the head buffers [%d, %d]", B,
              L, hb->max_B, hb->max_L);
-    RP_CHECK(!batch->offsets || !hb->token, "the token head (tagging) takes padded batches: set task.padding = "
-             "longest or max_length");
     hb->B = B;
     hb->L = L;
     hb->offsets = batch->offsets;
@@ -118,7 +119,16 @@ void head_forward(const Model *m, HeadBuffers *hb, const float *hidden, const Ba
         return;
     }
     if (hb->token) {
-        token_head_forward(m, hb, hidden, N);
+        if (batch->offsets) { /* the T rows into the [B, L] grid, zero past each length (d_z is free here) */
+            for (int b = 0; b < B; b++) {
+                const int len = batch_seq_rows(batch, b);
+                float *row = hb->d_z + (size_t)b * L * H;
+                memcpy(row, hidden + (size_t)batch->offsets[b] * H, sizeof(float) * (size_t)len * H);
+                memset(row + (size_t)len * H, 0, sizeof(float) * (size_t)(L - len) * H);
+            }
+            hidden = hb->d_z;
+        }
+        token_head_forward(m, hb, hidden, B * L);
         return;
     }
     for (int b = 0; b < B; b++) /* the [CLS] row; an empty sequence (a padding row) gives zeros */
@@ -173,7 +183,15 @@ void head_backward(Model *m, HeadBuffers *hb, const float *hidden, const HeadTar
     ModelParams *g = &m->g;
     int B = hb->B, L = hb->L, H = hb->H, N = hb->rows, C = hb->C;
     if (hb->token) {
-        token_head_backward(m, hb, hidden, t->token_labels, N, loss_scale, d_hidden);
+        if (!hb->offsets) {
+            token_head_backward(m, hb, hidden, t->token_labels, N, loss_scale, d_hidden);
+            return;
+        }
+        /* the grid's gradient [B*L, H] (in place in d_z), its real rows gathered back to [T, H] */
+        token_head_backward(m, hb, hidden, t->token_labels, B * L, loss_scale, hb->d_z);
+        for (int b = 0; b < B; b++)
+            memcpy(d_hidden + (size_t)hb->offsets[b] * H, hb->d_z + (size_t)b * L * H,
+                   sizeof(float) * (size_t)(hb->offsets[b + 1] - hb->offsets[b]) * H);
         return;
     }
     if (hb->span) {

@@ -83,6 +83,33 @@ grep -qF "the training lengths are unknown (task.train_max_length = 0: not measu
 grep -q "within the training lengths (<= 12 words)" back12.txt && cmp -s <(grep -i accuracy back12.txt) <(grep -i accuracy predict.txt) &&
   pass "... and with --set task.train_max_length=12 reports the original's length buckets" ||
   fail "imported checkpoint with task.train_max_length" "$(grep -i accuracy back12.txt | tail -1) vs $(grep -i accuracy predict.txt | tail -1)"
+# ---- unpadded batches (task.padding = none) ----------------------------------------------------------
+# The same training (dropout on, to compare the head's masks too) with batches padded to their
+# longest and unpadded: losses and gradient norms per step within 1e-5 (summation order in the
+# encoder only), dev outputs the same labels, probabilities within their last printed decimal.
+for padding in longest none; do
+  "$RP" finetune tag.ini --set train.run_dir="$tmp/pad-$padding" --set task.padding=$padding \
+    --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1 --set task.max_steps=60 \
+    --set train.log_interval=1 > "pad-$padding.out" 2> "pad-$padding.log" ||
+    fail "tagging with task.padding = $padding" "$(tail -3 "pad-$padding.log")"
+done
+$PY - pad-longest pad-none <<'PYEOF' && pass "tagging: unpadded = padded to the longest (60 steps with dropout: losses, gradient norms within 1e-5; dev labels equal, probabilities within their printed 1e-6)" || fail "tagging unpadded"
+import json, sys
+def steps(d):
+    return [json.loads(l) for l in open(d + "/metrics.jsonl") if '"kind":"train"' in l]
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+assert len(a) == len(b) == 60, (len(a), len(b))
+worst = max(max(abs(x["loss"] - y["loss"]) / abs(x["loss"]), abs(x["grad_norm"] - y["grad_norm"]) / x["grad_norm"])
+            for x, y in zip(a, b))
+assert worst <= 1e-5, worst
+# training accuracy over the same labelled words (a near-tie may flip one word's argmax)
+assert all(y["accuracy"] <= 1 for y in b) and max(abs(x["accuracy"] - y["accuracy"]) for x, y in zip(a, b)) <= 0.05
+pa, pb = [[l.split("\t") for l in open(d + "/dev_predictions.tsv").read().splitlines()] for d in sys.argv[1:]]
+assert len(pa) == len(pb) > 100 and all(x[:2] == y[:2] for x, y in zip(pa, pb))
+# probabilities are printed to 6 decimals: within one unit of the last
+assert all(abs(float(x[2]) - float(y[2])) <= 1.01e-6 for x, y in zip(pa, pb) if len(x) == 3)
+print("worst step difference %.2g" % worst)
+PYEOF
 # ---- a BIO file: -DOCSTART-, entity metrics ---------------------------------------------------------
 { echo "-DOCSTART- -X- O"; echo
   for i in $(seq 1 40); do
