@@ -4,7 +4,6 @@
 #include "core/gemm.h"
 
 #include <cblas.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,8 +107,6 @@ void gemm_require_precision(Precision precision, const char *setting) {
 }
 
 /* ---- the context ---------------------------------------------------------------------------- */
-enum { GEMM_CACHE_ENTRIES = 96 };
-
 /* An fp32 block and its bf16 copy, laid out alike (the weights, the staged block). */
 typedef struct {
     const float *base;
@@ -117,39 +114,15 @@ typedef struct {
     const bf16 *copy;
 } Bf16Copy;
 
-/* A product shape: everything a oneDNN matmul primitive is specialised for. */
-typedef struct {
-    int64_t ta, tb, M, N, K, lda, ldb, ldc; /* all 8 bytes wide: no padding, so memcmp compares */
-    float alpha, beta;
-} ProductKey;
-
-typedef struct {
-    ProductKey key;
-    dnnl_primitive_t primitive;
-    dnnl_memory_t a, b, c;
-    uint64_t last_used;
-} CachedProduct;
-
 struct Gemm {
     Precision precision;
     GemmBackend backend;
     Bf16Copy weights, staged; /* staged.base NULL: nothing staged */
     bf16 *stage, *convert[2];
     size_t stage_floats, convert_floats;
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    CachedProduct cache[GEMM_CACHE_ENTRIES];
-    int cached;
-    uint64_t clock;
     GemmStats stats;
-    GemmLanes *lanes; /* gemm_reserve_lanes */
+    GemmLanes *lanes; /* the oneDNN side (core/gemm_lane.h): engine, primitives, lanes */
 };
-
-#define DNNL_CHECK(call, what)                                                                   \
-    do {                                                                                         \
-        dnnl_status_t status_ = (call);                                                          \
-        RP_CHECK(status_ == dnnl_success, "oneDNN: %s failed (status %d)", what, (int)status_);   \
-    } while (0)
 
 static bf16 *alloc_bf16(size_t count) {
     /* xalloc_floats is 64-byte aligned and zeroed: half as many floats hold the bf16s */
@@ -167,31 +140,14 @@ Gemm *gemm_create(Precision precision, GemmBackend backend, size_t stage_floats,
     g->stage = alloc_bf16(stage_floats);
     g->convert[0] = alloc_bf16(convert_floats);
     g->convert[1] = alloc_bf16(convert_floats);
-    if (backend == GEMM_BF16_ONEDNN) {
-        DNNL_CHECK(dnnl_engine_create(&g->engine, dnnl_cpu, 0), "creating the CPU engine");
-        DNNL_CHECK(dnnl_stream_create(&g->stream, g->engine, dnnl_stream_default_flags), "creating a stream");
-    }
+    g->lanes = gemm_lanes_create(backend == GEMM_BF16_ONEDNN);
     return g;
-}
-
-static void drop_cached(CachedProduct *p) {
-    dnnl_primitive_destroy(p->primitive);
-    dnnl_memory_destroy(p->a);
-    dnnl_memory_destroy(p->b);
-    dnnl_memory_destroy(p->c);
-    memset(p, 0, sizeof *p);
 }
 
 void gemm_free(Gemm *g) {
     if (!g)
         return;
-    for (int i = 0; i < g->cached; i++)
-        drop_cached(&g->cache[i]);
     gemm_lanes_free(g->lanes);
-    if (g->stream)
-        dnnl_stream_destroy(g->stream);
-    if (g->engine)
-        dnnl_engine_destroy(g->engine);
     free(g->stage);
     free(g->convert[0]);
     free(g->convert[1]);
@@ -217,20 +173,22 @@ GemmStats gemm_stats(const Gemm *g) {
     s.lane_products = lanes.products;
     s.lane_flops = lanes.flops;
     s.lane_seconds = lanes.seconds;
+    s.primitives_created = lanes.primitives_created;
+    snprintf(s.implementation, sizeof s.implementation, "%s", gemm_lanes_implementation(g->lanes));
     return s;
 }
 
 void gemm_reserve_lanes(Gemm *g, int lanes) {
-    RP_CHECK(gemm_precision(g) == PRECISION_BF16 && !g->lanes && lanes > 0,
+    RP_CHECK(gemm_precision(g) == PRECISION_BF16 && !gemm_lanes_count(g->lanes) && lanes > 0,
              "internal: gemm_reserve_lanes: once, on a bf16 context, lanes > 0 (%d)", lanes);
-    g->lanes = gemm_lanes_create(lanes, g->backend == GEMM_BF16_ONEDNN);
+    gemm_lanes_reserve(g->lanes, lanes);
 }
 
 int gemm_lanes_reserved(const Gemm *g) { return g ? gemm_lanes_count(g->lanes) : 0; }
 
 void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, const bf16 *A, int lda,
                const bf16 *B, int ldb, float beta, float *C, int ldc) {
-    RP_CHECK(g && g->lanes, "internal: gemm_lane without gemm_reserve_lanes");
+    RP_CHECK(g && gemm_lanes_count(g->lanes), "internal: gemm_lane without gemm_reserve_lanes");
     if (M <= 0 || N <= 0 || K <= 0) { /* no products (K = 0: C = beta C, beta 0 or 1) */
         for (int m = 0; m < M && beta == 0.0f; m++)
             memset(C + (size_t)m * ldc, 0, (size_t)(N > 0 ? N : 0) * sizeof *C);
@@ -327,66 +285,6 @@ static const bf16 *bf16_operand(Gemm *g, int slot, GemmOperand op, int rows, int
     return g->convert[slot];
 }
 
-static dnnl_memory_t memory_2d(Gemm *g, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
-                               dnnl_data_type_t type, dnnl_memory_desc_t *md) {
-    dnnl_dims_t dims = {rows, cols}, strides = {row_stride, col_stride};
-    DNNL_CHECK(dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides), "describing a matrix");
-    dnnl_memory_t mem;
-    DNNL_CHECK(dnnl_memory_create(&mem, md, g->engine, DNNL_MEMORY_NONE), "creating a memory object");
-    return mem;
-}
-
-static void create_product(Gemm *g, CachedProduct *p, const ProductKey *k) {
-    dnnl_memory_desc_t a_md, b_md, c_md;
-    p->key = *k;
-    /* op(A) [M,K]: stored [M,K] (strides lda, 1) or [K,M] (strides 1, lda); likewise op(B) [K,N] */
-    p->a = memory_2d(g, k->M, k->K, k->ta ? 1 : k->lda, k->ta ? k->lda : 1, dnnl_bf16, &a_md);
-    p->b = memory_2d(g, k->K, k->N, k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1, dnnl_bf16, &b_md);
-    p->c = memory_2d(g, k->M, k->N, k->ldc, 1, dnnl_f32, &c_md);
-    dnnl_matmul_desc_t desc;
-    DNNL_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md), "describing a matmul");
-    dnnl_primitive_attr_t attr;
-    DNNL_CHECK(dnnl_primitive_attr_create(&attr), "creating attributes");
-    if (k->alpha != 1.0f)
-        DNNL_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha), "setting alpha");
-    dnnl_post_ops_t post = NULL;
-    if (k->beta != 0.0f) { /* C = alpha A B + beta C: the sum post-op, in fp32 */
-        DNNL_CHECK(dnnl_post_ops_create(&post), "creating post-ops");
-        DNNL_CHECK(dnnl_post_ops_append_sum(post, k->beta), "appending beta C");
-        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, post), "setting post-ops");
-    }
-    dnnl_primitive_desc_t pd;
-    dnnl_status_t status = dnnl_primitive_desc_create(&pd, &desc, attr, g->engine, NULL);
-    RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul for [%lld x %lld] x [%lld x %lld]%s%s (status %d); "
-             "set train.precision = fp32", (long long)k->M, (long long)k->K, (long long)k->K, (long long)k->N, k->ta ? ", A transposed" : "",
-             k->tb ? ", B transposed" : "", (int)status);
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-        snprintf(g->stats.implementation, sizeof g->stats.implementation, "%s", impl);
-    DNNL_CHECK(dnnl_primitive_create(&p->primitive, pd), "creating a matmul");
-    dnnl_primitive_desc_destroy(pd);
-    if (post)
-        dnnl_post_ops_destroy(post);
-    dnnl_primitive_attr_destroy(attr);
-    g->stats.primitives_created++;
-}
-
-static CachedProduct *cached_product(Gemm *g, const ProductKey *k) {
-    CachedProduct *oldest = NULL;
-    for (int i = 0; i < g->cached; i++) {
-        CachedProduct *p = &g->cache[i];
-        if (!memcmp(&p->key, k, sizeof *k))
-            return p;
-        if (!oldest || p->last_used < oldest->last_used)
-            oldest = p;
-    }
-    CachedProduct *p = g->cached < GEMM_CACHE_ENTRIES ? &g->cache[g->cached++] : oldest;
-    if (p->primitive)
-        drop_cached(p);
-    create_product(g, p, k);
-    return p;
-}
-
 double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count) {
     size_t a_max = 1, b_max = 1, c_max = 1;
     for (int s = 0; s < count; s++) {
@@ -403,7 +301,7 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
         b[e] = bf16_from_float((float)(e % 5) * 0.125f - 0.25f);
     Gemm *g = gemm_create(PRECISION_BF16, backend, 0, 0);
     double flops = 0, seconds = 0;
-    for (int pass = 0; pass < 2; pass++) /* pass 0 creates the primitives and touches the pages: untimed */
+    for (int pass = 0; pass < 2; pass++) /* pass 0 makes the memory objects and touches the pages: untimed */
         for (int s = 0; s < count; s++) {
             const GemmShape *x = &shapes[s];
             const int64_t lda = x->ta == GEMM_T ? x->M : x->K, ldb = x->tb == GEMM_T ? x->K : x->N;
@@ -412,15 +310,8 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
                 emulated_product(x->ta, x->tb, x->M, x->N, x->K, 1.0f, a, (size_t)lda, b, (size_t)ldb, x->beta, c,
                                  x->N);
             } else {
-                const ProductKey key = {x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, lda, ldb, x->N,
-                                        1.0f, x->beta};
-                CachedProduct *p = cached_product(g, &key);
-                DNNL_CHECK(dnnl_memory_set_data_handle(p->a, a), "binding A");
-                DNNL_CHECK(dnnl_memory_set_data_handle(p->b, b), "binding B");
-                DNNL_CHECK(dnnl_memory_set_data_handle(p->c, c), "binding C");
-                dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
-                DNNL_CHECK(dnnl_primitive_execute(p->primitive, g->stream, 3, args), "executing a matmul");
-                DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
+                gemm_lanes_run_shared(g->lanes, x->ta == GEMM_T, x->tb == GEMM_T, x->M, x->N, x->K, 1.0f, a, (int)lda,
+                                      b, (int)ldb, x->beta, c, x->N);
             }
             if (pass == 1)
                 seconds += omp_get_wtime() - t0, flops += 2.0 * x->M * x->N * (double)x->K;
@@ -457,15 +348,8 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
     if (g->backend == GEMM_BF16_EMULATED) {
         emulated_product(ta, tb, M, N, K, alpha, A16, (size_t)lda16, B16, (size_t)ldb16, beta, C, ldc);
     } else {
-        const ProductKey key = {ta == GEMM_T, tb == GEMM_T, M, N, K, lda16, ldb16, ldc, alpha, beta};
-        CachedProduct *p = cached_product(g, &key);
-        p->last_used = ++g->clock;
-        DNNL_CHECK(dnnl_memory_set_data_handle(p->a, (void *)A16), "binding A");
-        DNNL_CHECK(dnnl_memory_set_data_handle(p->b, (void *)B16), "binding B");
-        DNNL_CHECK(dnnl_memory_set_data_handle(p->c, C), "binding C");
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
-        DNNL_CHECK(dnnl_primitive_execute(p->primitive, g->stream, 3, args), "executing a matmul");
-        DNNL_CHECK(dnnl_stream_wait(g->stream), "waiting for a matmul");
+        gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A16, (int)lda16, B16, (int)ldb16,
+                              beta, C, ldc);
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
     g->stats.product_flops += 2.0 * M * N * (double)K;

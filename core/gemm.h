@@ -19,10 +19,11 @@
  *   - a staged operand: gemm_stage converts a block once for several products (a gradient
  *     that feeds both backward products) and returns it, until gemm_unstage;
  *   - otherwise the product converts it into the context's scratch.
- * Nothing is allocated per product: the scratch is laid out by gemm_create, and each distinct
- * product shape's oneDNN primitive is created once, on its first use, into a fixed-size cache
- * in the context (96 entries, least recently used evicted; pretraining has 18 shapes, so after
- * the first step nothing is created). The context is not thread-safe: call gemm outside parallel regions.
+ * The scratch is laid out by gemm_create, and so are the oneDNN matmul primitives: every dimension
+ * and stride is a runtime argument (core/gemm_lane.h), one primitive per (op(A), op(B), beta 0 or 1)
+ * (another alpha or beta: one more on its first use), so a row count the step has not met (an
+ * unpadded batch's T, a new padded length, another number of labelled positions) creates none;
+ * only the memory objects of a new shape (64 kept). The context is not thread-safe: call gemm outside parallel regions.
  * gemm_f32 is stateless and may be called from inside them (the per-head attention products), and
  * so may gemm_lane (bf16 operands only), each thread on its own lane. */
 #pragma once
@@ -109,8 +110,8 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
 /* ---- products inside a parallel region: the per-(sequence, head) attention products --------------
  * gemm_lane: C [M,N] = op(A) op(B) + beta C (beta 0 or 1) with A, B in bf16, fp32 accumulation and C,
  * computed by the calling thread alone on lane `lane` (its thread number, < the lanes reserved).
- * oneDNN: one matmul primitive per (op(A), op(B), beta), every dimension and stride a runtime
- * argument, all created by gemm_reserve_lanes at start-up, so a length the step has not seen (an
+ * oneDNN: the context's runtime-shape primitives (above), created by gemm_create; per lane a stream
+ * and scratchpad made by gemm_reserve_lanes at start-up, so a length the step has not seen (an
  * unpadded sequence's own L) creates no primitive, only the lane's three memory objects for that
  * shape (kept, 16 shapes a lane). The emulated backend: gemm_bf16_reference's arithmetic, bit for bit. */
 void gemm_reserve_lanes(Gemm *g, int lanes); /* a bf16 context, once, before any gemm_lane */
@@ -125,14 +126,15 @@ typedef struct {
     float beta;
 } GemmShape;
 /* One probe of the bf16 peak (train/loop/peak.h): the products `shapes` [count] on `backend`, operands
- * already in bf16 (nothing converted), each primitive created and run once untimed, then one
+ * already in bf16 (nothing converted), each product run once untimed, then one
  * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. Allocates and
  * frees its operands and context: call it between steps. */
 double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count);
 
 /* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
- * converting (inside gemm and gemm_stage), primitives created, and the oneDNN implementation of
- * the last product created (e.g. "brg:avx512_core_bf16"). */
+ * converting (inside gemm and gemm_stage), oneDNN primitives created (8 by gemm_create, then none
+ * unless another alpha or beta is met), and the oneDNN implementation of the last one created (e.g.
+ * "gemm:jit"). */
 typedef struct {
     long products, primitives_created;
     double product_seconds, convert_seconds;

@@ -1,17 +1,29 @@
-/* gemm_lane's oneDNN side (core/gemm_lane.h): one matmul primitive per (op(A), op(B), beta), all
- * dimensions and strides runtime arguments, created at start-up; per lane (thread) a stream, a
- * user scratchpad and a small cache of memory objects keyed by the product's shape. */
+/* core/gemm.c's oneDNN side (core/gemm_lane.h): the engine, matmul primitives with all dimensions
+ * and strides runtime arguments, keyed by (op(A), op(B), alpha, beta) and the step's 8 created at
+ * start-up; per lane (the context's own and one per thread) a stream, a user scratchpad and a small
+ * cache of memory objects keyed by the product's shape.
+ *
+ * Why runtime shapes for the dense products too (issue 38): a primitive per exact shape cost 2-4
+ * ms per new row count (12 products of a layer), paid inside the step whenever T changes (unpadded
+ * batches every step, `longest` padding at each new length). scripts/dev/gemm_rows.sh measured the
+ * step's linear-layer products at bert-mini and synthetic widths, paired in one process: runtime
+ * shapes (oneDNN 2.6.3 `gemm:jit`) ran at 0.98-1.07x the time of pre-created exact primitives
+ * (`brg:avx512_core_bf16`), rows rounded up to 16 at 0.99-1.01x, to 64 at 1.01-1.08x; within the
+ * pairs' noise, runtime shapes need no rounded arenas nor zeroed padding rows (docs/bf16.md). */
 #include "core/gemm_lane.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/common.h"
 #include "core/bf16.h"
 
-enum { LANE_MEMORIES = 16, LANE_PRIMITIVES = 8 }; /* per lane: shapes kept; (ta, tb, beta 0/1) */
+/* memory objects kept: per thread lane (attention's shapes), and on the shared lane (a step's
+ * dense shapes: 12 per layer shape, the heads') */
+enum { LANE_MEMORIES = 16, SHARED_MEMORIES = 64, PRIMITIVES_MAX = 16 };
 
 #define LANE_CHECK(call, what)                                                                   \
     do {                                                                                         \
@@ -20,7 +32,7 @@ enum { LANE_MEMORIES = 16, LANE_PRIMITIVES = 8 }; /* per lane: shapes kept; (ta,
     } while (0)
 
 typedef struct {
-    int64_t key[9]; /* ta, tb, M, N, K, lda, ldb, ldc, beta != 0 */
+    int64_t key[8]; /* M, N, K, lda, ldb, ldc, ta, tb */
     dnnl_memory_t a, b, c;
     uint64_t last_used;
 } LaneMemory;
@@ -29,16 +41,28 @@ typedef struct {
     dnnl_stream_t stream;
     dnnl_memory_t scratchpad;
     void *scratchpad_bytes;
-    LaneMemory memory[LANE_MEMORIES];
-    int memories;
+    size_t scratch_size;
+    LaneMemory *memory;
+    int memories, capacity;
     uint64_t clock;
     GemmLaneStats stats;
     char pad[64]; /* lanes are written by different threads: no shared cache line */
 } Lane;
 
+typedef struct {
+    int ta, tb;
+    float alpha, beta;
+    dnnl_primitive_t primitive;
+} Primitive;
+
 struct GemmLanes {
     dnnl_engine_t engine;
-    dnnl_primitive_t primitive[LANE_PRIMITIVES];
+    Primitive primitive[PRIMITIVES_MAX];
+    int primitives;
+    size_t scratch_bytes; /* the largest scratchpad of the primitives */
+    long primitives_created;
+    char implementation[48];
+    Lane shared; /* the context's own products */
     int lanes;
     Lane *lane;
 };
@@ -50,64 +74,101 @@ static void matrix_desc(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int6
     LANE_CHECK(dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides), "describing a matrix");
 }
 
-static int primitive_index(int ta, int tb, int beta) { return ta * 4 + tb * 2 + beta; }
+/* C [M,N] = alpha op(A) op(B) + beta C with every dimension and stride given at execution. */
+static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float beta) {
+    RP_CHECK(l->primitives < PRIMITIVES_MAX, "internal: gemm: over %d (op(A), op(B), alpha, beta) kinds of product",
+             PRIMITIVES_MAX);
+    const int64_t any = DNNL_RUNTIME_DIM_VAL;
+    dnnl_memory_desc_t a_md, b_md, c_md;
+    matrix_desc(&a_md, any, any, any, ta, dnnl_bf16);
+    matrix_desc(&b_md, any, any, any, tb, dnnl_bf16);
+    matrix_desc(&c_md, any, any, any, 0, dnnl_f32);
+    dnnl_matmul_desc_t desc;
+    LANE_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md), "describing a matmul");
+    dnnl_primitive_attr_t attr;
+    LANE_CHECK(dnnl_primitive_attr_create(&attr), "creating attributes");
+    /* a user scratchpad per lane: the library's is shared, and this oneDNN is not built for
+     * concurrent execution (DNNL_ENABLE_CONCURRENT_EXEC) */
+    LANE_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "setting the scratchpad mode");
+    if (alpha != 1.0f)
+        LANE_CHECK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "setting alpha");
+    dnnl_post_ops_t post = NULL;
+    if (beta != 0.0f) { /* C = alpha A B + beta C: the sum post-op, in fp32 */
+        LANE_CHECK(dnnl_post_ops_create(&post), "creating post-ops");
+        LANE_CHECK(dnnl_post_ops_append_sum(post, beta), "appending beta C");
+        LANE_CHECK(dnnl_primitive_attr_set_post_ops(attr, post), "setting post-ops");
+    }
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t status = dnnl_primitive_desc_create(&pd, &desc, attr, l->engine, NULL);
+    RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul with runtime shapes%s%s (status %d); set "
+             "train.precision = fp32", ta ? ", A transposed" : "", tb ? ", B transposed" : "", (int)status);
+    const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const size_t bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
+    l->scratch_bytes = bytes > l->scratch_bytes ? bytes : l->scratch_bytes;
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+        snprintf(l->implementation, sizeof l->implementation, "%s", impl);
+    Primitive *p = &l->primitive[l->primitives];
+    *p = (Primitive){ta, tb, alpha, beta, NULL};
+    LANE_CHECK(dnnl_primitive_create(&p->primitive, pd), "creating a matmul");
+    dnnl_primitive_desc_destroy(pd);
+    if (post)
+        dnnl_post_ops_destroy(post);
+    dnnl_primitive_attr_destroy(attr);
+    l->primitives_created++;
+    return l->primitives++;
+}
 
-GemmLanes *gemm_lanes_create(int lanes, int onednn) {
+static int find_primitive(const GemmLanes *l, int ta, int tb, float alpha, float beta) {
+    for (int i = 0; i < l->primitives; i++) {
+        const Primitive *p = &l->primitive[i];
+        if (p->ta == ta && p->tb == tb && p->alpha == alpha && p->beta == beta)
+            return i;
+    }
+    return -1;
+}
+
+/* The lane's stream and a scratchpad of l->scratch_bytes (a byte buffer: one dimension, u8). */
+static void lane_scratchpad(GemmLanes *l, Lane *lane) {
+    if (lane->scratchpad)
+        dnnl_memory_destroy(lane->scratchpad);
+    free(lane->scratchpad_bytes);
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {(int64_t)(l->scratch_bytes ? l->scratch_bytes : 1)};
+    LANE_CHECK(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_a), "describing a scratchpad");
+    lane->scratchpad_bytes = xalloc_floats((l->scratch_bytes + 3) / 4 + 1);
+    LANE_CHECK(dnnl_memory_create(&lane->scratchpad, &md, l->engine, lane->scratchpad_bytes), "creating a scratchpad");
+    lane->scratch_size = l->scratch_bytes;
+}
+
+static void lane_open(GemmLanes *l, Lane *lane, int capacity) {
+    lane->capacity = capacity;
+    lane->memory = xcalloc((size_t)capacity, sizeof *lane->memory);
+    if (!l->engine)
+        return;
+    LANE_CHECK(dnnl_stream_create(&lane->stream, l->engine, dnnl_stream_default_flags), "creating a stream");
+    lane_scratchpad(l, lane);
+}
+
+GemmLanes *gemm_lanes_create(int onednn) {
     GemmLanes *l = xcalloc(1, sizeof *l);
+    if (onednn) {
+        LANE_CHECK(dnnl_engine_create(&l->engine, dnnl_cpu, 0), "creating the CPU engine");
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int beta = 0; beta < 2; beta++)
+                    create_primitive(l, ta, tb, 1.0f, (float)beta);
+    }
+    lane_open(l, &l->shared, SHARED_MEMORIES);
+    return l;
+}
+
+void gemm_lanes_reserve(GemmLanes *l, int lanes) {
+    RP_CHECK(!l->lanes && lanes > 0, "internal: gemm_lanes_reserve: once, lanes > 0 (%d)", lanes);
     l->lanes = lanes;
     l->lane = xcalloc((size_t)lanes, sizeof *l->lane);
-    if (!onednn)
-        return l;
-    LANE_CHECK(dnnl_engine_create(&l->engine, dnnl_cpu, 0), "creating the CPU engine");
-    const int64_t any = DNNL_RUNTIME_DIM_VAL;
-    size_t scratch_bytes = 0;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (int beta = 0; beta < 2; beta++) {
-                dnnl_memory_desc_t a_md, b_md, c_md;
-                matrix_desc(&a_md, any, any, any, ta, dnnl_bf16);
-                matrix_desc(&b_md, any, any, any, tb, dnnl_bf16);
-                matrix_desc(&c_md, any, any, any, 0, dnnl_f32);
-                dnnl_matmul_desc_t desc;
-                LANE_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md), "describing a matmul");
-                dnnl_primitive_attr_t attr;
-                LANE_CHECK(dnnl_primitive_attr_create(&attr), "creating attributes");
-                /* a user scratchpad per lane: the library's is shared, and this oneDNN is not built
-                 * for concurrent execution (DNNL_ENABLE_CONCURRENT_EXEC) */
-                LANE_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user),
-                           "setting the scratchpad mode");
-                dnnl_post_ops_t post = NULL;
-                if (beta) {
-                    LANE_CHECK(dnnl_post_ops_create(&post), "creating post-ops");
-                    LANE_CHECK(dnnl_post_ops_append_sum(post, 1.0f), "appending C");
-                    LANE_CHECK(dnnl_primitive_attr_set_post_ops(attr, post), "setting post-ops");
-                }
-                dnnl_primitive_desc_t pd;
-                dnnl_status_t status = dnnl_primitive_desc_create(&pd, &desc, attr, l->engine, NULL);
-                RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul with runtime shapes (status %d); set "
-                         "train.precision = fp32", (int)status);
-                const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-                size_t bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
-                scratch_bytes = bytes > scratch_bytes ? bytes : scratch_bytes;
-                LANE_CHECK(dnnl_primitive_create(&l->primitive[primitive_index(ta, tb, beta)], pd),
-                           "creating a matmul");
-                dnnl_primitive_desc_destroy(pd);
-                if (post)
-                    dnnl_post_ops_destroy(post);
-                dnnl_primitive_attr_destroy(attr);
-            }
-    for (int t = 0; t < lanes; t++) {
-        Lane *lane = &l->lane[t];
-        LANE_CHECK(dnnl_stream_create(&lane->stream, l->engine, dnnl_stream_default_flags), "creating a stream");
-        /* every primitive's scratchpad fits in the largest (a byte buffer: one dimension, u8) */
-        dnnl_memory_desc_t md;
-        dnnl_dims_t dims = {(int64_t)(scratch_bytes ? scratch_bytes : 1)};
-        LANE_CHECK(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_u8, dnnl_a), "describing a scratchpad");
-        lane->scratchpad_bytes = xalloc_floats((scratch_bytes + 3) / 4 + 1);
-        LANE_CHECK(dnnl_memory_create(&lane->scratchpad, &md, l->engine, lane->scratchpad_bytes),
-                   "creating a scratchpad");
-    }
-    return l;
+    for (int t = 0; t < lanes; t++)
+        lane_open(l, &l->lane[t], LANE_MEMORIES);
 }
 
 static void drop_memory(LaneMemory *m) {
@@ -117,22 +178,25 @@ static void drop_memory(LaneMemory *m) {
     memset(m, 0, sizeof *m);
 }
 
+static void lane_close(Lane *lane) {
+    for (int i = 0; i < lane->memories; i++)
+        drop_memory(&lane->memory[i]);
+    free(lane->memory);
+    if (lane->scratchpad)
+        dnnl_memory_destroy(lane->scratchpad);
+    free(lane->scratchpad_bytes);
+    if (lane->stream)
+        dnnl_stream_destroy(lane->stream);
+}
+
 void gemm_lanes_free(GemmLanes *l) {
     if (!l)
         return;
-    for (int t = 0; t < l->lanes; t++) {
-        Lane *lane = &l->lane[t];
-        for (int i = 0; i < lane->memories; i++)
-            drop_memory(&lane->memory[i]);
-        if (lane->scratchpad)
-            dnnl_memory_destroy(lane->scratchpad);
-        free(lane->scratchpad_bytes);
-        if (lane->stream)
-            dnnl_stream_destroy(lane->stream);
-    }
-    for (int i = 0; i < LANE_PRIMITIVES; i++)
-        if (l->primitive[i])
-            dnnl_primitive_destroy(l->primitive[i]);
+    for (int t = 0; t < l->lanes; t++)
+        lane_close(&l->lane[t]);
+    lane_close(&l->shared);
+    for (int i = 0; i < l->primitives; i++)
+        dnnl_primitive_destroy(l->primitive[i].primitive);
     if (l->engine)
         dnnl_engine_destroy(l->engine);
     free(l->lane);
@@ -141,8 +205,10 @@ void gemm_lanes_free(GemmLanes *l) {
 
 int gemm_lanes_count(const GemmLanes *l) { return l ? l->lanes : 0; }
 
+const char *gemm_lanes_implementation(const GemmLanes *l) { return l ? l->implementation : ""; }
+
 /* The lane's memory objects for this shape: kept, or created in place of the least recently used. */
-static LaneMemory *lane_memory(GemmLanes *l, Lane *lane, const int64_t key[9]) {
+static LaneMemory *lane_memory(GemmLanes *l, Lane *lane, const int64_t key[8]) {
     LaneMemory *oldest = NULL;
     for (int i = 0; i < lane->memories; i++) {
         LaneMemory *m = &lane->memory[i];
@@ -151,15 +217,15 @@ static LaneMemory *lane_memory(GemmLanes *l, Lane *lane, const int64_t key[9]) {
         if (!oldest || m->last_used < oldest->last_used)
             oldest = m;
     }
-    LaneMemory *m = lane->memories < LANE_MEMORIES ? &lane->memory[lane->memories++] : oldest;
+    LaneMemory *m = lane->memories < lane->capacity ? &lane->memory[lane->memories++] : oldest;
     if (m->a)
         drop_memory(m);
     memcpy(m->key, key, sizeof m->key);
-    const int64_t ta = key[0], tb = key[1], M = key[2], N = key[3], K = key[4];
+    const int64_t M = key[0], N = key[1], K = key[2], ta = key[6], tb = key[7];
     dnnl_memory_desc_t a_md, b_md, c_md;
-    matrix_desc(&a_md, M, K, key[5], (int)ta, dnnl_bf16);
-    matrix_desc(&b_md, K, N, key[6], (int)tb, dnnl_bf16);
-    matrix_desc(&c_md, M, N, key[7], 0, dnnl_f32);
+    matrix_desc(&a_md, M, K, key[3], (int)ta, dnnl_bf16);
+    matrix_desc(&b_md, K, N, key[4], (int)tb, dnnl_bf16);
+    matrix_desc(&c_md, M, N, key[5], 0, dnnl_f32);
     LANE_CHECK(dnnl_memory_create(&m->a, &a_md, l->engine, DNNL_MEMORY_NONE), "creating a memory object");
     LANE_CHECK(dnnl_memory_create(&m->b, &b_md, l->engine, DNNL_MEMORY_NONE), "creating a memory object");
     LANE_CHECK(dnnl_memory_create(&m->c, &c_md, l->engine, DNNL_MEMORY_NONE), "creating a memory object");
@@ -167,12 +233,9 @@ static LaneMemory *lane_memory(GemmLanes *l, Lane *lane, const int64_t key[9]) {
     return m;
 }
 
-void gemm_lanes_run(GemmLanes *l, int lane_index, int ta, int tb, int M, int N, int K, const bf16 *A,
-                    int lda, const bf16 *B, int ldb, float beta, float *C, int ldc) {
-    RP_CHECK(lane_index >= 0 && lane_index < l->lanes, "internal: gemm_lane: lane %d of %d", lane_index, l->lanes);
-    RP_CHECK(beta == 0.0f || beta == 1.0f, "internal: gemm_lane: beta %g (0 or 1)", (double)beta);
-    Lane *lane = &l->lane[lane_index];
-    const int64_t key[9] = {ta != 0, tb != 0, M, N, K, lda, ldb, ldc, beta != 0.0f};
+static void execute(GemmLanes *l, Lane *lane, int primitive, int ta, int tb, int M, int N, int K, const bf16 *A,
+                    int lda, const bf16 *B, int ldb, float *C, int ldc) {
+    const int64_t key[8] = {M, N, K, lda, ldb, ldc, ta, tb};
     LaneMemory *m = lane_memory(l, lane, key);
     m->last_used = ++lane->clock;
     LANE_CHECK(dnnl_memory_set_data_handle(m->a, (void *)A), "binding A");
@@ -180,9 +243,29 @@ void gemm_lanes_run(GemmLanes *l, int lane_index, int ta, int tb, int M, int N, 
     LANE_CHECK(dnnl_memory_set_data_handle(m->c, C), "binding C");
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c},
                                {DNNL_ARG_SCRATCHPAD, lane->scratchpad}};
-    dnnl_primitive_t p = l->primitive[primitive_index(ta != 0, tb != 0, beta != 0.0f)];
-    LANE_CHECK(dnnl_primitive_execute(p, lane->stream, 4, args), "executing a matmul");
+    LANE_CHECK(dnnl_primitive_execute(l->primitive[primitive].primitive, lane->stream, 4, args), "executing a matmul");
     LANE_CHECK(dnnl_stream_wait(lane->stream), "waiting for a matmul");
+}
+
+void gemm_lanes_run(GemmLanes *l, int lane_index, int ta, int tb, int M, int N, int K, const bf16 *A,
+                    int lda, const bf16 *B, int ldb, float beta, float *C, int ldc) {
+    RP_CHECK(lane_index >= 0 && lane_index < l->lanes, "internal: gemm_lane: lane %d of %d", lane_index, l->lanes);
+    RP_CHECK(beta == 0.0f || beta == 1.0f, "internal: gemm_lane: beta %g (0 or 1)", (double)beta);
+    /* the 8 made at start-up come first, in (ta, tb, beta) order: no search, nothing created here */
+    const int primitive = (ta != 0) * 4 + (tb != 0) * 2 + (beta != 0.0f);
+    execute(l, &l->lane[lane_index], primitive, ta != 0, tb != 0, M, N, K, A, lda, B, ldb, C, ldc);
+}
+
+void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
+                           const bf16 *B, int ldb, float beta, float *C, int ldc) {
+    ta = ta != 0, tb = tb != 0;
+    int primitive = find_primitive(l, ta, tb, alpha, beta);
+    if (primitive < 0) {
+        primitive = create_primitive(l, ta, tb, alpha, beta);
+        if (l->scratch_bytes > l->shared.scratch_size) /* only this lane runs such a primitive */
+            lane_scratchpad(l, &l->shared);
+    }
+    execute(l, &l->shared, primitive, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 void gemm_lanes_count_product(GemmLanes *l, int lane_index, double flops, double seconds) {
@@ -201,5 +284,6 @@ GemmLaneStats gemm_lanes_stats(const GemmLanes *l) {
         total.flops += s->flops;
         total.seconds += s->seconds;
     }
+    total.primitives_created = l ? l->primitives_created : 0;
     return total;
 }

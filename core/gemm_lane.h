@@ -1,22 +1,34 @@
-/* Internal to core/gemm.c: the oneDNN side of gemm_lane (core/gemm.h), the products run inside
- * parallel regions, one thread per lane. */
+/* Internal to core/gemm.c: its oneDNN side, the one owner of the CPU engine. Every bf16 product,
+ * the context's own (gemm, outside parallel regions) and the attention's inside them (gemm_lane, one
+ * thread per lane), runs on a matmul primitive with every dimension and stride a runtime argument,
+ * keyed by (op(A), op(B), alpha, beta) alone, so no row count (an unpadded batch's T, a padded
+ * batch's B x L, the MLM head's predictions) creates a primitive inside the step. */
 #pragma once
 #include "core/bf16.h"
 
 typedef struct GemmLanes GemmLanes;
 
 typedef struct {
-    long products, memories_created;
+    long products, memories_created, primitives_created;
     double flops, seconds;
 } GemmLaneStats;
 
-/* oneDNN: 8 runtime-shape primitives ((ta, tb, beta 0 or 1); alpha 1) and `lanes` streams and
- * scratchpads. onednn = 0: the stats only (the emulated backend). */
-GemmLanes *gemm_lanes_create(int lanes, int onednn);
+/* onednn: the engine, the 8 primitives with alpha 1 and beta 0 or 1 (all a step uses), and the
+ * context's own lane (stream, scratchpad, memory objects). onednn = 0: the stats only (the emulated
+ * backend). */
+GemmLanes *gemm_lanes_create(int onednn);
+/* `lanes` lanes for the threads of parallel regions (once, before any gemm_lanes_run). */
+void gemm_lanes_reserve(GemmLanes *l, int lanes);
 void gemm_lanes_free(GemmLanes *l);
-int gemm_lanes_count(const GemmLanes *l);
-/* C = op(A) op(B) + beta C on lane `lane` (beta 0 or 1; ta, tb: 1 = transposed, as GemmOp). */
+int gemm_lanes_count(const GemmLanes *l); /* the threads' lanes reserved */
+/* C = op(A) op(B) + beta C on thread lane `lane` (beta 0 or 1; ta, tb: 1 = transposed, as GemmOp). */
 void gemm_lanes_run(GemmLanes *l, int lane, int ta, int tb, int M, int N, int K, const bf16 *A, int lda,
                     const bf16 *B, int ldb, float beta, float *C, int ldc);
+/* C = alpha op(A) op(B) + beta C on the context's lane, outside parallel regions (oneDNN's threads
+ * share the product); a (alpha, beta) other than (1, 0 or 1) creates its primitive on first use. */
+void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
+                           const bf16 *B, int ldb, float beta, float *C, int ldc);
 void gemm_lanes_count_product(GemmLanes *l, int lane, double flops, double seconds);
-GemmLaneStats gemm_lanes_stats(const GemmLanes *l);
+GemmLaneStats gemm_lanes_stats(const GemmLanes *l); /* the threads' lanes (primitives: all) */
+/* The oneDNN implementation of the primitives (e.g. "gemm:jit"), "" before any. */
+const char *gemm_lanes_implementation(const GemmLanes *l);

@@ -41,6 +41,21 @@ int attention_table_cols(RelKind rel, int head_dim);
 /* Floats of scratch space attention_forward/backward need for this shape and s->threads. */
 size_t attention_scratch_floats(const AttnShape *s);
 
+/* An unpadded batch's scratch (attention_varlen.c): per thread the most one single-sequence call
+ * of length l <= L needs (the blocking depends on l, so not the size at L), then per sequence the
+ * partials of the table and qkv-bias gradients. Planned once from the largest shape s (seq_offsets
+ * set, B and L the layout's; dropout and first_layer either way) and passed as AttnShape.varlen;
+ * a call whose shape it does not cover (longer, more sequences or threads, another scheme, width,
+ * precision or table source) is a fatal error. */
+typedef struct AttnVarlenPlan {
+    size_t per_thread;   /* one thread's scratch */
+    size_t table_floats; /* the table gradient's partial of one sequence (rounded to 16) */
+    size_t part_floats;  /* table | bias partial of one sequence */
+    int threads, B, L;   /* the largest call covered */
+    AttnShape planned;   /* the shape it was planned for (its layout fields) */
+} AttnVarlenPlan;
+AttnVarlenPlan attn_varlen_plan(const AttnShape *s);
+
 /* qkv      [B*L, 3H]   row n = [q_n | k_n | v_n], head h at columns h*d within each part
  * table    the scheme's table as above (t5: the model's shared [t5_num_buckets, heads] table),
  *          or NULL for the schemes without one (none, alibi, rope)

@@ -7,6 +7,7 @@
 
 struct PosTables;
 struct Gemm;
+struct AttnVarlenPlan;
 
 typedef struct AttnShape {
     int B, L, H, num_heads;
@@ -28,6 +29,10 @@ typedef struct AttnShape {
      * L_b = seq_offsets[b+1] - seq_offsets[b] <= L, and its (b,h) score blocks [L_b, L_b] follow
      * each other: sequence b's start at heads * sum_{b' < b} L_b'^2. No mask: every row is real. */
     const int *seq_offsets;
+    /* Unpadded: the scratch plan made once at start-up for the largest batch (attn_varlen_plan,
+     * attention.h; the model keeps it with its activations), or NULL: each call plans its own
+     * (a scan over every length up to L). */
+    const struct AttnVarlenPlan *varlen;
     /* Dropout numbering: element (b, h, i, j) of the scores is mask index
      * ((drop_seq + b) * heads + h) * Ld^2 + i * Ld + j, Ld = drop_L (0: L). The padded layout
      * [B, Ld] and an unpadded one with drop_L = Ld draw the same mask for the same (sequence,

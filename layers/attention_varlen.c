@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/common.h"
+#include "core/gemm.h"
 #include "layers/attention.h"
 #include "layers/attention_plan.h"
 
@@ -34,36 +35,62 @@ static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows, size_t 
     return one;
 }
 
-typedef struct {
-    size_t per_thread;   /* one thread's scratch */
-    size_t table_floats; /* the table gradient's partial of one sequence (rounded to 16) */
-    size_t part_floats;  /* table | bias partial of one sequence */
-    int threads;
-} VarlenPlan;
+/* One thread's scratch for a single-sequence call of length l, the most over l <= s->L; the
+ * layout also depends on dropout and (residual) the first layer, so the most over both. */
+static size_t per_thread_floats(const AttnShape *s) {
+    size_t most = 0;
+    const float dropouts[2] = {s->dropout, 0.0f};
+    for (int d = 0; d < 2; d++)
+        for (int first = 0; first < 2; first++)
+            for (int l = 1; l <= s->L; l++) {
+                AttnShape one = *s;
+                one.seq_offsets = NULL, one.varlen = NULL, one.B = 1, one.L = l, one.threads = 1;
+                one.dropout = dropouts[d], one.first_layer = first;
+                const size_t need = attention_scratch_floats(&one);
+                most = need > most ? need : most;
+            }
+    return attn_round16(most);
+}
 
-static VarlenPlan varlen_plan(const AttnShape *s) {
-    VarlenPlan v = {0};
-    for (int l = 1; l <= s->L; l++) {
-        AttnShape one = *s;
-        one.seq_offsets = NULL, one.B = 1, one.L = l, one.threads = 1;
-        const size_t need = attention_scratch_floats(&one);
-        v.per_thread = need > v.per_thread ? need : v.per_thread;
-    }
-    v.per_thread = attn_round16(v.per_thread);
+AttnVarlenPlan attn_varlen_plan(const AttnShape *s) {
+    AttnVarlenPlan v = {0};
+    v.per_thread = per_thread_floats(s);
     int rows, cols;
     pos_table_shape(s->rel, &(PosDims){s->rel_k, s->H / s->num_heads, s->num_heads, s->t5_num_buckets}, &rows, &cols);
     v.table_floats = pos_scheme(s->rel)->table_scope == POS_TABLE_NONE ? 0 : attn_round16((size_t)rows * cols);
     v.part_floats = v.table_floats + attn_round16(3 * (size_t)s->H);
     v.threads = s->threads > 0 ? s->threads : 1;
+    v.B = s->B, v.L = s->L;
+    v.planned = *s;
+    v.planned.seq_offsets = NULL, v.planned.varlen = NULL;
     return v;
 }
 
+/* The call's plan: the one made at start-up, checked to cover the call, or made now. */
+static AttnVarlenPlan plan_of(const AttnShape *s) {
+    if (!s->varlen)
+        return attn_varlen_plan(s);
+    const AttnVarlenPlan *v = s->varlen;
+    const AttnShape *p = &v->planned;
+    const int threads = s->threads > 0 ? s->threads : 1;
+    RP_CHECK(s->B <= v->B && s->L <= v->L && threads <= v->threads,
+             "internal: attention: an unpadded batch of %d sequences of at most %d rows on %d threads, over the "
+             "%d x %d on %d threads its scratch was planned for", s->B, s->L, threads, v->B, v->L, v->threads);
+    RP_CHECK(s->H == p->H && s->num_heads == p->num_heads && s->rel == p->rel && s->rel_k == p->rel_k &&
+                 s->t5_num_buckets == p->t5_num_buckets && s->residual == p->residual &&
+                 (s->tables != NULL) == (p->tables != NULL) &&
+                 gemm_precision(s->gemm) == gemm_precision(p->gemm),
+             "internal: attention: an unpadded call of another scheme, width, precision or table source than "
+             "its scratch was planned for");
+    return *v;
+}
+
 size_t attn_varlen_scratch_floats(const AttnShape *s) {
-    const VarlenPlan v = varlen_plan(s);
+    const AttnVarlenPlan v = plan_of(s);
     return v.per_thread * (size_t)v.threads + v.part_floats * (size_t)s->B;
 }
 
-static int team(const VarlenPlan *v, int B) {
+static int team(const AttnVarlenPlan *v, int B) {
     int t = omp_get_max_threads();
     t = t < v->threads ? t : v->threads;
     return t < B ? t : B;
@@ -71,7 +98,7 @@ static int team(const VarlenPlan *v, int B) {
 
 void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                          const float *qkv, const float *table, const AttnShape *s, uint64_t dropout_key) {
-    const VarlenPlan v = varlen_plan(s);
+    const AttnVarlenPlan v = plan_of(s);
 #pragma omp parallel num_threads(team(&v, s->B))
     {
         float *mine = scratch + v.per_thread * (size_t)omp_get_thread_num();
@@ -92,7 +119,7 @@ void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *car
 void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried, float *scratch,
                           const float *d_ctx, const float *qkv, const float *table, const float *probs,
                           const float *raw_scores, const AttnShape *s, uint64_t dropout_key) {
-    const VarlenPlan v = varlen_plan(s);
+    const AttnVarlenPlan v = plan_of(s);
     float *parts = scratch + v.per_thread * (size_t)v.threads; /* [B, part_floats] */
     const int table_scope = pos_scheme(s->rel)->table_scope != POS_TABLE_NONE;
 #pragma omp parallel num_threads(team(&v, s->B))

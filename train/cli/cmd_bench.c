@@ -187,12 +187,12 @@ static void describe_precision(const BenchSide *b, int steps, char *out, size_t 
     }
     const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;
     snprintf(out, size, "bf16 (%s %s: %.0f products per step, %.3f s in them, %.3f s converting %.1f M floats; "
-             "attention %.0f products per step, %.1f GFLOP, %.3f thread-s)",
+             "attention %.0f products per step, %.1f GFLOP, %.3f thread-s; %ld primitives created in the timed steps)",
              gemm_engine_name(b->ts.head.acts->gemm), now.implementation, (double)(now.products - w->products) / steps,
              (now.product_seconds - w->product_seconds) / steps, (now.convert_seconds - w->convert_seconds) / steps,
              (now.converted_floats - w->converted_floats) / steps * 1e-6,
              (double)(now.lane_products - w->lane_products) / steps, (now.lane_flops - w->lane_flops) / steps * 1e-9,
-             (now.lane_seconds - w->lane_seconds) / steps);
+             (now.lane_seconds - w->lane_seconds) / steps, now.primitives_created - w->primitives_created);
 }
 
 static int compare_doubles(const void *x, const void *y) {

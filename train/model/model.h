@@ -98,6 +98,7 @@ typedef struct {
     LayerScratch scratch;
     PosTables positions; /* the scheme's length-only tables: built by the forward for its L
                           * (before the layers), read by every layer's forward and backward */
+    AttnVarlenPlan varlen; /* an unpadded batch's attention scratch, planned at start-up for [B, L] */
     /* The precision of the model's matrix products, and everything that depends on it, owned
      * here alone: the product context, and in bf16 the weights' copy weights16 = bf16(m->params)
      * (one block laid out as params, registered with gemm; AdamW's update pass writes it, given

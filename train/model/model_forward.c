@@ -32,6 +32,7 @@ static AttnShape attn_shape(const ModelConfig *c, const Activations *a, int B, i
         .dropout = training ? c->attention_dropout : 0.0f,
         .threads = a->threads,
         .tables = &a->positions,
+        .varlen = &a->varlen,
         .gemm = a->gemm,
     };
 }
@@ -182,11 +183,13 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
         size_t floats = attention_scratch_floats(&shape);
         a->attn_scratch_floats = floats > a->attn_scratch_floats ? floats : a->attn_scratch_floats;
     }
-    /* and an unpadded batch's (attention_varlen.c: per-thread scratch and per-sequence partials;
-     * its size depends on B and L only, not on the offsets, which are not read here) */
+    /* and an unpadded batch's (attention_varlen.c: per-thread scratch and per-sequence partials,
+     * planned here once for every call; its size depends on B and L only, not on the offsets,
+     * which are not read here) */
     const int no_offsets[1] = {0};
     AttnShape unpadded = attn_shape(c, a, B, L, 0, 1);
     unpadded.seq_offsets = no_offsets;
+    a->varlen = attn_varlen_plan(&unpadded);
     const size_t varlen = attention_scratch_floats(&unpadded);
     a->attn_scratch_floats = varlen > a->attn_scratch_floats ? varlen : a->attn_scratch_floats;
     a->arena = arena_measuring();
