@@ -40,10 +40,10 @@ bench() { # NAME TSV GLUE_TASK STEPS SETS...: run the bench (JSON in $tmp/NAME.j
        --json "$tmp/$name.json" >"$tmp/$name.out" 2>&1; then pass "bench --lengths-from runs ($name)"
   else fail "bench --lengths-from runs ($name)" "$(head -c 400 "$tmp/$name.out")"; fi
 }
-bench grouped "$tmp/single.tsv" sst2 3 task.group_by_length=yes
-bench longest "$tmp/single.tsv" sst2 3
+bench grouped "$tmp/single.tsv" sst2 3 task.group_by_length=yes task.padding=longest
+bench longest "$tmp/single.tsv" sst2 3 task.padding=longest
 bench max "$tmp/single.tsv" sst2 3 task.padding=max_length
-bench pair "$tmp/pair.tsv" mrpc 2 task.group_by_length=yes
+bench pair "$tmp/pair.tsv" mrpc 2 task.group_by_length=yes task.padding=longest
 
 "$PY" - "$tmp" $B $L <<'PY'
 import json, sys

@@ -32,7 +32,7 @@ sys.exit(0 if all(abs(lr[s] - v) < 1e-9 for s, v in want.items()) else 1)
 PY
 check "launch summary: model, positions, residual, data, steps, warm-up, run directory" bash -c "
   grep -qE '^pretraining: model 1 layers x 16 \(2 heads, feed-forward 32, post-LN\), positions absolute, residual attention no$' '$tmp/p.err' &&
-  grep -qE '^  data shards of $tmp/shards, sequences of 32 tokens, 15% masked, batches padded to max_seq_len \(data.padding = max_length\)$' '$tmp/p.err' &&
+  grep -qE '^  data shards of $tmp/shards, sequences of 32 tokens, 15% masked, batches unpadded \(data.padding = none\)$' '$tmp/p.err' &&
   grep -qE '^  10 steps of 1 x 4 sequences, lr 0.001, warm-up 2 steps, then linear decay to 0$' '$tmp/p.err' &&
   grep -qF '  run directory $tmp/p: config.ini (the whole configuration), metrics.jsonl, metrics.csv; --verbose prints them' '$tmp/p.err'"
 check "no configuration dump without --verbose (it is RUN_DIR/config.ini)" \
@@ -92,7 +92,7 @@ check "no warning for the default 20% warm-up" bash -c "! grep -q 'the warm-up' 
 "$RP" finetune /dev/null "${ft[@]}" --set task.epochs=2 --set task.eval_every=10 --set train.log_interval=1000 \
   --set train.run_dir="$tmp/e" >"$tmp/e.out" 2>"$tmp/e.err"
 check "the data line says how sequences are padded" has "$tmp/e.err" \
-  "sst_train.tsv: 96 rows -> 96 sequences of at most 16 tokens \(task.max_seq_len; the longest has [0-9]+\), each batch padded to its longest sequence"
+  "sst_train.tsv: 96 rows -> 96 sequences of at most 16 tokens \(task.max_seq_len; the longest has [0-9]+\), batches unpadded \(task.padding = none\)"
 check "dev evaluations during training are logged with their step" \
   bash -c "[ \$(grep -c '^dev at step [12]0: $FX/sst_dev.tsv: accuracy' '$tmp/e.err') -eq 2 ]"
 check "the final dev metrics line is printed once (standard output)" \
