@@ -28,7 +28,9 @@
  * back, the order swapped every step. Its ratio per step pair (seconds per real token of CONFIG
  * over those of OTHER) sees the same load of a shared host on both sides, unlike runs minutes
  * apart: the overhead of a position mode measured where separate runs' timings swing by tens of
- * percent. */
+ * percent. --against-lengths-from FILE / --against-from-shards DIR give the paired side a batch source
+ * of its own (its shapes then differ): e.g. SST-2 fine-tuning against pretraining at the same model,
+ * real tokens/s of the two jobs under the same load. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <omp.h>
@@ -78,6 +80,7 @@ typedef struct {
     TaskBench task;
     ShardBench shards;
     CountedSource counted;
+    int is_task, from_shards; /* the batch source: --lengths-from, --from-shards, else synthetic */
     TrainStep ts;
     GemmStats gemm_at_warmup; /* the counts of the model's products (its activations') before the timed steps */
     double *step_s;   /* [steps] seconds of each timed step */
@@ -89,6 +92,7 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
                               Dist *dist) {
     memset(b, 0, sizeof *b);
     b->config_path = config_path;
+    b->is_task = o->lengths_path != NULL, b->from_shards = o->shards_path != NULL;
     if (o->lengths_path) {
         add_task_override(&args, b->batch_set, sizeof b->batch_set, "batch_size", o->batch_text);
         add_task_override(&args, b->seq_set, sizeof b->seq_set, "max_seq_len", o->seq_text);
@@ -164,12 +168,12 @@ static void bench_side_step(BenchSide *b, int s, int warmup) {
     b->t_update += b->ts.phases.update - before.update;
 }
 
-static void bench_side_free(BenchSide *b, int is_task, int from_shards) {
+static void bench_side_free(BenchSide *b) {
     free(b->step_s), free(b->step_real), free(b->counted.lengths);
     train_step_free(&b->ts);
-    if (is_task)
+    if (b->is_task)
         task_bench_free(&b->task);
-    else if (from_shards)
+    else if (b->from_shards)
         shard_bench_free(&b->shards);
     else
         synthetic_free(&b->synthetic);
@@ -217,13 +221,14 @@ static void pair_ratios(const BenchSide *a, const BenchSide *b, int steps, doubl
 int cmd_bench(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *json_path = NULL, *steps_text = "10", *warmup_text = "2", *label_text = NULL, *against_path = NULL,
-               *against_set = NULL;
+               *against_set = NULL, *against_lengths = NULL, *against_shards = NULL;
     BenchOptions o = {0};
     CliOption options[] = {{"batch-size", &o.batch_text}, {"seq-len", &o.seq_text},     {"steps", &steps_text},
                            {"warmup", &warmup_text},      {"label-frac", &label_text}, {"json", &json_path},
                            {"lengths-from", &o.lengths_path}, {"against", &against_path},
-                           {"against-set", &against_set}, {"from-shards", &o.shards_path}};
-    CliArgs args = cli_parse(argc, argv, options, 10);
+                           {"against-set", &against_set}, {"from-shards", &o.shards_path},
+                           {"against-lengths-from", &against_lengths}, {"against-from-shards", &against_shards}};
+    CliArgs args = cli_parse(argc, argv, options, 12);
     RP_CHECK(args.num_positional == 1 && (o.lengths_path || o.shards_path || (o.batch_text && o.seq_text)),
              "usage: realpos %s", usage);
     RP_CHECK(!(o.lengths_path && o.shards_path), "--lengths-from and --from-shards are two batch sources: give one; "
@@ -249,6 +254,16 @@ int cmd_bench(int argc, char **argv) {
     printf("bench: %s\n", bf16_line);
     bench_side_create(&side, args.positional[0], args, &o, &dist);
     const Config *cfg = &side.cfg;
+    RP_CHECK(!(against_lengths && against_shards), "--against-lengths-from and --against-from-shards are two batch "
+             "sources for the paired side: give one; usage: realpos %s", usage);
+    BenchOptions other_o = o; /* the paired side's batch source: the first side's unless given */
+    if (against_lengths)
+        other_o.lengths_path = against_lengths, other_o.shards_path = NULL;
+    if (against_shards)
+        other_o.shards_path = against_shards, other_o.lengths_path = NULL;
+    const int own_source = against_lengths || against_shards;
+    if (own_source && !against_path && !against_set) /* a source alone: the same config, other batches */
+        against_path = args.positional[0];
     if (against_set && !against_path) /* --against-set alone: the same config with one setting changed */
         against_path = args.positional[0];
     if (against_path) {
@@ -258,11 +273,11 @@ int cmd_bench(int argc, char **argv) {
                      CLI_MAX_SETS - 1);
             other_args.sets[other_args.num_sets++] = (char *)against_set;
         }
-        bench_side_create(&other, against_path, other_args, &o, &dist);
+        bench_side_create(&other, against_path, other_args, &other_o, &dist);
         RP_CHECK(other.cfg.train.threads == cfg->train.threads, "--against %s: train.threads is %d there and %d in %s: "
                  "the two sides of a pair must run on the same threads", against_path, other.cfg.train.threads,
                  cfg->train.threads, args.positional[0]);
-        RP_CHECK(other.B == side.B && other.L == side.L, "--against %s: batches of %d x %d there, %d x %d in %s: the "
+        RP_CHECK(own_source || (other.B == side.B && other.L == side.L), "--against %s: batches of %d x %d there, %d x %d in %s: the "
                  "two sides of a pair time the same shapes", against_path, other.B, other.L, side.B, side.L,
                  args.positional[0]);
     }
@@ -363,9 +378,17 @@ int cmd_bench(int argc, char **argv) {
         printf("paired side%s%s: precision %s\n", against_set ? " --against-set " : "", against_set ? against_set : "",
                other_precision);
         pair_ratios(&side, &other, steps, ratios, &ratio, &ratio_lo, &ratio_hi);
+        printf("paired side: %.1f real tokens/s; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, "
+               "CPU %.3f s\n", (double)other.counted.real_tokens / other.elapsed, other.t_forward / steps,
+               other.t_backward / steps, other.t_update / steps, other.cpu_elapsed / steps);
+        char mine[CONFIG_PATH_MAX + 40], theirs[CONFIG_PATH_MAX + 40]; /* a config, and its source if they differ */
+        snprintf(mine, sizeof mine, "%s%s%s", args.positional[0], own_source ? " on " : "",
+                 own_source ? (lengths_path ? lengths_path : shards_path ? shards_path : "synthetic batches") : "");
+        snprintf(theirs, sizeof theirs, "%s%s%s", against_path, own_source ? " on " : "",
+                 own_source ? (against_lengths ? against_lengths : against_shards) : "");
         printf("paired with %s (%.3f s per step, %ld real tokens): per step pair, seconds per real token of %s "
                "over those of %s: median %.4f [%.4f..%.4f] over %d pairs, i.e. %+.1f%%\n",
-               against_path, other.elapsed / steps, other.counted.real_tokens, args.positional[0], against_path,
+               theirs, other.elapsed / steps, other.counted.real_tokens, mine, theirs,
                ratio, ratio_lo, ratio_hi, steps, 100.0 * (ratio - 1.0));
     }
     if (json_path) {
@@ -426,6 +449,9 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddStringToObject(pair, "against", against_path);
             if (against_set)
                 cJSON_AddStringToObject(pair, "against_set", against_set);
+            if (against_lengths || against_shards) /* the paired side's own batch source */
+                cJSON_AddStringToObject(pair, against_lengths ? "lengths_from" : "from_shards",
+                                        against_lengths ? against_lengths : against_shards);
             cJSON_AddStringToObject(pair, "precision", precision_names[other.cfg.train.precision]);
             cJSON_AddStringToObject(pair, "precision_detail", other_precision);
             cJSON_AddItemToObject(pair, "step_seconds", cJSON_CreateDoubleArray(other.step_s, steps));
@@ -438,6 +464,11 @@ int cmd_bench(int argc, char **argv) {
         }
         cJSON_AddStringToObject(o, "cpu_model", cpu_model);
         cJSON_AddStringToObject(o, "openblas_corename", blas_core_name());
+        const char *wait_policy = getenv("OMP_WAIT_POLICY"); /* realpos sets PASSIVE unless given (main.c) */
+        if (wait_policy)
+            cJSON_AddStringToObject(o, "omp_wait_policy", wait_policy);
+        else
+            cJSON_AddNullToObject(o, "omp_wait_policy");
         if (coretype)
             cJSON_AddStringToObject(o, "openblas_coretype_env", coretype);
         else
@@ -453,8 +484,8 @@ int cmd_bench(int argc, char **argv) {
     }
     free(probes), free(bf16_probes), free(ratios);
     if (against_path)
-        bench_side_free(&other, lengths_path != NULL, shards_path != NULL);
-    bench_side_free(&side, lengths_path != NULL, shards_path != NULL);
+        bench_side_free(&other);
+    bench_side_free(&side);
     dist_finalize(&dist);
     return 0;
 }

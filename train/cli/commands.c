@@ -103,7 +103,8 @@ static const Command commands[] = {
      "  --precision P             fp32 (default) or bf16 matrix products (as train.precision)\n"},
     {"bench", cmd_bench,
      "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
-     "--lengths-from FILE [--batch-size B] [--seq-len L] | --from-shards DIR) [--against OTHER.ini] [--against-set KEY=VALUE] [--steps N] "
+     "--lengths-from FILE [--batch-size B] [--seq-len L] | --from-shards DIR) [--against OTHER.ini] [--against-set KEY=VALUE] "
+     "[--against-lengths-from FILE | --against-from-shards DIR] [--steps N] "
      "[--warmup W] [--json OUT]",
      "time training steps (and print the BLAS kernels in use)",
      "  --batch-size B            sequences per step (with --lengths-from: task.batch_size, the default)\n"
@@ -121,6 +122,10 @@ static const Command commands[] = {
      "                            ratio per step pair, robust to a shared machine's load\n"
      "  --against-set KEY=VALUE   one more --set for the paired side only (OTHER.ini defaults to CONFIG.ini):\n"
      "                            e.g. --set train.precision=bf16 --against-set train.precision=fp32\n"
+     "  --against-lengths-from FILE  the paired side's own batch source, a task file as --lengths-from\n"
+     "                            (OTHER.ini defaults to CONFIG.ini; the two sides' shapes may differ)\n"
+     "  --against-from-shards DIR the paired side's own batch source, pretraining's shards as --from-shards:\n"
+     "                            e.g. fine-tuning against pretraining, real tokens/s of both under one load\n"
      "  --json OUT                also write the timings as JSON\n"
      "  --set section.key=value   override a key (repeatable)\n"},
     {"synth", cmd_synth, "synth TASK --lengths A-B --count N [--seed S] [--per-length] --out FILE",

@@ -4,7 +4,8 @@
 # from `realpos tokenize`, + [CLS] and [SEP]s, truncated as fine-tuning truncates), batches padded
 # per task.padding (to the longest sequence, or to task.max_seq_len) and grouped per
 # task.group_by_length; a missing or malformed file fails naming it; --against refuses a config of
-# other batch shapes (task.batch_size, task.max_seq_len); the synthetic mode is as it was.
+# other batch shapes (task.batch_size, task.max_seq_len) unless its batches come from a source of
+# its own (--against-lengths-from); the synthetic mode is as it was.
 source "$(dirname "$0")/../../lib.sh"
 
 # A 100-token vocabulary for configs/tiny.ini: words w0..w89 and continuations ##a..##e, so that
@@ -127,6 +128,19 @@ expect_error "bench --against --lengths-from: another task.max_seq_len is refuse
 if pair --against "$tmp/side_b8.ini" --batch-size $B >"$tmp/pair_set.out" 2>&1; then
   pass "bench --against --lengths-from: --batch-size sets both sides' shape"
 else fail "bench --against --lengths-from: --batch-size sets both sides' shape" "$(head -c 400 "$tmp/pair_set.out")"; fi
+# --against-lengths-from gives the paired side batches of its own (fine-tuning against pretraining
+# under one load): shapes may then differ; its one step of 8 is the whole 8-sentence file.
+head -n 9 "$tmp/single.tsv" >"$tmp/single8.tsv"
+if pair --against "$tmp/side_b8.ini" --against-lengths-from "$tmp/single8.tsv" --json "$tmp/pair_own.json" \
+     >"$tmp/pair_own.out" 2>&1 &&
+   "$PY" -c 'import json, sys; p = json.load(open(sys.argv[1]))["paired"]
+sys.exit(not (p["real_tokens"] == sum(int(x) for x in open(sys.argv[2]).readlines()[:8]) and
+              p["lengths_from"] == sys.argv[3]))' "$tmp/pair_own.json" "$tmp/single.len" "$tmp/single8.tsv" &&
+   grep -q '^paired side: [0-9.]* real tokens/s; per step: forward' "$tmp/pair_own.out"; then
+  pass "bench --against-lengths-from: the paired side's own file and shapes"
+else fail "bench --against-lengths-from: the paired side's own file and shapes" "$(head -c 600 "$tmp/pair_own.out")"; fi
+expect_error "bench: two batch sources for the paired side are refused" "give one" \
+  pair --against-lengths-from "$tmp/single8.tsv" --against-from-shards "$tmp"
 
 # The synthetic mode: B x L random tokens per step, all real, MLM labels.
 if OMP_NUM_THREADS=1 "$RP" bench configs/tiny.ini --batch-size 3 --seq-len 8 --steps 2 --warmup 1 \
