@@ -25,13 +25,7 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-labels=() sets=() kinds=()
-add_case() { # KIND LABEL OVERRIDE... ; KIND is dump or trajectory
-  kinds+=("$1"); labels+=("$2"); shift 2
-  local s=""
-  for o in "$@"; do s+=" --set $o"; done
-  sets+=("$s")
-}
+source tests/train/model/parity_lib.sh
 scheme_sets() { # SCHEME: the overrides of a position scheme
   case $1 in
     absolute) echo "model.absolute_position=yes model.relative_position=none" ;;
@@ -61,41 +55,7 @@ done
 
 run_all() {
   local n=${#labels[@]} i d what
-  local setup_jobs="$work/setup.jobs" check_jobs="$work/check.jobs"
-  : >"$setup_jobs"; : >"$check_jobs"
-  local -A failed=()
-  for ((i = 0; i < n; i++)); do
-    d="$work/$i"; mkdir -p "$d"
-    # shellcheck disable=SC2086
-    if ! "$REALPOS" init "$CONFIG" ${sets[$i]} --out "$d/init.h5" >"$d/init.log" 2>&1; then
-      echo "FAIL ${labels[$i]}: realpos init failed: $(tail -n 1 "$d/init.log")"
-      failed[$i]=1; continue
-    fi
-    echo "perturb --checkpoint $d/init.h5 --out $d/ckpt.h5 --seed $((300 + i)) --scale $SCALE"
-    echo "make-batch --config $d/ckpt.h5 --batch-size $B --seq-len $L --seed $((400 + i))" \
-      "--lengths $LENGTHS --out $d/batch.h5"
-  done >>"$setup_jobs"
-  $PY $REF jobs "$setup_jobs" || echo "FAIL parity_unpadded: reference.py perturb/make-batch failed"
-
-  for ((i = 0; i < n; i++)); do
-    [ -n "${failed[$i]:-}" ] && continue
-    d="$work/$i" what=dump steps=()
-    [ "${kinds[$i]}" = trajectory ] && what=trajectory steps=(--train-steps $STEPS)
-    if ! "$REALPOS" dump --checkpoint "$d/ckpt.h5" --batch "$d/batch.h5" --out "$d/c.h5" \
-        --padding none "${steps[@]}" >"$d/dump.log" 2>&1; then
-      echo "FAIL ${labels[$i]}: realpos dump --padding none failed: $(tail -n 1 "$d/dump.log")"
-      failed[$i]=1; continue
-    fi
-    echo "dump --checkpoint $d/ckpt.h5 --batch $d/batch.h5 --out $d/ref.h5 --per-sequence" \
-      "${steps[*]}" >>"$check_jobs"
-    echo "compare $d/c.h5 $d/ref.h5 --what $what --summary ${labels[$i]}" >>"$check_jobs"
-  done
-  $PY $REF jobs "$check_jobs" 2>"$work/check.err" | tee "$work/check.out"
-  grep -v '^reference.py: job failed: compare ' "$work/check.err" | sed 's/^/  /' >&2
-  for ((i = 0; i < n; i++)); do
-    [ -n "${failed[$i]:-}" ] || grep -q "^[A-Z]* ${labels[$i]}: " "$work/check.out" ||
-      echo "FAIL ${labels[$i]}: no comparison result (reference error above)"
-  done
+  parity_compare_cases parity_unpadded 300 "--lengths $LENGTHS" "--padding none" --per-sequence
   # bf16 products (train.precision = bf16), unpadded, against the same reference within compare.py's
   # bf16 tolerances (docs/bf16.md): Post-LN with residual attention and Pre-LN without, every scheme,
   # and two trajectories; the portable emulation and, where the CPU has bf16, oneDNN
