@@ -285,7 +285,8 @@ static const bf16 *bf16_operand(Gemm *g, int slot, GemmOperand op, int rows, int
     return g->convert[slot];
 }
 
-double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count) {
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count, float *borrowed,
+                               size_t borrowed_floats) {
     size_t a_max = 1, b_max = 1, c_max = 1;
     for (int s = 0; s < count; s++) {
         const GemmShape *x = &shapes[s];
@@ -293,8 +294,12 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
         b_max = (size_t)x->K * x->N > b_max ? (size_t)x->K * x->N : b_max;
         c_max = (size_t)x->M * x->N > c_max ? (size_t)x->M * x->N : c_max;
     }
-    bf16 *a = alloc_bf16(a_max), *b = alloc_bf16(b_max);
-    float *c = xalloc_floats(c_max);
+    /* in floats, each rounded up to 16 (64-byte aligned in an aligned block) */
+    const size_t a_floats = (a_max + 31) / 32 * 16, b_floats = (b_max + 31) / 32 * 16;
+    const int own = !borrowed || a_floats + b_floats + c_max > borrowed_floats;
+    bf16 *a = own ? alloc_bf16(a_max) : (bf16 *)borrowed;
+    bf16 *b = own ? alloc_bf16(b_max) : (bf16 *)(borrowed + a_floats);
+    float *c = own ? xalloc_floats(c_max) : borrowed + a_floats + b_floats;
     for (size_t e = 0; e < a_max; e++)
         a[e] = bf16_from_float((float)(e % 7) * 0.125f - 0.375f);
     for (size_t e = 0; e < b_max; e++)
@@ -317,7 +322,8 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
                 seconds += omp_get_wtime() - t0, flops += 2.0 * x->M * x->N * (double)x->K;
         }
     gemm_free(g);
-    free(a), free(b), free(c);
+    if (own)
+        free(a), free(b), free(c);
     return flops > 0 ? flops / (seconds > 0 ? seconds : 1e-9) * 1e-9 : 0.0;
 }
 

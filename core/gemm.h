@@ -127,9 +127,12 @@ typedef struct {
 } GemmShape;
 /* One probe of the bf16 peak (train/loop/peak.h): the products `shapes` [count] on `backend`, operands
  * already in bf16 (nothing converted), each product run once untimed, then one
- * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. Allocates and
- * frees its operands and context: call it between steps. */
-double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count);
+ * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. The operands are
+ * laid out in `borrowed` [borrowed_floats] when they fit (memory the caller holds dead meanwhile,
+ * e.g. a training step's activations between steps: the probe then adds nothing to the run's
+ * peak memory), else allocated and freed; the context is made and freed. Call it between steps. */
+double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count, float *borrowed,
+                               size_t borrowed_floats);
 
 /* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
  * converting (inside gemm and gemm_stage), oneDNN primitives created (8 by gemm_create, then none

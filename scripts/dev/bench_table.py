@@ -18,9 +18,10 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     those of the other, minus 1, each counted as model_flops_per_step (train/model/model_forward.c)
     plus the relative terms' GEMMs as the kernels run them (flops_per_step below), summed over the
     timed batches' padded lengths;
-  - "local % peak": the fraction of peak at each step's own moment: the sgemm speed the host gave
-    then (bench probes right after every step, outside the timings) times the step's seconds is
-    the sgemm work the host could have done meanwhile, and the row's FLOPs are taken over that.
+  - "local % peak": the fraction of peak at each step's own moment: the peak probe's speed the host
+    gave then (bench probes right after every step, outside the timings; sgemm for fp32 rows, the
+    bf16 products' probe for bf16 rows) times the step's seconds is the work the host could have
+    done meanwhile, and the row's FLOPs are taken over that.
     Load slows a probe and the step next to it alike, so this holds where the best-probe fraction
     swings by tens of percent; as an overhead between rows run minutes apart it does not (a
     probe and a step meet a busy host differently: +18.8% where the paired figure was +3.1%),
@@ -128,12 +129,14 @@ def real_tokens(run):
     return run.get("real_tokens", run["batch_size"] * run["seq_len"] * run["steps"])
 
 
-def local_sgemm_work(run):
-    """GFLOP the sgemm probe's speed at each timed step's moment would have done in the step's
+def local_peak_work(run):
+    """GFLOP the peak probe's speed at each timed step's moment would have done in the step's
     seconds, summed over the steps: bench probes after every step, so step k sits between probes
     k and k+1 (probe 0 comes before the warm-up; the first step takes the probe after it only).
-    None for JSON without per-step probes."""
-    t, p = run.get("step_seconds"), run.get("sgemm_probes_gflops")
+    The probes of the run's own precision: sgemm for fp32, the bf16 products' for bf16 (an fp32
+    probe under a bf16 step read 190%). None for JSON without per-step probes."""
+    key = "bf16_probes_gflops" if run.get("precision") == "bf16" else "sgemm_probes_gflops"
+    t, p = run.get("step_seconds"), run.get(key)
     if not t or not p or len(p) < len(t) + 1:
         return None
     return sum(s * (p[k + 1] if k == 0 else 0.5 * (p[k] + p[k + 1])) for k, s in enumerate(t))
@@ -189,7 +192,7 @@ def summarise(out):
     for name, _torch, against, batch, seq, overrides, lengths_from in rows:
         rp, pt = runs.get((name, "realpos"), {}), runs.get((name, "torch"), {})
         ref = runs.get((against, "realpos"), {}) if against else {}
-        local = {r: work for r, run in rp.items() if (work := local_sgemm_work(run))}
+        local = {r: work for r, run in rp.items() if (work := local_peak_work(run))}
         local_frac = [run_flops(models[name], rp[r], int(batch), int(seq))[1] * real_tokens(rp[r]) * 1e-9 / w
                       for r, w in local.items()] if name in models else []
         gflops = spread([r["gflops"] for r in rp.values()])

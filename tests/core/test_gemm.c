@@ -248,6 +248,36 @@ static void test_operand_sources(TestTally *t, Rng *rng, GemmBackend backend, co
     pool_release(&pool);
 }
 
+/* The bf16 peak's probe lays its operands out in memory the caller lends (a training step's
+ * activations between steps) when they fit, so a bf16 run's peak memory is its step's; a loan
+ * too small is left alone and the probe allocates its own. */
+static void test_probe_borrows(TestTally *t, GemmBackend backend, const char *name) {
+    const GemmShape shapes[2] = {{GEMM_N, GEMM_T, 64, 48, 32, 1.0f}, {GEMM_T, GEMM_N, 48, 32, 64, 1.0f}};
+    /* the largest of each: A 48 x 64 bf16 (1536 floats), B 64 x 32 bf16 (1024), C 64 x 48 (3072) */
+    const size_t needed = 1536 + 1024 + 3072, floats = needed + 64;
+    float *loan = xalloc_floats(floats);
+    const float sentinel = -12345.0f;
+    for (size_t e = 0; e < floats; e++)
+        loan[e] = sentinel;
+    double rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed);
+    size_t written = 0, beyond = 0;
+    for (size_t e = 0; e < floats; e++)
+        if (loan[e] != sentinel)
+            *(e < needed ? &written : &beyond) += 1;
+    CHECK(t, rate > 0 && written > needed / 2 && beyond == 0,
+          "bf16 probe %s: operands in the borrowed block (%zu of its %zu floats written, %zu past it)", name, written,
+          needed, beyond);
+    for (size_t e = 0; e < floats; e++)
+        loan[e] = sentinel;
+    rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed - 1);
+    written = 0;
+    for (size_t e = 0; e < floats; e++)
+        written += loan[e] != sentinel;
+    CHECK(t, rate > 0 && written == 0, "bf16 probe %s: a loan one float too small is not touched (%zu written)", name,
+          written);
+    free(loan);
+}
+
 int main(void) {
     TestTally t = {0};
     Rng rng;
@@ -255,10 +285,12 @@ int main(void) {
     test_rounding(&t);
     test_products(&t, &rng);
     test_operand_sources(&t, &rng, GEMM_BF16_EMULATED, "emulated");
+    test_probe_borrows(&t, GEMM_BF16_EMULATED, "emulated");
     CpuBf16 cpu = cpu_bf16_query();
-    if (cpu_bf16_available(&cpu))
+    if (cpu_bf16_available(&cpu)) {
         test_operand_sources(&t, &rng, GEMM_BF16_ONEDNN, "oneDNN");
-    else
+        test_probe_borrows(&t, GEMM_BF16_ONEDNN, "oneDNN");
+    } else
         printf("SKIP gemm oneDNN operand sources: skipped: no avx512_bf16 on this CPU (%s)\n", cpu.cpu);
     return tally_exit(&t);
 }

@@ -4,6 +4,8 @@
  * the step's own (train/loop/peak.h: the one training logs use, start-up probes and the per-host cache;
  * the sgemm peak in fp32, the bf16 one, probed on the step's linear-layer products, in bf16),
  * probed again after every step (outside the step timings); the probes' spread shows the noise.
+ * --probes start probes only at start-up, so a profiler attached to the run samples only steps
+ * (scripts/dev/profile_step.sh); the JSON's probe lists then hold the start-up probe alone.
  * A bf16 run (or pair) also probes the other precision's peak, for the JSON's sgemm_* and bf16_*
  * probe lists. Two batch sources:
  *   synthetic (default)   the same random batch every step: B sequences of L random ids, all real,
@@ -221,20 +223,24 @@ static void pair_ratios(const BenchSide *a, const BenchSide *b, int steps, doubl
 int cmd_bench(int argc, char **argv) {
     const char *usage = command_usage(argv[0]);
     const char *json_path = NULL, *steps_text = "10", *warmup_text = "2", *label_text = NULL, *against_path = NULL,
-               *against_set = NULL, *against_lengths = NULL, *against_shards = NULL;
+               *against_set = NULL, *against_lengths = NULL, *against_shards = NULL, *probes_text = "every-step";
     BenchOptions o = {0};
     CliOption options[] = {{"batch-size", &o.batch_text}, {"seq-len", &o.seq_text},     {"steps", &steps_text},
                            {"warmup", &warmup_text},      {"label-frac", &label_text}, {"json", &json_path},
                            {"lengths-from", &o.lengths_path}, {"against", &against_path},
                            {"against-set", &against_set}, {"from-shards", &o.shards_path},
-                           {"against-lengths-from", &against_lengths}, {"against-from-shards", &against_shards}};
-    CliArgs args = cli_parse(argc, argv, options, 12);
+                           {"against-lengths-from", &against_lengths}, {"against-from-shards", &against_shards},
+                           {"probes", &probes_text}};
+    CliArgs args = cli_parse(argc, argv, options, 13);
     RP_CHECK(args.num_positional == 1 && (o.lengths_path || o.shards_path || (o.batch_text && o.seq_text)),
              "usage: realpos %s", usage);
     RP_CHECK(!(o.lengths_path && o.shards_path), "--lengths-from and --from-shards are two batch sources: give one; "
              "usage: realpos %s", usage);
     RP_CHECK(!(o.lengths_path && label_text), "--label-frac sets the MLM labels of the synthetic batch; with "
              "--lengths-from the step trains the task's head; usage: realpos %s", usage);
+    RP_CHECK(!strcmp(probes_text, "every-step") || !strcmp(probes_text, "start"), "option '--probes': expected "
+             "every-step or start, got '%s'", probes_text);
+    const int probe_every_step = !strcmp(probes_text, "every-step");
     o.steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), o.warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
     o.label_frac = 0.15;
     if (label_text) {
@@ -310,9 +316,9 @@ int cmd_bench(int argc, char **argv) {
         bench_side_step(first, s, warmup);
         if (second)
             bench_side_step(second, s, warmup);
-        if (s >= warmup)
+        if (s >= warmup && probe_every_step)
             probes[num_probes++] = peak_probe(sgemm);
-        if (s >= warmup && bf16_peak)
+        if (s >= warmup && probe_every_step && bf16_peak)
             bf16_probes[num_bf16_probes++] = peak_probe(bf16_peak);
     }
     const CountedSource counted = side.counted;

@@ -105,11 +105,13 @@ static const Command commands[] = {
      "bench CONFIG.ini [--set section.key=value ...] (--batch-size B --seq-len L [--label-frac F] | "
      "--lengths-from FILE [--batch-size B] [--seq-len L] | --from-shards DIR) [--against OTHER.ini] [--against-set KEY=VALUE] "
      "[--against-lengths-from FILE | --against-from-shards DIR] [--steps N] "
-     "[--warmup W] [--json OUT]",
+     "[--warmup W] [--probes every-step|start] [--json OUT]",
      "time training steps (and print the BLAS kernels in use)",
      "  --batch-size B            sequences per step (with --lengths-from: task.batch_size, the default)\n"
      "  --seq-len L               tokens per sequence (with --lengths-from: task.max_seq_len, the default)\n"
      "  --steps N                 steps to time (default 10)\n"
+     "  --probes WHEN             peak probes after every step (every-step, default) or at start-up only\n"
+     "                            (start: a profiler attached to the run samples only steps)\n"
      "  --warmup W                untimed steps first (default 2)\n"
      "  --label-frac F            synthetic MLM batch: fraction of positions labelled (default 0.15)\n"
      "  --lengths-from FILE       fine-tuning steps on the task's batches of FILE (GLUE TSV per task.glue_task,\n"

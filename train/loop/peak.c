@@ -348,7 +348,8 @@ void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tok
 
 double bf16_probe_gflops(void *ctx) {
     const PeakBf16Probe *probe = ctx;
-    return gemm_bf16_shapes_gflops(probe->backend, probe->shapes, probe->count);
+    return gemm_bf16_shapes_gflops(probe->backend, probe->shapes, probe->count, probe->borrowed,
+                                   probe->borrowed_floats);
 }
 
 PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe) {

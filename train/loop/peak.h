@@ -92,6 +92,8 @@ typedef struct {
     int tokens, hidden, intermediate; /* what the shapes were made of (the cache key's) */
     int count;
     GemmShape shapes[PEAK_BF16_MAX_SHAPES];
+    float *borrowed; /* memory dead between steps the operands may use (gemm_bf16_shapes_gflops), or NULL */
+    size_t borrowed_floats;
 } PeakBf16Probe;
 /* Into probe: the 12 products of an encoder layer's 4 linear maps (QKV H -> 3H, attention out
  * H -> H, FFN H -> I and I -> H) on T = min(tokens, PEAK_BF16_MAX_TOKENS) rows (the cap keeps

@@ -43,6 +43,9 @@ void train_step_begin(TrainStep *ts, MetricsLog *log, long first_step) {
     if (acts->precision == PRECISION_BF16) { /* the bf16 peak, on the encoder's products at [B x L] */
         peak_bf16_encoder_shapes(&ts->peak_bf16, gemm_backend(acts->gemm), acts->B * acts->L,
                                  ts->model->cfg.hidden_size, ts->model->cfg.intermediate_size);
+        /* the probes run between steps (here and at log windows): their operands take the
+         * activations, dead then, so a bf16 run's peak memory is the step's */
+        ts->peak_bf16.borrowed = acts->arena.base, ts->peak_bf16.borrowed_floats = acts->step_floats;
         ts->peak = peak_estimate_bf16(omp_get_max_threads(), &ts->peak_bf16);
     } else {
         ts->peak = peak_estimate(omp_get_max_threads());

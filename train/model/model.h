@@ -86,6 +86,8 @@ typedef struct {
     int threads;               /* OpenMP threads the attention scratch was laid out for */
     size_t attn_scratch_floats; /* attention scratch: the most any shape [B, l <= L] needs */
     Arena arena;
+    size_t step_floats; /* the arena's first step_floats floats hold one step's values only (dead
+                         * between steps: the bf16 peak probe borrows them, train/loop/step.c) */
     int *rows;   /* [max_predictions] flat (b*L + l) indices of labelled positions */
     int *labels; /* [max_predictions] their labels */
     int *row_pos, *row_key; /* [B*L] an unpadded batch's rows: position in the sequence, and the

@@ -128,6 +128,7 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
     s->d_qkv = arena_take(ar, N * 3 * H);
     s->d_ctx = arena_take(ar, N * H);
     s->attn = arena_take(ar, a->attn_scratch_floats);
+    a->step_floats = ar->used; /* everything above is rewritten by every forward and backward */
     const AttnShape longest = attn_shape(c, a, a->B, a->L, 0, 0);
     pos_tables_lay_out(&a->positions, &longest, ar);
     s->carried = c->residual_attention ? arena_take(ar, scores) : NULL;
