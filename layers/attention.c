@@ -50,8 +50,10 @@ static int team_size(const AttnPlan *p) {
     return threads < p->threads ? threads : p->threads;
 }
 
-static void check_args(const AttnPlan *p, const AttnShape *s, const float *table,
+static void check_args(const AttnPlan *p, const AttnShape *s, const float *qkv, const float *table,
                        const float *raw_scores, const float *carried) {
+    RP_CHECK(p->bf16 ? (qkv != NULL) != (s->qkv16 != NULL) : qkv && !s->qkv16,
+             "internal: attention: Q|K|V in fp32 (qkv) or, in a bf16 context only, in bf16 (qkv16): one of them");
     RP_CHECK(p->scheme->table_scope == POS_TABLE_NONE || table,
              "attention: position scheme %s needs a table", rel_kind_name(s->rel));
     RP_CHECK(p->scheme->qk != POS_QK_RAW || raw_scores,
@@ -166,6 +168,37 @@ static size_t dropout_row_first(const AttnPlan *p, const AttnShape *s, int bh, i
     return (((size_t)s->drop_seq * p->heads + (size_t)bh) * Ld + (size_t)i) * Ld;
 }
 
+/* The (b,h)'s fp32 q, k as the scores read them (*qk_ld their row stride): qkv's rows, or with
+ * shape->qkv16 their exact expansion in w->qk32 (schemes that read fp32 q, k; NULL otherwise); then
+ * the scheme's rotation. bf16: *q16, *k16 (stride *ld16) the products' operands: shape->qkv16's rows
+ * in place, or rounded into w->q16, k16 here (fp32 qkv, or rotated q, k). */
+static void head_qk(const AttnPlan *p, const AttnWork *w, const float *qkv, int b, int h, const float **q,
+                    const float **key, int *qk_ld, const bf16 **q16, const bf16 **k16, int *ld16) {
+    const PosScheme *sc = p->scheme;
+    if (p->shape->qkv16 && w->qk32)
+        attn_expand_qk(p, w, b, h);
+    *q = attn_head32(p, w, qkv, b, h, 0, qk_ld);
+    *key = attn_head32(p, w, qkv, b, h, 1, qk_ld);
+    if (sc->rotate)
+        sc->rotate(p, w, q, key, qk_ld);
+    if (!p->bf16 || sc->qk == POS_QK_SCHEME)
+        return;
+    *q16 = attn_head16(p, w, b, h, 0, ld16);
+    *k16 = attn_head16(p, w, b, h, 1, ld16);
+    if (*q16 == w->q16) { /* rounded per (b,h) */
+        attn_to_bf16(w->q16, *q, p->L, p->d, *qk_ld);
+        attn_to_bf16(w->k16, *key, p->L, p->d, *qk_ld);
+    }
+}
+
+/* bf16: the (b,h)'s v as P.V reads it (stride *ld16): shape->qkv16's rows, or rounded into w->v16. */
+static const bf16 *head_v16(const AttnPlan *p, const AttnWork *w, const float *qkv, int b, int h, int *ld16) {
+    const bf16 *v16 = attn_head16(p, w, b, h, 2, ld16);
+    if (v16 == w->v16)
+        attn_to_bf16(w->v16, qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d + 2 * p->H, p->L, p->d, p->ld);
+    return v16;
+}
+
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
                        float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s,
@@ -173,11 +206,11 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     const int L = p->L, d = p->d, ld = p->ld, b = bh / p->heads, h = bh % p->heads;
     const PosScheme *sc = p->scheme;
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
-    const float *q = qkv + (size_t)b * L * ld + (size_t)h * d, *key = q + p->H, *v = q + 2 * p->H;
     float *S = probs + off; /* the unscaled scores, then the logits, then P */
-    int qk_ld = ld; /* row stride of q and key: qkv's, or the scheme's rotated copies' */
-    if (sc->rotate)
-        sc->rotate(p, w, &q, &key, &qk_ld);
+    const float *q, *key;
+    const bf16 *q16 = NULL, *k16 = NULL;
+    int qk_ld, ld16 = d; /* row strides of q and key (qkv's, or a thread copy's), of q16 and k16 */
+    head_qk(p, w, qkv, b, h, &q, &key, &qk_ld, &q16, &k16, &ld16);
     const int Lt = p->tables.L; /* the tables' length, >= L */
     const float *bias = p->tables.bias2 ? p->tables.bias2 + (size_t)h * (2 * Lt - 1) + (Lt - 1) : NULL;
     float *raw = sc->qk == POS_QK_RAW ? raw_scores + off : NULL;
@@ -185,14 +218,10 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     /* POS_QK_ADDED: the scheme's terms first, then the term q_i.k_j added by S += Q.K^T (beta 1:
      * no zeroing pass). POS_QK_RAW: raw = Q.K^T, then S from raw. POS_QK_SCHEME: S whole. */
     const int lane = s->lane + omp_get_thread_num();
-    if (sc->qk != POS_QK_SCHEME && p->bf16) { /* q, k in bf16 (w->q16, k16: also the scheme's) */
-        attn_to_bf16(w->q16, q, L, d, qk_ld);
-        attn_to_bf16(w->k16, key, L, d, qk_ld);
-    }
     if (sc->qk == POS_QK_ADDED)
         sc->scores(p, w, S, raw, qkv, table, b, h);
     if (sc->qk != POS_QK_SCHEME && p->bf16) {
-        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->q16, d, w->k16, d,
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, q16, ld16, k16, ld16,
                   sc->qk == POS_QK_ADDED ? 1.0f : 0.0f, raw ? raw : S, L);
     } else if (sc->qk != POS_QK_SCHEME) {
         gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, q, qk_ld, key, qk_ld,
@@ -214,9 +243,11 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     const float *Pd = dropped ? dropped : S;
     float *ctx_bh = ctx + (size_t)b * L * p->H + (size_t)h * d;
     if (p->bf16) {
-        attn_to_bf16(w->v16, v, L, d, ld);
-        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->v16, d, 0.0f, ctx_bh, p->H);
+        int v_ld16;
+        const bf16 *v16 = head_v16(p, w, qkv, b, h, &v_ld16);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, v16, v_ld16, 0.0f, ctx_bh, p->H);
     } else {
+        const float *v = qkv + (size_t)b * L * ld + (size_t)h * d + 2 * p->H;
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx_bh, p->H);
     }
 }
@@ -239,7 +270,7 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     }
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(&p, s, table, raw_scores, carried);
+    check_args(&p, s, qkv, table, raw_scores, carried);
     if (!s->residual)
         carried = NULL;
     prepare(&p, s, table);
@@ -337,11 +368,11 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     const size_t sq = (size_t)L * L, off = (size_t)bh * sq;
     const PosScheme *sc = p->scheme;
     const size_t qoff = (size_t)b * L * ld + (size_t)h * d;
-    const float *q = qkv + qoff, *key = q + H, *v = q + 2 * H;
     float *dq = d_qkv + qoff, *dkey = dq + H, *dv = dq + 2 * H;
-    int qk_ld = ld;
-    if (sc->rotate) /* the rotated q, k of the forward, recomputed */
-        sc->rotate(p, w, &q, &key, &qk_ld);
+    const float *q, *key; /* the forward's (rotated) q, k, recomputed */
+    const bf16 *q16 = NULL, *k16 = NULL;
+    int qk_ld, ld16 = d;
+    head_qk(p, w, qkv, b, h, &q, &key, &qk_ld, &q16, &k16, &ld16);
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
 
@@ -357,16 +388,17 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     const int lane = s->lane + omp_get_thread_num();
     float *diag = sc->bias_grad ? part + (size_t)h * (2 * L - 1) : NULL;
     if (p->bf16) { /* dPd first; the softmax backward's pass writes bf16 Pd (for dV) and dS */
+        int v_ld16;
+        const bf16 *v16 = head_v16(p, w, qkv, b, h, &v_ld16);
         attn_to_bf16(w->g16, dctx, L, d, H);
-        attn_to_bf16(w->v16, v, L, d, ld);
-        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, w->v16, d, 0.0f, D, L);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, v16, v_ld16, 0.0f, D, L);
         score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, w->p16, sc->backward_raw ? NULL : w->s16,
                         probs + off, Pd, L, p->scale, s->carried_scale);
         gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->p16, L, w->g16, d, 0.0f, dv, ld);
     } else {
         gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
                     dctx, H, 0.0f, dv, ld);
-        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, v, ld, 0.0f, D,
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, qkv + qoff + 2 * H, ld, 0.0f, D,
                     L);
         score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
                         s->carried_scale);
@@ -377,10 +409,8 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
             attn_to_bf16(w->s16, D, L, L, L);
     }
     if (sc->qk != POS_QK_SCHEME && p->bf16) {
-        attn_to_bf16(w->q16, q, L, d, qk_ld);
-        attn_to_bf16(w->k16, key, L, d, qk_ld);
-        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, w->k16, d, 0.0f, dq, ld);
-        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, w->q16, d, 0.0f, dkey, ld);
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, k16, ld16, 0.0f, dq, ld);
+        gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->s16, L, q16, ld16, 0.0f, dkey, ld);
     } else if (sc->qk != POS_QK_SCHEME) {
         /* term q_i.k_j: dQ = dR.K;  dK = dR^T.Q  (overwrite; the scheme's terms add after) */
         gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, D, L, key, qk_ld, 0.0f,
@@ -407,7 +437,7 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
     }
     AttnPlan p;
     attn_plan(&p, s, scratch);
-    check_args(&p, s, table, raw_scores, d_carried);
+    check_args(&p, s, qkv, table, raw_scores, d_carried);
     RP_CHECK(p.scheme->table_scope == POS_TABLE_NONE || d_table,
              "attention: position scheme %s needs d_table", rel_kind_name(s->rel));
     if (!s->residual)

@@ -29,9 +29,50 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.s16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
         w.p16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
     }
+    if (attn_needs_qk32(p))
+        w.qk32 = arena_take(arena, 2 * L * (size_t)p->d);
     if (p->scheme->work)
         p->scheme->work(p, &w, arena);
     return w;
+}
+
+int attn_needs_qk32(const AttnPlan *p) {
+    return p->bf16 && (p->scheme->rotate || p->scheme->qk == POS_QK_SCHEME);
+}
+
+static size_t head_offset(const AttnPlan *p, int b, int h) {
+    return (size_t)b * p->L * p->ld + (size_t)h * p->d;
+}
+
+void attn_expand_qk(const AttnPlan *p, const AttnWork *w, int b, int h) {
+    const int L = p->L, d = p->d;
+    const bf16 *q16 = p->shape->qkv16 + head_offset(p, b, h);
+    for (int part = 0; part < 2; part++)
+        for (int i = 0; i < L; i++) {
+            const bf16 *restrict x = q16 + (size_t)part * p->H + (size_t)i * p->ld;
+            float *restrict y = w->qk32 + ((size_t)part * L + i) * d;
+#pragma omp simd
+            for (int t = 0; t < d; t++)
+                y[t] = bf16_to_float(x[t]);
+        }
+}
+
+const float *attn_head32(const AttnPlan *p, const AttnWork *w, const float *qkv, int b, int h, int part, int *ld) {
+    if (!p->shape->qkv16) {
+        *ld = p->ld;
+        return qkv + head_offset(p, b, h) + (size_t)part * p->H;
+    }
+    *ld = p->d;
+    return w->qk32 ? w->qk32 + (size_t)part * p->L * p->d : NULL;
+}
+
+const bf16 *attn_head16(const AttnPlan *p, const AttnWork *w, int b, int h, int part, int *ld16) {
+    if (p->shape->qkv16 && !(part < 2 && p->scheme->rotate)) {
+        *ld16 = p->ld;
+        return p->shape->qkv16 + head_offset(p, b, h) + (size_t)part * p->H;
+    }
+    *ld16 = p->d;
+    return part == 0 ? w->q16 : part == 1 ? w->k16 : w->v16;
 }
 
 void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, AttnOperand A, AttnOperand B,

@@ -68,6 +68,8 @@ typedef struct AttnWork {
     bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward), dS (backward: dQ, dK) */
     bf16 *p16;           /* bf16 only: [L, L] dropout(P) in bf16 (backward: dV) */
     bf16 *blk16;         /* shaw, method4 in bf16: blk's dQA / dKA block in bf16 */
+    float *qk32;         /* bf16 with a scheme that reads fp32 q, k (rope, method3): [2, L, d] the
+                          * (b,h)'s q and k expanded from shape->qkv16 (NULL otherwise) */
 } AttnWork;
 
 /* n rounded up to whole 16-float lines (slot partials start 64-byte aligned). */
@@ -95,6 +97,19 @@ void attn_product(const AttnPlan *p, GemmOp ta, GemmOp tb, int M, int N, int K, 
                   float beta, float *C, int ldc);
 /* out [rows, cols] (row stride cols) = bf16(in [rows, cols] at row stride ld), on the calling thread. */
 void attn_to_bf16(bf16 *out, const float *in, int rows, int cols, int ld);
+
+/* 1 when a bf16 call's scheme reads q, k in fp32 (rope's rotation, method3's terms): with
+ * shape->qkv16 they are expanded into w->qk32 per (b,h) (attn_expand_qk). */
+int attn_needs_qk32(const AttnPlan *p);
+/* w->qk32 = the (b,h)'s q and k of shape->qkv16 in fp32 (exact). */
+void attn_expand_qk(const AttnPlan *p, const AttnWork *w, int b, int h);
+/* The (b,h)'s q (part 0) or k (1) in fp32 as the scheme's terms read them, *ld its row stride:
+ * qkv's rows (p->ld), or with shape->qkv16 the expansion w->qk32 (d; NULL if the scheme has none). */
+const float *attn_head32(const AttnPlan *p, const AttnWork *w, const float *qkv, int b, int h, int part, int *ld);
+/* bf16: the (b,h)'s q (part 0), k (1) or v (2) as the products read them, *ld16 its row stride:
+ * shape->qkv16's rows (p->ld), or the thread's rounded copies w->q16, k16, v16 (d) when the call
+ * has fp32 qkv or the scheme rotates q and k. */
+const bf16 *attn_head16(const AttnPlan *p, const AttnWork *w, int b, int h, int part, int *ld16);
 
 /* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);

@@ -3,6 +3,7 @@
  * it, so that none of them includes another in a circle. */
 #pragma once
 
+#include "core/bf16.h"  /* bf16 */
 #include "core/kinds.h" /* RelKind */
 
 struct PosTables;
@@ -42,6 +43,11 @@ typedef struct AttnShape {
                           * and their backward products in bf16 (gemm_lane; Q, K, V, dctx, P and dS
                           * rounded to bf16 once per (b,h), accumulation and everything else fp32);
                           * NULL or fp32: every product in fp32 (gemm_f32) */
+    /* bf16 context only: Q|K|V [B*L, 3H] in bf16 (the layer's, written once by its projection), which
+     * the products read in place (row stride 3H) and the schemes that need fp32 q, k (rope's rotation,
+     * method3) expand exactly per (b,h); the call's qkv is then NULL. NULL: qkv in fp32, rounded to
+     * bf16 per (b,h). */
+    const bf16 *qkv16;
     int lane;            /* bf16: the call's thread t uses lane `lane + t` (0 for a call that makes its
                           * own team; a one-thread call made inside a parallel region passes the caller's
                           * thread number, so no two threads share a lane) */

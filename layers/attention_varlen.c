@@ -29,6 +29,7 @@ static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows, size_t 
     RP_CHECK(one.L >= 0 && one.L <= s->L, "attention: sequence %d of the unpadded batch has %d rows "
              "(expected 0 to %d)", b, one.L, s->L);
     *rows = (size_t)off[b];
+    one.qkv16 = s->qkv16 ? s->qkv16 + *rows * 3 * (size_t)s->H : NULL;
     *scores = 0;
     for (int i = 0; i < b; i++)
         *scores += (size_t)s->num_heads * (size_t)(off[i + 1] - off[i]) * (size_t)(off[i + 1] - off[i]);
@@ -62,7 +63,7 @@ AttnVarlenPlan attn_varlen_plan(const AttnShape *s) {
     v.threads = s->threads > 0 ? s->threads : 1;
     v.B = s->B, v.L = s->L;
     v.planned = *s;
-    v.planned.seq_offsets = NULL, v.planned.varlen = NULL;
+    v.planned.seq_offsets = NULL, v.planned.varlen = NULL, v.planned.qkv16 = NULL;
     return v;
 }
 
@@ -110,7 +111,7 @@ void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *car
             if (one.L == 0) /* a padding row: nothing */
                 continue;
             attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
-                              carried ? carried + scores : NULL, mine, qkv + rows * 3 * s->H, table, NULL, &one,
+                              carried ? carried + scores : NULL, mine, qkv ? qkv + rows * 3 * s->H : NULL, table, NULL, &one,
                               dropout_key);
         }
     }
@@ -136,7 +137,7 @@ void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float
                 continue;
             attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias ? part + v.table_floats : NULL,
                                table_scope ? part : NULL, d_carried ? d_carried + scores : NULL, mine,
-                               d_ctx + rows * s->H, qkv + rows * 3 * s->H, table, probs + scores,
+                               d_ctx + rows * s->H, qkv ? qkv + rows * 3 * s->H : NULL, table, probs + scores,
                                raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
         }
     }

@@ -31,7 +31,7 @@ typedef struct {
  *            norm2 = LN2(sum1)          sum2 = sum1 + drop(ffn(norm2)) = output */
 typedef struct {
     float *norm1, *norm1_mean, *norm1_rstd;  /* [N,H], [N], [N] */
-    float *qkv;                              /* [N, 3H] */
+    float *qkv;                              /* [N, 3H]; NULL in a bf16 context (qkv16) */
     float *probs, *raw_scores;               /* [B, heads, L, L] (see attention.h); raw_scores
                                               * only for methods 1, 2 */
     float *ctx;                              /* [N, H] */
@@ -43,6 +43,9 @@ typedef struct {
     bf16 *ffn_act16;                         /* [N, I] gelu(W1 h + b1) in a bf16 context, in bf16
                                               * only (it feeds only W2's products); else NULL */
     bf16 *ffn_slope16;                       /* [N, I] gelu'(W1 h + b1) in a bf16 context; else NULL */
+    bf16 *qkv16;                             /* [N, 3H] Q|K|V in a bf16 context, in bf16 only (written
+                                              * once by the projection, read by attention's products);
+                                              * else NULL */
 } LayerActs;
 
 /* Scratch shared by all layers (contents do not survive a call). */

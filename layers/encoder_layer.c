@@ -15,15 +15,27 @@ static void add_vectors(float *y, const float *a, const float *b, size_t n) {
         y[e] = a[e] + b[e];
 }
 
+/* The attention call's shape: sh->attn, with the layer's bf16 Q|K|V (a->qkv16) in a bf16 context. */
+static AttnShape attn_call(const LayerActs *a, const LayerShape *sh) {
+    AttnShape shape = sh->attn;
+    shape.qkv16 = a->qkv16;
+    return shape;
+}
+
 /* Attention block: proj [N,H] = W_o . attention(W_qkv . in) (before b_o, which the residual sum
- * adds, and dropout). */
+ * adds, and dropout). In a bf16 context Q|K|V exist in bf16 only (a->qkv16), the projection's fp32
+ * output going through the backward's scratch s->d_qkv. */
 static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *in,
                                     const LayerParams *p, const int *mask, const LayerShape *sh,
                                     uint64_t key) {
     int N = sh->N, H = sh->H;
-    linear_forward(sh->gemm, a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    if (a->qkv16)
+        linear_forward_to_bf16(sh->gemm, s->d_qkv, a->qkv16, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    else
+        linear_forward(sh->gemm, a->qkv, in, p->qkv_w, p->qkv_b, N, H, 3 * H);
+    const AttnShape shape = attn_call(a, sh);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
-                      a->qkv, p->position_table, mask, &sh->attn, key);
+                      a->qkv, p->position_table, mask, &shape, key);
     linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
@@ -37,8 +49,9 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
     linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
+    const AttnShape shape = attn_call(a, sh);
     attention_backward(s->d_qkv, g->qkv_b, g->position_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
-                       p->position_table, a->probs, a->raw_scores, &sh->attn, key);
+                       p->position_table, a->probs, a->raw_scores, &shape, key);
     (add_to_d_in ? linear_backward_accumulate : linear_backward)(sh->gemm, d_in, g->qkv_w, NULL, s->d_qkv, in,
                                                                 p->qkv_w, N, H, 3 * H);
 }

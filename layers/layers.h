@@ -130,6 +130,10 @@ void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, 
                          int o);
 void linear_backward_bf16(Gemm *g, float *d_in, float *dW, float *db, const float *d_out, const bf16 *in16,
                           const float *W, int N, int i, int o);
+/* bf16 output (bf16 g: the output feeds only bf16 products): out16 [N,o] = bf16(in . W^T + b), the GEMM
+ * writing in . W^T into the fp32 scratch pre [N,o], bias and rounding in one pass after it. */
+void linear_forward_to_bf16(Gemm *g, float *pre, bf16 *out16, const float *in, const float *W, const float *b, int N,
+                            int i, int o);
 /* bf16 gradient d_out16 [N,o] (bf16 g): d_in = d_out16 . W (+= with accumulate);  dW += d_out16^T . in.
  * No bias gradient: its fp32 sum is the producer's (gelu_bias_backward_bf16). */
 void linear_backward_from_bf16(Gemm *g, float *d_in, int accumulate, float *dW, const bf16 *d_out16,

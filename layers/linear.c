@@ -23,6 +23,19 @@ void linear_forward_bf16(Gemm *g, float *out, const bf16 *in16, const float *W, 
     forward(g, out, gemm_in_bf16(in16), W, b, N, i, o);
 }
 
+void linear_forward_to_bf16(Gemm *g, float *restrict pre, bf16 *restrict out16, const float *in, const float *W,
+                            const float *restrict b, int N, int i, int o) {
+    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, pre, o);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *restrict x = pre + (size_t)n * o;
+        bf16 *restrict y = out16 + (size_t)n * o;
+#pragma omp simd
+        for (int c = 0; c < o; c++)
+            y[c] = bf16_from_float(x[c] + b[c]);
+    }
+}
+
 /* db [o] += sum_n d_out [N,o]: threads own column blocks, rows summed in order */
 static void bias_backward(float *restrict db, const float *restrict d_out, int N, int o) {
     const ColBlocks blocks = col_blocks(o);

@@ -23,12 +23,12 @@ static void transpose(float *restrict dst, size_t dst_ld, const float *restrict 
 }
 
 /* qs0 = Q (.) a_0 and qs2 = Q (.) a_2k [L, d], the operands of the clipped regions (k < L). */
-static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *q,
+static void method3_operands(const AttnPlan *p, const AttnWork *w, const float *q, int qld,
                              const float *table) {
-    const int L = p->L, d = p->d, ld = p->ld;
+    const int L = p->L, d = p->d;
     const float *restrict a0 = table, *restrict a2 = table + (size_t)2 * p->rel_k * d;
     for (int i = 0; i < L; i++) {
-        const float *restrict qi = q + (size_t)i * ld;
+        const float *restrict qi = q + (size_t)i * qld;
         float *restrict s0 = w->qs0 + (size_t)i * d, *restrict s2 = w->qs2 + (size_t)i * d;
         for (int t = 0; t < d; t++) {
             s0[t] = qi[t] * a0[t];
@@ -54,13 +54,13 @@ static void region_block(const AttnPlan *p, int right, int i0, int *nb, int *c0,
 }
 
 /* Term sum_t q_it k_jt a_rt (method3), the whole of S: the clipped regions as GEMMs of
- * Q (.) a_row with K, the band |i-j| < k cell by cell. */
+ * Q (.) a_row with K, the band |i-j| < k cell by cell. q, key at row stride ld. */
 static void three_way_term(const AttnPlan *p, const AttnWork *w, float *restrict S, const float *q,
-                           const float *key, const float *table) {
-    const int L = p->L, d = p->d, ld = p->ld, rel_k = p->rel_k, at_ld = p->at_ld;
+                           const float *key, int ld, const float *table) {
+    const int L = p->L, d = p->d, rel_k = p->rel_k, at_ld = p->at_ld;
     transpose(w->kt, (size_t)L, key, (size_t)ld, L, d);
     if (rel_k < L)
-        method3_operands(p, w, q, table);
+        method3_operands(p, w, q, ld, table);
     for (int right = 0; right < 2 && rel_k < L; right++)
         for (int i0 = right ? 0 : rel_k; i0 < (right ? L - rel_k : L); i0 += p->block) {
             int nb, c0, wd;
@@ -91,13 +91,14 @@ static void three_way_term(const AttnPlan *p, const AttnWork *w, float *restrict
     }
 }
 
-/* Its gradients from G = dR: writes this (b,h)'s dQ and dK (overwrite), dA into part. */
+/* Its gradients from G = dR: writes this (b,h)'s dQ and dK (overwrite, row stride p->ld), dA into
+ * part; q, key at row stride qld. */
 static void three_way_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
                             float *restrict part, float *dq, float *dkey, const float *q,
-                            const float *key, const float *table) {
+                            const float *key, int qld, const float *table) {
     const int L = p->L, d = p->d, ld = p->ld, rel_k = p->rel_k, m = p->m;
     if (rel_k < L)
-        method3_operands(p, w, q, table);
+        method3_operands(p, w, q, qld, table);
     for (int i = 0; i < L; i++) {
         memset(dq + (size_t)i * ld, 0, (size_t)d * sizeof(float));
         memset(dkey + (size_t)i * ld, 0, (size_t)d * sizeof(float));
@@ -107,12 +108,12 @@ static void three_way_grads(const AttnPlan *p, const AttnWork *w, const float *r
     for (int i = 0; i < L; i++) {
         int le, rs;
         rel_split(i, rel_k, L, &le, &rs);
-        const float *restrict qi = q + (size_t)i * ld;
+        const float *restrict qi = q + (size_t)i * qld;
         float *restrict dqi = dq + (size_t)i * ld;
         for (int j = le; j < rs; j++) {
             const float g = G[(size_t)i * L + j];
             const float *restrict ar = table + (size_t)(i - j + rel_k) * d;
-            const float *restrict kj = key + (size_t)j * ld;
+            const float *restrict kj = key + (size_t)j * qld;
             float *restrict dkj = dkey + (size_t)j * ld;
             float *restrict dar = part + (size_t)(i - j + m) * d;
             for (int t = 0; t < d; t++) {
@@ -141,10 +142,10 @@ static void three_way_grads(const AttnPlan *p, const AttnWork *w, const float *r
             }
             /* blk_g = G_region . K;  dQ += blk_g (.) a_row;  da_row += sum_i q_i (.) blk_g_i */
             gemm_f32(GEMM_N, GEMM_N, nb, d, wd, 1.0f, w->blk, wd,
-                        key + (size_t)c0 * ld, ld, 0.0f, w->blk_g, d);
+                        key + (size_t)c0 * qld, qld, 0.0f, w->blk_g, d);
             for (int i = i0; i < i0 + nb; i++) {
                 const float *restrict gi = w->blk_g + (size_t)(i - i0) * d;
-                const float *restrict qi = q + (size_t)i * ld;
+                const float *restrict qi = q + (size_t)i * qld;
                 float *restrict dqi = dq + (size_t)i * ld;
                 for (int t = 0; t < d; t++) {
                     dqi[t] += gi[t] * arow[t];
@@ -189,14 +190,17 @@ static void prepare(const AttnPlan *p, const float *table) {
 static void scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw, const float *qkv,
                    const float *table, int b, int h) {
     (void)raw;
-    const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    three_way_term(p, w, S, q, q + p->H, table);
+    int ld;
+    const float *q = attn_head32(p, w, qkv, b, h, 0, &ld), *key = attn_head32(p, w, qkv, b, h, 1, &ld);
+    three_way_term(p, w, S, q, key, ld, table);
 }
 
 static void backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part, float *d_qkv,
                      const float *qkv, const float *table, int b, int h) {
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    three_way_grads(p, w, dscore, part, d_qkv + off, d_qkv + off + p->H, qkv + off, qkv + off + p->H, table);
+    int ld;
+    const float *q = attn_head32(p, w, qkv, b, h, 0, &ld), *key = attn_head32(p, w, qkv, b, h, 1, &ld);
+    three_way_grads(p, w, dscore, part, d_qkv + off, d_qkv + off + p->H, q, key, ld, table);
 }
 
 /* The transfer's all-1 table makes the term q_i.k_j; a fresh one is random (the paper's). */

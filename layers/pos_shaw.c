@@ -19,7 +19,7 @@ static inline int max_int(int a, int b) { return a > b ? a : b; }
 
 /* Rows first.. of X: fp32 at row stride ld, and its bf16 form (bf16 runs) at row stride ld16. */
 static AttnOperand rows_of(const float *x, int ld, const bf16 *x16, int ld16, int first) {
-    return (AttnOperand){x + (size_t)first * ld, ld, x16 ? x16 + (size_t)first * ld16 : NULL, ld16};
+    return (AttnOperand){x ? x + (size_t)first * ld : NULL, ld, x16 ? x16 + (size_t)first * ld16 : NULL, ld16};
 }
 
 /* The dQA / dKA block in w->blk [nb, W] as an operand (bf16 runs: rounded into w->blk16). */
@@ -48,14 +48,14 @@ static void reach_block(const AttnPlan *p, int first, int keys, int *nb, int *lo
  * into w->blk ([nb, W], column c is r' = lo + c). Overwrites S (the caller adds q_i.k_j after, as
  * a GEMM with beta = 1, which saves the pass that zeroes S). */
 static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
-                             const float *q, const bf16 *q16, const float *reach) {
-    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+                             const float *q, int qld, const bf16 *q16, int ld16, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d;
     float *restrict blk = w->blk;
     for (int i0 = 0; i0 < L; i0 += p->block) {
         int nb, lo, hi;
         reach_block(p, i0, 0, &nb, &lo, &hi);
         const int W = hi - lo + 1;
-        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(q, ld, q16, d, i0), rows_of(reach, d, p->table16, d, lo),
+        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(q, qld, q16, ld16, i0), rows_of(reach, d, p->table16, d, lo),
                      0.0f, blk, W);
         for (int i = i0; i < i0 + nb; i++) {
             int le, rs;
@@ -76,14 +76,14 @@ static void query_table_term(const AttnPlan *p, const AttnWork *w, float *restri
 
 /* Term k_j.a_r (method4): S_ij += KA[j][r'], KA = K.A^T block by block over key columns. */
 static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict S,
-                           const float *key, const bf16 *key16, const float *reach) {
-    const int L = p->L, m = p->m, d = p->d, ld = p->ld;
+                           const float *key, int kld, const bf16 *key16, int ld16, const float *reach) {
+    const int L = p->L, m = p->m, d = p->d;
     float *restrict blk = w->blk;
     for (int j0 = 0; j0 < L; j0 += p->block) {
         int nb, lo, hi;
         reach_block(p, j0, 1, &nb, &lo, &hi);
         const int W = hi - lo + 1, j1 = j0 + nb;
-        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(key, ld, key16, d, j0),
+        attn_product(p, GEMM_N, GEMM_T, nb, W, d, rows_of(key, kld, key16, ld16, j0),
                      rows_of(reach, d, p->table16, d, lo), 0.0f, blk, W);
         /* clipped columns: r' = 2m (reachable iff hi = 2m) and r' = 0 (iff lo = 0) */
         float *restrict ka_left = w->vec0, *restrict ka_right = w->vec1;
@@ -110,7 +110,8 @@ static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict
 /* Gradients of the term q_i.a_r from G = dR [L, L]: dQA[i][r'] = sum of G_ij over the j with
  * that r' (block by block), then dQ += dQA.A and dA += dQA^T.Q (dA: part, [R, d]). */
 static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
-                              float *part, float *dq, const float *q, const bf16 *q16, const float *reach) {
+                              float *part, float *dq, const float *q, int qld, const bf16 *q16, int ld16,
+                              const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int i0 = 0; i0 < L; i0 += p->block) {
@@ -141,14 +142,15 @@ static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float 
         const AttnOperand dqa = block_operand(p, w, nb, W);
         attn_product(p, GEMM_N, GEMM_N, nb, d, W, dqa, rows_of(reach, d, p->table16, d, lo), 1.0f,
                      dq + (size_t)i0 * ld, ld);
-        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dqa, rows_of(q, ld, q16, d, i0), 1.0f, part + (size_t)lo * d, d);
+        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dqa, rows_of(q, qld, q16, ld16, i0), 1.0f, part + (size_t)lo * d, d);
     }
 }
 
 /* Gradients of the term k_j.a_r: dKA[j][r'] = sum of G_ij over the i with that r', then
  * dK += dKA.A and dA += dKA^T.K. */
 static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
-                            float *part, float *dkey, const float *key, const bf16 *key16, const float *reach) {
+                            float *part, float *dkey, const float *key, int kld, const bf16 *key16, int ld16,
+                            const float *reach) {
     const int L = p->L, m = p->m, d = p->d, ld = p->ld;
     float *restrict blk = w->blk;
     for (int j0 = 0; j0 < L; j0 += p->block) {
@@ -181,7 +183,7 @@ static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *r
         const AttnOperand dka = block_operand(p, w, nb, W);
         attn_product(p, GEMM_N, GEMM_N, nb, d, W, dka, rows_of(reach, d, p->table16, d, lo), 1.0f,
                      dkey + (size_t)j0 * ld, ld);
-        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dka, rows_of(key, ld, key16, d, j0), 1.0f,
+        attn_product(p, GEMM_T, GEMM_N, W, d, nb, dka, rows_of(key, kld, key16, ld16, j0), 1.0f,
                      part + (size_t)lo * d, d);
     }
 }
@@ -230,32 +232,50 @@ static const float *reachable(const AttnPlan *p, const float *table) {
     return table + (size_t)(p->rel_k - p->m) * p->d;
 }
 
+/* The (b,h)'s q (part 0) or k (1): fp32 (*ld) and, in bf16, as the products read it (*ld16). */
+static const float *head_rows(const AttnPlan *p, const AttnWork *w, const float *qkv, int b, int h, int part,
+                              int *ld, const bf16 **x16, int *ld16) {
+    *x16 = NULL, *ld16 = p->d;
+    if (p->bf16)
+        *x16 = attn_head16(p, w, b, h, part, ld16);
+    return attn_head32(p, w, qkv, b, h, part, ld);
+}
+
 static void shaw_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
                         const float *qkv, const float *table, int b, int h) {
     (void)raw;
-    const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_term(p, w, S, q, w->q16, reachable(p, table));
+    int ld, ld16;
+    const bf16 *q16;
+    const float *q = head_rows(p, w, qkv, b, h, 0, &ld, &q16, &ld16);
+    query_table_term(p, w, S, q, ld, q16, ld16, reachable(p, table));
 }
 
 static void method4_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
                            const float *qkv, const float *table, int b, int h) {
-    (void)raw;
-    const float *q = qkv + (size_t)b * p->L * p->ld + (size_t)h * p->d, *key = q + p->H;
-    query_table_term(p, w, S, q, w->q16, reachable(p, table));
-    key_table_term(p, w, S, key, w->k16, reachable(p, table));
+    shaw_scores(p, w, S, raw, qkv, table, b, h);
+    int ld, ld16;
+    const bf16 *k16;
+    const float *key = head_rows(p, w, qkv, b, h, 1, &ld, &k16, &ld16);
+    key_table_term(p, w, S, key, ld, k16, ld16, reachable(p, table));
 }
 
 static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
                           float *d_qkv, const float *qkv, const float *table, int b, int h) {
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, w->q16, reachable(p, table));
+    int ld, ld16;
+    const bf16 *q16;
+    const float *q = head_rows(p, w, qkv, b, h, 0, &ld, &q16, &ld16);
+    query_table_grads(p, w, dscore, part, d_qkv + off, q, ld, q16, ld16, reachable(p, table));
 }
 
 static void method4_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
                              float *d_qkv, const float *qkv, const float *table, int b, int h) {
+    shaw_backward(p, w, dscore, part, d_qkv, qkv, table, b, h);
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    query_table_grads(p, w, dscore, part, d_qkv + off, qkv + off, w->q16, reachable(p, table));
-    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, qkv + off + p->H, w->k16, reachable(p, table));
+    int ld, ld16;
+    const bf16 *k16;
+    const float *key = head_rows(p, w, qkv, b, h, 1, &ld, &k16, &ld16);
+    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, key, ld, k16, ld16, reachable(p, table));
 }
 
 /* HF BERT's relative_key (shaw) and relative_key_query (method4) hold a [2P-1, d] table

@@ -42,11 +42,13 @@ static AttnShape shape_of(const Case *c, Gemm *g, int threads) {
                        .rope_theta = 100.0f, .gemm = g};
 }
 
-/* One forward and backward (d_ctx = G); d_table and d_bias start at 0, d_carried at 0 (top layer). */
-static Outputs run(Pool *pool, const Case *c, Gemm *g, int threads, const float *qkv, const float *table,
-                   size_t n_table, const int *mask, const float *G) {
+/* One forward and backward (d_ctx = G); d_table and d_bias start at 0, d_carried at 0 (top layer).
+ * qkv16 non-NULL: Q|K|V in bf16 (AttnShape.qkv16, qkv NULL); offsets non-NULL: unpadded. */
+static Outputs run_with(Pool *pool, const Case *c, Gemm *g, int threads, const float *qkv, const bf16 *qkv16,
+                        const int *offsets, const float *table, size_t n_table, const int *mask, const float *G) {
     omp_set_num_threads(threads);
-    const AttnShape s = shape_of(c, g, threads);
+    AttnShape s = shape_of(c, g, threads);
+    s.qkv16 = qkv16, s.seq_offsets = offsets;
     const size_t L = (size_t)c->L, sq = (size_t)B * HEADS * L * L, n_qkv = (size_t)B * L * 3 * H;
     Outputs o = {nans(pool, (size_t)B * L * H), nans(pool, sq), nans(pool, n_qkv), zeros(pool, 3 * H),
                  zeros(pool, n_table ? n_table : 1), zeros(pool, sq)};
@@ -55,6 +57,42 @@ static Outputs run(Pool *pool, const Case *c, Gemm *g, int threads, const float 
     attention_backward(o.d_qkv, o.d_bias, n_table ? o.d_table : NULL, c->residual ? o.d_carried : NULL, scratch, G,
                        qkv, table, o.probs, raw, &s, 99);
     return o;
+}
+
+static Outputs run(Pool *pool, const Case *c, Gemm *g, int threads, const float *qkv, const float *table,
+                   size_t n_table, const int *mask, const float *G) {
+    return run_with(pool, c, g, threads, qkv, NULL, NULL, table, n_table, mask, G);
+}
+
+/* Q|K|V given in bf16 (AttnShape.qkv16, the model's layout in bf16: products read it in place,
+ * rope and method3 expand it): every output the same bits as from the fp32 qkv holding the same
+ * values (whose per-head rounding is then exact), padded and unpadded. */
+static void test_qkv16(TestTally *t, const Case *c, Gemm *g, const float *qkv, const float *table, size_t n_table,
+                       const int *mask, const float *G) {
+    Pool pool = {0};
+    const size_t L = (size_t)c->L, n_qkv = (size_t)B * L * 3 * H;
+    const size_t sq = (size_t)B * HEADS * L * L;
+    bf16 *qkv16 = pool_alloc(&pool, n_qkv, sizeof(bf16));
+    float *qkv_r = nans(&pool, n_qkv);
+    for (size_t e = 0; e < n_qkv; e++) {
+        qkv16[e] = bf16_from_float(qkv[e]);
+        qkv_r[e] = bf16_to_float(qkv16[e]);
+    }
+    const int offsets[B + 1] = {0, c->L, 2 * c->L - 3};
+    for (int unpadded = 0; unpadded < 2; unpadded++) {
+        const int *off = unpadded ? offsets : NULL;
+        const Outputs a = run_with(&pool, c, g, 2, NULL, qkv16, off, table, n_table, mask, G);
+        const Outputs r = run_with(&pool, c, g, 2, qkv_r, NULL, off, table, n_table, mask, G);
+        const size_t rows = unpadded ? (size_t)offsets[B] : (size_t)B * L;
+        const size_t n_sc = unpadded ? (size_t)HEADS * (L * L + (L - 3) * (L - 3)) : sq;
+        CHECK(t, same_bits(a.ctx, r.ctx, rows * H) && same_bits(a.probs, r.probs, n_sc) &&
+                     same_bits(a.d_qkv, r.d_qkv, rows * 3 * H) && same_bits(a.d_bias, r.d_bias, 3 * H) &&
+                     (!n_table || same_bits(a.d_table, r.d_table, n_table)) &&
+                     (!c->residual || same_bits(a.d_carried, r.d_carried, n_sc)),
+              "attention bf16 %s%s: Q|K|V in bf16 (qkv16) gives the bits of the fp32 qkv of its values", c->name,
+              unpadded ? " unpadded" : "");
+    }
+    pool_release(&pool);
 }
 
 static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn, Rng *rng) {
@@ -73,6 +111,7 @@ static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn,
             mask[b * L + i] = !(b == 1 && i >= L - 3);
     const Outputs f32 = run(&pool, c, NULL, 2, qkv, table, n_table, mask, G);
     const Outputs emu = run(&pool, c, emulated, 2, qkv, table, n_table, mask, G);
+    test_qkv16(t, c, emulated, qkv, table, n_table, mask, G);
 
     /* the double reference */
     const AttnShape s = shape_of(c, NULL, 1);

@@ -90,7 +90,10 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->norm1 = arena_take(ar, N * H);
         la->norm1_mean = arena_take(ar, N);
         la->norm1_rstd = arena_take(ar, N);
-        la->qkv = arena_take(ar, N * 3 * H);
+        /* Q|K|V: bf16 only in bf16 (attention's products read nothing else; the projection's fp32
+         * output goes through the scratch d_qkv) */
+        la->qkv = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * 3 * H);
+        la->qkv16 = precision == PRECISION_BF16 ? take_bf16(ar, N * 3 * H) : NULL;
         la->probs = arena_take(ar, scores);
         la->raw_scores = pos_scheme(c->relative_position)->qk == POS_QK_RAW ? arena_take(ar, scores) : NULL;
         la->ctx = arena_take(ar, N * H);
