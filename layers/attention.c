@@ -241,14 +241,25 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
             attn_to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
     }
     const float *Pd = dropped ? dropped : S;
-    float *ctx_bh = ctx + (size_t)b * L * p->H + (size_t)h * d;
+    const size_t ctx_off = (size_t)b * L * p->H + (size_t)h * d;
     if (p->bf16) {
         int v_ld16;
         const bf16 *v16 = head_v16(p, w, qkv, b, h, &v_ld16);
-        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, v16, v_ld16, 0.0f, ctx_bh, p->H);
+        if (!s->ctx16) {
+            gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, v16, v_ld16, 0.0f, ctx + ctx_off, p->H);
+            return;
+        }
+        gemm_lane(s->gemm, lane, GEMM_N, GEMM_N, L, d, L, w->s16, L, v16, v_ld16, 0.0f, w->ctx32, d);
+        for (int i = 0; i < L; i++) { /* the head's block of ctx16, rounded */
+            const float *restrict x = w->ctx32 + (size_t)i * d;
+            bf16 *restrict y = s->ctx16 + ctx_off + (size_t)i * p->H;
+#pragma omp simd
+            for (int t = 0; t < d; t++)
+                y[t] = bf16_from_float(x[t]);
+        }
     } else {
         const float *v = qkv + (size_t)b * L * ld + (size_t)h * d + 2 * p->H;
-        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx_bh, p->H);
+        gemm_f32(GEMM_N, GEMM_N, L, d, L, 1.0f, Pd, L, v, ld, 0.0f, ctx + ctx_off, p->H);
     }
 }
 
@@ -271,6 +282,8 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     AttnPlan p;
     attn_plan(&p, s, scratch);
     check_args(&p, s, qkv, table, raw_scores, carried);
+    RP_CHECK(p.bf16 ? (ctx != NULL) != (s->ctx16 != NULL) : ctx && !s->ctx16,
+             "internal: attention: ctx in fp32 (ctx) or, in a bf16 context only, in bf16 (ctx16): one of them");
     if (!s->residual)
         carried = NULL;
     prepare(&p, s, table);

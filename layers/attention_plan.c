@@ -28,6 +28,7 @@ static AttnWork lay_out_work(const AttnPlan *p, Arena *arena) {
         w.g16 = (bf16 *)arena_take(arena, (Ld + 1) / 2);
         w.s16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
         w.p16 = (bf16 *)arena_take(arena, (L * L + 1) / 2);
+        w.ctx32 = arena_take(arena, Ld);
     }
     if (attn_needs_qk32(p))
         w.qk32 = arena_take(arena, 2 * L * (size_t)p->d);

@@ -68,6 +68,7 @@ typedef struct AttnWork {
     bf16 *s16;           /* bf16 only: [L, L] dropout(P) in bf16 (forward), dS (backward: dQ, dK) */
     bf16 *p16;           /* bf16 only: [L, L] dropout(P) in bf16 (backward: dV) */
     bf16 *blk16;         /* shaw, method4 in bf16: blk's dQA / dKA block in bf16 */
+    float *ctx32;        /* bf16 only: [L, d] the (b,h)'s P.V before it is rounded into shape->ctx16 */
     float *qk32;         /* bf16 with a scheme that reads fp32 q, k (rope, method3): [2, L, d] the
                           * (b,h)'s q and k expanded from shape->qkv16 (NULL otherwise) */
 } AttnWork;

@@ -48,6 +48,10 @@ typedef struct AttnShape {
      * method3) expand exactly per (b,h); the call's qkv is then NULL. NULL: qkv in fp32, rounded to
      * bf16 per (b,h). */
     const bf16 *qkv16;
+    /* bf16 context only: the forward's ctx [B*L, H] written in bf16 here (each head's P.V in fp32 in the
+     * thread's scratch, rounded), the output projection reading nothing else; the call's ctx is then
+     * NULL. NULL: ctx in fp32. */
+    bf16 *ctx16;
     int lane;            /* bf16: the call's thread t uses lane `lane + t` (0 for a call that makes its
                           * own team; a one-thread call made inside a parallel region passes the caller's
                           * thread number, so no two threads share a lane) */

@@ -30,6 +30,7 @@ static AttnShape sequence_shape(const AttnShape *s, int b, size_t *rows, size_t 
              "(expected 0 to %d)", b, one.L, s->L);
     *rows = (size_t)off[b];
     one.qkv16 = s->qkv16 ? s->qkv16 + *rows * 3 * (size_t)s->H : NULL;
+    one.ctx16 = s->ctx16 ? s->ctx16 + *rows * (size_t)s->H : NULL;
     *scores = 0;
     for (int i = 0; i < b; i++)
         *scores += (size_t)s->num_heads * (size_t)(off[i + 1] - off[i]) * (size_t)(off[i + 1] - off[i]);
@@ -63,7 +64,7 @@ AttnVarlenPlan attn_varlen_plan(const AttnShape *s) {
     v.threads = s->threads > 0 ? s->threads : 1;
     v.B = s->B, v.L = s->L;
     v.planned = *s;
-    v.planned.seq_offsets = NULL, v.planned.varlen = NULL, v.planned.qkv16 = NULL;
+    v.planned.seq_offsets = NULL, v.planned.varlen = NULL, v.planned.qkv16 = NULL, v.planned.ctx16 = NULL;
     return v;
 }
 
@@ -110,7 +111,7 @@ void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *car
             one.lane = omp_get_thread_num(); /* bf16: this thread's own lane */
             if (one.L == 0) /* a padding row: nothing */
                 continue;
-            attention_forward(ctx + rows * s->H, probs + scores, raw_scores ? raw_scores + scores : NULL,
+            attention_forward(ctx ? ctx + rows * s->H : NULL, probs + scores, raw_scores ? raw_scores + scores : NULL,
                               carried ? carried + scores : NULL, mine, qkv ? qkv + rows * 3 * s->H : NULL, table, NULL, &one,
                               dropout_key);
         }

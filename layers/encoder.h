@@ -34,7 +34,7 @@ typedef struct {
     float *qkv;                              /* [N, 3H]; NULL in a bf16 context (qkv16) */
     float *probs, *raw_scores;               /* [B, heads, L, L] (see attention.h); raw_scores
                                               * only for methods 1, 2 */
-    float *ctx;                              /* [N, H] */
+    float *ctx;                              /* [N, H]; NULL in a bf16 context (ctx16) */
     float *sum1;                             /* [N, H] */
     float *norm2, *norm2_mean, *norm2_rstd;  /* [N,H], [N], [N] */
     float *ffn_slope;                        /* [N, I]: gelu'(W1 h + b1) in fp32; NULL in bf16 */
@@ -45,6 +45,9 @@ typedef struct {
     bf16 *ffn_slope16;                       /* [N, I] gelu'(W1 h + b1) in a bf16 context; else NULL */
     bf16 *qkv16;                             /* [N, 3H] Q|K|V in a bf16 context, in bf16 only (written
                                               * once by the projection, read by attention's products);
+                                              * else NULL */
+    bf16 *ctx16;                             /* [N, H] ctx in a bf16 context, in bf16 only (written by
+                                              * attention, read by the output projection's products);
                                               * else NULL */
 } LayerActs;
 

@@ -19,6 +19,7 @@ static void add_vectors(float *y, const float *a, const float *b, size_t n) {
 static AttnShape attn_call(const LayerActs *a, const LayerShape *sh) {
     AttnShape shape = sh->attn;
     shape.qkv16 = a->qkv16;
+    shape.ctx16 = a->ctx16;
     return shape;
 }
 
@@ -36,7 +37,10 @@ static void attention_block_forward(LayerActs *a, LayerScratch *s, const float *
     const AttnShape shape = attn_call(a, sh);
     attention_forward(a->ctx, a->probs, a->raw_scores, s->carried, s->attn,
                       a->qkv, p->position_table, mask, &shape, key);
-    linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
+    if (a->ctx16)
+        linear_forward_bf16(sh->gemm, s->proj, a->ctx16, p->attn_out_w, NULL, N, H, H);
+    else
+        linear_forward(sh->gemm, s->proj, a->ctx, p->attn_out_w, NULL, N, H, H);
 }
 
 /* d_in [N,H] from d_proj [N,H] (the gradient of proj; b_o's gradient is the caller's, fused
@@ -48,7 +52,10 @@ static void attention_block_backward(float *d_in, int add_to_d_in, const float *
                                      const LayerActs *a, const LayerParams *p, const LayerShape *sh,
                                      uint64_t key) {
     int N = sh->N, H = sh->H;
-    linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
+    if (a->ctx16)
+        linear_backward_bf16(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx16, p->attn_out_w, N, H, H);
+    else
+        linear_backward(sh->gemm, s->d_ctx, g->attn_out_w, NULL, d_proj, a->ctx, p->attn_out_w, N, H, H);
     const AttnShape shape = attn_call(a, sh);
     attention_backward(s->d_qkv, g->qkv_b, g->position_table, s->d_carried, s->attn, s->d_ctx, a->qkv,
                        p->position_table, a->probs, a->raw_scores, &shape, key);

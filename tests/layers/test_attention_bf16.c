@@ -33,6 +33,7 @@ enum { B = 2, H = 32, HEADS = 2 };
 
 typedef struct {
     float *ctx, *probs, *d_qkv, *d_bias, *d_table, *d_carried;
+    bf16 *ctx16; /* run_with(.., qkv16, ..): ctx in bf16 (AttnShape.ctx16; ctx NULL) */
 } Outputs;
 
 static AttnShape shape_of(const Case *c, Gemm *g, int threads) {
@@ -43,7 +44,8 @@ static AttnShape shape_of(const Case *c, Gemm *g, int threads) {
 }
 
 /* One forward and backward (d_ctx = G); d_table and d_bias start at 0, d_carried at 0 (top layer).
- * qkv16 non-NULL: Q|K|V in bf16 (AttnShape.qkv16, qkv NULL); offsets non-NULL: unpadded. */
+ * qkv16 non-NULL: Q|K|V in bf16 and ctx written in bf16 (AttnShape.qkv16, ctx16: the model's bf16
+ * layout; qkv and ctx NULL); offsets non-NULL: unpadded. */
 static Outputs run_with(Pool *pool, const Case *c, Gemm *g, int threads, const float *qkv, const bf16 *qkv16,
                         const int *offsets, const float *table, size_t n_table, const int *mask, const float *G) {
     omp_set_num_threads(threads);
@@ -51,7 +53,11 @@ static Outputs run_with(Pool *pool, const Case *c, Gemm *g, int threads, const f
     s.qkv16 = qkv16, s.seq_offsets = offsets;
     const size_t L = (size_t)c->L, sq = (size_t)B * HEADS * L * L, n_qkv = (size_t)B * L * 3 * H;
     Outputs o = {nans(pool, (size_t)B * L * H), nans(pool, sq), nans(pool, n_qkv), zeros(pool, 3 * H),
-                 zeros(pool, n_table ? n_table : 1), zeros(pool, sq)};
+                 zeros(pool, n_table ? n_table : 1), zeros(pool, sq), NULL};
+    if (qkv16) {
+        o.ctx16 = pool_alloc(pool, (size_t)B * L * H, sizeof(bf16));
+        s.ctx16 = o.ctx16, o.ctx = NULL;
+    }
     float *raw = zeros(pool, sq), *carried = zeros(pool, sq), *scratch = zeros(pool, attention_scratch_floats(&s));
     attention_forward(o.ctx, o.probs, raw, carried, scratch, qkv, table, mask, &s, 99);
     attention_backward(o.d_qkv, o.d_bias, n_table ? o.d_table : NULL, c->residual ? o.d_carried : NULL, scratch, G,
@@ -64,9 +70,10 @@ static Outputs run(Pool *pool, const Case *c, Gemm *g, int threads, const float 
     return run_with(pool, c, g, threads, qkv, NULL, NULL, table, n_table, mask, G);
 }
 
-/* Q|K|V given in bf16 (AttnShape.qkv16, the model's layout in bf16: products read it in place,
- * rope and method3 expand it): every output the same bits as from the fp32 qkv holding the same
- * values (whose per-head rounding is then exact), padded and unpadded. */
+/* Q|K|V given in bf16 and ctx written in bf16 (AttnShape.qkv16, ctx16, the model's layout in bf16:
+ * products read qkv16 in place, rope and method3 expand it): every output the same bits as from the
+ * fp32 qkv holding the same values (whose per-head rounding is then exact), ctx16 = bf16(its ctx),
+ * padded and unpadded. */
 static void test_qkv16(TestTally *t, const Case *c, Gemm *g, const float *qkv, const float *table, size_t n_table,
                        const int *mask, const float *G) {
     Pool pool = {0};
@@ -85,11 +92,14 @@ static void test_qkv16(TestTally *t, const Case *c, Gemm *g, const float *qkv, c
         const Outputs r = run_with(&pool, c, g, 2, qkv_r, NULL, off, table, n_table, mask, G);
         const size_t rows = unpadded ? (size_t)offsets[B] : (size_t)B * L;
         const size_t n_sc = unpadded ? (size_t)HEADS * (L * L + (L - 3) * (L - 3)) : sq;
-        CHECK(t, same_bits(a.ctx, r.ctx, rows * H) && same_bits(a.probs, r.probs, n_sc) &&
+        int ctx_same = 1;
+        for (size_t e = 0; e < rows * H; e++)
+            ctx_same &= a.ctx16[e] == bf16_from_float(r.ctx[e]);
+        CHECK(t, ctx_same && same_bits(a.probs, r.probs, n_sc) &&
                      same_bits(a.d_qkv, r.d_qkv, rows * 3 * H) && same_bits(a.d_bias, r.d_bias, 3 * H) &&
                      (!n_table || same_bits(a.d_table, r.d_table, n_table)) &&
                      (!c->residual || same_bits(a.d_carried, r.d_carried, n_sc)),
-              "attention bf16 %s%s: Q|K|V in bf16 (qkv16) gives the bits of the fp32 qkv of its values", c->name,
+              "attention bf16 %s%s: Q|K|V in bf16 (qkv16) gives the bits of the fp32 qkv of its values, ctx16 its bf16(ctx)", c->name,
               unpadded ? " unpadded" : "");
     }
     pool_release(&pool);

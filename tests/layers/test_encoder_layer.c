@@ -172,7 +172,7 @@ static void test_encoder_layer(TestTally *t, Rng *rng, int pre_norm, RelKind rel
     LayerActs a = {zeros(&pool, N * H), zeros(&pool, N), zeros(&pool, N), zeros(&pool, N * 3 * H),
                    zeros(&pool, scores), NULL, zeros(&pool, N * H), zeros(&pool, N * H),
                    zeros(&pool, N * H), zeros(&pool, N), zeros(&pool, N), zeros(&pool, N * I),
-                   zeros(&pool, N * I), zeros(&pool, N * H), NULL, NULL, NULL};
+                   zeros(&pool, N * I), zeros(&pool, N * H), NULL, NULL, NULL, NULL};
     LayerScratch s = {zeros(&pool, N * H), zeros(&pool, N * H), zeros(&pool, N * H),
                       zeros(&pool, N * I), zeros(&pool, N * 3 * H), zeros(&pool, N * H),
                       zeros(&pool, attention_scratch_floats(&shape.attn)),
@@ -213,7 +213,7 @@ static void test_encoder_layer(TestTally *t, Rng *rng, int pre_norm, RelKind rel
     LayerActs f = {nans(&pool, N * H), nans(&pool, N), nans(&pool, N), nans(&pool, N * 3 * H),
                    nans(&pool, scores), NULL, nans(&pool, N * H), nans(&pool, N * H),
                    nans(&pool, N * H), nans(&pool, N), nans(&pool, N), nans(&pool, N * I),
-                   nans(&pool, N * I), nans(&pool, N * H), NULL, NULL, NULL};
+                   nans(&pool, N * I), nans(&pool, N * H), NULL, NULL, NULL, NULL};
     float *slope_before = copy(&pool, f.ffn_slope, N * I);
     const float *out_only = encoder_layer_forward(&f, &s, x, &p, mask, &eval_shape, keys);
     const int same = same_bits(out_only, out, N * H) && same_bits(f.norm1, a.norm1, N * H) &&

@@ -96,7 +96,9 @@ static void layout_activations(Activations *a, const ModelConfig *c, Precision p
         la->qkv16 = precision == PRECISION_BF16 ? take_bf16(ar, N * 3 * H) : NULL;
         la->probs = arena_take(ar, scores);
         la->raw_scores = pos_scheme(c->relative_position)->qk == POS_QK_RAW ? arena_take(ar, scores) : NULL;
-        la->ctx = arena_take(ar, N * H);
+        /* ctx: bf16 only in bf16 (the output projection's products read nothing else) */
+        la->ctx = precision == PRECISION_BF16 ? NULL : arena_take(ar, N * H);
+        la->ctx16 = precision == PRECISION_BF16 ? take_bf16(ar, N * H) : NULL;
         la->sum1 = arena_take(ar, N * H);
         la->norm2 = arena_take(ar, N * H);
         la->norm2_mean = arena_take(ar, N);

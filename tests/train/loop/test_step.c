@@ -176,10 +176,11 @@ static int is_copy(const bf16 *a16, const float *params, size_t n) {
     return 1;
 }
 
-/* 1 when every layer holds Q|K|V in bf16 only (bf16 = 1) or in fp32 only (bf16 = 0) */
+/* 1 when every layer holds Q|K|V and ctx in bf16 only (bf16 = 1) or in fp32 only (bf16 = 0) */
 static int qkv_in(const Activations *a, int layers, int bf16) {
     for (int l = 0; l < layers; l++)
-        if ((a->layer[l].qkv == NULL) != bf16 || (a->layer[l].qkv16 == NULL) == bf16)
+        if ((a->layer[l].qkv == NULL) != bf16 || (a->layer[l].qkv16 == NULL) == bf16 ||
+            (a->layer[l].ctx == NULL) != bf16 || (a->layer[l].ctx16 == NULL) == bf16)
             return 0;
     return 1;
 }
@@ -191,13 +192,13 @@ static void check_precision_owner(TestTally *t) {
     const size_t n = m.table.block_floats;
     Activations a;
     activations_create(&a, &m, B, L, B * L, PRECISION_FP32);
-    CHECK(t, qkv_in(&a, m.cfg.num_layers, 0), "fp32 activations: every layer's Q|K|V in fp32 only");
+    CHECK(t, qkv_in(&a, m.cfg.num_layers, 0), "fp32 activations: every layer's Q|K|V and ctx in fp32 only");
     CHECK(t, !a.weights16 && a.layer[0].ffn_act && a.layer[0].ffn_slope && !a.layer[0].ffn_act16 &&
                  !a.layer[0].ffn_slope16 && !a.scratch.d_ffn16,
           "fp32 activations: no weights' copy, GELU's output and slope in fp32, no bf16 buffers");
     activations_free(&a);
     activations_create(&a, &m, B, L, B * L, PRECISION_BF16);
-    CHECK(t, qkv_in(&a, m.cfg.num_layers, 1), "bf16 activations: every layer's Q|K|V in bf16 only (no fp32 block)");
+    CHECK(t, qkv_in(&a, m.cfg.num_layers, 1), "bf16 activations: every layer's Q|K|V and ctx in bf16 only (no fp32 block)");
     CHECK(t, a.weights16 && is_copy(a.weights16, m.params, n) && !a.layer[0].ffn_act && a.layer[0].ffn_act16 &&
                  !a.layer[0].ffn_slope && a.layer[0].ffn_slope16 && a.scratch.d_ffn16 &&
                  gemm_precision(a.gemm) == PRECISION_BF16,
