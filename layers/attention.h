@@ -70,6 +70,8 @@ AttnVarlenPlan attn_varlen_plan(const AttnShape *s);
  * raw_scores    [B, heads, L, L] out: q.k (unscaled), saved for methods 1 and 2; else unused/NULL
  * carried  [B, heads, L, L]  in/out: residual scores C (NULL unless s->residual)
  * ctx      [B*L, H]    out: attention output, heads concatenated
+ * In a bf16 context Q|K|V may come in bf16 instead (s->qkv16, qkv NULL) and ctx go out in bf16
+ * (s->ctx16, ctx NULL): attention_shape.h.
  * scratch  attention_scratch_floats() floats */
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                        const float *qkv, const float *table, const int *mask, const AttnShape *s,

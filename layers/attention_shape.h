@@ -40,8 +40,9 @@ typedef struct AttnShape {
      * position) pairs. */
     int drop_seq, drop_L;
     struct Gemm *gemm;   /* a bf16 context (core/gemm.h) with >= threads lanes: the term q_i.k_j, P.V
-                          * and their backward products in bf16 (gemm_lane; Q, K, V, dctx, P and dS
-                          * rounded to bf16 once per (b,h), accumulation and everything else fp32);
+                          * and their backward products in bf16 (gemm_lane; dctx, P and dS rounded to
+                          * bf16 once per (b,h), Q, K, V too unless qkv16 holds them; accumulation and
+                          * everything else fp32);
                           * NULL or fp32: every product in fp32 (gemm_f32) */
     /* bf16 context only: Q|K|V [B*L, 3H] in bf16 (the layer's, written once by its projection), which
      * the products read in place (row stride 3H) and the schemes that need fp32 q, k (rope's rotation,
