@@ -13,7 +13,8 @@ import time
 
 import torch
 
-from reference import IGNORE_LABEL, BertForMaskedLM, decays, load_config
+from reference_config import IGNORE_LABEL, load_config
+from reference_model import BertForMaskedLM, decays
 
 def random_init(model, cfg, generator):
     with torch.no_grad():

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Self-checks of tests/reference/reference.py that need no C engine (run: reference.py selftest).
-One PASS/FAIL line per check.
+"""Self-checks of tests/reference/reference.py and its modules (reference_*.py) that need no C
+engine (run: reference.py selftest). One PASS/FAIL line per check.
 
   - the relative scores equal HuggingFace's relative_key / relative_key_query formulas (a second,
     differently indexed write-up) when k >= L-1, so that truncation never applies
@@ -27,7 +27,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
-import reference as ref  # noqa: E402
+import reference as ref  # noqa: E402; the commands (run_command, cmd_make_batch)
+from reference_config import IGNORE_LABEL, REL_MODES, Config  # noqa: E402
+from reference_io import load_batch  # noqa: E402
+from reference_model import BertForMaskedLM, SelfAttention, decays  # noqa: E402
+from reference_optim import adamw_step  # noqa: E402
 
 BASE_INI = """[model]
 hidden_size = 16
@@ -67,8 +71,8 @@ def make_config(rel="none", k=3, norm="post", absolute="yes", residual="no", mea
 
 def random_model(text, seed, dtype=torch.float64):
     """Model with every parameter random (none at a trivial value)."""
-    cfg = ref.Config(text, "selftest")
-    model = ref.BertForMaskedLM(cfg).to(dtype)
+    cfg = Config(text, "selftest")
+    model = BertForMaskedLM(cfg).to(dtype)
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_tensors().items():
@@ -95,7 +99,7 @@ def random_batch(cfg, B, L, seed, pad=True):
             ref.cmd_make_batch(args)
         finally:
             ref.load_config = original
-        return ref.load_batch(path, cfg)
+        return load_batch(path, cfg)
 
 
 class Tally:
@@ -144,7 +148,7 @@ def check_scores(t):
 
 
 def check_finite_differences(t):
-    for rel in ref.REL_MODES:
+    for rel in REL_MODES:
         for norm, residual in (("post", "yes"), ("pre", "no")):
             cfg, model = random_model(make_config(rel=rel, norm=norm, residual=residual), 4)
             batch = random_batch(cfg, 3, 9, 5)
@@ -177,7 +181,7 @@ def row_losses(model, batch):
     """Sum of the CE terms of each row."""
     _, logits = model(batch)
     labels = batch["labels"].reshape(-1)
-    rows = torch.nonzero(labels != ref.IGNORE_LABEL).view(-1) // batch["labels"].shape[1]
+    rows = torch.nonzero(labels != IGNORE_LABEL).view(-1) // batch["labels"].shape[1]
     terms = -torch.log_softmax(logits, -1)[torch.arange(len(rows)), labels[labels != -100]]
     return [float(terms[rows == b].sum()) for b in range(batch["labels"].shape[0])]
 
@@ -192,7 +196,7 @@ def check_padding(t):
         for b in range(4):
             real = int(batch["attention_mask"][b].sum())
             alone = {key: v[b:b + 1, :real] for key, v in batch.items()}
-            if (alone["labels"] != ref.IGNORE_LABEL).any():
+            if (alone["labels"] != IGNORE_LABEL).any():
                 worst = max(worst, abs(row_losses(model, alone)[0] - padded[b]))
         t.check(worst < 1e-10 and int(batch["attention_mask"].sum()) < 40,
                 f"{rel}: padded rows = unpadded rows alone (err {worst:.1e})")
@@ -200,7 +204,7 @@ def check_padding(t):
 
 def check_per_sequence(t):
     """forward_per_sequence (each row alone, no mask) = forward (padded, key mask) in float64."""
-    for rel in ref.REL_MODES:
+    for rel in REL_MODES:
         text = make_config(rel=rel, absolute="yes" if rel == "none" else "no", residual="yes",
                            norm="pre" if rel in ("shaw", "t5", "rope") else "post")
         cfg, model = random_model(text, 11)
@@ -239,9 +243,9 @@ def check_adamw(t):
     batch = random_batch(cfg, 2, 8, 12)
     params = model.named_tensors()
     reference = {n: p.detach().clone().requires_grad_(True) for n, p in params.items()}
-    groups = [{"params": [reference[n] for n in params if ref.decays(n)],
+    groups = [{"params": [reference[n] for n in params if decays(n)],
                "weight_decay": cfg.weight_decay},
-              {"params": [reference[n] for n in params if not ref.decays(n)],
+              {"params": [reference[n] for n in params if not decays(n)],
                "weight_decay": 0.0}]
     torch_adamw = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
                                     eps=cfg.eps)
@@ -254,14 +258,14 @@ def check_adamw(t):
         for n in params:
             reference[n].grad = grads[n].clone()
         torch_adamw.step()
-        ref.adamw_step(params, grads, m, v, step, cfg)
+        adamw_step(params, grads, m, v, step, cfg)
     err = max(float((params[n] - reference[n]).abs().max()) for n in params)
     t.check(err < 1e-14, f"AdamW step = torch.optim.AdamW after 3 steps (err {err:.1e})")
 
 
 def check_pipeline(t, tmp):
     worst = {}
-    for rel in ref.REL_MODES:
+    for rel in REL_MODES:
         for norm, residual, k in (("post", "yes", 3), ("pre", "no", 20)):
             text = make_config(rel=rel, norm=norm, residual=residual, k=k)
             ckpt, batch = os.path.join(tmp, "c.h5"), os.path.join(tmp, "b.h5")
@@ -288,7 +292,7 @@ def check_pipeline(t, tmp):
                      "--seed", "2", "--out", os.path.join(tmp, "b.h5")])
     ref.run_command(["dump", "--checkpoint", ckpt, "--batch", os.path.join(tmp, "b.h5"),
                      "--out", os.path.join(tmp, "m4.h5")])
-    original = ref.SelfAttention.scores
+    original = SelfAttention.scores
 
     def shaw_scores(self, q, k):  # method4 without the k.a_r term
         self.cfg.relative_position = "shaw"
@@ -296,12 +300,12 @@ def check_pipeline(t, tmp):
             return original(self, q, k)
         finally:
             self.cfg.relative_position = "method4"
-    ref.SelfAttention.scores = shaw_scores
+    SelfAttention.scores = shaw_scores
     try:
         ref.run_command(["dump", "--checkpoint", ckpt, "--batch", os.path.join(tmp, "b.h5"),
                          "--out", os.path.join(tmp, "wrong.h5")])
     finally:
-        ref.SelfAttention.scores = original
+        SelfAttention.scores = original
     with h5py.File(os.path.join(tmp, "wrong.h5")) as fa, \
             h5py.File(os.path.join(tmp, "m4.h5")) as fb:
         failed = [line for ok, line in compare.compare_dump(fa, fb) if not ok]

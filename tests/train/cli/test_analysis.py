@@ -143,7 +143,7 @@ check("figures are written", all(os.path.getsize(os.path.join(out, f)) > 1000 fo
 # ---- 2. realpos attention against the PyTorch reference ---------------------------------------------
 import torch  # noqa: E402
 
-import reference  # noqa: E402
+import reference_io  # noqa: E402; tests/reference/reference_io.py: the reference's checkpoint loader
 
 vocab = os.path.join(work, "vocab.txt")
 with open(vocab, "w") as f:
@@ -156,7 +156,7 @@ LEN_EXPECTED = [12, 6, 11]  # [CLS] + tokens + [SEP], the first cut to --max-len
 
 def reference_maps(ckpt, ids, mask):
     """Per layer (probs, carried or None) from the reference model, float64."""
-    cfg, model = reference.load_model(ckpt, torch.float64)
+    cfg, model = reference_io.load_model(ckpt, torch.float64)
     model.eval()
     captured = []
 

@@ -1,8 +1,25 @@
-# Shared by the parity tests against the float64 PyTorch reference (test_parity.sh: padded batches,
-# test_parity_unpadded.sh: unpadded): the case table and the init / perturb / batch / dump / compare
-# pipeline. The caller sets PY, REF, CONFIG, REALPOS, B, L, SCALE, STEPS and work, then add_case for
-# each case and parity_compare_cases once; Python runs in two batched processes (`reference.py
-# jobs`) to pay the torch import once.
+# Shared by the tests against the float64 PyTorch reference (test_parity.sh: padded batches,
+# test_parity_unpadded.sh: unpadded, test_parity_bf16.sh: bf16 products), sourced from the
+# repository's root: the common setting, the case table and the init / perturb / batch / dump /
+# compare pipeline. The caller then sets B, L, SCALE and STEPS, calls add_case for each case and
+# parity_compare_cases once; Python runs in two batched processes (`reference.py jobs`) to pay the
+# torch import once.
+
+PY=/usr/bin/python3
+REF=tests/reference/reference.py
+CONFIG=tests/fixtures/parity.ini  # the small model; each case changes it with --set
+REALPOS=${REALPOS:-./realpos}
+# Tiny problems: idle OpenMP threads must sleep, not spin, or a busy 2-core machine crawls.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+parity_need_realpos() { # NAME: a FAIL line and exit 1 unless the engine is built
+  if [ ! -x "$REALPOS" ]; then
+    echo "FAIL $1: $REALPOS is not built"
+    exit 1
+  fi
+}
 
 labels=() sets=() kinds=()
 add_case() { # KIND LABEL OVERRIDE... ; KIND is dump or trajectory

@@ -8,17 +8,8 @@
 # (`reference.py jobs`) to pay the torch import once.
 set -u
 cd "$(dirname "$0")/../../.."
-PY=/usr/bin/python3
-REF=tests/reference/reference.py
-CONFIG=tests/fixtures/parity.ini
-REALPOS=${REALPOS:-./realpos}
-B=3 L=12 SCALE=0.2 STEPS=20
-# Tiny problems: idle OpenMP threads must sleep, not spin, or a busy 2-core machine crawls.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
 source tests/train/model/parity_lib.sh
+B=3 L=12 SCALE=0.2 STEPS=20
 
 # Basic BERT variants (2 layers, 2 heads unless stated; every batch has padded rows).
 add_case dump post-absolute model.norm=post
@@ -117,9 +108,6 @@ run_all() {
   done
 }
 
-if [ ! -x "$REALPOS" ]; then
-  echo "FAIL parity: $REALPOS is not built"
-  exit 1
-fi
+parity_need_realpos parity
 run_all | tee "$work/log"
 ! grep -q '^FAIL ' "$work/log"

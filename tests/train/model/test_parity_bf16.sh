@@ -11,23 +11,15 @@
 # products did run in bf16).
 set -u
 cd "$(dirname "$0")/../../.."
-PY=/usr/bin/python3
-REF=tests/reference/reference.py
-CONFIG=tests/fixtures/parity.ini
-REALPOS=${REALPOS:-./realpos}
+source tests/train/model/parity_lib.sh  # PY, REF, CONFIG, REALPOS, work; add_case
 B=3 L=12 SCALE=0.2 STEPS=20
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if [ ! -x "$REALPOS" ]; then echo "FAIL parity_bf16: $REALPOS is not built"; exit 1; fi
+parity_need_realpos parity_bf16
 
 hardware=0
 "$REALPOS" --version | grep -q '^oneDNN.*bf16: available' && hardware=1
 [ $hardware -eq 1 ] || echo "SKIP parity_bf16 oneDNN cases: skipped: no avx512_bf16 on this CPU" \
   "($("$REALPOS" --version | sed -n 's/.*bf16: not available on \(.*\) (no avx512_bf16.*/\1/p'))"
 
-labels=() sets=() kinds=()
-add_case() { kinds+=("$1"); labels+=("$2"); shift 2; local s=""; for o in "$@"; do s+=" --set $o"; done; sets+=("$s"); }
 add_case dump post-absolute model.norm=post
 add_case dump pre-absolute model.norm=pre
 add_case dump post-method4-k3-res_yes model.absolute_position=no model.relative_position=method4 \

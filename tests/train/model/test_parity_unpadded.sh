@@ -14,18 +14,10 @@
 # reference within compare.py's bf16 tolerances (loss 5e-3 relative, tensors 6e-2, docs/bf16.md).
 set -u
 cd "$(dirname "$0")/../../.."
-PY=/usr/bin/python3
-REF=tests/reference/reference.py
-CONFIG=tests/fixtures/parity.ini
-REALPOS=${REALPOS:-./realpos}
+source tests/train/model/parity_lib.sh
 K=4 L=12 SCALE=0.2 STEPS=20
 LENGTHS=1,2,$((K - 1)),$((K + 1)),$L
 B=5
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-source tests/train/model/parity_lib.sh
 scheme_sets() { # SCHEME: the overrides of a position scheme
   case $1 in
     absolute) echo "model.absolute_position=yes model.relative_position=none" ;;
@@ -127,9 +119,6 @@ for scheme, r in worst.items():
 '
 }
 
-if [ ! -x "$REALPOS" ]; then
-  echo "FAIL parity_unpadded: $REALPOS is not built"
-  exit 1
-fi
+parity_need_realpos parity_unpadded
 run_all | tee "$work/log"
 ! grep -q '^FAIL ' "$work/log"
