@@ -52,8 +52,6 @@ static int team_size(const AttnPlan *p) {
 
 static void check_args(const AttnPlan *p, const AttnShape *s, const float *qkv, const float *table,
                        const float *raw_scores, const float *carried) {
-    RP_CHECK(p->bf16 ? (qkv != NULL) != (s->qkv16 != NULL) : qkv && !s->qkv16,
-             "internal: attention: Q|K|V in fp32 (qkv) or, in a bf16 context only, in bf16 (qkv16): one of them");
     RP_CHECK(p->scheme->table_scope == POS_TABLE_NONE || table,
              "attention: position scheme %s needs a table", rel_kind_name(s->rel));
     RP_CHECK(p->scheme->qk != POS_QK_RAW || raw_scores,
@@ -73,6 +71,8 @@ static void check_args(const AttnPlan *p, const AttnShape *s, const float *qkv, 
                  dropout_indices_fit((uint64_t)(s->drop_seq + s->B) * s->num_heads * drop_L * drop_L),
              "attention: B=%d x heads=%d x L=%d x L exceeds one dropout key's 2^32 mask indices",
              s->drop_seq + s->B, s->num_heads, (int)drop_L);
+    RP_CHECK(p->bf16 ? (qkv != NULL) != (s->qkv16 != NULL) : qkv && !s->qkv16,
+             "internal: attention: Q|K|V in fp32 (qkv) or, in a bf16 context only, in bf16 (qkv16): one of them");
 }
 
 /* The first pass over one query row: S = scale*row (+ bias, the scheme's bias2), logits = S (or
