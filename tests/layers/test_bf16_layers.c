@@ -3,7 +3,7 @@
  * gemm_bf16_reference bit for bit (the same operands rounded: the input, the weight through the
  * weights' bf16 copy, d_out staged once for both backward products), fp32 parts (bias sums) keep
  * their bits; the variants with a bf16 input or output (linear_*_bf16, linear_gelu_forward_bf16,
- * gelu_bias_backward_bf16) give the bits of their fp32 twins fed or followed by the rounding;
+ * gelu_bias_backward_bf16, linear_forward_to_bf16) give the bits of their fp32 twins fed or followed by the rounding;
  * with oneDNN (skipped, saying so, without avx512_bf16/amx_bf16) each output is within the fp32
  * accumulation bound of the emulation (one product deep: 1e-5 of its scale; the head, several
  * products deep: 2e-3). The fused linear + GELU matches linear + gelu_forward in bf16 too. */
@@ -45,6 +45,10 @@ static void test_bf16_variants(TestTally *t, Rng *rng) {
     linear_forward(g, out, in, W, b, N, I, O);
     linear_forward_bf16(g, out2, in16, W, b, N, I, O);
     CHECK(t, same_bits(out, out2, N * O), "linear_forward_bf16(bf16(in)) = linear_forward(in) in bf16, bit for bit");
+    bf16 *out16 = pool_alloc(&pool, N * O, sizeof(bf16));
+    linear_forward_to_bf16(g, nans(&pool, N * O), out16, in, W, b, N, I, O);
+    CHECK(t, same_bf16(out16, to_bf16(&pool, out, N * O), N * O),
+          "linear_forward_to_bf16 = bf16(linear_forward(in)) in bf16, bit for bit");
     float *d_in = nans(&pool, N * I), *dW = zeros(&pool, O * I), *db = zeros(&pool, O);
     float *d_in2 = nans(&pool, N * I), *dW2 = zeros(&pool, O * I), *db2 = zeros(&pool, O);
     linear_backward(g, d_in, dW, db, d_out, in, W, N, I, O);

@@ -176,8 +176,8 @@ void activations_create(Activations *a, const Model *m, int B, int L, int max_pr
     a->precision = precision;
     /* bf16: one staged operand (a gradient both backward products read: d_qkv [N, 3H], the
      * projections' [N, H]; the decoder's d_logits [M, V] is converted in place) and two converted
-     * activations (the layer norms' outputs and ctx [N, H], the head's [M, H]); GELU's output and
-     * gradient [N, I] are in bf16 already, the weights in their copy */
+     * activations (the layer norms' outputs [N, H], the head's [M, H]); GELU's output and gradient
+     * [N, I], Q|K|V and ctx are in bf16 already, the weights in their copy */
     const size_t N = (size_t)B * (size_t)L, H = (size_t)c->hidden_size, M = (size_t)a->max_predictions;
     a->gemm = gemm_create(precision, gemm_host_backend(), N * 3 * H, (N > M ? N : M) * H);
     if (precision == PRECISION_BF16) /* the per-(b,h) attention products, one lane a thread */
