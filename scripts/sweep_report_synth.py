@@ -2,7 +2,8 @@
 
   OUT/results.csv         one row per point: its settings, token and sequence accuracy over the
                           whole test file, within the training lengths and beyond, wall time
-  OUT/results.md          mean ± std over seeds per task and setting (n = seeds that finished)
+  OUT/results.md          mean ± std over seeds per task and setting (n = seeds that finished), and
+                          which differences lie outside the seeds' spread (scripts/sweep_separation.py)
   OUT/by_length-TASK.png  token accuracy against test length (words), one line per setting, error
                           bars the std over seeds, a panel per residual-attention value, the dashed
                           line the longest training example
@@ -13,6 +14,8 @@ import csv
 import math
 import os
 from collections import defaultdict
+
+import sweep_separation
 
 TASK_KEY = "synth.task"
 
@@ -109,6 +112,25 @@ def write_markdown(path, spec, rows):
     with open(path, "w") as f:
         f.write("Mean ± standard deviation over seeds (n: seeds finished); token accuracy on the output "
                 "positions of the test files, within the training lengths and beyond.\n\n" + "\n".join(lines) + "\n")
+        separations = separation_lines(spec, rows)
+        if separations:
+            f.write("\n" + "\n".join(separations))
+
+
+def separation_lines(spec, rows):
+    """The "Separations" section (scripts/sweep_separation.py) for every task with results."""
+    getters = dict(COLUMNS)
+    keys = setting_keys(spec)
+    lines = []
+    for task in spec["grid"][TASK_KEY]:
+        stats = {}
+        for group, members in groups(spec, rows).items():
+            if group[0] != task:
+                continue
+            stats[group[1:]] = {m: mean_std([getters[m](r["result"]) if r["result"] else None for r in members])
+                                for m, _ in sweep_separation.MEASURES}
+        lines += sweep_separation.separation_markdown(stats, task, keys, lambda s: label_of(spec, s))
+    return sweep_separation.HEADER + lines if lines else []
 
 
 def save_figure(plt, fig, path):
