@@ -29,7 +29,8 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
   - "paired overhead": the rows with an overhead row ran `realpos bench --against` that row's
     config, the two stepping alternately in one process; per run the median over step pairs of
     (seconds per real token of the row / of the other) - 1, then its median over the rounds;
-  - peak RSS.
+  - peak RSS (of the process: a row timed `--against` another holds both sides' memory, marked
+    "(pair)"; peak memory comparisons need each configuration alone, `realpos bench` without it).
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
 import glob
@@ -222,6 +223,7 @@ def summarise(out):
             "lengths_from": lengths_from or None,
             "real_tokens_per_s": spread([real_rate(r) for r in rp.values()]) if lengths_from else None,
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
+            "realpos_rss_paired": any(r.get("paired") for r in rp.values()),
             "torch_rss_mb": spread([r["peak_rss_mb"] for r in pt.values()]),
         })
     some = next((r for (_, e), rs in runs.items() if e == "realpos" for r in rs.values()), {})
@@ -299,8 +301,9 @@ def main(out):
             (fmt(r["overhead"], "%+.1f%%", 100.0) + f" vs {r['overhead_vs']}") if r["overhead"] else "-",
             f"{100 * r['flop_overhead']:+.1f}%" if r["flop_overhead"] is not None else "-",
             fmt(r["cpu_overhead"], "%+.1f%%", 100.0), fmt(r["paired_overhead"], "%+.1f%%", 100.0),
-            f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
-            (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")])
+            (f"{r['realpos_rss_mb']['median']:.0f}/{rss_t['median']:.0f}" if rss_t else
+             (f"{r['realpos_rss_mb']['median']:.0f}" if r["realpos_rss_mb"] else "-")) +
+            (" (pair)" if r["realpos_rss_paired"] else "")])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
     for row in table:
         print("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))))

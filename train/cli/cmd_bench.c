@@ -352,12 +352,12 @@ int cmd_bench(int argc, char **argv) {
     }
     printf("realpos: %d threads, %s, %.1f GFLOP/s (%.0f%% of the %s peak %.1f from the %s; this run's %d "
            "probes best %.1f), "
-           "peak RSS %.0f MB; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
+           "peak RSS %.0f MB%s; per step: forward %.3f s, backward %.3f s, reduce+clip+AdamW %.3f s, CPU %.3f s; "
            "%s, OpenBLAS core %s%s%s\n",
            omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, precision_names[peak->precision], peak->gflops,
            peak->source, peak->probes,
            peak->probe_gflops,
-           rss_mb, side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
+           rss_mb, against_path ? " (the process: both sides of the pair)" : "", side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     char precision_text[384], other_precision[384] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
@@ -444,7 +444,7 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNullToObject(o, "bf16_products_gflops");
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
-        cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb);
+        cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb); /* the process's: both sides when paired */
         cJSON_AddNumberToObject(o, "seconds_per_step", elapsed / steps);
         cJSON_AddNumberToObject(o, "cpu_seconds_per_step", cpu_elapsed / steps);
         cJSON_AddNumberToObject(o, "forward_s", side.t_forward / steps);

@@ -90,6 +90,11 @@ check("bench --against: the reported ratio is the pairs' median", p and p["ratio
 check("bench --against: 2 layers against 4 take clearly less time per pair", p and p["ratio_median"] < 0.9,
       str(p.get("ratios")))
 PY
+check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
+check "bench --against: its peak RSS is said to be the process's, both sides of the pair" \
+  grep -q 'peak RSS [0-9]* MB (the process: both sides of the pair)' "$tmp/pair.out"
+check "bench alone: its peak RSS is its own" \
+  bash -c "grep -q 'peak RSS [0-9]* MB;' '$tmp/out' && ! grep -q 'both sides' '$tmp/out'"
 "$RP" config configs/tiny.ini --set train.threads=2 >"$tmp/tiny_threads.ini"
 expect_error "bench --against with other threads is refused, naming both" "train.threads is 2 there and 0" \
   "$RP" bench configs/tiny.ini --against "$tmp/tiny_threads.ini" --batch-size 2 --seq-len 8 --steps 1
@@ -173,6 +178,8 @@ lm, slow = rows["lm"], rows["lm-slow"]
 po = slow["paired_overhead"]
 check("bench table: paired overhead, the rounds' median of bench --against's ratio - 1",
       po and abs(po["median"] - 0.02) < 1e-9 and abs(po["max"] - 0.1) < 1e-9 and lm["paired_overhead"] is None, str(po))
+check("bench table: the RSS of a row timed --against another is marked as the pair's",
+      slow["realpos_rss_paired"] and not lm["realpos_rss_paired"], f"{slow['realpos_rss_paired']} {lm['realpos_rss_paired']}")
 # lm, round 1: 2 steps of 4 x 64 tokens; local work 1 s x 4 (the probe after the first step) + 1 s x (4+4)/2
 # = 8 GFLOP; round 3: 1 s x 4 + 1 s x (4+6)/2 = 9
 want = 2 * f(64) * 1e-9 / 8.0
