@@ -300,6 +300,7 @@ class Runner:
         print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
               f"{self.jobs} at a time, threads {self.threads} each", flush=True)
         errors = []
+        started, finished = time.monotonic(), 0
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             pending = {pool.submit(self.run_point, i, len(points), p) for i, p in todo}
             while pending:  # a timed wait keeps the main thread responsive to signals
@@ -312,7 +313,24 @@ class Runner:
                     if error:
                         print(f"sweep: error: {error}", flush=True)
                         errors.append(error)
+                    elif not self.stopping:
+                        finished += 1
+                        print(progress_line(finished, len(todo), time.monotonic() - started), flush=True)
         return errors
+
+
+def clock(seconds):
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def progress_line(finished, total, elapsed):
+    """'sweep: 3 of 10 points of this run done in 0:12:00; the other 7 take about 0:28:00 more at
+    this run's rate' (the rate of the points finished so far, in parallel as they ran)."""
+    line = f"sweep: {finished} of {total} points of this run done in {clock(elapsed)}"
+    if finished < total:
+        line += f"; the other {total - finished} take about {clock(elapsed / finished * (total - finished))} more at this run's rate"
+    return line
 
 
 def main():

@@ -51,6 +51,9 @@ check "8 points: 2 tasks x 2 seeds x 2 k" grep -qx '8 points' list.txt
 check "points are named by their task" grep -q 'task=mqar,seed=1,relative_k=2' list.txt
 sweep suite.ini --jobs 2 > sweep.log 2>&1
 check "the sweep runs every point" grep -q "sweep: 8 points, 0 already done; running 8" sweep.log
+check "each finished point reports the run's progress and the time the rest takes at its rate" \
+  grep -qE "^sweep: 1 of 8 points of this run done in 0:[0-9]{2}:[0-9]{2}; the other 7 take about [0-9]+:[0-9]{2}:[0-9]{2} more" sweep.log
+check "... and the last one the whole run's time" grep -qE "^sweep: 8 of 8 points of this run done in [0-9:]+$" sweep.log
 check "realpos synth wrote the data once per task" test -s out/data/reverse-train.txt -a -s out/data/mqar-test.txt
 rows=$(tail -n +2 out/results.csv | awk -F, '$NF != ""' | wc -l)
 check "results.csv: 8 scored rows" test "$rows" = 8
