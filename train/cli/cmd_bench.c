@@ -357,7 +357,8 @@ int cmd_bench(int argc, char **argv) {
            omp_get_max_threads(), tokens_text, gflops, 100.0 * fraction, precision_names[peak->precision], peak->gflops,
            peak->source, peak->probes,
            peak->probe_gflops,
-           rss_mb, against_path ? " (the process: both sides of the pair)" : "", side.t_forward / steps, side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
+           rss_mb, against_path ? " (the process: both sides of the pair)" : "", side.t_forward / steps,
+           side.t_backward / steps, side.t_update / steps, cpu_elapsed / steps,
            cpu_model, blas_core_name(), coretype ? ", OPENBLAS_CORETYPE=" : "", coretype ? coretype : "");
     char precision_text[384], other_precision[384] = "";
     describe_precision(&side, steps, precision_text, sizeof precision_text);
