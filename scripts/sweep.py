@@ -329,7 +329,8 @@ def progress_line(finished, total, elapsed):
     this run's rate' (the rate of the points finished so far, in parallel as they ran)."""
     line = f"sweep: {finished} of {total} points of this run done in {clock(elapsed)}"
     if finished < total:
-        line += f"; the other {total - finished} take about {clock(elapsed / finished * (total - finished))} more at this run's rate"
+        rest = elapsed / finished * (total - finished)
+        line += f"; the other {total - finished} take about {clock(rest)} more at this run's rate"
     return line
 
 
