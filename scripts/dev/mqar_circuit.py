@@ -47,7 +47,10 @@ def main():
     ap.add_argument("maps", nargs="+")
     ap.add_argument("--labels")
     args = ap.parse_args()
-    words = [line.split() for line in open(args.lines) if line.strip()]
+    try:
+        words = [line.split() for line in open(args.lines) if line.strip()]
+    except OSError as e:
+        raise SystemExit(f"mqar_circuit: cannot read {args.lines}: {e.strerror}")
     if any(len(w) % 3 for w in words):
         raise SystemExit(f"mqar_circuit: {args.lines}: every line must hold n pairs and n queries (3n words)")
     labels = args.labels.split(",") if args.labels else args.maps
@@ -55,8 +58,15 @@ def main():
         raise SystemExit("mqar_circuit: --labels must name every map")
     print("model | head | layer 0 left | layer 0 right | last layer match")
     for label, path in zip(labels, args.maps):
-        with h5py.File(path, "r") as f:
+        try:
+            f = h5py.File(path, "r")
+        except OSError as e:
+            raise SystemExit(f"mqar_circuit: cannot open {path} as HDF5 (realpos attention's output): {e}")
+        with f:
             layers = sorted(int(k.split("_")[1]) for k in f if k.startswith("layer_"))
+            if not layers or "lengths" not in f:
+                raise SystemExit(f"mqar_circuit: {path} has no layer_N/probs or lengths: "
+                                 "not realpos attention's output")
             if len(f["lengths"]) != len(words):
                 raise SystemExit(f"mqar_circuit: {path} holds {len(f['lengths'])} sentences, {args.lines} {len(words)}")
             left, right, match = circuit(words, f[f"layer_{layers[0]}/probs"][:], f[f"layer_{layers[-1]}/probs"][:],

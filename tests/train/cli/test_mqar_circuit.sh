@@ -33,6 +33,8 @@ expect_error "a sentence of more tokens than words + 2 is refused" "sentence 1 h
   circuit lines.txt split.h5
 echo "k1 v7 k2 v5" >bad.txt
 expect_error "a line that is not n pairs and n queries is refused" "3n words" circuit bad.txt maps.h5
+expect_error "a maps file that is not HDF5 is refused, naming it" "cannot open lines.txt as HDF5" circuit lines.txt lines.txt
+expect_error "a missing lines file is refused, naming it" "cannot read nothing.txt" circuit nothing.txt maps.h5
 
 # the maps realpos attention writes, of a tagging model trained for a few steps on synth mqar
 "$RP" synth mqar --lengths 2-4 --count 64 --seed 1 --out train.txt >/dev/null 2>&1
