@@ -6,6 +6,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -162,6 +163,19 @@ const char *gemm_engine_name(const Gemm *g) {
     if (gemm_precision(g) == PRECISION_FP32)
         return "OpenBLAS";
     return g->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN";
+}
+
+void gemm_engine_version(Precision precision, GemmBackend backend, char *out, size_t size) {
+    if (precision == PRECISION_BF16 && backend == GEMM_BF16_EMULATED) {
+        snprintf(out, size, "emulated");
+    } else if (precision == PRECISION_BF16) {
+        gemm_lanes_library_version(out, size);
+    } else { /* openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64" */
+        char version[32] = "unknown";
+        if (sscanf(openblas_get_config(), "OpenBLAS %31s", version) != 1)
+            snprintf(version, sizeof version, "unknown");
+        snprintf(out, size, "OpenBLAS-%s", version);
+    }
 }
 
 GemmStats gemm_stats(const Gemm *g) {

@@ -73,6 +73,9 @@ void gemm_free(Gemm *g);
 Precision gemm_precision(const Gemm *g);
 /* What computes the products: "OpenBLAS" (fp32), "oneDNN" or "emulated" (bf16). */
 const char *gemm_engine_name(const Gemm *g);
+/* The library computing `precision`'s products (bf16: on `backend`) and its version as loaded at run
+ * time, for keys that must change with it: "OpenBLAS-0.3.21", "oneDNN-2.6.3", "emulated". */
+void gemm_engine_version(Precision precision, GemmBackend backend, char *out, size_t size);
 /* What computes g's bf16 products (GEMM_BF16_ONEDNN for g == NULL, an fp32 context). */
 GemmBackend gemm_backend(const Gemm *g);
 

@@ -287,3 +287,8 @@ GemmLaneStats gemm_lanes_stats(const GemmLanes *l) {
     total.primitives_created = l ? l->primitives_created : 0;
     return total;
 }
+
+void gemm_lanes_library_version(char *out, size_t size) {
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(out, size, "oneDNN-%d.%d.%d", v->major, v->minor, v->patch);
+}

@@ -32,3 +32,5 @@ void gemm_lanes_count_product(GemmLanes *l, int lane, double flops, double secon
 GemmLaneStats gemm_lanes_stats(const GemmLanes *l); /* the threads' lanes (primitives: all) */
 /* The oneDNN implementation of the primitives (e.g. "gemm:jit"), "" before any. */
 const char *gemm_lanes_implementation(const GemmLanes *l);
+/* "oneDNN-MAJOR.MINOR.PATCH" of the library loaded at run time. */
+void gemm_lanes_library_version(char *out, size_t size);

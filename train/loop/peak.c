@@ -49,7 +49,7 @@ static void file_name_safe(char *text) {
             *c = '_';
 }
 
-/* $XDG_CACHE_HOME/realpos/peak-HOST-CORE-tTHREADS.json, or peak-bf16-HOST-KERNELS-tTHREADS.json
+/* $XDG_CACHE_HOME/realpos/peak-HOST-KERNELS-tTHREADS.json, or peak-bf16-HOST-KERNELS-tTHREADS.json
  * (HOME/.cache when XDG_CACHE_HOME is unset, empty or relative: the XDG spec says a relative path
  * is invalid and to be ignored); "" when neither gives an absolute directory. */
 void peak_cache_path(char *out, size_t size, Precision precision, const char *kernels, int threads) {
@@ -77,8 +77,8 @@ void peak_cache_path(char *out, size_t size, Precision precision, const char *ke
              threads);
 }
 
-/* The field of a cache file naming the kernels: the fp32 files' name is kept (older caches stay
- * valid); a bf16 file's kernels are its engine and shapes. */
+/* The field of a cache file naming the kernels (peak_fp32_kernels for fp32; a bf16 file's are its
+ * engine and shapes); the fp32 field's name is the one older files have. */
 static const char *kernels_field(const PeakEstimate *p) {
     return p->precision == PRECISION_BF16 ? "probed_on" : "openblas_core";
 }
@@ -297,7 +297,9 @@ static PeakEstimate estimate_with(Precision precision, const char *kernels, int 
 }
 
 PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path) {
-    return estimate_with(PRECISION_FP32, blas_core_name(), threads, probe, probe_ctx, cache_path);
+    char kernels[96];
+    peak_fp32_kernels(kernels, sizeof kernels);
+    return estimate_with(PRECISION_FP32, kernels, threads, probe, probe_ctx, cache_path);
 }
 
 PeakEstimate peak_estimate_bf16_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path) {
@@ -326,8 +328,10 @@ static PeakEstimate estimate_from_environment(Precision precision, const char *f
 }
 
 PeakEstimate peak_estimate(int threads) {
-    return estimate_from_environment(PRECISION_FP32, "REALPOS_PEAK_GFLOPS", blas_core_name(), threads,
-                                     sgemm_probe_gflops, NULL);
+    char kernels[96];
+    peak_fp32_kernels(kernels, sizeof kernels);
+    return estimate_from_environment(PRECISION_FP32, "REALPOS_PEAK_GFLOPS", kernels, threads, sgemm_probe_gflops,
+                                     NULL);
 }
 
 /* ---- the bf16 peak's probe ---- */
@@ -353,9 +357,9 @@ double bf16_probe_gflops(void *ctx) {
 }
 
 PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe) {
-    char kernels[64];
-    snprintf(kernels, sizeof kernels, "%s-T%dxH%dxI%d", probe->backend == GEMM_BF16_EMULATED ? "emulated" : "oneDNN",
-             probe->tokens, probe->hidden, probe->intermediate);
+    char engine[64], kernels[96];
+    gemm_engine_version(PRECISION_BF16, probe->backend, engine, sizeof engine);
+    snprintf(kernels, sizeof kernels, "%s-T%dxH%dxI%d", engine, probe->tokens, probe->hidden, probe->intermediate);
     return estimate_from_environment(PRECISION_BF16, "REALPOS_PEAK_BF16_GFLOPS", kernels, threads, bf16_probe_gflops,
                                      probe);
 }
@@ -421,3 +425,9 @@ void cpu_model_name(char *out, size_t size) {
 }
 
 const char *blas_core_name(void) { return openblas_get_corename(); }
+
+void peak_fp32_kernels(char *out, size_t size) {
+    char engine[64];
+    gemm_engine_version(PRECISION_FP32, GEMM_BF16_ONEDNN, engine, sizeof engine);
+    snprintf(out, size, "%s-%s", blas_core_name(), engine);
+}

@@ -16,8 +16,8 @@
  *   probe     the best of PEAK_STARTUP_PROBES probes at start-up (after one warm-up call), and
  *             one more at each of the first PEAK_SPREAD_PROBES metrics records (peak_refine), so
  *             that the probes are spread over the first minutes of a run, not one moment;
- *   cache     the best probe ever recorded on this host for this CPU model, OpenBLAS kernel family
- *             and thread count, in $XDG_CACHE_HOME/realpos/ (default ~/.cache/realpos/), one JSON
+ *   cache     the best probe ever recorded on this host for this CPU model, OpenBLAS kernel family,
+ *             its version and thread count, in $XDG_CACHE_HOME/realpos/ (default ~/.cache/realpos/), one JSON
  *             file per key, updated (temp + rename) whenever a probe beats it;
  *   observed  a metrics window whose achieved model FLOP/s exceeds every probe: the step's GEMMs
  *             ran at least that fast, so the machine can; the peak is raised to it (not cached:
@@ -35,7 +35,7 @@
  *             the emulation under REALPOS_BF16_EMULATE), after an untimed pass that creates the
  *             primitives: the rate the step's own products can reach, where a 1024^3 product
  *             read 350 GFLOP/s against the step's 560;
- *   cache     its own file, peak-bf16-HOST-ENGINE-TtokensxHhiddenxIintermediate-tTHREADS.json
+ *   cache     its own file, peak-bf16-HOST-ENGINE-VERSION-TtokensxHhiddenxIintermediate-tTHREADS.json
  *             ("precision": "bf16" inside): the best pass over these shapes this host has run at
  *             this thread count (keyed by the shapes too: what one model's products reach is
  *             not a peak of another's, e.g. a tiny model's in-cache ones);
@@ -73,8 +73,10 @@ typedef struct {
     int spread_left;       /* probes still to run at metrics records */
     char cache_path[4096]; /* "" when the cache is off */
     char cpu_model[256];
-    char kernels[64];      /* what the probe runs on: OpenBLAS's core (fp32); the engine ("oneDNN" or
-                            * "emulated") and the shapes' tokens, hidden, intermediate (bf16) */
+    char kernels[96];      /* what the probe runs on, the library's version included (an upgrade may be
+                            * slower: its peak is not the old one's): OpenBLAS's core (fp32,
+                            * peak_fp32_kernels); the engine and the shapes' tokens, hidden,
+                            * intermediate (bf16) */
     PeakProbeFn probe;
     void *probe_ctx;
 } PeakEstimate;
@@ -111,8 +113,8 @@ double bf16_probe_gflops(void *ctx);
 PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe);
 /* The same with an injected probe and cache file (NULL: no cache), ignoring the environment. */
 PeakEstimate peak_estimate_bf16_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path);
-/* The cache file of a precision's peak at `threads` threads on this host (kernels: OpenBLAS's
- * core for fp32; for bf16 the engine and the probe's shapes, "oneDNN-T4096xH256xI1024"); "" when
+/* The cache file of a precision's peak at `threads` threads on this host (kernels: fp32's
+ * peak_fp32_kernels; for bf16 the engine and the probe's shapes, "oneDNN-2.6.3-T4096xH256xI1024"); "" when
  * no absolute directory is known. */
 void peak_cache_path(char *out, size_t size, Precision precision, const char *kernels, int threads);
 
@@ -136,3 +138,5 @@ double sgemm_probe_gflops(void *ctx);
  * (openblas_get_corename, e.g. "Haswell", "SkylakeX", "Prescott"). */
 void cpu_model_name(char *out, size_t size);
 const char *blas_core_name(void);
+/* The fp32 peak's key: OpenBLAS's core and version, e.g. "Haswell-OpenBLAS-0.3.21". */
+void peak_fp32_kernels(char *out, size_t size);

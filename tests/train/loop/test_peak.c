@@ -2,6 +2,7 @@
  * 100% (the spread probes, the cache and an observed window each lift the peak), MFU never
  * exceeds 1, the cache is keyed, survives a bad file and an unwritable directory, and the
  * environment's REALPOS_PEAK_GFLOPS / REALPOS_PEAK_CACHE do what peak.h says. */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,13 +112,36 @@ int main(void) {
     Script s4 = {always_slow, 1, 0};
     p = peak_estimate_with(2, scripted, &s4, cache);
     CHECK(&t, near(p.gflops, 10), "an entry of another CPU model is not used (peak %.1f)", p.gflops);
+    /* ... nor one of another OpenBLAS version (an upgrade may be slower) or of the key before it
+     * had the version; the key names the library as loaded */
+    char this_model[256], fp32_key[96], version[32] = "", other[1024];
+    cpu_model_name(this_model, sizeof this_model);
+    peak_fp32_kernels(fp32_key, sizeof fp32_key);
+    sscanf(openblas_get_config(), "OpenBLAS %31s", version);
+    const char *other_keys[2] = {"-OpenBLAS-0.0.1", ""};
+    for (int k = 0; k < 2; k++) {
+        snprintf(other, sizeof other, "{\"gflops\": 50, \"probed_at\": \"x\", \"cpu_model\": \"%s\", "
+                 "\"openblas_core\": \"%s%s\", \"threads\": 2}", this_model, blas_core_name(), other_keys[k]);
+        write_text(cache, other);
+        Script s_other = {always_slow, 1, 0};
+        p = peak_estimate_with(2, scripted, &s_other, cache);
+        CHECK(&t, near(p.gflops, 10) && !strcmp(p.kernels, fp32_key),
+              "an entry keyed %s%s is not this library's (%s): peak %.1f", blas_core_name(), other_keys[k], p.kernels,
+              p.gflops);
+    }
+    char want_key[96];
+    snprintf(want_key, sizeof want_key, "%s-OpenBLAS-%s", blas_core_name(), version);
+    CHECK(&t, version[0] && !strcmp(fp32_key, want_key), "the fp32 key names OpenBLAS's core and version: %s (%s)",
+          fp32_key, openblas_get_config());
 
     /* Impossible entries are not believed: 1e30 GFLOP/s for this very key is dropped (the probe's
      * peak, not MFU 1e-29), and the next probe replaces it; a plausible one is kept. */
     char model[256], entry[1024];
     cpu_model_name(model, sizeof model);
+    char fp32_kernels[96];
+    peak_fp32_kernels(fp32_kernels, sizeof fp32_kernels);
     snprintf(entry, sizeof entry, "{\"gflops\": 1e30, \"probed_at\": \"x\", \"cpu_model\": \"%s\", "
-             "\"openblas_core\": \"%s\", \"threads\": 2}", model, blas_core_name());
+             "\"openblas_core\": \"%s\", \"threads\": 2}", model, fp32_kernels);
     write_text(cache, entry);
     Script s7 = {always_slow, 1, 0};
     p = peak_estimate_with(2, scripted, &s7, cache);
@@ -195,7 +219,7 @@ int main(void) {
           "the bf16 probe's products: the linear layers' 12, as layers/linear.c runs them, at most %d rows",
           PEAK_BF16_MAX_TOKENS);
     char fp32_path[4096], bf16_path[4096];
-    peak_cache_path(fp32_path, sizeof fp32_path, PRECISION_FP32, blas_core_name(), 2);
+    peak_cache_path(fp32_path, sizeof fp32_path, PRECISION_FP32, fp32_kernels, 2);
     peak_cache_path(bf16_path, sizeof bf16_path, PRECISION_BF16, "oneDNN-T4096xH256xI1024", 2);
     CHECK(&t, fp32_path[0] && bf16_path[0] && strcmp(fp32_path, bf16_path) && strstr(bf16_path, "/peak-bf16-") &&
                   !strstr(fp32_path, "/peak-bf16-"),
@@ -219,6 +243,10 @@ int main(void) {
                   p.gflops > 0,
           "REALPOS_PEAK_GFLOPS does not fix the bf16 peak: probed (peak %.3f from %s, %d probes)", p.gflops, p.source,
           p.probes);
+    int major = 0, minor = 0, patch = 0, tail = 0;
+    const int onednn = sscanf(p.kernels, "oneDNN-%d.%d.%d-T8xH16xI32%n", &major, &minor, &patch, &tail) == 3;
+    CHECK(&t, cpu_bf16_available(&cpu) ? onednn && major >= 2 && !p.kernels[tail] : !strcmp(p.kernels, "emulated-T8xH16xI32"),
+          "the bf16 key names the engine's version and the shapes: %s", p.kernels);
     setenv("REALPOS_PEAK_BF16_GFLOPS", "7", 1);
     p = peak_estimate_bf16(1, &tiny);
     CHECK(&t, near(p.gflops, 7) && !strcmp(p.source, "REALPOS_PEAK_BF16_GFLOPS") && p.probes == 0 &&
