@@ -2,7 +2,10 @@
 
   OUT/results.csv         one row per point: its settings, token and sequence accuracy over the
                           whole test file, within the training lengths and beyond, wall time
-  OUT/results.md          mean ± std over seeds per task and setting (n = seeds that finished), and
+  OUT/results.md          mean ± std over seeds per task and setting (n = seeds that finished), how
+                          many of those runs learned the task (LEARNED_AT within the training
+                          lengths: these tasks are learned in a jump or not at all, so a mean over
+                          3 seeds can hide that two runs solved it and one never started), and
                           which differences lie outside the seeds' spread (scripts/sweep_separation.py)
   OUT/by_length-TASK.png  token accuracy against test length (words), one line per setting, error
                           bars the std over seeds, a panel per residual-attention value, the dashed
@@ -18,6 +21,7 @@ from collections import defaultdict
 import sweep_separation
 
 TASK_KEY = "synth.task"
+LEARNED_AT = 0.95  # token accuracy within the training lengths from which a run counts as learned
 
 
 def seed_keys(spec):
@@ -46,6 +50,12 @@ def mean_std(values):
     m = sum(values) / len(values)
     s = math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
     return m, s, len(values)
+
+
+def learned_count(values):
+    """(runs at LEARNED_AT or above, runs scored) of one setting's within-lengths accuracies."""
+    scored = [v for v in values if v is not None]
+    return sum(v >= LEARNED_AT for v in scored), len(scored)
 
 
 def short(key):
@@ -101,17 +111,20 @@ def write_markdown(path, spec, rows):
     shown = [("accuracy", "token accuracy"), ("in_range_accuracy", "within training lengths"),
              ("beyond_accuracy", "beyond"), ("beyond_sequence_accuracy", "beyond, whole sequences")]
     getters = dict(COLUMNS)
-    lines = ["| " + " | ".join(short(k) for k in keys) + " | " + " | ".join(h for _, h in shown) + " | n |",
-             "|" + "---|" * (len(keys) + len(shown) + 1)]
+    lines = ["| " + " | ".join(short(k) for k in keys) + " | " + " | ".join(h for _, h in shown) +
+             f" | learned (≥ {LEARNED_AT} within) | n |", "|" + "---|" * (len(keys) + len(shown) + 2)]
     for group, members in groups(spec, rows).items():
         cells, n = [], 0
         for column, _ in shown:
             m, s, n = mean_std([getters[column](r["result"]) if r["result"] else None for r in members])
             cells.append("—" if m is None else f"{m:.3f} ± {s:.3f}")
-        lines.append("| " + " | ".join(group) + " | " + " | ".join(cells) + f" | {n} |")
+        learned, scored = learned_count([getters["in_range_accuracy"](r["result"]) if r["result"] else None
+                                         for r in members])
+        lines.append("| " + " | ".join(group) + " | " + " | ".join(cells) + f" | {learned} of {scored} | {n} |")
     with open(path, "w") as f:
         f.write("Mean ± standard deviation over seeds (n: seeds finished); token accuracy on the output "
-                "positions of the test files, within the training lengths and beyond.\n\n" + "\n".join(lines) + "\n")
+                "positions of the test files, within the training lengths and beyond; learned: the runs "
+                f"at {LEARNED_AT} or more within the training lengths.\n\n" + "\n".join(lines) + "\n")
         separations = separation_lines(spec, rows)
         if separations:
             f.write("\n" + "\n".join(separations))

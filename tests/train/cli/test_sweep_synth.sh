@@ -64,6 +64,21 @@ assert all(0 <= float(r["in_range_accuracy"]) <= 1 and 0 <= float(r["beyond_accu
 assert {r["synth.task"]: int(r["train_max_length"]) for r in rows} == {"reverse": 8, "mqar": 12}
 PYEOF
 check "results.md: mean ± std with n = 2 seeds" grep -q '| reverse | 2 | .* | 2 |$' out/results.md
+$PY - "$root/scripts" out/results.csv out/results.md <<'PYEOF' && pass "results.md: the learned column counts the runs at >= 0.95 within the training lengths" || fail "the learned column"
+import csv, sys
+sys.path.insert(0, sys.argv[1])
+from sweep_report_synth import learned_count
+assert learned_count([0.95, 0.9499, None, 1.0]) == (2, 3), learned_count([0.95, 0.9499, None, 1.0])
+assert learned_count([None]) == (0, 0)
+rows = list(csv.DictReader(open(sys.argv[2])))
+table = [l.split("|")[1:-1] for l in open(sys.argv[3]) if l.startswith("| reverse ") or l.startswith("| mqar ")]
+assert len(table) == 4, table
+for cells in table:
+    task, k = cells[0].strip(), cells[1].strip()
+    runs = [float(r["in_range_accuracy"]) for r in rows if r["synth.task"] == task and r["model.relative_k"] == k]
+    want = f"{sum(v >= 0.95 for v in runs)} of {len(runs)}"
+    assert cells[-2].strip() == want, (cells, want)
+PYEOF
 check "figures: accuracy by test length and the k curve per task" \
   test -s out/by_length-reverse.png -a -s out/by_length-mqar.png -a -s out/k_curve-reverse.png
 sweep suite.ini > rerun.log 2>&1
