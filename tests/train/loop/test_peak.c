@@ -114,32 +114,29 @@ int main(void) {
     CHECK(&t, near(p.gflops, 10), "an entry of another CPU model is not used (peak %.1f)", p.gflops);
     /* ... nor one of another OpenBLAS version (an upgrade may be slower) or of the key before it
      * had the version; the key names the library as loaded */
-    char this_model[256], fp32_key[96], version[32] = "", other[1024];
-    cpu_model_name(this_model, sizeof this_model);
-    peak_fp32_kernels(fp32_key, sizeof fp32_key);
+    char model[256], fp32_kernels[96], version[32] = "", other[1024];
+    cpu_model_name(model, sizeof model);
+    peak_fp32_kernels(fp32_kernels, sizeof fp32_kernels);
     sscanf(openblas_get_config(), "OpenBLAS %31s", version);
     const char *other_keys[2] = {"-OpenBLAS-0.0.1", ""};
     for (int k = 0; k < 2; k++) {
         snprintf(other, sizeof other, "{\"gflops\": 50, \"probed_at\": \"x\", \"cpu_model\": \"%s\", "
-                 "\"openblas_core\": \"%s%s\", \"threads\": 2}", this_model, blas_core_name(), other_keys[k]);
+                 "\"openblas_core\": \"%s%s\", \"threads\": 2}", model, blas_core_name(), other_keys[k]);
         write_text(cache, other);
         Script s_other = {always_slow, 1, 0};
         p = peak_estimate_with(2, scripted, &s_other, cache);
-        CHECK(&t, near(p.gflops, 10) && !strcmp(p.kernels, fp32_key),
+        CHECK(&t, near(p.gflops, 10) && !strcmp(p.kernels, fp32_kernels),
               "an entry keyed %s%s is not this library's (%s): peak %.1f", blas_core_name(), other_keys[k], p.kernels,
               p.gflops);
     }
     char want_key[96];
     snprintf(want_key, sizeof want_key, "%s-OpenBLAS-%s", blas_core_name(), version);
-    CHECK(&t, version[0] && !strcmp(fp32_key, want_key), "the fp32 key names OpenBLAS's core and version: %s (%s)",
-          fp32_key, openblas_get_config());
+    CHECK(&t, version[0] && !strcmp(fp32_kernels, want_key), "the fp32 key names OpenBLAS's core and version: %s (%s)",
+          fp32_kernels, openblas_get_config());
 
     /* Impossible entries are not believed: 1e30 GFLOP/s for this very key is dropped (the probe's
      * peak, not MFU 1e-29), and the next probe replaces it; a plausible one is kept. */
-    char model[256], entry[1024];
-    cpu_model_name(model, sizeof model);
-    char fp32_kernels[96];
-    peak_fp32_kernels(fp32_kernels, sizeof fp32_kernels);
+    char entry[1024];
     snprintf(entry, sizeof entry, "{\"gflops\": 1e30, \"probed_at\": \"x\", \"cpu_model\": \"%s\", "
              "\"openblas_core\": \"%s\", \"threads\": 2}", model, fp32_kernels);
     write_text(cache, entry);
@@ -245,7 +242,8 @@ int main(void) {
           p.probes);
     int major = 0, minor = 0, patch = 0, tail = 0;
     const int onednn = sscanf(p.kernels, "oneDNN-%d.%d.%d-T8xH16xI32%n", &major, &minor, &patch, &tail) == 3;
-    CHECK(&t, cpu_bf16_available(&cpu) ? onednn && major >= 2 && !p.kernels[tail] : !strcmp(p.kernels, "emulated-T8xH16xI32"),
+    CHECK(&t, cpu_bf16_available(&cpu) ? onednn && major >= 2 && !p.kernels[tail]
+                                       : !strcmp(p.kernels, "emulated-T8xH16xI32"),
           "the bf16 key names the engine's version and the shapes: %s", p.kernels);
     setenv("REALPOS_PEAK_BF16_GFLOPS", "7", 1);
     p = peak_estimate_bf16(1, &tiny);
