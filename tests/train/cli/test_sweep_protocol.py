@@ -39,6 +39,15 @@ chosen, summary = choose({"1e-3": [(1.0, 200), (0.5, 1000), (0.8, 400)], "3e-3":
 check("a rate without finished runs is not a candidate; mean, median steps and n per rate",
       chosen == "1e-3" and summary == {"1e-3": (statistics.mean([1.0, 0.5, 0.8]), 400, 3)}, (chosen, summary))
 check("nothing finished: no choice", choose({"1e-3": []}, order) == (None, {}))
+never = {"in_range": {"token_accuracy": 0.30}, "learned_step": None, "steps_run": 4000, "max_steps": 4000}
+late = {"in_range": {"token_accuracy": 0.30}, "learned_step": 3900, "steps_run": 4000, "max_steps": 4000}
+tiny = {"path": "t.ini", "grid": {"synth.task": ["t"], "model.seed": ["1"], "task.lr": ["1e-3", "3e-3"]},
+        "protocol": {"select": "task.lr", "threshold": 0.95}}
+tiny_rows = [{"settings": {"synth.task": "t", "model.seed": "1", "task.lr": lr}, "result": r}
+             for lr, r in (("1e-3", never), ("3e-3", late))]
+check("tied on validation accuracy: a run that never learned counts at its budget (4000 > 3900)",
+      proto.choose_learning_rates(spec=tiny, rows=tiny_rows)[("t",)][0] == "3e-3",
+      proto.choose_learning_rates(spec=tiny, rows=tiny_rows))
 
 # ---- fabricated protocol sweep --------------------------------------------------------------------
 # lookup:8, 10 seeds, residual no/yes, none / shaw k=4,16, three learning rates. A run learns with a
@@ -112,11 +121,11 @@ def read_csv(path):
 out = os.path.join(scratch, "protocol")
 spec, points, states = fabricate(out)
 written = sweep_report.write_report(spec, points, relevant)
+check("the report writes results.csv, results.md, success_rate.png, survival.png and by_length-lookup:8.png",
+      all(os.path.isfile(os.path.join(out, f)) and os.path.getsize(os.path.join(out, f)) > 0 for f in
+          ("results.csv", "results.md", "success_rate.png", "survival.png", "by_length-lookup:8.png")), written)
 rows = read_csv(os.path.join(out, "results.csv"))
 md = open(os.path.join(out, "results.md")).read()
-check("the report writes results.csv, results.md, success_rate.png, survival.png and by_length-lookup:8.png",
-      all(os.path.getsize(os.path.join(out, f)) > 0 for f in
-          ("results.csv", "results.md", "success_rate.png", "survival.png", "by_length-lookup:8.png")), written)
 check("results.csv: one row per point, with learned_step, test accuracies, success and chosen",
       len(rows) == len(points) and {"task.lr", "learned_step", "test_in_range_accuracy", "test_beyond_accuracy",
                                     "val_in_range_accuracy", "success", "chosen"} <= set(rows[0]), list(rows[0]))
@@ -195,7 +204,9 @@ chosen_rows = [r for r in rows if r["chosen"] == "yes"]
 c = ("lookup:8", "yes", "shaw", "4")
 members = [r for r in chosen_rows if cell(r) == c]
 k = sum(r["success"] == "yes" for r in members)
-assert all((r["success"] == "yes") == (float(r["test_in_range_accuracy"]) >= 0.95) for r in rows)
+check("success: test accuracy within the training lengths at or above the threshold 0.95 (0.97 yes, < 0.4 no)",
+      all((r["success"] == "yes") == (float(r["test_in_range_accuracy"]) >= 0.95) for r in rows) and
+      any(r["success"] == "yes" for r in rows))
 low, high = stats.wilson_interval(k, len(members))
 line = next(l for l in lines if l.startswith("| lookup:8 | yes | shaw | 4 |"))
 check("a cell's success k/n and Wilson interval (from results.csv's chosen rows)",
@@ -220,13 +231,14 @@ rank = stats.logrank_test(*[x for arm in arms for x in ([int(r["learned_step"] o
                                                         [r["learned_step"] != "" for r in arm])])
 check("residual attention: the log-rank χ² and p on steps to learn",
       residual.endswith(f"| {rank[2]:.2f}, {proto.fmt_p(rank[3])} |"), (residual, rank))
-base = [r for r in chosen_rows if cell(r) == ("lookup:8", "no", "none", "")]
-arm = [r for r in chosen_rows if cell(r) == ("lookup:8", "no", "shaw", "16")]
-ka, kb = sum(r["success"] == "yes" for r in arm), sum(r["success"] == "yes" for r in base)
-scheme = next(l for l in lines if l.startswith("| lookup:8 | shaw k=16 | no |"))
-check("each scheme against absolute positions at its residual value: Fisher exact on success counts",
-      scheme == f"| lookup:8 | shaw k=16 | no | {ka}/10 | {kb}/10 | {proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |",
-      scheme)
+for residual_value, k_value in (("no", "16"), ("yes", "4")):
+    base = [r for r in chosen_rows if cell(r) == ("lookup:8", residual_value, "none", "")]
+    arm = [r for r in chosen_rows if cell(r) == ("lookup:8", residual_value, "shaw", k_value)]
+    ka, kb = sum(r["success"] == "yes" for r in arm), sum(r["success"] == "yes" for r in base)
+    scheme = next(l for l in lines if l.startswith(f"| lookup:8 | shaw k={k_value} | {residual_value} |"))
+    check(f"shaw k={k_value} against absolute positions, both residual {residual_value}: Fisher exact on success counts",
+          scheme == f"| lookup:8 | shaw k={k_value} | {residual_value} | {ka}/10 | {kb}/10 | "
+          f"{proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |", (scheme, ka, kb))
 
 # ---- without test records, and without [protocol] ------------------------------------------------
 spec, points, states = fabricate(os.path.join(scratch, "no-test"), with_test=False)
