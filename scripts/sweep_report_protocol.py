@@ -233,7 +233,7 @@ def residual_lines(spec, chosen, choice):
             "Each arm at its own chosen learning rate; successes paired by seed (exact McNemar on the pairs "
             "where one arm succeeded and the other did not); steps to learn of all finished chosen runs "
             "(log-rank, never learned censored at the last step run; median: Kaplan-Meier, — when "
-            "fewer than half learned).", ""] + lines + [""]
+            "fewer than half learned).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
 
 
 def scheme_lines(spec, chosen):
@@ -265,7 +265,7 @@ def scheme_lines(spec, chosen):
     return ["## Each scheme against absolute positions", "",
             "Success counts of the chosen runs against absolute positions alone (relative_position = none) at "
             "the same residual value, each at its own chosen learning rate; two-sided Fisher exact test "
-            "(unpaired).", ""] + lines + [""]
+            "(unpaired).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
 
 
 # ---- files --------------------------------------------------------------------------------------

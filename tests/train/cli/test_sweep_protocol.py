@@ -240,6 +240,9 @@ for residual_value, k_value in (("no", "16"), ("yes", "4")):
           scheme == f"| lookup:8 | shaw k={k_value} | {residual_value} | {ka}/10 | {kb}/10 | "
           f"{proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |", (scheme, ka, kb))
 
+check("each comparison table counts its comparisons (3 residual pairs, 4 schemes against absolute)",
+      "3 comparisons, p-values not corrected." in md and "4 comparisons, p-values not corrected." in md, md[-1500:])
+
 # ---- without test records, and without [protocol] ------------------------------------------------
 spec, points, states = fabricate(os.path.join(scratch, "no-test"), with_test=False)
 sweep_report.write_report(spec, points, relevant)
