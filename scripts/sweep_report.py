@@ -355,9 +355,10 @@ def main():
     try:
         spec = sweep_spec.parse_sweep(args.sweep)
         points = sweep_spec.expand(spec, args.realpos)
+        written = write_report(spec, points, sweep_spec.relevant)
     except sweep_spec.SweepError as e:
         sys.exit(f"sweep_report.py: error: {e}")
-    for path in write_report(spec, points, sweep_spec.relevant):
+    for path in written:
         print(f"wrote {path}")
     return 0
 

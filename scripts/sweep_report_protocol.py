@@ -442,8 +442,38 @@ def plot_survival(path, spec, chosen, choice):
     return synth.save_figure(plt, fig, path)
 
 
+REQUIRED = (("in_range", "token_accuracy"), ("beyond", "token_accuracy"), ("learned_step",), ("steps_run",),
+            ("max_steps",))
+
+
+def check_states(rows):
+    """Every finished run has the fields the protocol reads; else a SweepError naming the file and
+    the field (a state of a sweep run before the protocol, or a damaged one)."""
+    import sweep_spec
+    for r in rows:
+        tagging = r["result"]
+        if not tagging:
+            continue
+        records = [("", tagging, REQUIRED)]
+        if tagging.get("test") is not None:
+            records.append(("test.", tagging["test"], REQUIRED[:2]))
+        for prefix, record, fields in records:
+            for path in fields:
+                value = record
+                for part in path:
+                    if not isinstance(value, dict) or part not in value:
+                        raise sweep_spec.SweepError(
+                            f"{os.path.join(r['point']['dir'], 'sweep-point.json')}: stage 'tagging' has no "
+                            f"'{prefix}{'.'.join(path)}'; a [protocol] report needs the runs of a protocol sweep "
+                            "(validation curve, learned_step, steps_run, max_steps, test record)")
+                    value = value[part]
+
+
 def write_report(spec, points, relevant):
+    """Write the protocol report into spec['out']; returns the paths. Raises sweep_spec.SweepError
+    on a finished state without the fields it reads."""
     rows = synth.load_rows(spec, points, relevant, scored="raw")
+    check_states(rows)
     choice = choose_learning_rates(spec, rows)
     chosen = chosen_rows(spec, rows, choice)
     out = lambda name: os.path.join(spec["out"], name)  # noqa: E731

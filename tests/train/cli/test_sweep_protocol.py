@@ -243,6 +243,21 @@ for residual_value, k_value in (("no", "16"), ("yes", "4")):
 check("each comparison table counts its comparisons (3 residual pairs, 4 schemes against absolute)",
       "3 comparisons, p-values not corrected." in md and "4 comparisons, p-values not corrected." in md, md[-1500:])
 
+# a state without the protocol's fields: an error naming the file and the field, nothing written
+spec, points, states = fabricate(os.path.join(scratch, "damaged"))
+victim = points[7]
+with open(os.path.join(victim["dir"], "sweep-point.json"), "w") as f:
+    json.dump({"done": True, "stages": {"tagging": {k: v for k, v in states[victim["name"]].items()
+                                                    if k != "learned_step"}}}, f)
+import sweep_spec  # noqa: E402
+try:
+    sweep_report.write_report(spec, points, relevant)
+    check("a state without learned_step is refused, naming the file and the field", False, "no error")
+except sweep_spec.SweepError as e:
+    check("a state without learned_step is refused, naming the file and the field",
+          f"{victim['dir']}/sweep-point.json: stage 'tagging' has no 'learned_step'" in str(e) and
+          not os.path.exists(os.path.join(scratch, "damaged", "results.md")), str(e))
+
 # ---- without test records, and without [protocol] ------------------------------------------------
 spec, points, states = fabricate(os.path.join(scratch, "no-test"), with_test=False)
 sweep_report.write_report(spec, points, relevant)
