@@ -220,12 +220,14 @@ def residual_lines(spec, chosen, choice):
         b, c = stats.paired_discordance([success(yes[s], threshold) for s in seeds],
                                         [success(no[s], threshold) for s in seeds])
         ty, tn = [survival_time(t) for t in yes.values()], [survival_time(t) for t in no.values()]
-        _, _, chi2, p_rank = stats.logrank_test([s for s, _ in ty], [e for _, e in ty], [s for s, _ in tn], [e for _, e in tn])
+        _, _, chi2, p_rank = stats.logrank_test([s for s, _ in ty], [e for _, e in ty],
+                                                [s for s, _ in tn], [e for _, e in tn])
         sy, sn = cell_summary(spec, members), cell_summary(spec, cells[other])
         label = synth.compact_label(settings, [k for k in keys[1:] if k != RESIDUAL_KEY]) or "—"
         lines.append(f"| {cell[0]} | {label} | {choice[cell][0] or '—'} / {choice[other][0] or '—'} "
                      f"| {sy['k']}/{sy['n']} | {sn['k']}/{sn['n']} | {b} / {c} ({len(seeds)}) "
-                     f"| {fmt_p(stats.mcnemar_exact(b, c))} | {sy['median_steps'] or '—'} / {sn['median_steps'] or '—'} "
+                     f"| {fmt_p(stats.mcnemar_exact(b, c))} "
+                     f"| {sy['median_steps'] or '—'} / {sn['median_steps'] or '—'} "
                      f"| {chi2:.2f}, {fmt_p(p_rank)} |")
     if len(lines) == 2:
         return []
@@ -233,7 +235,8 @@ def residual_lines(spec, chosen, choice):
             "Each arm at its own chosen learning rate; successes paired by seed (exact McNemar on the pairs "
             "where one arm succeeded and the other did not); steps to learn of all finished chosen runs "
             "(log-rank, never learned censored at the last step run; median: Kaplan-Meier, — when "
-            "fewer than half learned).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
+            "fewer than half learned).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.",
+                                                        ""]
 
 
 def scheme_lines(spec, chosen):
@@ -304,7 +307,8 @@ def write_csv(path, spec, rows, chosen):
 def header_lines(spec, rows):
     p = protocol(spec)
     done = [r["result"] for r in rows if r["result"]]
-    stop = sorted({(t.get("stop_threshold"), t.get("stop_patience")) for t in done if t.get("stop_threshold") is not None})
+    stop = sorted({(t.get("stop_threshold"), t.get("stop_patience")) for t in done
+                   if t.get("stop_threshold") is not None})
     stop_text = "; ".join(f"validation token accuracy within the training lengths ≥ {t} at {n} consecutive "
                           "evaluations" for t, n in stop) or "not recorded"
     lines = [f"# Protocol sweep `{spec.get('path', '')}`", "",
@@ -483,7 +487,7 @@ def write_report(spec, points, relevant):
     if any(r["result"] for r in chosen):
         written += [plot_success(out("success_rate.png"), spec, chosen, choice),
                     plot_survival(out("survival.png"), spec, chosen, choice)]
-        tested = [dict(r, result=dict(test_record(r["result"]), wall_s=r["result"].get("wall_s")) if r["result"] else None)
-                  for r in chosen]
+        tested = [dict(r, result=dict(test_record(r["result"]), wall_s=r["result"].get("wall_s")) if r["result"]
+                       else None) for r in chosen]
         written += synth.plot_by_length(spec["out"], spec, tested)
     return written

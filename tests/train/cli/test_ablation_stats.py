@@ -49,8 +49,9 @@ check("Wilson 5 of 10 by hand: 0.5 ± 0.2634", abs(low - 0.2366) < 1e-4 and abs(
 # ---- exact tests on paired successes: scipy.stats.binomtest(k, n, 0.5) ----------------------------
 pairs = [(k, n) for n in range(0, 41) for k in range(n + 1)]
 err = max(abs(a.binomial_test_half(k, n) - (st.binomtest(k, n).pvalue if n else 1.0)) for k, n in pairs)
-check(f"two-sided binomial test at 1/2 = scipy binomtest, all k of n <= 40", err < 1e-12, err)
-err = max(abs(a.mcnemar_exact(b, c) - st.binomtest(b, b + c).pvalue) for b in range(0, 15) for c in range(0, 15) if b + c)
+check("two-sided binomial test at 1/2 = scipy binomtest, all k of n <= 40", err < 1e-12, err)
+err = max(abs(a.mcnemar_exact(b, c) - st.binomtest(b, b + c).pvalue)
+          for b in range(0, 15) for c in range(0, 15) if b + c)
 check("exact McNemar(b, c) = binomtest(b, b + c), b, c < 15", err < 1e-12, err)
 # the suite's pooled residual-attention pairs (docs/positions.md): 12 only with it, 31 only without
 check("McNemar 12 / 31 discordant pairs: p = 0.0054 (docs/positions.md's 0.005)",
@@ -94,7 +95,8 @@ check("share learned by step: 0 at 1, 1/6 at 2, 1/2 at 5, 3/4 at 100",
       [a.share_learned_by(curve, s) for s in (1, 2, 5, 100)])
 check("Kaplan-Meier median: step 3", a.median_steps(curve) == 3, a.median_steps(curve))
 z = st.norm.ppf(0.975)
-hand = (1 - 0.5 ** math.exp(-z * math.sqrt(1 / 6) / math.log(2)), 1 - 0.5 ** math.exp(z * math.sqrt(1 / 6) / math.log(2)))
+spread = z * math.sqrt(1 / 6) / math.log(2)
+hand = (1 - 0.5 ** math.exp(-spread), 1 - 0.5 ** math.exp(spread))
 band = curve[1]["band"]
 check("exponential-Greenwood band at step 3 by hand: share learned in [0.1963, 0.8889]",
       worst([(band, hand)]) < 1e-12 and abs(band[0] - 0.1963) < 1e-4 and abs(band[1] - 0.8889) < 2e-4, (band, hand))
@@ -125,7 +127,8 @@ durations_b = [4, 6, 7, 5, 9, 9]
 learned_b = [True, True, True, False, False, False]
 observed, expected, chi2, p = a.logrank_test(durations_a, learned_a, durations_b, learned_b)
 check("log-rank by hand: O_A = 4, E_A = 85/33, χ² = 88360/62153",
-      observed == 4 and abs(expected - 85 / 33) < 1e-12 and abs(chi2 - 88360 / 62153) < 1e-12, (observed, expected, chi2))
+      observed == 4 and abs(expected - 85 / 33) < 1e-12 and abs(chi2 - 88360 / 62153) < 1e-12,
+      (observed, expected, chi2))
 check("log-rank p = P(χ²₁ ≥ 1.42165) (scipy chi2.sf)", abs(p - st.chi2.sf(88360 / 62153, 1)) < 1e-12, p)
 swapped = a.logrank_test(durations_b, learned_b, durations_a, learned_a)
 check("log-rank: the same χ² with the arms swapped", abs(swapped[2] - chi2) < 1e-12, swapped)
@@ -180,7 +183,8 @@ for name, call, says in (("k > n", lambda: a.wilson_interval(3, 2), "0 <= k <= n
                          ("durations and learned of different lengths", lambda: a.kaplan_meier([1, 2], [True]),
                           "differ in length (2 and 1)"),
                          ("an empty bootstrap sample", lambda: a.bootstrap_interval([]), "non-empty"),
-                         ("an unknown statistic", lambda: a.bootstrap_interval([1.0], "mode"), "unknown statistic 'mode'")):
+                         ("an unknown statistic", lambda: a.bootstrap_interval([1.0], "mode"),
+                          "unknown statistic 'mode'")):
     try:
         call()
         check(f"{name} is refused", False, "no error")

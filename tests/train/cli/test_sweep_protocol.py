@@ -186,7 +186,8 @@ md_after = open(os.path.join(out, "results.md")).read()
 check("test files changed (chosen runs' test accuracy 0, the others' 1): every choice unchanged",
       [r["chosen"] for r in after] == [r["chosen"] for r in rows] and
       all(float(r["test_in_range_accuracy"]) == (0.0 if r["chosen"] == "yes" else 1.0) for r in after),
-      [(r["point"], r["chosen"]) for r in after if r["chosen"] != next(x for x in rows if x["point"] == r["point"])["chosen"]])
+      [(r["point"], r["chosen"]) for r in after
+       if r["chosen"] != next(x for x in rows if x["point"] == r["point"])["chosen"]])
 check("... and the report follows the test files: every cell now 0/10 successes",
       md_after.count(" 0/10 [0.00, 0.28] ") == 6 and md_after != md, md_after)
 
@@ -236,7 +237,7 @@ for residual_value, k_value in (("no", "16"), ("yes", "4")):
     arm = [r for r in chosen_rows if cell(r) == ("lookup:8", residual_value, "shaw", k_value)]
     ka, kb = sum(r["success"] == "yes" for r in arm), sum(r["success"] == "yes" for r in base)
     scheme = next(l for l in lines if l.startswith(f"| lookup:8 | shaw k={k_value} | {residual_value} |"))
-    check(f"shaw k={k_value} against absolute positions, both residual {residual_value}: Fisher exact on success counts",
+    check(f"shaw k={k_value} against absolute positions, both residual {residual_value}: Fisher exact on successes",
           scheme == f"| lookup:8 | shaw k={k_value} | {residual_value} | {ka}/10 | {kb}/10 | "
           f"{proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |", (scheme, ka, kb))
 
@@ -268,6 +269,6 @@ spec, points, states = fabricate(os.path.join(scratch, "old"), with_protocol=Fal
 sweep_report.write_report(spec, points, relevant)
 old = read_csv(os.path.join(scratch, "old", "results.csv"))
 check("no [protocol]: the old synthetic report (no chosen column), scored on the test record when there is one",
-      "chosen" not in old[0] and all(float(r["in_range_accuracy"]) == states[r["point"]]["test"]["in_range"]["token_accuracy"]
-                                     for r in old) and
+      "chosen" not in old[0] and
+      all(float(r["in_range_accuracy"]) == states[r["point"]]["test"]["in_range"]["token_accuracy"] for r in old) and
       "Selection rule" not in open(os.path.join(scratch, "old", "results.md")).read(), old[0])
