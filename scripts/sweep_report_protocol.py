@@ -48,6 +48,7 @@ DEFAULT_THRESHOLD = synth.LEARNED_AT
 RESIDUAL_KEY = "model.residual_attention"
 POSITION_KEY = "model.relative_position"
 K_KEY = "model.relative_k"
+ABSOLUTE_KEY = "model.absolute_position"
 BOOTSTRAP = {"resamples": 10000, "seed": 0}
 
 
@@ -245,15 +246,20 @@ def scheme_lines(spec, chosen):
         return []
     cells = by_cell(spec, chosen)
     summaries = {cell: cell_summary(spec, members) for cell, members in cells.items()}
-    baseline = {}
-    for cell in cells:
-        s = dict(zip(keys, cell))
-        if s[POSITION_KEY] == "none":
-            baseline[(cell[0], s.get(RESIDUAL_KEY))] = cell
+    baselines = [dict(zip(keys, cell)) for cell in cells if dict(zip(keys, cell))[POSITION_KEY] == "none"]
+
+    def baseline_of(s):
+        """The absolute-positions cell with the same task and every other key (residual attention,
+        model size, ...) equal, the scheme's own keys aside; keys that do not apply to it are empty."""
+        for b in baselines:
+            if all(b[k] in ("", s[k]) for k in keys if k not in (POSITION_KEY, K_KEY, ABSOLUTE_KEY)):
+                return tuple(b[k] for k in keys)
+        return None
+
     lines = ["| task | setting | residual | success | absolute positions | Fisher p |", "|" + "---|" * 6]
     for cell in cells:
         s = dict(zip(keys, cell))
-        base = baseline.get((cell[0], s.get(RESIDUAL_KEY)))
+        base = baseline_of(s)
         if base is None or base == cell or s[POSITION_KEY] == "none":
             continue
         a, b = summaries[cell], summaries[base]

@@ -241,6 +241,17 @@ for residual_value, k_value in (("no", "16"), ("yes", "4")):
           scheme == f"| lookup:8 | shaw k={k_value} | {residual_value} | {ka}/10 | {kb}/10 | "
           f"{proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |", (scheme, ka, kb))
 
+other_size = [{"settings": {"synth.task": "t", "model.seed": "1", "model.num_layers": layers,
+                             "model.relative_position": pos, "task.lr": "1e-3"}, "result": dict(late, test=test_of)}
+              for layers in ("2", "4") for pos in ("none", "shaw") for test_of in [
+                  {"in_range": {"token_accuracy": 1.0 if (pos, layers) in (("shaw", "4"), ("none", "2")) else 0.0},
+                   "beyond": {"token_accuracy": 0.0}}]]
+sized = {"path": "t.ini", "grid": {"synth.task": ["t"], "model.seed": ["1"], "model.num_layers": ["2", "4"],
+                                   "model.relative_position": ["none", "shaw"], "task.lr": ["1e-3"]},
+         "protocol": {"select": "task.lr", "threshold": 0.95}}
+table = proto.scheme_lines(sized, other_size)
+check("a scheme is compared with absolute positions at its own other settings (4 layers with 4 layers)",
+      "| t | 4 shaw | — | 1/1 | 0/1 | 1 |" in table and "| t | 2 shaw | — | 0/1 | 1/1 | 1 |" in table, table)
 check("each comparison table counts its comparisons (3 residual pairs, 4 schemes against absolute)",
       "3 comparisons, p-values not corrected." in md and "4 comparisons, p-values not corrected." in md, md[-1500:])
 
