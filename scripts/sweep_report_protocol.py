@@ -343,6 +343,13 @@ def header_lines(spec, rows):
     return lines
 
 
+def edge_cells(spec, choice):
+    """(the cells that chose the first or last of three or more rates, the grid's rates)."""
+    select = protocol(spec)["select"]
+    order = list(spec["grid"].get(select, [])) if select else []
+    return [cell for cell, (rate, _) in choice.items() if len(order) >= 3 and rate in (order[0], order[-1])], order
+
+
 def write_markdown(path, spec, rows, choice, chosen):
     keys = cell_keys(spec)
     lines = header_lines(spec, rows)
@@ -356,6 +363,10 @@ def write_markdown(path, spec, rows, choice, chosen):
         wilson = f"{s['k']}/{s['n']} [{s['wilson'][0]:.2f}, {s['wilson'][1]:.2f}]" if s["n"] else "—"
         lines.append("| " + " | ".join(v or "—" for v in cell) + f" | {rate_cell(c)} | {wilson} | "
                      f"{survival_cell(s)} | {fmt_interval(s['in_range'])} | {fmt_interval(s['beyond'])} |")
+    edge, order = edge_cells(spec, choice)
+    if edge:
+        lines += ["", f"{len(edge)} of {len(choice)} cells chose a rate at an end of the grid "
+                  f"({order[0]} or {order[-1]}): their best rate may lie outside it."]
     lines += [""] + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")

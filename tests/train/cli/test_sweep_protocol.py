@@ -252,6 +252,12 @@ sized = {"path": "t.ini", "grid": {"synth.task": ["t"], "model.seed": ["1"], "mo
 table = proto.scheme_lines(sized, other_size)
 check("a scheme is compared with absolute positions at its own other settings (4 layers with 4 layers)",
       "| t | 4 shaw | — | 1/1 | 0/1 | 1 |" in table and "| t | 2 shaw | — | 0/1 | 1/1 | 1 |" in table, table)
+edge = sum(rate in ("1e-3", "1e-2") for rate in expected.values())
+check(f"the cells whose choice is at an end of the grid are counted ({edge} of 6)",
+      f"{edge} of 6 cells chose a rate at an end of the grid (1e-3 or 1e-2)" in md and edge > 0, md)
+picked = {("a",): ("1e-3", {}), ("b",): ("3e-3", {}), ("c",): ("1e-2", {})}
+check("edge cells: those at the first or the last rate of the grid",
+      proto.edge_cells(spec, picked)[0] == [("a",), ("c",)], proto.edge_cells(spec, picked))
 check("each comparison table counts its comparisons (3 residual pairs, 4 schemes against absolute)",
       "3 comparisons, p-values not corrected." in md and "4 comparisons, p-values not corrected." in md, md[-1500:])
 
