@@ -18,7 +18,7 @@ written by sweep_report_synth.py (docs/ablations.md gives every statistic's form
                       within and beyond the training lengths as a median with a bootstrap 95%
                       interval; then the comparisons, each arm at its own chosen learning rate
   OUT/success_rate.png  success rate (Wilson 95% bars) against relative_k, a panel per task, the
-                      schemes without k as horizontal bands
+                      schemes without k as horizontal bands (scripts/sweep_report_protocol_figures.py)
   OUT/survival.png    Kaplan-Meier share of runs learned by step, a panel per task, a line per arm
   OUT/by_length-TASK.png  the chosen runs' test accuracy by length (sweep_report_synth.py)
 
@@ -373,96 +373,6 @@ def write_markdown(path, spec, rows, choice, chosen):
     os.replace(path + ".tmp", path)
 
 
-# ---- figures ------------------------------------------------------------------------------------
-
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def tasks_of(spec, choice):
-    return [t for t in spec["grid"][synth.TASK_KEY] if any(cell[0] == t for cell in choice)]
-
-
-def plot_success(path, spec, chosen, choice):
-    """Success rate of the chosen runs with Wilson 95% bars: against relative_k for the truncated
-    schemes, the others as a horizontal line with their interval as a band; a panel per task."""
-    plt = _pyplot()
-    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
-    members_of = by_cell(spec, chosen)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
-    for ax, task in zip(axes[0], tasks):
-        lines = defaultdict(list)
-        for cell in choice:
-            if cell[0] != task:
-                continue
-            s = dict(zip(keys, cell))
-            summary = cell_summary(spec, members_of.get(cell, []))
-            if summary["n"]:
-                name = synth.compact_label(s, [k for k in keys[1:] if k != K_KEY]) or "—"
-                summary["rate"] = choice[cell][0]
-                lines[name].append((s.get(K_KEY) or None, summary))
-        swept_ks = set()
-        for i, (name, points) in enumerate(sorted(lines.items())):
-            style = {"color": f"C{i % 10}", "linestyle": ":" if "residual" in name else "-"}
-            swept = sorted((int(k), s) for k, s in points if k is not None)
-            if swept:
-                swept_ks.update(k for k, _ in swept)
-                rates = [s["k"] / s["n"] for _, s in swept]
-                errors = [[r - s["wilson"][0] for r, (_, s) in zip(rates, swept)],
-                          [s["wilson"][1] - r for r, (_, s) in zip(rates, swept)]]
-                ax.errorbar([k for k, _ in swept], rates, yerr=errors, marker="o", capsize=3, label=name,
-                            linewidth=1, **style)
-                for (k, s), r in zip(swept, rates):  # the learning rate the point chose
-                    ax.annotate(s["rate"], (k, r), textcoords="offset points", xytext=(4, 4), fontsize=6,
-                                color=style["color"])
-            for k, s in points:
-                if k is None:
-                    ax.axhline(s["k"] / s["n"], linewidth=1, label=f"{name}: {s['k']}/{s['n']} (lr {s['rate']})",
-                               **dict(style, linestyle="--"))
-                    ax.axhspan(*s["wilson"], color=style["color"], alpha=0.1, linewidth=0)
-        if K_KEY in keys:
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
-            ax.set_xlabel("relative_k (labels: the chosen learning rate)")
-        ax.set_ylim(-0.03, 1.03)
-        ax.set_title(f"{task}: success (test within ≥ {protocol(spec)['threshold']})")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("success rate of the chosen runs, Wilson 95%")
-    return synth.save_figure(plt, fig, path)
-
-
-def plot_survival(path, spec, chosen, choice):
-    """Kaplan-Meier share of runs learned by step, a line per arm (task and setting at its chosen
-    learning rate), a panel per task; a + marks a run censored before the budget."""
-    plt = _pyplot()
-    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
-    members_of = by_cell(spec, chosen)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
-    for ax, task in zip(axes[0], tasks):
-        arms = [(cell, cell_summary(spec, members_of.get(cell, []))) for cell in choice if cell[0] == task]
-        for i, (cell, s) in enumerate(a for a in arms if a[1]["n"]):
-            color = f"C{i % 10}" if i < 10 else plt.get_cmap("tab20b")(i % 20)
-            budget = s["budget"] or max((p["step"] for p in s["curve"]), default=1)
-            xs = [0] + [p["step"] for p in s["curve"]] + [budget]
-            ys = [0.0] + [p["share_learned"] for p in s["curve"]]
-            ys.append(ys[-1])
-            label = synth.compact_label(dict(zip(keys, cell)), keys[1:]) or "—"
-            ax.step(xs, ys, where="post", color=color, linewidth=1,
-                    linestyle=":" if dict(zip(keys, cell)).get(RESIDUAL_KEY) == "yes" else "-",
-                    label=f"{label} (lr {choice[cell][0] or '—'}, n {s['n']})")
-        ax.set_title(f"{task}: share of runs learned by step (Kaplan-Meier)")
-        ax.set_xlabel("training step")
-        ax.set_ylim(-0.03, 1.03)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
-    axes[0][0].set_ylabel("share learned (validation criterion)")
-    return synth.save_figure(plt, fig, path)
-
-
 REQUIRED = (("in_range", "token_accuracy"), ("beyond", "token_accuracy"), ("learned_step",), ("steps_run",),
             ("max_steps",))
 
@@ -502,8 +412,9 @@ def write_report(spec, points, relevant):
     write_markdown(out("results.md"), spec, rows, choice, chosen)
     written = [out("results.csv"), out("results.md")]
     if any(r["result"] for r in chosen):
-        written += [plot_success(out("success_rate.png"), spec, chosen, choice),
-                    plot_survival(out("survival.png"), spec, chosen, choice)]
+        import sweep_report_protocol_figures as figures
+        written += [figures.plot_success(out("success_rate.png"), spec, chosen, choice),
+                    figures.plot_survival(out("survival.png"), spec, chosen, choice)]
         tested = [dict(r, result=dict(test_record(r["result"]), wall_s=r["result"].get("wall_s")) if r["result"]
                        else None) for r in chosen]
         written += synth.plot_by_length(spec["out"], spec, tested)
