@@ -35,9 +35,9 @@ def read_sections(path):
         m = re.fullmatch(r"\[([a-z]+)\]", text)
         if m:
             current = m.group(1)
-            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth"):
+            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth", "protocol"):
                 raise SweepError(f"{path}:{no}: unknown section [{current}]; expected [sweep], [set], "
-                                 "[grid], [exclude], [derive], [run] or [synth]")
+                                 "[grid], [exclude], [derive], [run], [synth] or [protocol]")
             if current in sections:
                 raise SweepError(f"{path}:{no}: section [{current}] appears twice")
             sections[current] = []
@@ -159,7 +159,37 @@ def parse_sweep(path):
     spec["finetune_set"] = run.get("finetune_set", "").split()
     if spec["finetune"] and not os.path.isfile(spec["finetune"]):
         raise SweepError(f"{path}: [run] finetune = {spec['finetune']}: no such file")
+    spec["protocol"] = parse_protocol(path, s.get("protocol"), spec)
     return spec
+
+
+def parse_protocol(path, items, spec):
+    """[protocol] of a synthetic suite: select = the grid key each setting chooses on the
+    validation file (task.lr), threshold = the test token accuracy within the training lengths at
+    which a run counts as a success. None without the section."""
+    if items is None:
+        return None
+    values = {}
+    for no, text in items:
+        key, value = key_value(path, no, text)
+        if key not in ("select", "threshold"):
+            raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select and threshold")
+        values[key] = (no, value)
+    if not spec.get("synth") or not spec["synth"].get("val_count"):
+        raise SweepError(f"{path}: [protocol] needs a [synth] section with val_count: the choice is made on a "
+                         "validation file, never on the test file")
+    no, select = values.get("select", (0, "task.lr"))
+    if select not in spec["grid"]:
+        raise SweepError(f"{path}:{no}: [protocol] select = {select}: expected a [grid] key (grid keys: "
+                         f"{', '.join(spec['grid'])})")
+    no, text = values.get("threshold", (0, "0.95"))
+    try:
+        threshold = float(text)
+    except ValueError:
+        threshold = -1.0
+    if not 0 < threshold <= 1:
+        raise SweepError(f"{path}:{no}: [protocol] threshold: expected a token accuracy in (0, 1], got '{text}'")
+    return {"select": select, "threshold": threshold}
 
 
 def check_finetune_config(spec, realpos):
