@@ -65,6 +65,11 @@ int cmd_finetune(int argc, char **argv) {
         free(merged);
         checkpoint_file_close(&init);
     }
+    /* The evaluation files exist before the run directory is claimed (they are read after it). */
+    if (task->dev_file[0])
+        require_regular_file(task->dev_file, "key 'task.dev_file'");
+    if (task->test_file[0])
+        require_regular_file(task->test_file, "key 'task.test_file'");
     Run run;
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
