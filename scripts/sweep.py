@@ -40,7 +40,9 @@ With average_last = N, `realpos average --last N` writes OUT/NAME/average-last-N
 point's N newest checkpoints (train.keep_last must be at least N) and the held-out evaluations
 (at data.max_seq_len and every eval_seq_lens length) run on it too, so the report can set the
 averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.json says done
-(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
+(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each. Points run seed by
+seed (every setting at the grid's first seed, then at its second, ...), so that a sweep stopped
+part-way holds whole replicates of every cell.
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
@@ -296,7 +298,8 @@ class Runner:
         return None
 
     def run(self, points):
-        todo = [(i, p) for i, p in enumerate(points, 1) if point_status(self.spec, p) != "done"]
+        todo = replicate_order(self.spec, [(i, p) for i, p in enumerate(points, 1)
+                                           if point_status(self.spec, p) != "done"])
         print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
               f"{self.jobs} at a time, threads {self.threads} each", flush=True)
         errors = []
@@ -317,6 +320,15 @@ class Runner:
                         finished += 1
                         print(progress_line(finished, len(todo), time.monotonic() - started), flush=True)
         return errors
+
+
+def replicate_order(spec, indexed_points):
+    """The points in the order they run: seed by seed (every setting at the first seed of the grid,
+    then at the second, ...), else in grid order, so that a sweep stopped part-way holds whole
+    replicates of every cell rather than every seed of the first cells."""
+    seeds = [k for k in spec["grid"] if k.endswith(".seed")]
+    rank = {k: {v: n for n, v in enumerate(spec["grid"][k])} for k in seeds}
+    return sorted(indexed_points, key=lambda ip: tuple(rank[k][ip[1]["settings"][k]] for k in seeds))
 
 
 def clock(seconds):
