@@ -68,6 +68,7 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+import sweep_cost
 import sweep_report
 import sweep_synth
 from sweep_spec import SweepError, check_finetune_config, expand, parse_sweep, relevant
@@ -352,7 +353,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
     ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                     help="cores to share between the jobs (default: all this process may use)")
-    ap.add_argument("--list", action="store_true", help="print the points and their status, run nothing")
+    ap.add_argument("--list", action="store_true",
+                    help="print the points, their status and the predicted cost on this machine (a short "
+                         "calibration run per task), run nothing")
     ap.add_argument("--report", action="store_true", help="only write the report from finished points")
     ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
     args = ap.parse_args()
@@ -371,6 +374,12 @@ def main():
             print(f"{point_status(spec, p):8s} {p['name']}  " +
                   " ".join(f"{k}={v}" for k, v in p["overrides"].items() if k != "train.run_dir"))
         print(f"{len(points)} points")
+        try:
+            for line in sweep_cost.predict(spec, points, args.realpos, max(1, args.cores // args.jobs), args.jobs,
+                                           lambda p: point_status(spec, p)):
+                print(line)
+        except (RuntimeError, OSError) as e:
+            sys.exit(f"sweep.py: error: predicting the cost: {e}")
         return 0
     errors = []
     if not args.report:
