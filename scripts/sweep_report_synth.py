@@ -12,6 +12,11 @@
                           line the longest training example
   OUT/k_curve-TASK.png    accuracy within and beyond the training lengths against relative_k for the
                           truncated schemes (the other schemes as horizontal lines), when k is swept
+
+A run scored on a test file of its own besides its validation (dev) file (stage "tagging" has a
+"test" record) is reported by its test record. A sweep file with a [protocol] section gets the
+protocol's report instead (scripts/sweep_report_protocol.py: each setting at the learning rate it
+chose on validation, success rates with intervals, survival curves, exact tests).
 """
 import csv
 import math
@@ -32,12 +37,17 @@ def setting_keys(spec):
     return [k for k in spec["grid"] if k != TASK_KEY and k not in seed_keys(spec)]
 
 
-def load_rows(spec, points, relevant):
+def load_rows(spec, points, relevant, scored="test"):
+    """[{point, settings, result}]: result the point's stage "tagging" (None before it finished).
+    scored = "test": a run with a test record (a suite with validation files) is reported by it,
+    so every accuracy of this report is on the test file; "raw": the stage as saved."""
     import sweep  # the point state reader
     rows = []
     for p in points:
         state = sweep.load_state(p["dir"]) or {}
         result = state.get("stages", {}).get("tagging")
+        if scored == "test" and result and result.get("test"):
+            result = dict(result["test"], wall_s=result.get("wall_s"))
         settings = {k: (v if relevant(k, p["cfg"]) else "") for k, v in p["settings"].items()}
         rows.append({"point": p, "settings": settings, "result": result})
     return rows
@@ -234,6 +244,9 @@ def plot_k_curve(out_dir, spec, rows):
 
 
 def write_report(spec, points, relevant):
+    if spec.get("protocol"):  # learning rate chosen on validation, intervals and tests
+        import sweep_report_protocol
+        return sweep_report_protocol.write_report(spec, points, relevant)
     rows = load_rows(spec, points, relevant)
     out = lambda name: os.path.join(spec["out"], name)  # noqa: E731
     write_csv(out("results.csv"), spec, rows)

@@ -1,0 +1,459 @@
+"""The report of a protocol sweep: a synthetic suite (scripts/sweep_synth.py) whose sweep file has
+
+    [protocol]
+    select = task.lr        ; the grid key each setting chooses on validation (the learning rate)
+    threshold = 0.95        ; a run succeeded when its TEST token accuracy within the training
+                            ; lengths is at or above this
+
+written by sweep_report_synth.py (docs/ablations.md gives every statistic's formula):
+
+  OUT/results.csv     one row per point: its settings (the learning rate among them), the final
+                      validation accuracy within and beyond the training lengths, learned_step
+                      (empty: never learned), steps_run, max_steps, the test accuracies, success,
+                      and chosen (yes: the learning rate its setting chose)
+  OUT/results.md      the tests named before the runs, the selection rule, then per task and
+                      setting: the chosen learning rate (and each rate's mean validation accuracy),
+                      success k/n of the chosen runs with a Wilson 95% interval, the Kaplan-Meier
+                      median steps to learn and share learned by the budget, the test accuracy
+                      within and beyond the training lengths as a median with a bootstrap 95%
+                      interval; then the comparisons, each arm at its own chosen learning rate
+  OUT/success_rate.png  success rate (Wilson 95% bars) against relative_k, a panel per task, the
+                      schemes without k as horizontal bands
+  OUT/survival.png    Kaplan-Meier share of runs learned by step, a panel per task, a line per arm
+  OUT/by_length-TASK.png  the chosen runs' test accuracy by length (sweep_report_synth.py)
+
+The selection rule (choose_learning_rates): for each task and setting (every grid key but the
+seed keys and the select key), the learning rate with the best mean over seeds of the final
+VALIDATION token accuracy within the training lengths; learning rates within 0.005 of that best
+are tied, and the tie goes to the lower median steps to learn (learned_step, a run that never
+learned counted at its budget max_steps), then to the higher mean, then to the earlier rate in the
+grid. The selection reads the validation record and learned_step (itself from the validation
+evaluations) only, never the test record; the report gives the test metrics of the chosen runs.
+
+State fields read (OUT/NAME/sweep-point.json, stages.tagging): in_range.token_accuracy and
+beyond.token_accuracy (validation), learned_step, steps_run, max_steps, stop_threshold,
+stop_patience, wall_s, train_max_length, and test.{accuracy, in_range, beyond, by_length}. A state
+without `test` (a suite run before validation files) is scored on its dev record, and the report
+says that the choice then saw the scored file."""
+import csv
+import os
+import statistics
+from collections import defaultdict
+
+import ablation_stats as stats
+import sweep_report_synth as synth
+
+TIE = 0.005           # validation accuracies this close to the best are tied
+DEFAULT_THRESHOLD = synth.LEARNED_AT
+RESIDUAL_KEY = "model.residual_attention"
+POSITION_KEY = "model.relative_position"
+K_KEY = "model.relative_k"
+BOOTSTRAP = {"resamples": 10000, "seed": 0}
+
+
+def protocol(spec):
+    p = dict(spec.get("protocol") or {})
+    p.setdefault("select", None)
+    p["threshold"] = float(p.get("threshold", DEFAULT_THRESHOLD))
+    return p
+
+
+def cell_keys(spec):
+    """The grid keys that make a cell (task and setting): all but the seeds and the select key."""
+    select = protocol(spec)["select"]
+    return [synth.TASK_KEY] + [k for k in synth.setting_keys(spec) if k != select]
+
+
+def cell_of(spec, row):
+    return tuple(row["settings"].get(k, "") for k in cell_keys(spec))
+
+
+def seed_of(spec, row):
+    return tuple(row["settings"].get(k, "") for k in synth.seed_keys(spec))
+
+
+# ---- what a run's state says --------------------------------------------------------------------
+
+def validation_accuracy(tagging):
+    """The final validation token accuracy within the training lengths (the dev record)."""
+    return tagging["in_range"]["token_accuracy"]
+
+
+def steps_for_choice(tagging):
+    """learned_step, or the budget max_steps for a run that never learned (the tie-break)."""
+    return tagging["learned_step"] if tagging.get("learned_step") is not None else tagging["max_steps"]
+
+
+def survival_time(tagging):
+    """(step, learned): the learning step, or the last step run, censored."""
+    if tagging.get("learned_step") is not None:
+        return tagging["learned_step"], True
+    return tagging.get("steps_run", tagging.get("max_steps")), False
+
+
+def test_record(tagging):
+    """The test file's scores; an old suite's dev record when the run has none."""
+    return tagging.get("test") or tagging
+
+
+def success(tagging, threshold):
+    return test_record(tagging)["in_range"]["token_accuracy"] >= threshold
+
+
+# ---- the selection ----------------------------------------------------------------------------
+
+def choose(by_rate, order):
+    """by_rate: {rate: [(validation accuracy, steps for the choice) per finished run]}; order: the
+    grid's rates. Returns (chosen rate or None, {rate: (mean, median steps, n)})."""
+    summary = {r: (statistics.mean(a for a, _ in runs), statistics.median(s for _, s in runs), len(runs))
+               for r, runs in by_rate.items() if runs}
+    if not summary:
+        return None, summary
+    best = max(m for m, _, _ in summary.values())
+    tied = [r for r in summary if summary[r][0] >= best - TIE]
+    chosen = min(tied, key=lambda r: (summary[r][1], -summary[r][0], order.index(r) if r in order else len(order)))
+    return chosen, summary
+
+
+def choose_learning_rates(spec, rows):
+    """{cell: (chosen rate, {rate: (mean validation accuracy, median steps, n)})}: the selection rule
+    of the module's docstring, on the validation fields of the finished runs only."""
+    select = protocol(spec)["select"]
+    order = list(spec["grid"].get(select, [""]))
+    cells = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        rate = r["settings"].get(select, "") if select else ""
+        runs = cells[cell_of(spec, r)][rate]
+        if r["result"]:
+            runs.append((validation_accuracy(r["result"]), steps_for_choice(r["result"])))
+    return {cell: choose(by_rate, order) for cell, by_rate in cells.items()}
+
+
+def chosen_rows(spec, rows, choice):
+    select = protocol(spec)["select"]
+    return [r for r in rows if choice.get(cell_of(spec, r), (None,))[0] is not None and
+            (r["settings"].get(select, "") if select else "") == choice[cell_of(spec, r)][0]]
+
+
+# ---- per cell -----------------------------------------------------------------------------------
+
+def cell_summary(spec, members):
+    """The statistics of one cell's chosen runs (finished ones)."""
+    threshold = protocol(spec)["threshold"]
+    done = [r["result"] for r in members if r["result"]]
+    out = {"n": len(done), "k": sum(success(t, threshold) for t in done)}
+    out["wilson"] = stats.wilson_interval(out["k"], out["n"])
+    times = [survival_time(t) for t in done]
+    out["curve"] = stats.kaplan_meier([s for s, _ in times], [e for _, e in times]) if done else []
+    out["median_steps"] = stats.median_steps(out["curve"])
+    out["budget"] = max((t["max_steps"] for t in done if t.get("max_steps") is not None), default=None)
+    for side in ("in_range", "beyond"):
+        values = [test_record(t)[side]["token_accuracy"] for t in done]
+        out[side] = stats.bootstrap_interval(values, "median", **BOOTSTRAP) if values else None
+    return out
+
+
+def fmt_interval(triple):
+    return "—" if triple is None else f"{triple[0]:.3f} [{triple[1]:.3f}, {triple[2]:.3f}]"
+
+
+def fmt_p(p):
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
+
+
+def rate_cell(choice):
+    chosen, summary = choice
+    parts = []
+    for rate, (mean, steps, n) in summary.items():
+        text = f"{rate or '(one)'}: {mean:.3f} (n {n})"
+        parts.append(f"**{text}**" if rate == chosen else text)
+    return "; ".join(parts) or "—"
+
+
+def survival_cell(s):
+    if not s["curve"] and not s["n"]:
+        return "—"
+    median = s["median_steps"]
+    learned = s["curve"][-1] if s["curve"] else None
+    if learned is None:
+        share = "0.00"
+    elif learned["survival"] == 0:  # the band is undefined once every run at risk learned
+        share = "1.00 (all learned)"
+    else:
+        share = f"{learned['share_learned']:.2f} [{learned['band'][0]:.2f}, {learned['band'][1]:.2f}]"
+    return f"{median if median is not None else '> ' + str(s['budget'])}; learned by the budget {share}"
+
+
+# ---- comparisons --------------------------------------------------------------------------------
+
+def by_cell(spec, rows):
+    out = defaultdict(list)
+    for r in rows:
+        out[cell_of(spec, r)].append(r)
+    return out
+
+
+def partner(cell, keys, **changes):
+    settings = dict(zip(keys, cell))
+    for key, value in changes.items():
+        if key not in settings:
+            return None
+        settings[key] = value
+    return tuple(settings[k] for k in keys)
+
+
+def residual_lines(spec, chosen, choice):
+    keys, threshold = cell_keys(spec), protocol(spec)["threshold"]
+    if RESIDUAL_KEY not in keys:
+        return []
+    cells = by_cell(spec, chosen)
+    lines = ["| task | setting | lr yes / no | success yes | success no | only yes / only no (pairs) | McNemar p "
+             "| median steps yes / no | log-rank χ², p |", "|" + "---|" * 9]
+    for cell, members in cells.items():
+        settings = dict(zip(keys, cell))
+        other = partner(cell, keys, **{RESIDUAL_KEY: "no"})
+        if settings[RESIDUAL_KEY] != "yes" or other not in cells:
+            continue
+        yes = {seed_of(spec, r): r["result"] for r in members if r["result"]}
+        no = {seed_of(spec, r): r["result"] for r in cells[other] if r["result"]}
+        seeds = [s for s in yes if s in no]
+        b, c = stats.paired_discordance([success(yes[s], threshold) for s in seeds],
+                                        [success(no[s], threshold) for s in seeds])
+        ty, tn = [survival_time(t) for t in yes.values()], [survival_time(t) for t in no.values()]
+        _, _, chi2, p_rank = stats.logrank_test([s for s, _ in ty], [e for _, e in ty], [s for s, _ in tn], [e for _, e in tn])
+        sy, sn = cell_summary(spec, members), cell_summary(spec, cells[other])
+        label = synth.compact_label(settings, [k for k in keys[1:] if k != RESIDUAL_KEY]) or "—"
+        lines.append(f"| {cell[0]} | {label} | {choice[cell][0] or '—'} / {choice[other][0] or '—'} "
+                     f"| {sy['k']}/{sy['n']} | {sn['k']}/{sn['n']} | {b} / {c} ({len(seeds)}) "
+                     f"| {fmt_p(stats.mcnemar_exact(b, c))} | {sy['median_steps'] or '—'} / {sn['median_steps'] or '—'} "
+                     f"| {chi2:.2f}, {fmt_p(p_rank)} |")
+    if len(lines) == 2:
+        return []
+    return ["## Residual attention, yes against no", "",
+            "Each arm at its own chosen learning rate; successes paired by seed (exact McNemar on the pairs "
+            "where one arm succeeded and the other did not); steps to learn of all finished chosen runs "
+            "(log-rank, never learned censored at the last step run; median: Kaplan-Meier, — when "
+            "fewer than half learned).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
+
+
+def scheme_lines(spec, chosen):
+    keys = cell_keys(spec)
+    if POSITION_KEY not in keys:
+        return []
+    cells = by_cell(spec, chosen)
+    summaries = {cell: cell_summary(spec, members) for cell, members in cells.items()}
+    baseline = {}
+    for cell in cells:
+        s = dict(zip(keys, cell))
+        if s[POSITION_KEY] == "none":
+            baseline[(cell[0], s.get(RESIDUAL_KEY))] = cell
+    lines = ["| task | setting | residual | success | absolute positions | Fisher p |", "|" + "---|" * 6]
+    for cell in cells:
+        s = dict(zip(keys, cell))
+        base = baseline.get((cell[0], s.get(RESIDUAL_KEY)))
+        if base is None or base == cell or s[POSITION_KEY] == "none":
+            continue
+        a, b = summaries[cell], summaries[base]
+        if not a["n"] or not b["n"]:
+            continue
+        p = stats.fisher_exact(a["k"], a["n"] - a["k"], b["k"], b["n"] - b["k"])
+        label = synth.compact_label(s, [k for k in keys[1:] if k != RESIDUAL_KEY]) or "—"
+        lines.append(f"| {cell[0]} | {label} | {s.get(RESIDUAL_KEY, '—')} | {a['k']}/{a['n']} | {b['k']}/{b['n']} "
+                     f"| {fmt_p(p)} |")
+    if len(lines) == 2:
+        return []
+    return ["## Each scheme against absolute positions", "",
+            "Success counts of the chosen runs against absolute positions alone (relative_position = none) at "
+            "the same residual value, each at its own chosen learning rate; two-sided Fisher exact test "
+            "(unpaired).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
+
+
+# ---- files --------------------------------------------------------------------------------------
+
+CSV_COLUMNS = ["chosen", "val_in_range_accuracy", "val_beyond_accuracy", "learned_step", "steps_run", "max_steps",
+               "test_accuracy", "test_in_range_accuracy", "test_beyond_accuracy", "test_in_range_sequence_accuracy",
+               "test_beyond_sequence_accuracy", "success", "train_max_length", "wall_s"]
+
+
+def csv_values(tagging, chosen, threshold):
+    if not tagging:
+        return ["yes" if chosen else "no"] + [""] * (len(CSV_COLUMNS) - 1)
+    test = test_record(tagging)
+    blank = lambda v: "" if v is None else repr(v)  # noqa: E731
+    return ["yes" if chosen else "no", blank(tagging["in_range"]["token_accuracy"]),
+            blank(tagging["beyond"]["token_accuracy"]), blank(tagging.get("learned_step")),
+            blank(tagging.get("steps_run")), blank(tagging.get("max_steps")), blank(test.get("accuracy")),
+            blank(test["in_range"]["token_accuracy"]), blank(test["beyond"]["token_accuracy"]),
+            blank(test["in_range"].get("sequence_accuracy")), blank(test["beyond"].get("sequence_accuracy")),
+            "yes" if success(tagging, threshold) else "no", blank(test.get("train_max_length")),
+            blank(tagging.get("wall_s"))]
+
+
+def write_csv(path, spec, rows, chosen):
+    keys, threshold = list(spec["grid"]), protocol(spec)["threshold"]
+    picked = {id(r) for r in chosen}
+    with open(path + ".tmp", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["point"] + keys + CSV_COLUMNS)
+        for r in rows:
+            w.writerow([r["point"]["name"]] + [r["settings"].get(k, "") for k in keys] +
+                       csv_values(r["result"], id(r) in picked, threshold))
+    os.replace(path + ".tmp", path)
+
+
+def header_lines(spec, rows):
+    p = protocol(spec)
+    done = [r["result"] for r in rows if r["result"]]
+    stop = sorted({(t.get("stop_threshold"), t.get("stop_patience")) for t in done if t.get("stop_threshold") is not None})
+    stop_text = "; ".join(f"validation token accuracy within the training lengths ≥ {t} at {n} consecutive "
+                          "evaluations" for t, n in stop) or "not recorded"
+    lines = [f"# Protocol sweep `{spec.get('path', '')}`", "",
+             f"{len(rows)} points, {len(done)} finished. Learning rate chosen per task and setting on the "
+             "validation file; every accuracy below is on the test file, of the chosen runs only.", "",
+             "**Tests, named before the runs** (scripts/ablation_stats.py, docs/ablations.md):", "",
+             f"- success: test token accuracy within the training lengths ≥ {p['threshold']}; its rate k/n "
+             "with a Wilson 95% interval;",
+             f"- steps to learn: the first step of {stop_text} (learned_step); a run that never learned is "
+             "censored at its last step; Kaplan-Meier share learned by step with an exponential-Greenwood "
+             "95% band;",
+             f"- accuracy within and beyond the training lengths: median over seeds with a percentile "
+             f"bootstrap 95% interval ({BOOTSTRAP['resamples']} resamples, seed {BOOTSTRAP['seed']});",
+             "- residual attention yes against no, per setting: exact two-sided McNemar test on successes "
+             "paired by seed, and the log-rank test on steps to learn;",
+             "- each scheme against absolute positions: two-sided Fisher exact test on success counts.", "",
+             "p-values are not corrected for the number of comparisons.", "",
+             f"**Selection rule.** For each task and setting: the value of `{p['select'] or '(none)'}` with the "
+             "best mean over seeds of the final validation token accuracy within the training lengths; values "
+             f"within {TIE} of the best are tied, and the tie goes to the lower median steps to learn (never "
+             "learned: the budget), then the higher mean, then the earlier value in the grid. The selection "
+             "reads no test score.", ""]
+    if any("test" not in t for t in done):
+        lines += [f"**Note:** {sum('test' not in t for t in done)} finished runs have no test record: their "
+                  "dev file, on which the rate was also chosen, stands in for the test file.", ""]
+    return lines
+
+
+def write_markdown(path, spec, rows, choice, chosen):
+    keys = cell_keys(spec)
+    lines = header_lines(spec, rows)
+    lines += ["## Per task and setting", "",
+              "| " + " | ".join(synth.short(k) for k in keys) + " | learning rate: mean validation accuracy (n), "
+              "chosen in bold | success k/n [Wilson 95%] | median steps to learn (KM) | test within, median "
+              "[bootstrap 95%] | test beyond |", "|" + "---|" * (len(keys) + 5)]
+    members_of = by_cell(spec, chosen)
+    for cell, c in choice.items():
+        s = cell_summary(spec, members_of.get(cell, []))
+        wilson = f"{s['k']}/{s['n']} [{s['wilson'][0]:.2f}, {s['wilson'][1]:.2f}]" if s["n"] else "—"
+        lines.append("| " + " | ".join(v or "—" for v in cell) + f" | {rate_cell(c)} | {wilson} | "
+                     f"{survival_cell(s)} | {fmt_interval(s['in_range'])} | {fmt_interval(s['beyond'])} |")
+    lines += [""] + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+
+
+# ---- figures ------------------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def tasks_of(spec, choice):
+    return [t for t in spec["grid"][synth.TASK_KEY] if any(cell[0] == t for cell in choice)]
+
+
+def plot_success(path, spec, chosen, choice):
+    """Success rate of the chosen runs with Wilson 95% bars: against relative_k for the truncated
+    schemes, the others as a horizontal line with their interval as a band; a panel per task."""
+    plt = _pyplot()
+    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
+    members_of = by_cell(spec, chosen)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
+    for ax, task in zip(axes[0], tasks):
+        lines = defaultdict(list)
+        for cell in choice:
+            if cell[0] != task:
+                continue
+            s = dict(zip(keys, cell))
+            summary = cell_summary(spec, members_of.get(cell, []))
+            if summary["n"]:
+                name = synth.compact_label(s, [k for k in keys[1:] if k != K_KEY]) or "—"
+                summary["rate"] = choice[cell][0]
+                lines[name].append((s.get(K_KEY) or None, summary))
+        swept_ks = set()
+        for i, (name, points) in enumerate(sorted(lines.items())):
+            style = {"color": f"C{i % 10}", "linestyle": ":" if "residual" in name else "-"}
+            swept = sorted((int(k), s) for k, s in points if k is not None)
+            if swept:
+                swept_ks.update(k for k, _ in swept)
+                rates = [s["k"] / s["n"] for _, s in swept]
+                errors = [[r - s["wilson"][0] for r, (_, s) in zip(rates, swept)],
+                          [s["wilson"][1] - r for r, (_, s) in zip(rates, swept)]]
+                ax.errorbar([k for k, _ in swept], rates, yerr=errors, marker="o", capsize=3, label=name,
+                            linewidth=1, **style)
+                for (k, s), r in zip(swept, rates):  # the learning rate the point chose
+                    ax.annotate(s["rate"], (k, r), textcoords="offset points", xytext=(4, 4), fontsize=6,
+                                color=style["color"])
+            for k, s in points:
+                if k is None:
+                    ax.axhline(s["k"] / s["n"], linewidth=1, label=f"{name}: {s['k']}/{s['n']} (lr {s['rate']})",
+                               **dict(style, linestyle="--"))
+                    ax.axhspan(*s["wilson"], color=style["color"], alpha=0.1, linewidth=0)
+        if K_KEY in keys:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
+            ax.set_xlabel("relative_k (labels: the chosen learning rate)")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(f"{task}: success (test within ≥ {protocol(spec)['threshold']})")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("success rate of the chosen runs, Wilson 95%")
+    return synth.save_figure(plt, fig, path)
+
+
+def plot_survival(path, spec, chosen, choice):
+    """Kaplan-Meier share of runs learned by step, a line per arm (task and setting at its chosen
+    learning rate), a panel per task; a + marks a run censored before the budget."""
+    plt = _pyplot()
+    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
+    members_of = by_cell(spec, chosen)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
+    for ax, task in zip(axes[0], tasks):
+        arms = [(cell, cell_summary(spec, members_of.get(cell, []))) for cell in choice if cell[0] == task]
+        for i, (cell, s) in enumerate(a for a in arms if a[1]["n"]):
+            color = f"C{i % 10}" if i < 10 else plt.get_cmap("tab20b")(i % 20)
+            budget = s["budget"] or max((p["step"] for p in s["curve"]), default=1)
+            xs = [0] + [p["step"] for p in s["curve"]] + [budget]
+            ys = [0.0] + [p["share_learned"] for p in s["curve"]]
+            ys.append(ys[-1])
+            label = synth.compact_label(dict(zip(keys, cell)), keys[1:]) or "—"
+            ax.step(xs, ys, where="post", color=color, linewidth=1,
+                    linestyle=":" if dict(zip(keys, cell)).get(RESIDUAL_KEY) == "yes" else "-",
+                    label=f"{label} (lr {choice[cell][0] or '—'}, n {s['n']})")
+        ax.set_title(f"{task}: share of runs learned by step (Kaplan-Meier)")
+        ax.set_xlabel("training step")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("share learned (validation criterion)")
+    return synth.save_figure(plt, fig, path)
+
+
+def write_report(spec, points, relevant):
+    rows = synth.load_rows(spec, points, relevant, scored="raw")
+    choice = choose_learning_rates(spec, rows)
+    chosen = chosen_rows(spec, rows, choice)
+    out = lambda name: os.path.join(spec["out"], name)  # noqa: E731
+    write_csv(out("results.csv"), spec, rows, chosen)
+    write_markdown(out("results.md"), spec, rows, choice, chosen)
+    written = [out("results.csv"), out("results.md")]
+    if any(r["result"] for r in chosen):
+        written += [plot_success(out("success_rate.png"), spec, chosen, choice),
+                    plot_survival(out("survival.png"), spec, chosen, choice)]
+        tested = [dict(r, result=dict(test_record(r["result"]), wall_s=r["result"].get("wall_s")) if r["result"] else None)
+                  for r in chosen]
+        written += synth.plot_by_length(spec["out"], spec, tested)
+    return written

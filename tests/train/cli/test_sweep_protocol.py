@@ -1,0 +1,258 @@
+"""scripts/sweep_report_protocol.py on fabricated point states (no realpos run): the learning-rate
+selection rule, that it reads only validation fields, the per-cell statistics and the comparisons
+of results.md against ablation_stats on results.csv, the figures; and the old synthetic report with
+a test record.
+
+usage: /usr/bin/python3 tests/train/cli/test_sweep_protocol.py SCRIPTS_DIR SCRATCH_DIR"""
+import csv
+import json
+import os
+import random
+import statistics
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import ablation_stats as stats  # noqa: E402
+import sweep_report  # noqa: E402
+import sweep_report_protocol as proto  # noqa: E402
+
+scratch = sys.argv[2]
+
+
+def check(name, ok, detail=""):
+    print(("PASS " if ok else "FAIL ") + name + ("" if ok else f": {detail}"))
+
+
+# ---- the rule on its own --------------------------------------------------------------------------
+order = ["1e-3", "3e-3", "1e-2"]
+choose = proto.choose
+check("the best mean validation accuracy wins",
+      choose({"1e-3": [(0.90, 100)], "3e-3": [(0.95, 900)], "1e-2": [(0.20, 1000)]}, order)[0] == "3e-3")
+check("within 0.005 of the best: the lower median steps to learn wins",
+      choose({"1e-3": [(0.946, 100), (0.946, 300)], "3e-3": [(0.95, 900), (0.95, 900)]}, order)[0] == "1e-3")
+check("0.0051 below the best is not a tie",
+      choose({"1e-3": [(0.9449, 100)], "3e-3": [(0.95, 900)]}, order)[0] == "3e-3")
+check("tied on accuracy and steps: the higher mean, then the earlier rate in the grid",
+      choose({"1e-3": [(0.948, 500)], "3e-3": [(0.95, 500)]}, order)[0] == "3e-3" and
+      choose({"1e-2": [(0.95, 500)], "3e-3": [(0.95, 500)]}, order)[0] == "3e-3")
+chosen, summary = choose({"1e-3": [(1.0, 200), (0.5, 1000), (0.8, 400)], "3e-3": []}, order)
+check("a rate without finished runs is not a candidate; mean, median steps and n per rate",
+      chosen == "1e-3" and summary == {"1e-3": (statistics.mean([1.0, 0.5, 0.8]), 400, 3)}, (chosen, summary))
+check("nothing finished: no choice", choose({"1e-3": []}, order) == (None, {}))
+never = {"in_range": {"token_accuracy": 0.30}, "learned_step": None, "steps_run": 4000, "max_steps": 4000}
+late = {"in_range": {"token_accuracy": 0.30}, "learned_step": 3900, "steps_run": 4000, "max_steps": 4000}
+tiny = {"path": "t.ini", "grid": {"synth.task": ["t"], "model.seed": ["1"], "task.lr": ["1e-3", "3e-3"]},
+        "protocol": {"select": "task.lr", "threshold": 0.95}}
+tiny_rows = [{"settings": {"synth.task": "t", "model.seed": "1", "task.lr": lr}, "result": r}
+             for lr, r in (("1e-3", never), ("3e-3", late))]
+check("tied on validation accuracy: a run that never learned counts at its budget (4000 > 3900)",
+      proto.choose_learning_rates(spec=tiny, rows=tiny_rows)[("t",)][0] == "3e-3",
+      proto.choose_learning_rates(spec=tiny, rows=tiny_rows))
+
+# ---- fabricated protocol sweep --------------------------------------------------------------------
+# lookup:8, 10 seeds, residual no/yes, none / shaw k=4,16, three learning rates. A run learns with a
+# probability set by its arm and rate; its validation accuracy within the training lengths is 0.99
+# when it learned, else 0.2-0.4; learned_step is drawn in 500-3000, a run that never learned ran its
+# 4000 steps. The test record is drawn on its own (0.97 or 0.1 + noise), and beyond at random.
+SEEDS = [str(s) for s in range(1, 11)]
+GRID = {"synth.task": ["lookup:8"], "model.seed": SEEDS, "model.residual_attention": ["no", "yes"],
+        "model.relative_position": ["none", "shaw"], "model.relative_k": ["4", "16"], "task.lr": order}
+P_LEARN = {("no", "none"): {"1e-3": 0.2, "3e-3": 0.1, "1e-2": 0.0},
+           ("yes", "none"): {"1e-3": 0.1, "3e-3": 0.2, "1e-2": 0.0},
+           ("no", "shaw"): {"1e-3": 0.5, "3e-3": 0.9, "1e-2": 0.1},
+           ("yes", "shaw"): {"1e-3": 0.9, "3e-3": 0.3, "1e-2": 0.0}}
+
+
+def relevant(key, cfg):
+    return key != "model.relative_k" or cfg["model.relative_position"] == "shaw"
+
+
+def fabricate(out, with_test=True, with_protocol=True):
+    rng = random.Random(2049)
+    points, states = [], {}
+    for res in GRID["model.residual_attention"]:
+        for pos in GRID["model.relative_position"]:
+            for k in (GRID["model.relative_k"] if pos == "shaw" else ["4"]):
+                for lr in order:
+                    for seed in SEEDS:
+                        settings = {"synth.task": "lookup:8", "model.seed": seed, "model.residual_attention": res,
+                                    "model.relative_position": pos, "model.relative_k": k, "task.lr": lr}
+                        name = f"res={res},pos={pos}" + (f",k={k}" if pos == "shaw" else "") + f",lr={lr},seed={seed}"
+                        point = {"name": name, "dir": os.path.join(out, name), "settings": settings,
+                                 "cfg": {"model.relative_position": pos}}
+                        p = P_LEARN[(res, pos)][lr] * (0.6 if k == "16" else 1.0)
+                        learned = rng.random() < p
+                        step = rng.randrange(500, 3001, 100) if learned else None
+                        val = 0.99 if learned else rng.uniform(0.2, 0.4)
+                        test_in = 0.97 if rng.random() < (0.9 if learned else 0.05) else 0.1 + rng.random() * 0.3
+                        test = {"accuracy": test_in, "sequence_accuracy": 0.0, "train_max_length": 20,
+                                "in_range": {"sequences": 80, "words": 800, "token_accuracy": test_in,
+                                             "sequence_accuracy": 0.5},
+                                "beyond": {"sequences": 80, "words": 800, "token_accuracy": rng.random(),
+                                           "sequence_accuracy": 0.0},
+                                "by_length": {str(n): {"token_accuracy": test_in} for n in (4, 20, 40)}}
+                        tagging = {"accuracy": val, "sequence_accuracy": 0.0, "train_max_length": 20,
+                                   "in_range": {"sequences": 80, "words": 800, "token_accuracy": val,
+                                                "sequence_accuracy": 0.5},
+                                   "beyond": {"sequences": 80, "words": 800, "token_accuracy": rng.random() / 2,
+                                              "sequence_accuracy": 0.0},
+                                   "by_length": {str(n): {"token_accuracy": val} for n in (4, 20, 40)},
+                                   "curve": [[1000, val, 0.1]], "learned_step": step,
+                                   "steps_run": step + 1000 if learned else 4000, "max_steps": 4000,
+                                   "stop_threshold": 0.95, "stop_patience": 3, "wall_s": 10.0}
+                        if with_test:
+                            tagging["test"] = test
+                        os.makedirs(point["dir"], exist_ok=True)
+                        with open(os.path.join(point["dir"], "sweep-point.json"), "w") as f:
+                            json.dump({"done": True, "stages": {"tagging": tagging}}, f)
+                        points.append(point)
+                        states[name] = tagging
+    spec = {"path": "fabricated.ini", "out": out, "grid": GRID, "synth": {"tasks": ["lookup:8"]}}
+    if with_protocol:
+        spec["protocol"] = {"select": "task.lr", "threshold": 0.95}
+    return spec, points, states
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+out = os.path.join(scratch, "protocol")
+spec, points, states = fabricate(out)
+written = sweep_report.write_report(spec, points, relevant)
+check("the report writes results.csv, results.md, success_rate.png, survival.png and by_length-lookup:8.png",
+      all(os.path.isfile(os.path.join(out, f)) and os.path.getsize(os.path.join(out, f)) > 0 for f in
+          ("results.csv", "results.md", "success_rate.png", "survival.png", "by_length-lookup:8.png")), written)
+rows = read_csv(os.path.join(out, "results.csv"))
+md = open(os.path.join(out, "results.md")).read()
+check("results.csv: one row per point, with learned_step, test accuracies, success and chosen",
+      len(rows) == len(points) and {"task.lr", "learned_step", "test_in_range_accuracy", "test_beyond_accuracy",
+                                    "val_in_range_accuracy", "success", "chosen"} <= set(rows[0]), list(rows[0]))
+
+
+def cell(r):
+    return (r["synth.task"], r["model.residual_attention"], r["model.relative_position"], r["model.relative_k"])
+
+
+# the rule again, written out independently on the fabricated validation values
+expected = {}
+for c in sorted({cell(r) for r in rows}):
+    means = {}
+    for lr in order:
+        runs = [states[r["point"]] for r in rows if cell(r) == c and r["task.lr"] == lr]
+        means[lr] = (statistics.mean(t["in_range"]["token_accuracy"] for t in runs),
+                     statistics.median(t["learned_step"] or 4000 for t in runs))
+    best = max(m for m, _ in means.values())
+    expected[c] = sorted((lr for lr in order if means[lr][0] >= best - 0.005),
+                         key=lambda lr: (means[lr][1], -means[lr][0], order.index(lr)))[0]
+got = {cell(r): r["task.lr"] for r in rows if r["chosen"] == "yes"}
+check("chosen = the rule worked out on the validation values, for every cell (6 cells)",
+      got == expected and len(got) == 6, (got, expected))
+check("every seed of the chosen rate is marked chosen, nothing else",
+      all((r["chosen"] == "yes") == (expected[cell(r)] == r["task.lr"]) for r in rows))
+check("the absolute baseline's k does not apply: its cell has k empty",
+      any(c[2] == "none" and c[3] == "" for c in got), got)
+
+
+class Poisoned(dict):
+    """A test record that fails the selection the moment it is read."""
+    def _refuse(self, *a, **k):
+        raise AssertionError("the selection read the test record")
+    __getitem__ = get = keys = items = values = __iter__ = __len__ = __bool__ = __contains__ = _refuse
+
+
+poisoned = [{"point": p, "settings": {k: (v if relevant(k, p["cfg"]) else "") for k, v in p["settings"].items()},
+             "result": dict(states[p["name"]], test=Poisoned())} for p in points]
+try:
+    choice = proto.choose_learning_rates(spec, poisoned)
+    check("the selection never reads a test record (poisoned records, same choice)",
+          {c[:1] + c[1:]: v[0] for c, v in choice.items()} == {c: expected[c] for c in expected}, choice)
+except AssertionError as e:
+    check("the selection never reads a test record (poisoned records, same choice)", False, str(e))
+
+# end to end: rewrite every state's test scores so that the test would prefer another rate
+for name, tagging in states.items():
+    lr = next(r for r in rows if r["point"] == name)["task.lr"]
+    row = next(r for r in rows if r["point"] == name)
+    flipped = 0.0 if row["chosen"] == "yes" else 1.0
+    tagging["test"]["in_range"]["token_accuracy"] = flipped
+    tagging["test"]["beyond"]["token_accuracy"] = flipped
+    with open(os.path.join(out, name, "sweep-point.json"), "w") as f:
+        json.dump({"done": True, "stages": {"tagging": tagging}}, f)
+sweep_report.write_report(spec, points, relevant)
+after = read_csv(os.path.join(out, "results.csv"))
+md_after = open(os.path.join(out, "results.md")).read()
+check("test files changed (chosen runs' test accuracy 0, the others' 1): every choice unchanged",
+      [r["chosen"] for r in after] == [r["chosen"] for r in rows] and
+      all(float(r["test_in_range_accuracy"]) == (0.0 if r["chosen"] == "yes" else 1.0) for r in after),
+      [(r["point"], r["chosen"]) for r in after if r["chosen"] != next(x for x in rows if x["point"] == r["point"])["chosen"]])
+check("... and the report follows the test files: every cell now 0/10 successes",
+      md_after.count(" 0/10 [0.00, 0.28] ") == 6 and md_after != md, md_after)
+
+# ---- results.md against ablation_stats on results.csv (the original fabricated states) ----------
+spec, points, states = fabricate(out)
+sweep_report.write_report(spec, points, relevant)
+rows = read_csv(os.path.join(out, "results.csv"))
+md = open(os.path.join(out, "results.md")).read()
+lines = md.splitlines()
+check("the header names the tests before the tables",
+      all(t in md.split("## Per task")[0] for t in ("Wilson 95%", "Kaplan-Meier", "exponential-Greenwood",
+                                                     "bootstrap", "McNemar", "log-rank", "Fisher exact",
+                                                     "Selection rule", "≥ 0.95 at 3 consecutive")), md[:1500])
+chosen_rows = [r for r in rows if r["chosen"] == "yes"]
+c = ("lookup:8", "yes", "shaw", "4")
+members = [r for r in chosen_rows if cell(r) == c]
+k = sum(r["success"] == "yes" for r in members)
+check("success: test accuracy within the training lengths at or above the threshold 0.95 (0.97 yes, < 0.4 no)",
+      all((r["success"] == "yes") == (float(r["test_in_range_accuracy"]) >= 0.95) for r in rows) and
+      any(r["success"] == "yes" for r in rows))
+low, high = stats.wilson_interval(k, len(members))
+line = next(l for l in lines if l.startswith("| lookup:8 | yes | shaw | 4 |"))
+check("a cell's success k/n and Wilson interval (from results.csv's chosen rows)",
+      f" {k}/{len(members)} [{low:.2f}, {high:.2f}] " in line, (line, k, low, high))
+curve = stats.kaplan_meier([int(r["learned_step"] or r["steps_run"]) for r in members],
+                           [r["learned_step"] != "" for r in members])
+median = stats.median_steps(curve)
+check("a cell's Kaplan-Meier median steps to learn", f"| {median}; learned by the budget" in line, (line, median))
+boot = stats.bootstrap_interval([float(r["test_in_range_accuracy"]) for r in members], "median", seed=0)
+check("a cell's test median within the training lengths with its bootstrap interval",
+      f"{boot[0]:.3f} [{boot[1]:.3f}, {boot[2]:.3f}]" in line, (line, boot))
+check("a cell names its chosen rate in bold, every rate's mean validation accuracy and n",
+      line.count("(n 10)") == 3 and f"**{expected[c]}: " in line, line)
+yes = {r["model.seed"]: r["success"] == "yes" for r in members}
+no = {r["model.seed"]: r["success"] == "yes" for r in chosen_rows if cell(r) == ("lookup:8", "no", "shaw", "4")}
+b, cc = stats.paired_discordance([yes[s] for s in SEEDS], [no[s] for s in SEEDS])
+residual = next(l for l in lines if l.startswith("| lookup:8 | shaw k=4 |"))
+check("residual attention: discordant pairs by seed and the exact McNemar p",
+      f"| {b} / {cc} (10) | {proto.fmt_p(stats.mcnemar_exact(b, cc))} |" in residual, (residual, b, cc))
+arms = [[r for r in chosen_rows if cell(r) == ("lookup:8", v, "shaw", "4")] for v in ("yes", "no")]
+rank = stats.logrank_test(*[x for arm in arms for x in ([int(r["learned_step"] or r["steps_run"]) for r in arm],
+                                                        [r["learned_step"] != "" for r in arm])])
+check("residual attention: the log-rank χ² and p on steps to learn",
+      residual.endswith(f"| {rank[2]:.2f}, {proto.fmt_p(rank[3])} |"), (residual, rank))
+for residual_value, k_value in (("no", "16"), ("yes", "4")):
+    base = [r for r in chosen_rows if cell(r) == ("lookup:8", residual_value, "none", "")]
+    arm = [r for r in chosen_rows if cell(r) == ("lookup:8", residual_value, "shaw", k_value)]
+    ka, kb = sum(r["success"] == "yes" for r in arm), sum(r["success"] == "yes" for r in base)
+    scheme = next(l for l in lines if l.startswith(f"| lookup:8 | shaw k={k_value} | {residual_value} |"))
+    check(f"shaw k={k_value} against absolute positions, both residual {residual_value}: Fisher exact on success counts",
+          scheme == f"| lookup:8 | shaw k={k_value} | {residual_value} | {ka}/10 | {kb}/10 | "
+          f"{proto.fmt_p(stats.fisher_exact(ka, 10 - ka, kb, 10 - kb))} |", (scheme, ka, kb))
+
+check("each comparison table counts its comparisons (3 residual pairs, 4 schemes against absolute)",
+      "3 comparisons, p-values not corrected." in md and "4 comparisons, p-values not corrected." in md, md[-1500:])
+
+# ---- without test records, and without [protocol] ------------------------------------------------
+spec, points, states = fabricate(os.path.join(scratch, "no-test"), with_test=False)
+sweep_report.write_report(spec, points, relevant)
+md = open(os.path.join(scratch, "no-test", "results.md")).read()
+check("runs without a test record: scored on the dev file, and the report says the choice saw it",
+      "have no test record" in md and "stands in for the test file" in md, md[:2000])
+spec, points, states = fabricate(os.path.join(scratch, "old"), with_protocol=False)
+sweep_report.write_report(spec, points, relevant)
+old = read_csv(os.path.join(scratch, "old", "results.csv"))
+check("no [protocol]: the old synthetic report (no chosen column), scored on the test record when there is one",
+      "chosen" not in old[0] and all(float(r["in_range_accuracy"]) == states[r["point"]]["test"]["in_range"]["token_accuracy"]
+                                     for r in old) and
+      "Selection rule" not in open(os.path.join(scratch, "old", "results.md")).read(), old[0])
