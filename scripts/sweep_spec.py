@@ -165,15 +165,21 @@ def parse_sweep(path):
 
 def parse_protocol(path, items, spec):
     """[protocol] of a synthetic suite: select = the grid key each setting chooses on the
-    validation file (task.lr), threshold = the test token accuracy within the training lengths at
-    which a run counts as a success. None without the section."""
+    validation file (task.lr); threshold = the test token accuracy at which a run counts as a
+    success; success = within | beyond: the lengths that accuracy is taken over (within the
+    training lengths, the default, or beyond them); select_on = within | beyond: the validation
+    accuracy the choice maximises (default: the success's). None without the section."""
     if items is None:
         return None
     values = {}
     for no, text in items:
         key, value = key_value(path, no, text)
-        if key not in ("select", "threshold"):
-            raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select and threshold")
+        if key not in ("select", "threshold", "success", "select_on"):
+            raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select, threshold, "
+                             "success and select_on")
+        if key in ("success", "select_on") and value not in ("within", "beyond"):
+            raise SweepError(f"{path}:{no}: [protocol] {key}: expected within or beyond (the training lengths), "
+                             f"got '{value}'")
         values[key] = (no, value)
     if not spec.get("synth") or not spec["synth"].get("val_count"):
         raise SweepError(f"{path}: [protocol] needs a [synth] section with val_count: the choice is made on a "
@@ -189,7 +195,9 @@ def parse_protocol(path, items, spec):
         threshold = -1.0
     if not 0 < threshold <= 1:
         raise SweepError(f"{path}:{no}: [protocol] threshold: expected a token accuracy in (0, 1], got '{text}'")
-    return {"select": select, "threshold": threshold}
+    success = values.get("success", (0, "within"))[1]
+    return {"select": select, "threshold": threshold, "success": success,
+            "select_on": values.get("select_on", (0, success))[1]}
 
 
 def check_finetune_config(spec, realpos):
