@@ -49,6 +49,23 @@ check("tied on validation accuracy: a run that never learned counts at its budge
       proto.choose_learning_rates(spec=tiny, rows=tiny_rows)[("t",)][0] == "3e-3",
       proto.choose_learning_rates(spec=tiny, rows=tiny_rows))
 
+# select_on / success beyond the training lengths (the control's [protocol]): the choice and the
+# success read the other side of the same records
+wide = {"in_range": {"token_accuracy": 1.0}, "beyond": {"token_accuracy": 0.6}, "learned_step": 500,
+        "steps_run": 1000, "max_steps": 3000, "test": {"in_range": {"token_accuracy": 1.0}, "beyond": {"token_accuracy": 0.6}}}
+exact = {"in_range": {"token_accuracy": 0.99}, "beyond": {"token_accuracy": 0.99}, "learned_step": 2500,
+         "steps_run": 3000, "max_steps": 3000, "test": {"in_range": {"token_accuracy": 0.99}, "beyond": {"token_accuracy": 0.99}}}
+sides_rows = [{"settings": {"synth.task": "t", "model.seed": "1", "task.lr": lr}, "result": r}
+              for lr, r in (("1e-3", wide), ("3e-3", exact))]
+within_spec = dict(tiny, protocol={"select": "task.lr", "threshold": 0.95})
+beyond_spec = dict(tiny, protocol={"select": "task.lr", "threshold": 0.95, "success": "beyond", "select_on": "beyond"})
+check("select_on = beyond chooses on the validation accuracy beyond the training lengths (within: the other rate)",
+      proto.choose_learning_rates(within_spec, sides_rows)[("t",)][0] == "1e-3" and
+      proto.choose_learning_rates(beyond_spec, sides_rows)[("t",)][0] == "3e-3")
+check("success = beyond counts the test accuracy beyond the training lengths",
+      proto.success(wide, 0.95, "within") and not proto.success(wide, 0.95, "beyond") and
+      proto.success(exact, 0.95, "beyond"))
+
 # ---- fabricated protocol sweep --------------------------------------------------------------------
 # lookup:8, 10 seeds, residual no/yes, none / shaw k=4,16, three learning rates. A run learns with a
 # probability set by its arm and rate; its validation accuracy within the training lengths is 0.99
