@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 
+import sweep_stages
 import sweep_synth
 from sweep_spec import relevant
 
@@ -111,8 +112,13 @@ def predict(spec, points, realpos, threads, jobs, status):
             lines.append(f"cost: {task}: {rate:,.0f} training tokens/s at {threads} thread(s) and {fixed:.1f} s "
                          f"of start-up (calibrated in {time.monotonic() - start:.0f} s), at most {max(b for n, b in bounds.items() if n in mine):.0f} "
                          "s a point")
+    # a two-stage protocol runs a replicate at its cell's chosen rate only: one of the rates' points
+    select = (spec.get("protocol") or {}).get("select")
+    for p in points:
+        if sweep_stages.is_stage_two(spec, p):
+            bounds[p["name"]] /= len(spec["grid"][select])
     total = sum(bounds.values())
-    todo = [p for p in points if status(p) != "done"]
+    todo = [p for p in points if status(p) not in ("done", "not needed")]
     todo_bound = sum(bounds[p["name"]] for p in todo)
     lines.append(f"cost: {len(points)} points at most {hms(total)} of {threads}-thread processes "
                  f"({hms(total / jobs)} of wall at --jobs {jobs}) if every run trains to its last step")

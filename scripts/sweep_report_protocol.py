@@ -122,13 +122,31 @@ def choose(by_rate, order):
     return chosen, summary
 
 
+def selection_rows(spec, rows):
+    """The rows the choice reads: every row, or with [protocol] select_seeds (two stages: the
+    choice on those seeds, the other seeds run at the chosen rate only) those seeds' rows."""
+    seeds = protocol(spec).get("select_seeds")
+    if not seeds:
+        return rows
+    key = synth.seed_keys(spec)[0]
+    return [r for r in rows if r["settings"].get(key) in seeds]
+
+
+def cell_choice(spec, rows, cell):
+    """(the chosen rate of one cell, or None while a selection run of it is unfinished)."""
+    mine = [r for r in selection_rows(spec, rows) if cell_of(spec, r) == cell]
+    if not mine or any(r["result"] is None for r in mine):
+        return None
+    return choose_learning_rates(spec, mine)[cell][0]
+
+
 def choose_learning_rates(spec, rows):
     """{cell: (chosen rate, {rate: (mean validation accuracy, median steps, n)})}: the selection rule
     of the module's docstring, on the validation fields of the finished runs only."""
     select, side = protocol(spec)["select"], protocol(spec)["select_on"]
     order = list(spec["grid"].get(select, [""]))
     cells = defaultdict(lambda: defaultdict(list))
-    for r in rows:
+    for r in selection_rows(spec, rows):
         rate = r["settings"].get(select, "") if select else ""
         runs = cells[cell_of(spec, r)][rate]
         if r["result"]:
@@ -338,6 +356,10 @@ def header_lines(spec, rows):
              f"within {TIE} of the best are tied, and the tie goes to the lower median steps to learn (never "
              "learned: the budget), then the higher mean, then the earlier value in the grid. The selection "
              "reads no test score.", ""]
+    if p.get("select_seeds"):
+        lines += [f"**Two stages.** The choice reads the seeds {' '.join(p['select_seeds'])} at every rate; the "
+                  "other seeds ran at their cell's chosen rate only (the other rates' points are not needed and "
+                  "not run), so every cell's test statistics hold all its seeds at one rate.", ""]
     if any("test" not in t for t in done):
         lines += [f"**Note:** {sum('test' not in t for t in done)} finished runs have no test record: their "
                   "dev file, on which the rate was also chosen, stands in for the test file.", ""]

@@ -174,9 +174,9 @@ def parse_protocol(path, items, spec):
     values = {}
     for no, text in items:
         key, value = key_value(path, no, text)
-        if key not in ("select", "threshold", "success", "select_on"):
+        if key not in ("select", "threshold", "success", "select_on", "select_seeds"):
             raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select, threshold, "
-                             "success and select_on")
+                             "success, select_on and select_seeds")
         if key in ("success", "select_on") and value not in ("within", "beyond"):
             raise SweepError(f"{path}:{no}: [protocol] {key}: expected within or beyond (the training lengths), "
                              f"got '{value}'")
@@ -196,8 +196,21 @@ def parse_protocol(path, items, spec):
     if not 0 < threshold <= 1:
         raise SweepError(f"{path}:{no}: [protocol] threshold: expected a token accuracy in (0, 1], got '{text}'")
     success = values.get("success", (0, "within"))[1]
-    return {"select": select, "threshold": threshold, "success": success,
-            "select_on": values.get("select_on", (0, success))[1]}
+    protocol = {"select": select, "threshold": threshold, "success": success,
+                "select_on": values.get("select_on", (0, success))[1], "select_seeds": None}
+    if "select_seeds" in values:  # two stages: choose on these seeds, replicate at the choice only
+        no, text = values["select_seeds"]
+        seed_keys = [k for k in spec["grid"] if k.endswith(".seed")]
+        if len(seed_keys) != 1:
+            raise SweepError(f"{path}:{no}: [protocol] select_seeds needs exactly one seed key in [grid], got "
+                             f"{len(seed_keys)}")
+        chosen_on = text.split()
+        unknown = [v for v in chosen_on if v not in spec["grid"][seed_keys[0]]]
+        if not chosen_on or unknown or len(set(chosen_on)) != len(chosen_on):
+            raise SweepError(f"{path}:{no}: [protocol] select_seeds: expected distinct values of {seed_keys[0]} "
+                             f"({' '.join(spec['grid'][seed_keys[0]])}), got '{text}'")
+        protocol["select_seeds"] = chosen_on
+    return protocol
 
 
 def check_finetune_config(spec, realpos):
