@@ -273,3 +273,40 @@ check("no [protocol]: the old synthetic report (no chosen column), scored on the
       "chosen" not in old[0] and all(float(r["in_range_accuracy"]) == states[r["point"]]["test"]["in_range"]["token_accuracy"]
                                      for r in old) and
       "Selection rule" not in open(os.path.join(scratch, "old", "results.md")).read(), old[0])
+
+# ---- two stages ([protocol] select_seeds): who runs, in which order --------------------------------
+import sweep  # noqa: E402
+import sweep_stages  # noqa: E402
+two = {"path": "two.ini", "grid": {"synth.task": ["t"], "model.seed": ["1", "2", "3", "4"], "task.lr": ["1e-3", "3e-3"]},
+       "protocol": {"select": "task.lr", "threshold": 0.95, "select_seeds": ["3", "4"]}}
+two_points = [{"name": f"seed={s},lr={lr}", "dir": f"seed={s},lr={lr}",
+               "settings": {"synth.task": "t", "model.seed": s, "task.lr": lr}}
+              for s in two["grid"]["model.seed"] for lr in two["grid"]["task.lr"]]
+states = {}
+def two_state(d):  # noqa: E302
+    return states.get(d)
+def finished(d, acc):  # noqa: E302
+    states[d] = {"done": True, "stages": {"tagging": {"in_range": {"token_accuracy": acc}, "beyond": {"token_accuracy": acc},
+                                                      "learned_step": 100, "steps_run": 200, "max_steps": 200}}}
+replicate = next(p for p in two_points if p["name"] == "seed=1,lr=3e-3")
+check("two stages: the selection seeds run first, even when the grid lists them last",
+      [p["settings"]["model.seed"] for _, p in sweep.replicate_order(two, list(enumerate(two_points)))][:4] == ["3", "3", "4", "4"])
+finished("seed=3,lr=1e-3", 0.5)
+finished("seed=3,lr=3e-3", 0.9)
+finished("seed=4,lr=1e-3", 0.6)
+check("a replicate waits while a selection run of its cell is unfinished",
+      sweep_stages.needed(two, two_points, replicate, two_state) is None)
+try:
+    sweep_stages.wait_until_chosen(two, two_points, replicate, two_state, lambda: False, {"seed=4,lr=3e-3"}, poll=0)
+    check("a failed selection run stops the replicates' wait, naming it", False)
+except RuntimeError as e:
+    check("a failed selection run stops the replicates' wait, naming it", "seed=4,lr=3e-3" in str(e), str(e))
+finished("seed=4,lr=3e-3", 0.8)
+check("then: the chosen rate's replicate runs, the other rate's is not needed; selection points always run",
+      sweep_stages.needed(two, two_points, replicate, two_state) is True and
+      sweep_stages.needed(two, two_points, next(p for p in two_points if p["name"] == "seed=1,lr=1e-3"), two_state) is False and
+      sweep_stages.needed(two, two_points, next(p for p in two_points if p["name"] == "seed=3,lr=1e-3"), two_state) is True)
+finished("seed=1,lr=3e-3", 0.0)  # replicates' scores would move the choice to 1e-3 if it read them
+finished("seed=2,lr=3e-3", 0.0)
+check("a replicate's score does not move its cell's choice (the choice reads the selection seeds only)",
+      proto.cell_choice(two, [sweep_stages.row_of(p, two_state) for p in two_points], ("t",)) == "3e-3")
