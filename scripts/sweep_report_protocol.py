@@ -296,6 +296,40 @@ def scheme_lines(spec, chosen):
             "(unpaired).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
 
 
+def wall_lines(spec, chosen):
+    """Where success steps up along k: for each task and truncated setting, every pair of neighbouring
+    k values with their success counts and the two-sided Fisher exact test, and the wall: the first
+    k whose Wilson interval lies wholly above the interval of the k below it."""
+    keys = cell_keys(spec)
+    if K_KEY not in keys:
+        return []
+    cells = by_cell(spec, chosen)
+    lines_of = defaultdict(list)  # (task, setting without k) -> [(k, summary)]
+    for cell, members in cells.items():
+        settings = dict(zip(keys, cell))
+        if not settings.get(K_KEY):
+            continue
+        rest = tuple((k, v) for k, v in settings.items() if k != K_KEY)
+        lines_of[rest].append((int(settings[K_KEY]), cell_summary(spec, members)))
+    side = protocol(spec)["success"]
+    lines = ["| task | setting | k → k' | success k | success k' | Fisher p | wall |", "|" + "---|" * 7]
+    for rest, ks in lines_of.items():
+        ks = sorted((k, s) for k, s in ks if s["n"])
+        settings = dict(rest)
+        label = synth.compact_label(settings, [k for k in keys[1:] if k != K_KEY]) or "—"
+        for (k0, a), (k1, b) in zip(ks, ks[1:]):
+            p = stats.fisher_exact(b["k"], b["n"] - b["k"], a["k"], a["n"] - a["k"])
+            wall = "**wall**" if b["wilson"][0] > a["wilson"][1] else ""
+            lines.append(f"| {settings[synth.TASK_KEY]} | {label} | {k0} → {k1} | {a['k']}/{a['n']} | {b['k']}/{b['n']} "
+                         f"| {fmt_p(p)} | {wall} |")
+    if len(lines) == 2:
+        return []
+    return [f"## Along k: where success {side} the training lengths steps up", "",
+            "Neighbouring values of relative_k, each at its own chosen learning rate; two-sided Fisher exact test "
+            "on the success counts (unpaired); **wall**: the Wilson 95% interval of k' lies wholly above that of k.",
+            ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
+
+
 # ---- files --------------------------------------------------------------------------------------
 
 CSV_COLUMNS = ["chosen", "val_in_range_accuracy", "val_beyond_accuracy", "learned_step", "steps_run", "max_steps",
@@ -380,7 +414,7 @@ def write_markdown(path, spec, rows, choice, chosen):
                             if s["n"] else "—" for side in SIDES)
         lines.append("| " + " | ".join(v or "—" for v in cell) + f" | {rate_cell(c)} | {wilson} | "
                      f"{survival_cell(s)} | {fmt_interval(s['in_range'])} | {fmt_interval(s['beyond'])} |")
-    lines += [""] + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
+    lines += [""] + wall_lines(spec, chosen) + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)

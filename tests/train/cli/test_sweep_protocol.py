@@ -224,6 +224,20 @@ k = sum(r["success"] == "yes" for r in members)
 check("success: test accuracy within the training lengths at or above the threshold 0.95 (0.97 yes, < 0.4 no)",
       all((r["success"] == "yes") == (float(r["test_in_range_accuracy"]) >= 0.95) for r in rows) and
       any(r["success"] == "yes" for r in rows))
+# the wall section: k = 4 -> 16 per residual value, counts from results.csv, Fisher p recomputed
+walls = [l for l in md.split("## Along k")[1].split("\n## ")[0].splitlines() if l.startswith("| lookup:8 |")] \
+    if "## Along k" in md else []
+def counts(res, kk):  # noqa: E302
+    m = [r for r in chosen_rows if cell(r) == ("lookup:8", res, "shaw", kk)]
+    return sum(r["success"] == "yes" for r in m), len(m)
+wall_ok = len(walls) == 2
+for res in ("no", "yes"):
+    (a, na), (b, nb) = counts(res, "4"), counts(res, "16")
+    want = f"| 4 → 16 | {a}/{na} | {b}/{nb} | {proto.fmt_p(stats.fisher_exact(b, nb - b, a, na - a))} |"
+    wall_ok &= any(want in l and f"+residual_attention" in l if res == "yes" else want in l and "+residual" not in l
+                   for l in walls)
+check("the wall section: each truncated setting's neighbouring k, counts and Fisher p from results.csv", wall_ok,
+      "\n".join(walls))
 low, high = stats.wilson_interval(k, len(members))
 line = next(l for l in lines if l.startswith("| lookup:8 | yes | shaw | 4 |"))
 check("a cell's success k/n and Wilson interval (from results.csv's chosen rows)",
