@@ -51,6 +51,20 @@ doc_case missing-file "no such file: configs/no-such.ini" "$(printf '%s\n' '<!--
 doc_case failing-run "(run): exit status" "$(printf '%s\n' '<!-- doc-test: run -->' "${F}sh" \
   './realpos synth reverse --lengths 1-4 --count 3 --seeds 1 --out r.txt' "$F")"
 
+# docs/README.md, the manual's index, links every page of docs/.
+index_check() {
+  local index=$1 dir=$2 missing=() f
+  for f in "$dir"/*.md; do
+    [ "$(basename "$f")" = README.md ] || grep -qF "]($(basename "$f"))" "$index" || missing+=("$(basename "$f")")
+  done
+  [ ${#missing[@]} -eq 0 ] || { echo "not in $index: ${missing[*]}"; return 1; }
+}
+why=$(index_check docs/README.md docs) && pass "docs/README.md links every page of docs/" ||
+  fail "docs/README.md links every page of docs/" "$why"
+mkdir -p "$tmp/index"; cp docs/README.md "$tmp/index/"; : > "$tmp/index/new-page.md"
+index_check "$tmp/index/README.md" "$tmp/index" >/dev/null && fail "index check catches a page missing from the index" ||
+  pass "index check catches a page missing from the index"
+
 # The docs themselves (the blocks that run take seconds each on a tiny model; the cap is generous).
 mkdir -p "$tmp/docs"
 $PY "$check" --realpos "$RP" --scratch "$tmp/docs" --timeout 900 README.md docs/*.md
