@@ -41,7 +41,7 @@ def facts_of(text):
         for m in LINK.finditer(line):
             out.append((section, n, "link", m.group(1)))
         for m in BOLD.finditer(line):
-            out.append((section, n, "bold", m.group(1)))
+            out.append((section, n, "bold", m.group(1).rstrip(".:")))
     return out
 
 

@@ -23,6 +23,7 @@ split at ; && || |, redirections dropped, [ ] | of usage notation read as altern
     such as L or LR, or `...`), `realpos config CONFIG [--for JOB] --set ...` accepts the
     overrides as the job's launch would;
   - `scripts/*.py` run with python: every --flag is one of its argparse options (`--help`);
+  - `make TARGET...`: every target is a rule of the Makefile;
   - every argument naming a path under configs/, scripts/ or tests/ exists.
 Prints PASS/FAIL lines (tests/run.sh) and exits 1 on any FAIL.
 """
@@ -144,6 +145,7 @@ class Checker:
         self.help = {}    # realpos subcommand -> set of options, or None when it does not exist
         self.script_options = {}
         self.keys = None
+        self.make_targets = None
 
     def realpos_help(self, sub):
         if sub not in self.help:
@@ -228,6 +230,14 @@ class Checker:
             if r.returncode != 0:
                 errors.append("`%s` fails: %s" % (" ".join(cmd[1:]), r.stderr.strip()[-400:]))
 
+    def check_make(self, args, errors):
+        if self.make_targets is None:
+            text = open("Makefile", encoding="utf-8").read()
+            self.make_targets = set(re.findall(r"^([A-Za-z0-9_.-]+)\s*:(?!=)", text, re.M))
+        for a in args:
+            if not a.startswith("-") and "=" not in a and a not in self.make_targets:
+                errors.append("make %s: no such target in the Makefile" % a)
+
     def check_python(self, script, args, errors):
         try:
             options = self.python_options(script)
@@ -251,6 +261,8 @@ class Checker:
                 continue
             for cmd in cmds:
                 self.check_paths(cmd, errors)
+                if cmd[0] == "make":
+                    self.check_make(cmd[1:], errors)
                 for j, t in enumerate(cmd):
                     if os.path.basename(t) == "realpos":
                         self.check_realpos(cmd[j + 1:], errors)

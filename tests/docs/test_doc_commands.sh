@@ -25,7 +25,8 @@ doc_case clean clean "$(printf '%s\n' \
   './realpos pretrain configs/tiny.ini --set model.relative_position=method4 \' \
   '    --set train.max_steps=5 [--resume RUN_DIR | --init CKPT]   # a comment --not-a-flag' \
   'mpirun -np 2 ./realpos eval CONFIG.ini --checkpoint CKPT [--max-seq-len N]' \
-  '/usr/bin/python3 scripts/sweep.py configs/sweeps/ablation-small.ini --jobs 2' "$F" '' \
+  '/usr/bin/python3 scripts/sweep.py configs/sweeps/ablation-small.ini --jobs 2' \
+  'make test && make pretrain PRETRAIN_ARGS="--set train.max_steps=20"   # make targets' "$F" '' \
   '<!-- doc-test: run -->' "${F}sh" './realpos synth reverse --lengths 1-4 --count 3 --out r.txt' "$F" \
   '<!-- doc-test: run -->' "${F}sh" 'test -s r.txt   # the blocks of a file share a directory' "$F")"
 doc_case unmarked "(unmarked)" "$(printf '%s\n' 'text' "${F}sh" './realpos --version' "$F")"
@@ -48,6 +49,8 @@ doc_case sweep-flag "scripts/sweep.py: option --job is not in" "$(printf '%s\n' 
   '/usr/bin/python3 scripts/sweep.py configs/sweeps/ablation-small.ini --job 2' "$F")"
 doc_case missing-file "no such file: configs/no-such.ini" "$(printf '%s\n' '<!-- doc-test: check-only (x) -->' "${F}sh" \
   './realpos config configs/no-such.ini' "$F")"
+doc_case make-target "make pretrian: no such target" "$(printf '%s\n' '<!-- doc-test: check-only (x) -->' "${F}sh" \
+  'make pretrian PRETRAIN_ARGS="--set train.max_steps=20"' "$F")"
 doc_case failing-run "(run): exit status" "$(printf '%s\n' '<!-- doc-test: run -->' "${F}sh" \
   './realpos synth reverse --lengths 1-4 --count 3 --seeds 1 --out r.txt' "$F")"
 
