@@ -203,7 +203,7 @@ ini x.ini "[model]" "hidden_size = 100" "num_heads = 12"
 expect_error "hidden_size not divisible by num_heads" "x.ini:3: key 'model.num_heads': expected a divisor of model.hidden_size = 100 (x.ini:2), got 12" x.ini
 expect_error "cross-key error with a default origin" "(default): key 'model.num_heads': expected a divisor of model.hidden_size = 100 (--set model.hidden_size=100), got 12" \
   empty.ini --set model.hidden_size=100
-# a key that does not apply is skipped by the cross-key checks (README; issue 35): warned about in a file,
+# a key that does not apply is skipped by the cross-key checks (docs/cli.md; issue 35): warned about in a file,
 # refused with --set, never refused by a rule of the scheme it does not belong to
 ini x.ini "[model]" "residual_attention_mean = yes"
 expect_ok "residual_attention_mean without residual_attention: does not apply, not an error" "residual_attention_mean = yes" x.ini --for pretrain
