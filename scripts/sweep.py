@@ -40,7 +40,9 @@ With average_last = N, `realpos average --last N` writes OUT/NAME/average-last-N
 point's N newest checkpoints (train.keep_last must be at least N) and the held-out evaluations
 (at data.max_seq_len and every eval_seq_lens length) run on it too, so the report can set the
 averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.json says done
-(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
+(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each. Points run seed by
+seed (every setting at the grid's first seed, then at its second, ...), so that a sweep stopped
+part-way holds whole replicates of every cell.
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
@@ -66,7 +68,9 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+import sweep_cost
 import sweep_report
+import sweep_stages
 import sweep_synth
 from sweep_spec import SweepError, check_finetune_config, expand, parse_sweep, relevant
 
@@ -114,10 +118,12 @@ def is_done(spec, state):
     return bool(state and state.get("done") and all(s in state["stages"] for s in stages_wanted(spec)))
 
 
-def point_status(spec, point):
+def point_status(spec, point, points=None):
     state = load_state(point["dir"])
     if is_done(spec, state):
         return "done"
+    if points and sweep_stages.needed(spec, points, point, load_state) is False:
+        return "not needed"  # a two-stage protocol's replicate at a rate its cell did not choose
     if state or os.path.exists(os.path.join(point["dir"], "latest")):
         return "partial"
     return "new"
@@ -202,6 +208,16 @@ class Runner:
         if self.stopping:
             return None
         tag = f"[{index}/{total}] {point['name']}"
+        if sweep_stages.is_stage_two(self.spec, point):
+            try:
+                wanted = sweep_stages.wait_until_chosen(self.spec, self.points, point, load_state,
+                                                        lambda: self.stopping, self.failed)
+            except RuntimeError as e:
+                return f"{tag}: {e}"
+            if not wanted:  # not needed (another rate was chosen), or stopping
+                if wanted is False:
+                    print(f"{tag}: not needed: its cell chose another {self.spec['protocol']['select']}", flush=True)
+                return None
         run_dir = point["dir"]
         os.makedirs(run_dir, exist_ok=True)
         state = load_state(run_dir) or {"name": point["name"], "settings": point["settings"],
@@ -296,16 +312,19 @@ class Runner:
         return None
 
     def run(self, points):
-        todo = [(i, p) for i, p in enumerate(points, 1) if point_status(self.spec, p) != "done"]
+        self.points, self.failed = points, set()
+        todo = replicate_order(self.spec, [(i, p) for i, p in enumerate(points, 1)
+                                           if point_status(self.spec, p, points) not in ("done", "not needed")])
         print(f"sweep: {len(points)} points, {len(points) - len(todo)} already done; running {len(todo)} with "
               f"{self.jobs} at a time, threads {self.threads} each", flush=True)
         errors = []
         started, finished = time.monotonic(), 0
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            pending = {pool.submit(self.run_point, i, len(points), p) for i, p in todo}
+            pending = {pool.submit(self.run_point, i, len(points), p): p for i, p in todo}
             while pending:  # a timed wait keeps the main thread responsive to signals
-                done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 for future in done:
+                    point = pending.pop(future)
                     try:
                         error = future.result()
                     except OSError as e:  # e.g. a full disk: report it, let the other points go on
@@ -313,10 +332,21 @@ class Runner:
                     if error:
                         print(f"sweep: error: {error}", flush=True)
                         errors.append(error)
+                        self.failed.add(point["name"])
                     elif not self.stopping:
                         finished += 1
                         print(progress_line(finished, len(todo), time.monotonic() - started), flush=True)
         return errors
+
+
+def replicate_order(spec, indexed_points):
+    """The points in the order they run: seed by seed (every setting at the first seed of the grid,
+    then at the second, ...), else in grid order, so that a sweep stopped part-way holds whole
+    replicates of every cell rather than every seed of the first cells."""
+    seeds = [k for k in spec["grid"] if k.endswith(".seed")]
+    rank = {k: {v: n for n, v in enumerate(spec["grid"][k])} for k in seeds}
+    return sorted(indexed_points, key=lambda ip: (sweep_stages.is_stage_two(spec, ip[1]),)  # selection seeds first
+                  + tuple(rank[k][ip[1]["settings"][k]] for k in seeds))
 
 
 def clock(seconds):
@@ -340,7 +370,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
     ap.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)),
                     help="cores to share between the jobs (default: all this process may use)")
-    ap.add_argument("--list", action="store_true", help="print the points and their status, run nothing")
+    ap.add_argument("--list", action="store_true",
+                    help="print the points, their status and the predicted cost on this machine (a short "
+                         "calibration run per task), run nothing")
     ap.add_argument("--report", action="store_true", help="only write the report from finished points")
     ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
     args = ap.parse_args()
@@ -356,9 +388,15 @@ def main():
         sys.exit(f"sweep.py: error: {e}")
     if args.list:
         for p in points:
-            print(f"{point_status(spec, p):8s} {p['name']}  " +
+            print(f"{point_status(spec, p, points):8s} {p['name']}  " +
                   " ".join(f"{k}={v}" for k, v in p["overrides"].items() if k != "train.run_dir"))
         print(f"{len(points)} points")
+        try:
+            for line in sweep_cost.predict(spec, points, args.realpos, max(1, args.cores // args.jobs), args.jobs,
+                                           lambda p: point_status(spec, p, points)):
+                print(line)
+        except (RuntimeError, OSError) as e:
+            sys.exit(f"sweep.py: error: predicting the cost: {e}")
         return 0
     errors = []
     if not args.report:

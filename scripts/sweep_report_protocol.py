@@ -52,10 +52,15 @@ ABSOLUTE_KEY = "model.absolute_position"
 BOOTSTRAP = {"resamples": 10000, "seed": 0}
 
 
+SIDES = {"within": "in_range", "beyond": "beyond"}  # [protocol] success / select_on -> the record's field
+
+
 def protocol(spec):
     p = dict(spec.get("protocol") or {})
     p.setdefault("select", None)
     p["threshold"] = float(p.get("threshold", DEFAULT_THRESHOLD))
+    p.setdefault("success", "within")
+    p.setdefault("select_on", p["success"])
     return p
 
 
@@ -75,9 +80,10 @@ def seed_of(spec, row):
 
 # ---- what a run's state says --------------------------------------------------------------------
 
-def validation_accuracy(tagging):
-    """The final validation token accuracy within the training lengths (the dev record)."""
-    return tagging["in_range"]["token_accuracy"]
+def validation_accuracy(tagging, side="within"):
+    """The final validation token accuracy within the training lengths or beyond them (the dev
+    record), as [protocol] select_on says."""
+    return tagging[SIDES[side]]["token_accuracy"]
 
 
 def steps_for_choice(tagging):
@@ -97,8 +103,9 @@ def test_record(tagging):
     return tagging.get("test") or tagging
 
 
-def success(tagging, threshold):
-    return test_record(tagging)["in_range"]["token_accuracy"] >= threshold
+def success(tagging, threshold, side="within"):
+    """The test token accuracy within the training lengths (or beyond them) at threshold or above."""
+    return test_record(tagging)[SIDES[side]]["token_accuracy"] >= threshold
 
 
 # ---- the selection ----------------------------------------------------------------------------
@@ -116,17 +123,35 @@ def choose(by_rate, order):
     return chosen, summary
 
 
+def selection_rows(spec, rows):
+    """The rows the choice reads: every row, or with [protocol] select_seeds (two stages: the
+    choice on those seeds, the other seeds run at the chosen rate only) those seeds' rows."""
+    seeds = protocol(spec).get("select_seeds")
+    if not seeds:
+        return rows
+    key = synth.seed_keys(spec)[0]
+    return [r for r in rows if r["settings"].get(key) in seeds]
+
+
+def cell_choice(spec, rows, cell):
+    """(the chosen rate of one cell, or None while a selection run of it is unfinished)."""
+    mine = [r for r in selection_rows(spec, rows) if cell_of(spec, r) == cell]
+    if not mine or any(r["result"] is None for r in mine):
+        return None
+    return choose_learning_rates(spec, mine)[cell][0]
+
+
 def choose_learning_rates(spec, rows):
     """{cell: (chosen rate, {rate: (mean validation accuracy, median steps, n)})}: the selection rule
     of the module's docstring, on the validation fields of the finished runs only."""
-    select = protocol(spec)["select"]
+    select, side = protocol(spec)["select"], protocol(spec)["select_on"]
     order = list(spec["grid"].get(select, [""]))
     cells = defaultdict(lambda: defaultdict(list))
-    for r in rows:
+    for r in selection_rows(spec, rows):
         rate = r["settings"].get(select, "") if select else ""
         runs = cells[cell_of(spec, r)][rate]
         if r["result"]:
-            runs.append((validation_accuracy(r["result"]), steps_for_choice(r["result"])))
+            runs.append((validation_accuracy(r["result"], side), steps_for_choice(r["result"])))
     return {cell: choose(by_rate, order) for cell, by_rate in cells.items()}
 
 
@@ -140,10 +165,13 @@ def chosen_rows(spec, rows, choice):
 
 def cell_summary(spec, members):
     """The statistics of one cell's chosen runs (finished ones)."""
-    threshold = protocol(spec)["threshold"]
+    p = protocol(spec)
     done = [r["result"] for r in members if r["result"]]
-    out = {"n": len(done), "k": sum(success(t, threshold) for t in done)}
+    out = {"n": len(done), "k": sum(success(t, p["threshold"], p["success"]) for t in done)}
     out["wilson"] = stats.wilson_interval(out["k"], out["n"])
+    for side in SIDES:  # both success rates, for the table
+        out[f"k_{side}"] = sum(success(t, p["threshold"], side) for t in done)
+        out[f"wilson_{side}"] = stats.wilson_interval(out[f"k_{side}"], out["n"])
     times = [survival_time(t) for t in done]
     out["curve"] = stats.kaplan_meier([s for s, _ in times], [e for _, e in times]) if done else []
     out["median_steps"] = stats.median_steps(out["curve"])
@@ -204,7 +232,7 @@ def partner(cell, keys, **changes):
 
 
 def residual_lines(spec, chosen, choice):
-    keys, threshold = cell_keys(spec), protocol(spec)["threshold"]
+    keys, threshold, side = cell_keys(spec), protocol(spec)["threshold"], protocol(spec)["success"]
     if RESIDUAL_KEY not in keys:
         return []
     cells = by_cell(spec, chosen)
@@ -218,8 +246,8 @@ def residual_lines(spec, chosen, choice):
         yes = {seed_of(spec, r): r["result"] for r in members if r["result"]}
         no = {seed_of(spec, r): r["result"] for r in cells[other] if r["result"]}
         seeds = [s for s in yes if s in no]
-        b, c = stats.paired_discordance([success(yes[s], threshold) for s in seeds],
-                                        [success(no[s], threshold) for s in seeds])
+        b, c = stats.paired_discordance([success(yes[s], threshold, side) for s in seeds],
+                                        [success(no[s], threshold, side) for s in seeds])
         ty, tn = [survival_time(t) for t in yes.values()], [survival_time(t) for t in no.values()]
         _, _, chi2, p_rank = stats.logrank_test([s for s, _ in ty], [e for _, e in ty],
                                                 [s for s, _ in tn], [e for _, e in tn])
@@ -277,6 +305,40 @@ def scheme_lines(spec, chosen):
             "(unpaired).", ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
 
 
+def wall_lines(spec, chosen):
+    """Where success steps up along k: for each task and truncated setting, every pair of neighbouring
+    k values with their success counts and the two-sided Fisher exact test, and the wall: the first
+    k whose Wilson interval lies wholly above the interval of the k below it."""
+    keys = cell_keys(spec)
+    if K_KEY not in keys:
+        return []
+    cells = by_cell(spec, chosen)
+    lines_of = defaultdict(list)  # (task, setting without k) -> [(k, summary)]
+    for cell, members in cells.items():
+        settings = dict(zip(keys, cell))
+        if not settings.get(K_KEY):
+            continue
+        rest = tuple((k, v) for k, v in settings.items() if k != K_KEY)
+        lines_of[rest].append((int(settings[K_KEY]), cell_summary(spec, members)))
+    side = protocol(spec)["success"]
+    lines = ["| task | setting | k → k' | success k | success k' | Fisher p | wall |", "|" + "---|" * 7]
+    for rest, ks in lines_of.items():
+        ks = sorted((k, s) for k, s in ks if s["n"])
+        settings = dict(rest)
+        label = synth.compact_label(settings, [k for k in keys[1:] if k != K_KEY]) or "—"
+        for (k0, a), (k1, b) in zip(ks, ks[1:]):
+            p = stats.fisher_exact(b["k"], b["n"] - b["k"], a["k"], a["n"] - a["k"])
+            wall = "**wall**" if b["wilson"][0] > a["wilson"][1] else ""
+            lines.append(f"| {settings[synth.TASK_KEY]} | {label} | {k0} → {k1} | {a['k']}/{a['n']} | {b['k']}/{b['n']} "
+                         f"| {fmt_p(p)} | {wall} |")
+    if len(lines) == 2:
+        return []
+    return [f"## Along k: where success {side} the training lengths steps up", "",
+            "Neighbouring values of relative_k, each at its own chosen learning rate; two-sided Fisher exact test "
+            "on the success counts (unpaired); **wall**: the Wilson 95% interval of k' lies wholly above that of k.",
+            ""] + lines + ["", f"{len(lines) - 2} comparisons, p-values not corrected.", ""]
+
+
 # ---- files --------------------------------------------------------------------------------------
 
 CSV_COLUMNS = ["chosen", "val_in_range_accuracy", "val_beyond_accuracy", "learned_step", "steps_run", "max_steps",
@@ -284,7 +346,7 @@ CSV_COLUMNS = ["chosen", "val_in_range_accuracy", "val_beyond_accuracy", "learne
                "test_beyond_sequence_accuracy", "success", "train_max_length", "wall_s"]
 
 
-def csv_values(tagging, chosen, threshold):
+def csv_values(tagging, chosen, threshold, side="within"):
     if not tagging:
         return ["yes" if chosen else "no"] + [""] * (len(CSV_COLUMNS) - 1)
     test = test_record(tagging)
@@ -294,7 +356,7 @@ def csv_values(tagging, chosen, threshold):
             blank(tagging.get("steps_run")), blank(tagging.get("max_steps")), blank(test.get("accuracy")),
             blank(test["in_range"]["token_accuracy"]), blank(test["beyond"]["token_accuracy"]),
             blank(test["in_range"].get("sequence_accuracy")), blank(test["beyond"].get("sequence_accuracy")),
-            "yes" if success(tagging, threshold) else "no", blank(test.get("train_max_length")),
+            "yes" if success(tagging, threshold, side) else "no", blank(test.get("train_max_length")),
             blank(tagging.get("wall_s"))]
 
 
@@ -306,7 +368,7 @@ def write_csv(path, spec, rows, chosen):
         w.writerow(["point"] + keys + CSV_COLUMNS)
         for r in rows:
             w.writerow([r["point"]["name"]] + [r["settings"].get(k, "") for k in keys] +
-                       csv_values(r["result"], id(r) in picked, threshold))
+                       csv_values(r["result"], id(r) in picked, threshold, protocol(spec)["success"]))
     os.replace(path + ".tmp", path)
 
 
@@ -321,8 +383,9 @@ def header_lines(spec, rows):
              f"{len(rows)} points, {len(done)} finished. Learning rate chosen per task and setting on the "
              "validation file; every accuracy below is on the test file, of the chosen runs only.", "",
              "**Tests, named before the runs** (scripts/ablation_stats.py, docs/ablations.md):", "",
-             f"- success: test token accuracy within the training lengths ≥ {p['threshold']}; its rate k/n "
-             "with a Wilson 95% interval;",
+             f"- success: test token accuracy {p['success']} the training lengths ≥ {p['threshold']}; its rate "
+             "k/n with a Wilson 95% interval (the table gives both rates, within and beyond; the comparisons "
+             f"and the figure use the one {p['success']});",
              f"- steps to learn: the first step of {stop_text} (learned_step); a run that never learned is "
              "censored at its last step; Kaplan-Meier share learned by step with an exponential-Greenwood "
              "95% band;",
@@ -333,10 +396,14 @@ def header_lines(spec, rows):
              "- each scheme against absolute positions: two-sided Fisher exact test on success counts.", "",
              "p-values are not corrected for the number of comparisons.", "",
              f"**Selection rule.** For each task and setting: the value of `{p['select'] or '(none)'}` with the "
-             "best mean over seeds of the final validation token accuracy within the training lengths; values "
+             f"best mean over seeds of the final validation token accuracy {p['select_on']} the training lengths; values "
              f"within {TIE} of the best are tied, and the tie goes to the lower median steps to learn (never "
              "learned: the budget), then the higher mean, then the earlier value in the grid. The selection "
              "reads no test score.", ""]
+    if p.get("select_seeds"):
+        lines += [f"**Two stages.** The choice reads the seeds {' '.join(p['select_seeds'])} at every rate; the "
+                  "other seeds ran at their cell's chosen rate only (the other rates' points are not needed and "
+                  "not run), so every cell's test statistics hold all its seeds at one rate.", ""]
     if any("test" not in t for t in done):
         lines += [f"**Note:** {sum('test' not in t for t in done)} finished runs have no test record: their "
                   "dev file, on which the rate was also chosen, stands in for the test file.", ""]
@@ -355,19 +422,20 @@ def write_markdown(path, spec, rows, choice, chosen):
     lines = header_lines(spec, rows)
     lines += ["## Per task and setting", "",
               "| " + " | ".join(synth.short(k) for k in keys) + " | learning rate: mean validation accuracy (n), "
-              "chosen in bold | success k/n [Wilson 95%] | median steps to learn (KM) | test within, median "
-              "[bootstrap 95%] | test beyond |", "|" + "---|" * (len(keys) + 5)]
+              "chosen in bold | success within k/n [Wilson 95%] | success beyond | median steps to learn (KM) | "
+              "test within, median [bootstrap 95%] | test beyond |", "|" + "---|" * (len(keys) + 6)]
     members_of = by_cell(spec, chosen)
     for cell, c in choice.items():
         s = cell_summary(spec, members_of.get(cell, []))
-        wilson = f"{s['k']}/{s['n']} [{s['wilson'][0]:.2f}, {s['wilson'][1]:.2f}]" if s["n"] else "—"
+        wilson = " | ".join(f"{s['k_' + side]}/{s['n']} [{s['wilson_' + side][0]:.2f}, {s['wilson_' + side][1]:.2f}]"
+                            if s["n"] else "—" for side in SIDES)
         lines.append("| " + " | ".join(v or "—" for v in cell) + f" | {rate_cell(c)} | {wilson} | "
                      f"{survival_cell(s)} | {fmt_interval(s['in_range'])} | {fmt_interval(s['beyond'])} |")
     edge, order = edge_cells(spec, choice)
     if edge:
         lines += ["", f"{len(edge)} of {len(choice)} cells chose a rate at an end of the grid "
                   f"({order[0]} or {order[-1]}): their best rate may lie outside it."]
-    lines += [""] + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
+    lines += [""] + wall_lines(spec, chosen) + residual_lines(spec, chosen, choice) + scheme_lines(spec, chosen)
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(lines) + "\n")
     os.replace(path + ".tmp", path)

@@ -62,7 +62,7 @@ def plot_success(path, spec, chosen, choice):
             ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
             ax.set_xlabel("relative_k (labels: the chosen learning rate)")
         ax.set_ylim(-0.03, 1.03)
-        ax.set_title(f"{task}: success (test within ≥ {protocol(spec)['threshold']})")
+        ax.set_title(f"{task}: success (test {protocol(spec)['success']} ≥ {protocol(spec)['threshold']})")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
     axes[0][0].set_ylabel("success rate of the chosen runs, Wilson 95%")

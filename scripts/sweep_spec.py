@@ -35,9 +35,9 @@ def read_sections(path):
         m = re.fullmatch(r"\[([a-z]+)\]", text)
         if m:
             current = m.group(1)
-            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth"):
+            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth", "protocol"):
                 raise SweepError(f"{path}:{no}: unknown section [{current}]; expected [sweep], [set], "
-                                 "[grid], [exclude], [derive], [run] or [synth]")
+                                 "[grid], [exclude], [derive], [run], [synth] or [protocol]")
             if current in sections:
                 raise SweepError(f"{path}:{no}: section [{current}] appears twice")
             sections[current] = []
@@ -159,7 +159,58 @@ def parse_sweep(path):
     spec["finetune_set"] = run.get("finetune_set", "").split()
     if spec["finetune"] and not os.path.isfile(spec["finetune"]):
         raise SweepError(f"{path}: [run] finetune = {spec['finetune']}: no such file")
+    spec["protocol"] = parse_protocol(path, s.get("protocol"), spec)
     return spec
+
+
+def parse_protocol(path, items, spec):
+    """[protocol] of a synthetic suite: select = the grid key each setting chooses on the
+    validation file (task.lr); threshold = the test token accuracy at which a run counts as a
+    success; success = within | beyond: the lengths that accuracy is taken over (within the
+    training lengths, the default, or beyond them); select_on = within | beyond: the validation
+    accuracy the choice maximises (default: the success's). None without the section."""
+    if items is None:
+        return None
+    values = {}
+    for no, text in items:
+        key, value = key_value(path, no, text)
+        if key not in ("select", "threshold", "success", "select_on", "select_seeds"):
+            raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select, threshold, "
+                             "success, select_on and select_seeds")
+        if key in ("success", "select_on") and value not in ("within", "beyond"):
+            raise SweepError(f"{path}:{no}: [protocol] {key}: expected within or beyond (the training lengths), "
+                             f"got '{value}'")
+        values[key] = (no, value)
+    if not spec.get("synth") or not spec["synth"].get("val_count"):
+        raise SweepError(f"{path}: [protocol] needs a [synth] section with val_count: the choice is made on a "
+                         "validation file, never on the test file")
+    no, select = values.get("select", (0, "task.lr"))
+    if select not in spec["grid"]:
+        raise SweepError(f"{path}:{no}: [protocol] select = {select}: expected a [grid] key (grid keys: "
+                         f"{', '.join(spec['grid'])})")
+    no, text = values.get("threshold", (0, "0.95"))
+    try:
+        threshold = float(text)
+    except ValueError:
+        threshold = -1.0
+    if not 0 < threshold <= 1:
+        raise SweepError(f"{path}:{no}: [protocol] threshold: expected a token accuracy in (0, 1], got '{text}'")
+    success = values.get("success", (0, "within"))[1]
+    protocol = {"select": select, "threshold": threshold, "success": success,
+                "select_on": values.get("select_on", (0, success))[1], "select_seeds": None}
+    if "select_seeds" in values:  # two stages: choose on these seeds, replicate at the choice only
+        no, text = values["select_seeds"]
+        seed_keys = [k for k in spec["grid"] if k.endswith(".seed")]
+        if len(seed_keys) != 1:
+            raise SweepError(f"{path}:{no}: [protocol] select_seeds needs exactly one seed key in [grid], got "
+                             f"{len(seed_keys)}")
+        chosen_on = text.split()
+        unknown = [v for v in chosen_on if v not in spec["grid"][seed_keys[0]]]
+        if not chosen_on or unknown or len(set(chosen_on)) != len(chosen_on):
+            raise SweepError(f"{path}:{no}: [protocol] select_seeds: expected distinct values of {seed_keys[0]} "
+                             f"({' '.join(spec['grid'][seed_keys[0]])}), got '{text}'")
+        protocol["select_seeds"] = chosen_on
+    return protocol
 
 
 def check_finetune_config(spec, realpos):

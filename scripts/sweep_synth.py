@@ -7,19 +7,33 @@
     test_lengths = 1-160                ; the test files' lengths, test_count of each (--per-length)
     test_count = 8
     seed = 1                            ; training files use it, test files seed + 1000
+    val_count = 8                       ; optional: a validation file per task, test_lengths with
+                                        ; val_count of each, seed + 2000
 
-The data is written once per task into OUT/data/TASK-{train,test}.txt by `realpos synth` (a file
-is a function of its arguments, so a rerun reuses it). A point is `realpos finetune BASE` (a
-tagging config with task.init_checkpoint = none) with task.train_file and task.dev_file set to its
-task's files: its final dev evaluation is the test scoring, per length in words, within and beyond
-the training lengths (the task_eval record of RUN_DIR/metrics.jsonl), kept in the point's state as
-stage "tagging"."""
+A task is a `realpos synth` task name, or NAME:D for a task that takes a distance (lookup:8 is
+`realpos synth lookup --distance 8`). The data is written once per task into
+OUT/data/TASK-{train,val,test}.txt by `realpos synth` (a file is a function of its arguments, so a
+rerun reuses it). A point is `realpos finetune BASE` (a tagging config with task.init_checkpoint =
+none) with task.train_file set to its task's training file and
+  - without val_count: task.dev_file = the test file: its final dev evaluation is the test scoring;
+  - with val_count: task.dev_file = the validation file (the evaluations during training, the
+    early stop of task.stop_accuracy, the report's choice of the learning rate) and
+    task.test_file = the test file, scored once after the last step (the task_test record), which
+    nothing the run or the report chooses ever reads.
+The point's state keeps as stage "tagging" the final dev scores (accuracy, in_range, beyond,
+by_length), the dev curve [[step, in-range token accuracy, beyond token accuracy], ...], the test
+scores (`test`, with val_count), learned_step (the first of task.stop_patience dev evaluations in a
+row at task.stop_accuracy or above; None: never, censored at steps_run), steps_run and max_steps."""
 import json
 import os
 import subprocess
 
 TASK_KEY = "synth.task"
 KEYS = ("tasks", "train_lengths", "train_count", "test_lengths", "test_count", "seed")
+OPTIONAL_KEYS = ("val_count",)
+TEST_SEED_OFFSET, VAL_SEED_OFFSET = 1000, 2000
+LEARNED_AT = 0.95  # the learned_step threshold of runs without an early stop (task.stop_accuracy = 0)
+SCORES = ("accuracy", "sequence_accuracy", "in_range", "beyond", "by_length", "train_max_length")
 
 
 def parse(path, items, error):
@@ -31,61 +45,124 @@ def parse(path, items, error):
         if "=" not in text:
             error(f"{path}:{no}: expected 'key = value', got '{text}'")
         key, value = (t.strip() for t in text.split("=", 1))
-        if key not in KEYS:
-            error(f"{path}:{no}: [synth] has unknown key '{key}'; expected {', '.join(KEYS)}")
+        if key not in KEYS + OPTIONAL_KEYS:
+            error(f"{path}:{no}: [synth] has unknown key '{key}'; expected {', '.join(KEYS + OPTIONAL_KEYS)}")
         synth[key] = value
     missing = [k for k in KEYS if k not in synth]
     if missing:
         error(f"{path}: [synth] needs '{missing[0]} = ...'")
     synth["tasks"] = synth["tasks"].split()
-    for key in ("train_count", "test_count", "seed"):
+    for task in synth["tasks"]:
+        name, colon, distance = task.partition(":")
+        if not name or (colon and not (distance.isdigit() and int(distance) >= 1)):
+            error(f"{path}: [synth] tasks: expected NAME or NAME:D (D a distance >= 1), got '{task}'")
+    for key in ("train_count", "test_count", "seed") + tuple(k for k in OPTIONAL_KEYS if k in synth):
         if not synth[key].isdigit():
             error(f"{path}: [synth] {key}: expected a non-negative integer, got '{synth[key]}'")
+    if synth.get("val_count") == "0":
+        error(f"{path}: [synth] val_count: expected at least 1 validation example per length, got 0")
     return synth
 
 
+def synth_args(task):
+    """`realpos synth` arguments of a task: 'lookup:8' -> ['lookup', '--distance', '8']."""
+    name, _, distance = task.partition(":")
+    return [name] + (["--distance", distance] if distance else [])
+
+
 def data_paths(spec, task):
+    """(train, test, validation or None) files of a task."""
     folder = os.path.join(spec["out"], "data")
-    return os.path.join(folder, f"{task}-train.txt"), os.path.join(folder, f"{task}-test.txt")
+    val = os.path.join(folder, f"{task}-val.txt") if spec["synth"].get("val_count") else None
+    return os.path.join(folder, f"{task}-train.txt"), os.path.join(folder, f"{task}-test.txt"), val
 
 
 def overrides(spec, settings):
-    """The realpos overrides of a point's synth.task: its training and test files."""
-    train, test = data_paths(spec, settings[TASK_KEY])
+    """The realpos overrides of a point's synth.task: its training, dev and test files."""
+    train, test, val = data_paths(spec, settings[TASK_KEY])
+    if val:
+        return {"task.train_file": train, "task.dev_file": val, "task.test_file": test}
     return {"task.train_file": train, "task.dev_file": test}
+
+
+def data_commands(spec, task):
+    """[(path, realpos synth arguments)] of a task's files."""
+    s = spec["synth"]
+    train, test, val = data_paths(spec, task)
+    files = [(train, ["--lengths", s["train_lengths"], "--count", s["train_count"], "--seed", s["seed"]]),
+             (test, ["--lengths", s["test_lengths"], "--count", s["test_count"], "--per-length",
+                     "--seed", str(int(s["seed"]) + TEST_SEED_OFFSET)])]
+    if val:
+        files.append((val, ["--lengths", s["test_lengths"], "--count", s["val_count"], "--per-length",
+                            "--seed", str(int(s["seed"]) + VAL_SEED_OFFSET)]))
+    return [(path, synth_args(task) + args) for path, args in files]
 
 
 def make_data(spec, realpos):
     """Write the missing data files; returns the commands' failures (messages)."""
-    s, errors = spec["synth"], []
+    errors = []
     os.makedirs(os.path.join(spec["out"], "data"), exist_ok=True)
-    for task in s["tasks"]:
-        train, test = data_paths(spec, task)
-        for path, cmd in (
-                (train, ["--lengths", s["train_lengths"], "--count", s["train_count"], "--seed", s["seed"]]),
-                (test, ["--lengths", s["test_lengths"], "--count", s["test_count"], "--per-length",
-                        "--seed", str(int(s["seed"]) + 1000)])):
+    for task in spec["synth"]["tasks"]:
+        for path, args in data_commands(spec, task):
             if os.path.exists(path):
                 continue
-            r = subprocess.run([realpos, "synth", task] + cmd + ["--out", path], capture_output=True, text=True)
+            r = subprocess.run([realpos, "synth"] + args + ["--out", path], capture_output=True, text=True)
             if r.returncode != 0:
                 errors.append(f"realpos synth {task}: {r.stderr.strip()}")
     return errors
 
 
-def tagging_result(run_dir):
-    """The last task_eval record of the run (accuracy, in_range, beyond, by_length), or None."""
-    found = None
+def learned_step(curve, threshold, patience):
+    """The step of the first of `patience` dev evaluations in a row whose in-range token accuracy
+    is `threshold` or above (the early stop's rule, train/loop/finetune.c), else None."""
+    streak, first = 0, None
+    for step, within, _ in curve:
+        if within >= threshold:
+            streak += 1
+            first = step if streak == 1 else first
+            if streak >= patience:
+                return first
+        else:
+            streak = 0
+    return None
+
+
+def tagging_result(run_dir, cfg=None):
+    """The run's final dev scores (its last task_eval record), dev curve, test scores (task_test
+    record, if any), learned_step, steps_run and max_steps; None if the run scored nothing."""
+    final, curve, test, stopped = None, [], None, None
     try:
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
             for line in f:
-                if '"task_eval"' in line:
-                    rec = json.loads(line)
-                    found = {k: rec[k] for k in ("accuracy", "sequence_accuracy", "in_range", "beyond",
-                                                 "by_length", "train_max_length")}
-    except (OSError, ValueError, KeyError):
+                if not any(f'"{kind}"' in line for kind in ("task_eval", "task_test", "early_stop")):
+                    continue
+                rec = json.loads(line)
+                if rec["kind"] == "task_eval":
+                    final = rec
+                    if rec.get("in_range") and rec.get("step") is not None and \
+                            (not curve or curve[-1][0] != rec["step"]):  # the final evaluation repeats a step
+                        curve.append([rec["step"], rec["in_range"]["token_accuracy"],
+                                      rec["beyond"]["token_accuracy"]])
+                elif rec["kind"] == "task_test":
+                    test = {k: rec[k] for k in SCORES}
+                elif rec["kind"] == "early_stop":
+                    stopped = rec
+        if final is None:
+            return None
+        result = {k: final[k] for k in SCORES}
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return found
+    cfg = cfg or {}
+    threshold = float(cfg.get("task.stop_accuracy") or 0)
+    patience = int(cfg.get("task.stop_patience") or 1)
+    result.update(curve=curve, steps_run=final.get("step"), stop_threshold=threshold or LEARNED_AT,
+                  stop_patience=patience,
+                  max_steps=int(cfg["task.max_steps"]) if cfg.get("task.max_steps") else None)
+    if test:
+        result["test"] = test
+    result["learned_step"] = stopped["learned_step"] if stopped else \
+        learned_step(curve, threshold or LEARNED_AT, patience)
+    return result
 
 
 def run_point(runner, tag, point, state, save):
@@ -101,7 +178,7 @@ def run_point(runner, tag, point, state, save):
     status, _, seconds = runner.run_command(cmd, os.path.join(run_dir, "finetune.log"))
     if status is None or runner.stopping:
         return None
-    result = tagging_result(run_dir) if status == 0 else None
+    result = tagging_result(run_dir, point["cfg"]) if status == 0 else None
     if result is None:
         return f"{tag}: finetune failed (status {status}) or scored nothing; see {run_dir}/finetune.log"
     stages["tagging"] = dict(result, wall_s=seconds)

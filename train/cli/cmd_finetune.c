@@ -46,7 +46,8 @@ int cmd_finetune(int argc, char **argv) {
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task_from_scratch(task) ? "" : task->init_checkpoint,
                                                      "key 'task.init_checkpoint'"},
-                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4, verbose};
+                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"},
+                       {task->test_file, "key 'task.test_file'"}}, 5, verbose};
     char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
     const char *init_origin = config_key_origin(&config_schema, &r.cfg,
                                                 config_key_index(&config_schema, "task", "init_checkpoint"));
@@ -64,6 +65,11 @@ int cmd_finetune(int argc, char **argv) {
         free(merged);
         checkpoint_file_close(&init);
     }
+    /* The evaluation files exist before the run directory is claimed (they are read after it). */
+    if (task->dev_file[0])
+        require_regular_file(task->dev_file, "key 'task.dev_file'");
+    if (task->test_file[0])
+        require_regular_file(task->test_file, "key 'task.test_file'");
     Run run;
     run_begin(&run, &r.cfg, config_path, &dist, &start);
     /* A resumed run builds its model from its own checkpoint (the init checkpoint may be gone). */
@@ -89,10 +95,12 @@ int cmd_finetune(int argc, char **argv) {
         config_report_job(&r.cfg);
     run_check_resume(&run);
     char *config_ini = config_to_ini(&r.cfg);
-    TaskData train_data, dev_data;
+    TaskData train_data, dev_data, test_data;
     task_data_load(&train_data, task, &r.layout, r.tok, r.L, task->train_file, 1);
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
+    if (task->test_file[0])
+        task_data_load(&test_data, task, &r.layout, r.tok, r.L, task->test_file, 0);
     if (dist_is_root(&dist)) {
         char data[3 * CONFIG_PATH_MAX], parameters[CONFIG_PATH_MAX + 128];
         snprintf(data, sizeof data, "%s (%d sequences%s%s), %s %s", task->train_file, train_data.features.count,
@@ -110,10 +118,13 @@ int cmd_finetune(int argc, char **argv) {
     }
     free(table);
     task_runner_buffers(&r);
-    int rc = finetune(&run, config_ini, &r, &train_data, task->dev_file[0] ? &dev_data : NULL);
+    int rc = finetune(&run, config_ini, &r, &train_data, task->dev_file[0] ? &dev_data : NULL,
+                      task->test_file[0] ? &test_data : NULL);
     run_end(&run);
     if (task->dev_file[0])
         task_data_free(&dev_data);
+    if (task->test_file[0])
+        task_data_free(&test_data);
     task_data_free(&train_data);
     task_runner_free(&r);
     free(config_ini);

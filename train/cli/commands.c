@@ -130,13 +130,14 @@ static const Command commands[] = {
      "                            e.g. fine-tuning against pretraining, real tokens/s of both under one load\n"
      "  --json OUT                also write the timings as JSON\n"
      "  --set section.key=value   override a key (repeatable)\n"},
-    {"synth", cmd_synth, "synth TASK --lengths A-B --count N [--seed S] [--per-length] --out FILE",
-     "a synthetic length-generalisation task (reverse, duplicate, odds_first, sort, binary_addition, mqar) in the\n"
+    {"synth", cmd_synth, "synth TASK --lengths A-B --count N [--seed S] [--per-length] [--distance D] --out FILE",
+     "a synthetic task (reverse, duplicate, odds_first, sort, binary_addition, mqar, lookup) in the\n"
      "tagging format (docs/synthetic.md)",
      "  --lengths A-B             the task's lengths (A-B or A)\n"
      "  --count N                 examples (with --per-length: examples of each length)\n"
      "  --seed S                  seed of the draws (default 0); the file is a function of the arguments\n"
      "  --per-length              N examples of every length A..B (test files), else lengths uniform\n"
+     "  --distance D              lookup only (required): word i is labelled with word i - D\n"
      "  --out FILE                the file to write (word label lines, a blank line after each example)\n"},
     {"tokenize", cmd_tokenize, "tokenize --vocab VOCAB.txt [--cased] [--tokens] < TEXT",
      "WordPiece ids (or tokens) of each line of standard input",

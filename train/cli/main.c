@@ -42,7 +42,7 @@ static void print_version(void) {
 /* OpenMP's idle threads (this program's and OpenBLAS's: one libgomp pool) spin before they sleep,
  * for up to 300,000 iterations by default. On a host shared with other jobs a spinning thread holds
  * the core its preempted partner needs, and a step of ~380 small parallel regions (SST-2 fine-tuning,
- * 32 unpadded sentences) then ran 8x slower on 2 threads than with OMP_WAIT_POLICY=PASSIVE (README,
+ * 32 unpadded sentences) then ran 8x slower on 2 threads than with OMP_WAIT_POLICY=PASSIVE (docs/bench.md,
  * "OpenMP wait policy"). libgomp reads the policy from the environment before main, so when the
  * user set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT, realpos sets OMP_WAIT_POLICY=PASSIVE and
  * executes itself again with the same arguments (same process id); if that fails it runs on with

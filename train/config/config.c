@@ -49,6 +49,15 @@ static void validate_task(const Config *cfg) {
                    task_kind_name(implied), glue_task_name(k->glue_task), origin_of(cfg, KEY(task, glue_task)),
                    task_kind_name(k->type));
     }
+    if (k->type == TASK_TAGGING && k->stop_accuracy > 0) { /* the stop reads the dev scores during training */
+        if (!k->dev_file[0])
+            reject(cfg, KEY(task, stop_accuracy), "expected a task.dev_file to stop on (its scores during training), "
+                   "got none; set task.dev_file or task.stop_accuracy = 0");
+        if (k->eval_every <= 0)
+            reject(cfg, KEY(task, stop_accuracy), "expected dev evaluations during training to stop on, but "
+                   "task.eval_every = 0 (%s) scores the dev file only at the end; set task.eval_every",
+                   origin_of(cfg, KEY(task, eval_every)));
+    }
     if (k->type == TASK_SQUAD) {
         if (k->max_query_length + 4 > k->max_seq_len)
             reject(cfg, KEY(task, max_query_length),

@@ -82,6 +82,7 @@ typedef struct {
     GlueTask glue_task;
     char init_checkpoint[CONFIG_PATH_MAX];
     char train_file[CONFIG_PATH_MAX], dev_file[CONFIG_PATH_MAX];
+    char test_file[CONFIG_PATH_MAX]; /* scored once after the last step ("": none) */
     /* explicit TSV layout (glue_task = none): 0-based columns, -1 = absent */
     int text_a_column, text_b_column, label_column, num_columns;
     int header;                      /* bool: the first row names the columns */
@@ -93,6 +94,9 @@ typedef struct {
     float epochs, lr, warmup_proportion;
     int max_steps;                   /* 0: ceil(epochs x sequences / batch_size) */
     int eval_every;                  /* steps between dev evaluations, 0 = only at the end */
+    float stop_accuracy;             /* tagging: stop once the dev token accuracy within the training
+                                        lengths is >= this at stop_patience evaluations in a row (0: off) */
+    int stop_patience;
     int doc_stride, max_query_length, n_best_size, max_answer_length; /* SQuAD */
     int64_t seed;                    /* new-parameter init, data order, dropout */
     char tag_labels[CONFIG_PATH_MAX]; /* tagging: the label set, space-separated ("": the training file's) */

@@ -12,10 +12,17 @@
  *   /train/sampler_state   uint64 [5]     position in it, then the Rng's 4 state words
  *   /train/best_metric     float64        best dev metric so far (NaN: none)
  *   /train/best_step       int64 [1]      its step (-1: none)
+ *   /train/stop_state      int64 [3]      the early stop (task.stop_accuracy): evaluations in a row
+ *                                         at the threshold, the first step of that run (-1: none),
+ *                                         the step the run stopped at (-1: it has not)
  * so `--resume` continues bit-identically to an uninterrupted run (same thread count). Every
  * task.eval_every steps (0: only at the end) the dev set is scored; the best model by the task's
- * metric (TaskScore) is RUN_DIR/best.h5. At the end: RUN_DIR/model.h5 (same schema, task head
- * included, /vocab) from which `predict` reproduces the dev predictions, which are written too. */
+ * metric (TaskScore) is RUN_DIR/best.h5. With task.stop_accuracy > 0 (tagging) the run ends after
+ * the evaluation that makes task.stop_patience in a row with the token accuracy within the
+ * training lengths at or above it (metrics.jsonl: an "early_stop" record with learned_step, the
+ * first of them). At the end: RUN_DIR/model.h5 (same schema, task head included, /vocab) from
+ * which `predict` reproduces the dev predictions, which are written too, then task.test_file is
+ * scored once (a "task_test" record): the test file never steers the run. */
 #include "train/loop/finetune.h"
 
 #include <errno.h>
@@ -32,9 +39,12 @@
 typedef struct {
     TaskRunner *r;
     FinetuneBatches batches;
-    TaskData *dev;
+    TaskData *dev, *test;
     double best; /* best dev metric so far, NaN: none */
     long best_step;
+    /* the early stop: evaluations in a row at task.stop_accuracy, the step of the first of them
+     * (-1: none), the step the run stopped at (-1: it goes on) */
+    long streak, learned_step, stopped_step;
 } FineTuning;
 
 void finetune_batches_create(FinetuneBatches *fb, TaskRunner *r, const TaskFeatures *train_set) {
@@ -85,6 +95,9 @@ static void write_state(hid_t file, const void *ctx) {
     int64_t best_step = ft->best_step;
     h5_write_double(file, "train/best_metric", ft->best);
     h5_write_int64s(file, "train/best_step", &best_step, 1, &one);
+    int64_t stop_state[3] = {ft->streak, ft->learned_step, ft->stopped_step};
+    hsize_t three = 3;
+    h5_write_int64s(file, "train/stop_state", stop_state, 1, &three);
 }
 
 /* Sampler and best score of a fine-tuning checkpoint. */
@@ -102,7 +115,42 @@ static void read_state(void *ctx, hid_t f, const char *ckpt) {
     ft->best = h5_read_double(f, ckpt, "train/best_metric");
     h5_read_int64s(f, ckpt, "train/best_step", &best_step, 1, &one);
     ft->best_step = (long)best_step;
+    if (h5_exists(f, "train/stop_state")) { /* absent from checkpoints older than the early stop */
+        int64_t stop_state[3];
+        hsize_t three = 3;
+        h5_read_int64s(f, ckpt, "train/stop_state", stop_state, 1, &three);
+        ft->streak = (long)stop_state[0];
+        ft->learned_step = (long)stop_state[1];
+        ft->stopped_step = (long)stop_state[2];
+    }
 }
+
+/* The early stop after a dev evaluation during training (rank 0): `within` is the dev token
+ * accuracy within the training lengths; stop_patience evaluations in a row at stop_accuracy or
+ * above stop the run, learned at the first of them. */
+static void early_stop_update(FineTuning *ft, Run *run, double within) {
+    const TaskConfig *task = &ft->r->cfg.task;
+    if (task->stop_accuracy <= 0 || isnan(within) || ft->stopped_step >= 0)
+        return;
+    if (within < task->stop_accuracy) {
+        ft->streak = 0;
+        ft->learned_step = -1;
+        return;
+    }
+    if (ft->streak++ == 0)
+        ft->learned_step = run->step;
+    if (ft->streak < task->stop_patience)
+        return;
+    ft->stopped_step = run->step;
+    fprintf(run->log.jsonl, "{\"kind\":\"early_stop\",\"step\":%ld,\"learned_step\":%ld,\"threshold\":%.9g,"
+            "\"patience\":%d}\n", run->step, ft->learned_step, (double)task->stop_accuracy, task->stop_patience);
+    fflush(run->log.jsonl);
+    rp_log("dev token accuracy within the training lengths >= %g at %d evaluations in a row since step %ld: "
+           "stopping at step %ld (task.stop_accuracy, task.stop_patience)", (double)task->stop_accuracy,
+           task->stop_patience, ft->learned_step, run->step);
+}
+
+static long goal_step(const void *ctx) { return ((const FineTuning *)ctx)->stopped_step; }
 
 /* The identity of task.train_file that every rank must share: its size and CRC-32 (one read). */
 static void train_file_identity(const char *path, char *out, size_t size) {
@@ -139,6 +187,8 @@ static void evaluate(void *ctx, Run *run, int final) {
     r->interim_eval = !final;
     TaskScore score = task_predict(r, ft->dev, final ? predictions : NULL, run->log.jsonl, run->step);
     r->interim_eval = 0;
+    if (!final)
+        early_stop_update(ft, run, score.within);
     if (score.name && !isnan(score.value) && (isnan(ft->best) || score.value > ft->best)) {
         ft->best = score.value;
         ft->best_step = run->step;
@@ -163,6 +213,15 @@ static void finish(void *ctx, Run *run) {
         return;
     run_save_weights(run, "model.h5", write_vocab, ft->r);
     rp_log("fine-tuned checkpoint %s/model.h5", run->dir.path);
+    if (ft->test) { /* once, with the final weights */
+        char predictions[CONFIG_PATH_MAX + 64];
+        snprintf(predictions, sizeof predictions, "%s/test_predictions.%s", run->dir.path,
+                 ft->r->cfg.task.type == TASK_SQUAD ? "json" : "tsv");
+        ft->r->record_kind = "task_test";
+        task_predict(ft->r, ft->test, predictions, run->log.jsonl, run->step);
+        ft->r->record_kind = NULL;
+        fflush(run->log.jsonl);
+    }
 }
 
 long finetune_steps(const Config *cfg, int sequences, int *warmup, long *epoch_steps) {
@@ -176,12 +235,14 @@ long finetune_steps(const Config *cfg, int sequences, int *warmup, long *epoch_s
     return total;
 }
 
-int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data) {
+int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
+             TaskData *test_data) {
     const TaskConfig *task = &r->cfg.task;
     const TrainConfig *tc = &r->cfg.train;
     const TaskFeatures *train_set = &train_data->features;
     int B = r->B, accum = tc->grad_accum_steps;
-    FineTuning ft = {r, .dev = dev_data, .best = NAN, .best_step = -1};
+    FineTuning ft = {r, .dev = dev_data, .test = test_data, .best = NAN, .best_step = -1, .learned_step = -1,
+                     .stopped_step = -1};
     int warmup;
     long epoch_steps, total = finetune_steps(&r->cfg, train_set->count, &warmup, &epoch_steps);
     finetune_batches_create(&ft.batches, r, train_set);
@@ -228,6 +289,7 @@ int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *tr
         .write_state = write_state,
         .read_state = read_state,
         .finish = finish,
+        .goal_step = goal_step,
     };
     int rc = run_train(run, config_ini, &r->model, &rt);
     finetune_batches_free(&ft.batches);

@@ -9,7 +9,8 @@
  * the run's directory (config.ini, metrics files, rotating checkpoints, best.h5, model.h5),
  * scoring dev_data (may be NULL) every task.eval_every steps and at the end. Returns the exit
  * status. */
-int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data);
+int finetune(Run *run, const char *config_ini, TaskRunner *r, const TaskData *train_data, TaskData *dev_data,
+             TaskData *test_data);
 /* The run's optimizer steps, ceil(task.epochs x sequences / (task.batch_size x train.grad_accum_steps))
  * capped at task.max_steps when it is not 0, and its warm-up steps (task.warmup_proportion of them);
  * epoch_steps (may be NULL) receives the steps before the cap. */

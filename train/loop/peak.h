@@ -6,7 +6,7 @@
  * the fastest cblas_sgemm this machine has been seen to run at this thread count: a measured
  * peak, not a theoretical one (cores x FMA units x vector width x 2 x clock). Under KVM neither
  * the clock nor the number of FMA units per core is visible, and OpenBLAS may run kernels far
- * below the vector width the CPU has (the Prescott fallback, README "Performance"): against a
+ * below the vector width the CPU has (the Prescott fallback, docs/bench.md): against a
  * datasheet number every run would read low for reasons that are not realpos's. Against the
  * measured sgemm peak, MFU says how close the step comes to the best GEMM of the library it uses.
  *

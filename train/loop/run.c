@@ -21,7 +21,7 @@ static const char *const RESUMABLE_KEYS[] = {
     "train.max_steps",   "train.log_interval", "train.eval_interval", "train.checkpoint_interval",
     "train.eval_batches", "train.keep_last",   "train.threads",       "train.run_dir",
     "train.shard_optimizer", "train.precision" /* checkpoints are fp32 either way */,
-    "task.max_steps", "task.eval_every", "task.dev_file",
+    "task.max_steps", "task.eval_every", "task.dev_file", "task.test_file" /* scored after the last step */,
     "task.init_checkpoint" /* read by a fresh run only */};
 
 static int resumable(const KeySpec *key) {
@@ -292,6 +292,15 @@ static void stop_and_save(Run *run) {
     run_save(run);
 }
 
+/* The step at which the task reached its goal (-1: not reached), rank 0's answer on every rank. */
+static long goal_step(Run *run) {
+    if (!run->task.goal_step)
+        return -1;
+    float step = dist_is_root(run->dist) ? (float)run->task.goal_step(run->task.ctx) : 0.0f;
+    dist_broadcast(run->dist, &step, 1); /* exact: steps are far below 2^24 */
+    return (long)step;
+}
+
 int run_train(Run *run, const char *config_ini, Model *model, const RunTask *task) {
     const TrainConfig *tc = &run->cfg->train;
     int root = dist_is_root(run->dist), resumed = run->resume != NULL;
@@ -308,7 +317,12 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     else if (root)
         run_dir_set_id(&run->dir, NULL);
     require_agreement(run);
-    long total = task->schedule.total_steps;
+    long total = task->schedule.total_steps, reached = goal_step(run);
+    if (reached >= 0) {
+        rp_log("%s stopped at step %ld on reaching its goal (task.stop_accuracy): nothing to do", run->resume_path,
+               reached);
+        return 0;
+    }
     if (run->step >= total) {
         rp_log("%s is at step %ld and the run has %ld steps: nothing to do (raise %s to train further)",
                run->resume_path, run->step, total,
@@ -340,8 +354,11 @@ int run_train(Run *run, const char *config_ini, Model *model, const RunTask *tas
     while (run->step < total && !ts->stop) {
         train_step(ts, run->step);
         run->step++;
-        if (task->eval_interval > 0 && run->step % task->eval_interval == 0 && run->step < total && !ts->stop)
+        if (task->eval_interval > 0 && run->step % task->eval_interval == 0 && run->step < total && !ts->stop) {
             task->evaluate(task->ctx, run, 0);
+            if (goal_step(run) >= 0)
+                break; /* as after the last step: the final evaluation, finish, a checkpoint */
+        }
         if (run->step % tc->checkpoint_interval == 0 && run->step < total && !ts->stop)
             run_save(run);
         if (run->step == test_signal.step)

@@ -16,7 +16,9 @@
  *                  rank agrees (config, start and total steps); rank 0's weights everywhere;
  *                  config.ini (a fresh run) and metrics; the loop:
  *                    while step < total and no stop:  train_step; step++
- *                      every eval_interval steps, before the last and without a stop: task.evaluate
+ *                      every eval_interval steps, before the last and without a stop: task.evaluate,
+ *                        then, if the task has reached its goal (task.goal_step, rank 0's word for
+ *                        every rank), leave the loop as after the last step
  *                      every checkpoint_interval, before the last and without a stop: run_save
  *                    a stop before the last step:  run_save
  *                    else:  task.evaluate(final), task.finish, run_save if task.save_final
@@ -69,6 +71,10 @@ typedef struct {
     void (*read_state)(void *ctx, hid_t file, const char *path);
     /* After the last step and its evaluation (fine-tuning: model.h5). NULL: nothing. */
     void (*finish)(void *ctx, Run *run);
+    /* The step at which the task reached its goal and the run ends early (fine-tuning:
+     * task.stop_accuracy), -1 while it has not; read on rank 0 after each evaluation and after a
+     * resume (a run that reached it has nothing left to do). NULL: the run ends at its last step. */
+    long (*goal_step)(const void *ctx);
 } RunTask;
 
 struct Run {

@@ -5,7 +5,7 @@
 
 #include "core/common.h"
 
-static const char *const task_names[] = {"reverse", "duplicate", "odds_first", "sort", "binary_addition", "mqar"};
+static const char *const task_names[] = {"reverse", "duplicate", "odds_first", "sort", "binary_addition", "mqar", "lookup"};
 
 int synth_task_find(const char *name) {
     for (int t = 0; t < SYNTH_NUM_TASKS; t++)
@@ -16,7 +16,11 @@ int synth_task_find(const char *name) {
 
 const char *synth_task_name(SynthTask task) { return task_names[task]; }
 
-int synth_min_length(SynthTask task) { return task == SYNTH_BINARY_ADDITION ? 3 : 1; }
+int synth_task_has_distance(SynthTask task) { return task == SYNTH_LOOKUP; }
+
+int synth_min_length(SynthTask task, int distance) {
+    return task == SYNTH_BINARY_ADDITION ? 3 : task == SYNTH_LOOKUP ? distance + 1 : 1;
+}
 
 static int addend_a(int n) { return n / 2; } /* ceil((n - 1) / 2) */
 static int addend_b(int n) { return (n - 1) / 2; }
@@ -26,6 +30,7 @@ int synth_words(SynthTask task, int n) {
     case SYNTH_DUPLICATE: return 3 * n;
     case SYNTH_BINARY_ADDITION: return n + addend_a(n) + 1;
     case SYNTH_MQAR: return 3 * n;
+    case SYNTH_LOOKUP: return n;
     default: return 2 * n;
     }
 }
@@ -91,12 +96,33 @@ static void mqar(int n, Rng *rng, SynthExample *ex) {
     free(order);
 }
 
-void synth_generate(SynthTask task, int n, Rng *rng, SynthExample *ex) {
-    RP_CHECK(n >= synth_min_length(task), "%s: length %d, expected at least %d", task_names[task], n,
-             synth_min_length(task));
+/* x_0..x_{n-1} uniform over the letters; word i labelled x_{i-D} from i = D on. */
+static void lookup(int n, int distance, Rng *rng, SynthExample *ex) {
+    char *x = xmalloc((size_t)n);
+    char word[2] = {0}, label[2] = {0};
+    for (int i = 0; i < n; i++) {
+        x[i] = (char)('a' + rng_below(rng, SYNTH_LOOKUP_SYMBOLS));
+        word[0] = x[i];
+        if (i >= distance)
+            label[0] = x[i - distance];
+        push(ex, word, i >= distance ? label : SYNTH_IGNORED);
+    }
+    free(x);
+}
+
+void synth_generate(SynthTask task, int n, int distance, Rng *rng, SynthExample *ex) {
+    RP_CHECK(synth_task_has_distance(task) ? distance >= 1 && distance <= SYNTH_DISTANCE_MAX : distance == 0,
+             "%s: distance %d, expected %s", task_names[task], distance,
+             synth_task_has_distance(task) ? "1..4096" : "none (only lookup takes one)");
+    RP_CHECK(n >= synth_min_length(task, distance), "%s: length %d, expected at least %d", task_names[task], n,
+             synth_min_length(task, distance));
     ex->count = 0;
     if (task == SYNTH_MQAR) {
         mqar(n, rng, ex);
+        return;
+    }
+    if (task == SYNTH_LOOKUP) {
+        lookup(n, distance, rng, ex);
         return;
     }
     int *x = xmalloc(sizeof(int) * (size_t)n), *y = xmalloc(sizeof(int) * (size_t)(2 * n + 1)), m = n;

@@ -13,7 +13,12 @@
  *                    (n >= 3), blanks |a| + 1               output (a + b) little-endian, |a| + 1 digits
  *   mqar             n pairs k_i v_i (n distinct keys of SYNTH_MQAR_KEYS, values of
  *                    SYNTH_MQAR_VALUES), then the n keys again in a random order; each query
- *                    word is labelled with its key's value (Zoology's multi-query recall) */
+ *                    word is labelled with its key's value (Zoology's multi-query recall)
+ *   lookup           x_1..x_n over SYNTH_LOOKUP_SYMBOLS letters, no blanks: word i is labelled
+ *                    x_{i-D} for i > D (the words i <= D are not scored), D = the distance
+ *                    (n >= D + 1). The positive control for truncation: the label is a uniform
+ *                    draw independent of every word but the one exactly D back, so a model does
+ *                    better than 1/SYNTH_LOOKUP_SYMBOLS only where it can address offset D. */
 #pragma once
 #include <stdio.h>
 
@@ -24,9 +29,11 @@
 #define SYNTH_WORD 8      /* bytes of a word or label, NUL included */
 #define SYNTH_MQAR_KEYS 256
 #define SYNTH_MQAR_VALUES 64
+#define SYNTH_LOOKUP_SYMBOLS 16 /* lookup's letters a..p */
+#define SYNTH_DISTANCE_MAX 4096
 
 typedef enum { SYNTH_REVERSE = 0, SYNTH_DUPLICATE, SYNTH_ODDS_FIRST, SYNTH_SORT, SYNTH_BINARY_ADDITION, SYNTH_MQAR,
-               SYNTH_NUM_TASKS } SynthTask;
+               SYNTH_LOOKUP, SYNTH_NUM_TASKS } SynthTask;
 
 /* One example: count words with their labels. */
 typedef struct {
@@ -35,15 +42,17 @@ typedef struct {
     char (*label)[SYNTH_WORD];
 } SynthExample;
 
-/* The task named `name` (reverse, duplicate, odds_first, sort, binary_addition, mqar); -1 if none. */
+/* The task named `name` (reverse, duplicate, odds_first, sort, binary_addition, mqar, lookup); -1 if none. */
 int synth_task_find(const char *name);
 const char *synth_task_name(SynthTask task);
-/* Smallest length the task takes (binary_addition: 3, else 1). */
-int synth_min_length(SynthTask task);
+/* 1 if the task takes a distance D (lookup: required, 1..SYNTH_DISTANCE_MAX), else 0 (it takes none). */
+int synth_task_has_distance(SynthTask task);
+/* Smallest length the task takes (binary_addition: 3, lookup: distance + 1, else 1). */
+int synth_min_length(SynthTask task, int distance);
 /* Words of an example of length n (its input and its blanks). */
 int synth_words(SynthTask task, int n);
-/* Draw one example of length n from rng into ex (grown as needed). */
-void synth_generate(SynthTask task, int n, Rng *rng, SynthExample *ex);
+/* Draw one example of length n from rng into ex (grown as needed); distance: lookup's D, else 0. */
+void synth_generate(SynthTask task, int n, int distance, Rng *rng, SynthExample *ex);
 void synth_example_free(SynthExample *ex);
 /* "word label" lines, then a blank line. */
 void synth_write(FILE *out, const SynthExample *ex);

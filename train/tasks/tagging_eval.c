@@ -96,7 +96,7 @@ static TaskScore report(const TaskRunner *r, const TaskData *d, const TagScores 
         fprintf(out, "; the training lengths are unknown (task.train_max_length = 0: not measured for this "
                 "checkpoint), so no split within / beyond them (give one with --set task.train_max_length=N)\n");
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "kind", "task_eval");
+    cJSON_AddStringToObject(rec, "kind", r->record_kind ? r->record_kind : "task_eval");
     if (step >= 0)
         cJSON_AddNumberToObject(rec, "step", (double)step);
     cJSON_AddStringToObject(rec, "data", d->path);
@@ -129,7 +129,10 @@ static TaskScore report(const TaskRunner *r, const TaskData *d, const TagScores 
         fflush(results);
     }
     cJSON_Delete(rec);
-    return ls->bio ? (TaskScore){"f1", tag_f1(s)} : (TaskScore){"accuracy", tag_ratio(s->all.words_right, s->all.words)};
+    const TagAccuracy *stop_on = edge > 0 ? &s->in_range : &s->all;
+    double within = tag_ratio(stop_on->words_right, stop_on->words);
+    return ls->bio ? (TaskScore){"f1", tag_f1(s), within}
+                   : (TaskScore){"accuracy", tag_ratio(s->all.words_right, s->all.words), within};
 }
 
 TaskScore tagging_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
@@ -137,7 +140,7 @@ TaskScore tagging_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE
     const TagSet *set = &d->tags;
     int *pred = xmalloc(sizeof(int) * ((size_t)set->num_words + 1));
     float *prob = xmalloc(sizeof(float) * ((size_t)set->num_words + 1));
-    TaskScore score = {NULL, NAN};
+    TaskScore score = {NULL, NAN, NAN};
     if (predict_words(r, d, pred, prob)) {
         if (out_path) {
             write_predictions(out_path, &r->tags, set, pred, prob);

@@ -59,10 +59,10 @@ static int predict_all(TaskRunner *r, const TaskFeatures *f, float *out, float *
     return 1;
 }
 
-/* {"kind":"task_eval", "step":N when the evaluation belongs to a training step, "data":PATH, ...} */
-static cJSON *task_record(const char *data_path, long step) {
+/* {"kind":"task_eval" (or r->record_kind), "step":N when the evaluation belongs to a training step, "data":PATH, ...} */
+static cJSON *task_record(const char *kind, const char *data_path, long step) {
     cJSON *rec = cJSON_CreateObject();
-    cJSON_AddStringToObject(rec, "kind", "task_eval");
+    cJSON_AddStringToObject(rec, "kind", kind ? kind : "task_eval");
     if (step >= 0)
         cJSON_AddNumberToObject(rec, "step", (double)step);
     cJSON_AddStringToObject(rec, "data", data_path);
@@ -90,7 +90,7 @@ static FILE *score_out(const TaskRunner *r, long step) {
 }
 
 static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
-    TaskScore score = {NULL, NAN};
+    TaskScore score = {NULL, NAN, NAN};
     TaskFeatures *f = &d->features;
     float *start = xalloc_floats((size_t)f->count * r->L), *end = xalloc_floats((size_t)f->count * r->L);
     if (!predict_all(r, f, start, end)) {
@@ -119,8 +119,8 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
         if (s.unscored)
             fprintf(out, "; %d malformed, scored 0", s.unscored);
         fprintf(out, ")\n");
-        score = (TaskScore){"f1", s.f1};
-        cJSON *rec = task_record(d->path, step);
+        score = (TaskScore){"f1", s.f1, NAN};
+        cJSON *rec = task_record(r->record_kind, d->path, step);
         cJSON_AddNumberToObject(rec, "questions", s.scored + s.unscored);
         cJSON_AddNumberToObject(rec, "unscored_questions", s.unscored);
         cJSON_AddNumberToObject(rec, "answer_start_mismatches", d->squad.num_unlocated);
@@ -139,7 +139,7 @@ static TaskScore predict_squad(TaskRunner *r, TaskData *d, const char *out_path,
 /* The task's primary metric: Matthews for CoLA, F1 for MRPC, Pearson for regression, else accuracy. */
 static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int *pred, const float *pred_values,
                               FILE *results, long step) {
-    cJSON *rec = task_record(d->path, step);
+    cJSON *rec = task_record(r->record_kind, d->path, step);
     const TaskFeatures *f = &d->features;
     int n = f->count;
     if (r->layout.type == TASK_REGRESSION) {
@@ -156,7 +156,7 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
         write_record(results, rec);
         free(x);
         free(y);
-        return (TaskScore){"pearson", pearson};
+        return (TaskScore){"pearson", pearson, NAN};
     }
     int C = r->layout.num_labels, *gold = f->labels;
     int *counts = xcalloc((size_t)C, sizeof(int)), majority = 0;
@@ -176,14 +176,14 @@ static TaskScore glue_metrics(const TaskRunner *r, const TaskData *d, const int 
     write_record(results, rec);
     free(counts);
     GlueTask task = r->cfg.task.glue_task;
-    return task == GLUE_COLA ? (TaskScore){"matthews", mcc}
-           : task == GLUE_MRPC ? (TaskScore){"f1", f1}
-                               : (TaskScore){"accuracy", acc};
+    return task == GLUE_COLA ? (TaskScore){"matthews", mcc, NAN}
+           : task == GLUE_MRPC ? (TaskScore){"f1", f1, NAN}
+                               : (TaskScore){"accuracy", acc, NAN};
 }
 
 TaskScore task_predict(TaskRunner *r, TaskData *d, const char *out_path, FILE *results, long step) {
     double t0 = now_seconds();
-    TaskScore score = {NULL, NAN};
+    TaskScore score = {NULL, NAN, NAN};
     if (r->cfg.task.type == TASK_TAGGING) {
         return tagging_predict(r, d, out_path, results, step);
     } else if (r->cfg.task.type == TASK_SQUAD) {

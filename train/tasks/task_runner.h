@@ -42,6 +42,8 @@ typedef struct {
     int (*should_stop)(void); /* polled between prediction batches (NULL: never): a stop signal */
     int interim_eval;         /* a dev evaluation during training: its metrics line goes to the log
                                  ("dev at step N: ..."), the final one alone to standard output */
+    const char *record_kind;  /* the "kind" of the metrics record (NULL: "task_eval"; the test file's:
+                                 "task_test") */
 } TaskRunner;
 
 /* Evaluation data: the sequences and, for SQuAD, the questions and windows behind them. */
@@ -96,6 +98,8 @@ void task_fill_batch(TaskRunner *r, const TaskFeatures *f, const int *rows);
 typedef struct {
     const char *name;
     double value;
+    double within; /* tagging: token accuracy within task.train_max_length (all words when it is 0),
+                    * the early stop's metric (task.stop_accuracy); NaN for the other tasks */
 } TaskScore;
 
 /* Predict every sequence of d, write the predictions file `out_path` (may be NULL; GLUE:

@@ -51,14 +51,14 @@ for kv in "hidden_size = 768" "num_layers = 12" "num_heads = 12" "intermediate_s
           "max_predictions_per_seq = 20" "whole_word_mask = no" "eval_fraction = 0.02" "seed = 12345" \
           "type = classification" "glue_task = none" "init_checkpoint =" "train_file =" "dev_file =" \
           "text_a_column = 0" "text_b_column = -1" "label_column = 1" "num_columns = 0" "header = yes" \
-          "labels = 0 1" "bad_examples = skip" "max_seq_len = 128" "batch_size = 32" "padding = none" "group_by_length = no" "epochs = 3" "max_steps = 0" "eval_every = 0" "lr = 5e-05" \
+          "labels = 0 1" "bad_examples = skip" "max_seq_len = 128" "batch_size = 32" "padding = none" "group_by_length = no" "epochs = 3" "max_steps = 0" "eval_every = 0" "test_file =" "stop_accuracy = 0" "stop_patience = 3" "lr = 5e-05" \
           "warmup_proportion = 0.1" "doc_stride = 128" "max_query_length = 64" "n_best_size = 20" \
           "max_answer_length = 30" "seed = 42" "tag_labels =" "train_max_length = 0"; do
   grep -qxF -- "$kv" defaults.out || { fail "default $kv" "missing"; all=0; }
 done
-[ $all -eq 1 ] && pass "defaults: all 87 keys print their documented default"
+[ $all -eq 1 ] && pass "defaults: all 90 keys print their documented default"
 keys=$(grep -c '^[a-z_0-9]* =' defaults.out)
-[ "$keys" -eq 87 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
+[ "$keys" -eq 90 ] && pass "every key printed once ($keys)" || fail "every key printed once" "$keys keys"
 [ "$(grep '^\[' defaults.out | tr '\n' ' ')" = "[model] [optim] [train] [data] [task] " ] \
   && pass "sections in schema order" || fail "sections in schema order"
 
@@ -203,7 +203,7 @@ ini x.ini "[model]" "hidden_size = 100" "num_heads = 12"
 expect_error "hidden_size not divisible by num_heads" "x.ini:3: key 'model.num_heads': expected a divisor of model.hidden_size = 100 (x.ini:2), got 12" x.ini
 expect_error "cross-key error with a default origin" "(default): key 'model.num_heads': expected a divisor of model.hidden_size = 100 (--set model.hidden_size=100), got 12" \
   empty.ini --set model.hidden_size=100
-# a key that does not apply is skipped by the cross-key checks (README; issue 35): warned about in a file,
+# a key that does not apply is skipped by the cross-key checks (docs/cli.md; issue 35): warned about in a file,
 # refused with --set, never refused by a rule of the scheme it does not belong to
 ini x.ini "[model]" "residual_attention_mean = yes"
 expect_ok "residual_attention_mean without residual_attention: does not apply, not an error" "residual_attention_mean = yes" x.ini --for pretrain

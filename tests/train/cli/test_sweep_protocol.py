@@ -49,6 +49,23 @@ check("tied on validation accuracy: a run that never learned counts at its budge
       proto.choose_learning_rates(spec=tiny, rows=tiny_rows)[("t",)][0] == "3e-3",
       proto.choose_learning_rates(spec=tiny, rows=tiny_rows))
 
+# select_on / success beyond the training lengths (the control's [protocol]): the choice and the
+# success read the other side of the same records
+wide = {"in_range": {"token_accuracy": 1.0}, "beyond": {"token_accuracy": 0.6}, "learned_step": 500,
+        "steps_run": 1000, "max_steps": 3000, "test": {"in_range": {"token_accuracy": 1.0}, "beyond": {"token_accuracy": 0.6}}}
+exact = {"in_range": {"token_accuracy": 0.99}, "beyond": {"token_accuracy": 0.99}, "learned_step": 2500,
+         "steps_run": 3000, "max_steps": 3000, "test": {"in_range": {"token_accuracy": 0.99}, "beyond": {"token_accuracy": 0.99}}}
+sides_rows = [{"settings": {"synth.task": "t", "model.seed": "1", "task.lr": lr}, "result": r}
+              for lr, r in (("1e-3", wide), ("3e-3", exact))]
+within_spec = dict(tiny, protocol={"select": "task.lr", "threshold": 0.95})
+beyond_spec = dict(tiny, protocol={"select": "task.lr", "threshold": 0.95, "success": "beyond", "select_on": "beyond"})
+check("select_on = beyond chooses on the validation accuracy beyond the training lengths (within: the other rate)",
+      proto.choose_learning_rates(within_spec, sides_rows)[("t",)][0] == "1e-3" and
+      proto.choose_learning_rates(beyond_spec, sides_rows)[("t",)][0] == "3e-3")
+check("success = beyond counts the test accuracy beyond the training lengths",
+      proto.success(wide, 0.95, "within") and not proto.success(wide, 0.95, "beyond") and
+      proto.success(exact, 0.95, "beyond"))
+
 # ---- fabricated protocol sweep --------------------------------------------------------------------
 # lookup:8, 10 seeds, residual no/yes, none / shaw k=4,16, three learning rates. A run learns with a
 # probability set by its arm and rate; its validation accuracy within the training lengths is 0.99
@@ -188,8 +205,8 @@ check("test files changed (chosen runs' test accuracy 0, the others' 1): every c
       all(float(r["test_in_range_accuracy"]) == (0.0 if r["chosen"] == "yes" else 1.0) for r in after),
       [(r["point"], r["chosen"]) for r in after
        if r["chosen"] != next(x for x in rows if x["point"] == r["point"])["chosen"]])
-check("... and the report follows the test files: every cell now 0/10 successes",
-      md_after.count(" 0/10 [0.00, 0.28] ") == 6 and md_after != md, md_after)
+check("... and the report follows the test files: every cell now 0/10 successes, within and beyond",
+      md_after.count(" 0/10 [0.00, 0.28] ") == 12 and md_after != md, md_after)
 
 # ---- results.md against ablation_stats on results.csv (the original fabricated states) ----------
 spec, points, states = fabricate(out)
@@ -208,6 +225,20 @@ k = sum(r["success"] == "yes" for r in members)
 check("success: test accuracy within the training lengths at or above the threshold 0.95 (0.97 yes, < 0.4 no)",
       all((r["success"] == "yes") == (float(r["test_in_range_accuracy"]) >= 0.95) for r in rows) and
       any(r["success"] == "yes" for r in rows))
+# the wall section: k = 4 -> 16 per residual value, counts from results.csv, Fisher p recomputed
+walls = [l for l in md.split("## Along k")[1].split("\n## ")[0].splitlines() if l.startswith("| lookup:8 |")] \
+    if "## Along k" in md else []
+def counts(res, kk):  # noqa: E302
+    m = [r for r in chosen_rows if cell(r) == ("lookup:8", res, "shaw", kk)]
+    return sum(r["success"] == "yes" for r in m), len(m)
+wall_ok = len(walls) == 2
+for res in ("no", "yes"):
+    (a, na), (b, nb) = counts(res, "4"), counts(res, "16")
+    want = f"| 4 → 16 | {a}/{na} | {b}/{nb} | {proto.fmt_p(stats.fisher_exact(b, nb - b, a, na - a))} |"
+    wall_ok &= any(want in l and "+residual_attention" in l if res == "yes" else want in l and "+residual" not in l
+                   for l in walls)
+check("the wall section: each truncated setting's neighbouring k, counts and Fisher p from results.csv", wall_ok,
+      "\n".join(walls))
 low, high = stats.wilson_interval(k, len(members))
 line = next(l for l in lines if l.startswith("| lookup:8 | yes | shaw | 4 |"))
 check("a cell's success k/n and Wilson interval (from results.csv's chosen rows)",
@@ -289,3 +320,40 @@ check("no [protocol]: the old synthetic report (no chosen column), scored on the
       "chosen" not in old[0] and
       all(float(r["in_range_accuracy"]) == states[r["point"]]["test"]["in_range"]["token_accuracy"] for r in old) and
       "Selection rule" not in open(os.path.join(scratch, "old", "results.md")).read(), old[0])
+
+# ---- two stages ([protocol] select_seeds): who runs, in which order --------------------------------
+import sweep  # noqa: E402
+import sweep_stages  # noqa: E402
+two = {"path": "two.ini", "grid": {"synth.task": ["t"], "model.seed": ["1", "2", "3", "4"], "task.lr": ["1e-3", "3e-3"]},
+       "protocol": {"select": "task.lr", "threshold": 0.95, "select_seeds": ["3", "4"]}}
+two_points = [{"name": f"seed={s},lr={lr}", "dir": f"seed={s},lr={lr}",
+               "settings": {"synth.task": "t", "model.seed": s, "task.lr": lr}}
+              for s in two["grid"]["model.seed"] for lr in two["grid"]["task.lr"]]
+states = {}
+def two_state(d):  # noqa: E302
+    return states.get(d)
+def finished(d, acc):  # noqa: E302
+    states[d] = {"done": True, "stages": {"tagging": {"in_range": {"token_accuracy": acc}, "beyond": {"token_accuracy": acc},
+                                                      "learned_step": 100, "steps_run": 200, "max_steps": 200}}}
+replicate = next(p for p in two_points if p["name"] == "seed=1,lr=3e-3")
+check("two stages: the selection seeds run first, even when the grid lists them last",
+      [p["settings"]["model.seed"] for _, p in sweep.replicate_order(two, list(enumerate(two_points)))][:4] == ["3", "3", "4", "4"])
+finished("seed=3,lr=1e-3", 0.5)
+finished("seed=3,lr=3e-3", 0.9)
+finished("seed=4,lr=1e-3", 0.6)
+check("a replicate waits while a selection run of its cell is unfinished",
+      sweep_stages.needed(two, two_points, replicate, two_state) is None)
+try:
+    sweep_stages.wait_until_chosen(two, two_points, replicate, two_state, lambda: False, {"seed=4,lr=3e-3"}, poll=0)
+    check("a failed selection run stops the replicates' wait, naming it", False)
+except RuntimeError as e:
+    check("a failed selection run stops the replicates' wait, naming it", "seed=4,lr=3e-3" in str(e), str(e))
+finished("seed=4,lr=3e-3", 0.8)
+check("then: the chosen rate's replicate runs, the other rate's is not needed; selection points always run",
+      sweep_stages.needed(two, two_points, replicate, two_state) is True and
+      sweep_stages.needed(two, two_points, next(p for p in two_points if p["name"] == "seed=1,lr=1e-3"), two_state) is False and
+      sweep_stages.needed(two, two_points, next(p for p in two_points if p["name"] == "seed=3,lr=1e-3"), two_state) is True)
+finished("seed=1,lr=3e-3", 0.0)  # replicates' scores would move the choice to 1e-3 if it read them
+finished("seed=2,lr=3e-3", 0.0)
+check("a replicate's score does not move its cell's choice (the choice reads the selection seeds only)",
+      proto.cell_choice(two, [sweep_stages.row_of(p, two_state) for p in two_points], ("t",)) == "3e-3")

@@ -1,6 +1,7 @@
 /* The synthetic task generators (train/tasks/synth.c): each output against the task's definition
  * recomputed here from the drawn input, word counts, the ignored labels on the input, and
  * determinism for a seed. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,11 +39,18 @@ int main(void) {
     int x[512], y[512], m;
     char text[8192];
     for (int task = 0; task < SYNTH_NUM_TASKS; task++) {
-        int good_count = 1, good_output = 1;
+        int good_count = 1, good_output = 1, distance = synth_task_has_distance(task) ? 5 : 0;
         rng_seed(&rng, 7);
-        for (int n = synth_min_length(task); n <= 30; n++) {
-            synth_generate(task, n, &rng, &ex);
+        for (int n = synth_min_length(task, distance); n <= 30; n++) {
+            synth_generate(task, n, distance, &rng, &ex);
             good_count &= ex.count == synth_words(task, n);
+            if (task == SYNTH_LOOKUP) { /* word i labelled word i - D from i = D on, single letters */
+                for (int i = 0; i < ex.count; i++)
+                    good_output &= strlen(ex.word[i]) == 1 && ex.word[i][0] >= 'a' &&
+                                   ex.word[i][0] < 'a' + SYNTH_LOOKUP_SYMBOLS &&
+                                   !strcmp(ex.label[i], i < distance ? SYNTH_IGNORED : ex.word[i - distance]);
+                continue;
+            }
             if (task == SYNTH_MQAR) { /* each query's label is the value after its key's first mention */
                 for (int q = 2 * n; q < 3 * n; q++) {
                     int found = 0;
@@ -99,7 +107,7 @@ int main(void) {
     }
     /* known small examples, drawn with seed 1 */
     rng_seed(&rng, 1);
-    synth_generate(SYNTH_REVERSE, 3, &rng, &ex);
+    synth_generate(SYNTH_REVERSE, 3, 0, &rng, &ex);
     int a = atoi(ex.word[0]), b = atoi(ex.word[1]), c = atoi(ex.word[2]);
     char want[256];
     snprintf(want, sizeof want, "%d/_ %d/_ %d/_ ?/%d ?/%d ?/%d", a, b, c, c, b, a);
@@ -109,32 +117,46 @@ int main(void) {
     rng_seed(&rng, 3);
     int found = 0;
     for (int i = 0; i < 200 && !found; i++) { /* find a draw of a = 11 (3), b = 1 and check 100 (4) */
-        synth_generate(SYNTH_BINARY_ADDITION, 4, &rng, &fixed);
+        synth_generate(SYNTH_BINARY_ADDITION, 4, 0, &rng, &fixed);
         render(&fixed, text, sizeof text);
         found = !strcmp(text, "1/_ 1/_ +/_ 1/_ ?/0 ?/0 ?/1");
     }
     CHECK(&t, found, "binary_addition of length 4 draws 11 + 1 = 001 (little-endian 3 + 1 = 4)");
     rng_seed(&rng, 5);
-    synth_generate(SYNTH_SORT, 4, &rng, &fixed);
+    synth_generate(SYNTH_SORT, 4, 0, &rng, &fixed);
     render(&fixed, text, sizeof text);
     CHECK(&t, strlen(text) > 0 && fixed.count == 8 && !strcmp(fixed.word[4], "?"), "sort of length 4: %s", text);
-    synth_generate(SYNTH_MQAR, 2, &rng, &fixed);
+    synth_generate(SYNTH_MQAR, 2, 0, &rng, &fixed);
     render(&fixed, text, sizeof text);
     CHECK(&t, fixed.count == 6 && fixed.word[0][0] == 'k' && fixed.word[1][0] == 'v' && fixed.label[4][0] == 'v',
           "mqar of 2 pairs: %s", text);
     /* determinism */
     char first[8192];
     rng_seed(&rng, 11);
-    synth_generate(SYNTH_MQAR, 20, &rng, &ex);
+    synth_generate(SYNTH_MQAR, 20, 0, &rng, &ex);
     render(&ex, first, sizeof first);
     rng_seed(&rng, 11);
-    synth_generate(SYNTH_MQAR, 20, &rng, &ex);
+    synth_generate(SYNTH_MQAR, 20, 0, &rng, &ex);
     render(&ex, text, sizeof text);
     CHECK(&t, !strcmp(first, text), "the same seed draws the same example");
     rng_seed(&rng, 12);
-    synth_generate(SYNTH_MQAR, 20, &rng, &ex);
+    synth_generate(SYNTH_MQAR, 20, 0, &rng, &ex);
     render(&ex, text, sizeof text);
     CHECK(&t, strcmp(first, text) != 0, "another seed draws another example");
+    /* lookup: the labels are the words D back, uniform over the letters (each letter's share of
+     * 20000 draws within 5 standard deviations of 1/16) */
+    long letters[SYNTH_LOOKUP_SYMBOLS] = {0}, drawn = 0;
+    rng_seed(&rng, 13);
+    for (int i = 0; i < 500; i++) {
+        synth_generate(SYNTH_LOOKUP, 48, 8, &rng, &ex);
+        for (int w = 8; w < ex.count; w++, drawn++)
+            letters[ex.label[w][0] - 'a']++;
+    }
+    int uniform = 1;
+    double share = 1.0 / SYNTH_LOOKUP_SYMBOLS, sd = sqrt(share * (1 - share) / (double)drawn);
+    for (int c = 0; c < SYNTH_LOOKUP_SYMBOLS; c++)
+        uniform &= fabs((double)letters[c] / (double)drawn - share) < 5 * sd;
+    CHECK(&t, uniform && drawn == 500 * 40, "lookup at D = 8: %ld labels, every letter near 1/16", drawn);
     synth_example_free(&ex);
     synth_example_free(&fixed);
     return tally_exit(&t);
