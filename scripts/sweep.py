@@ -418,7 +418,11 @@ def main():
         print(f"sweep: {time.time() - start:.0f} s", flush=True)
         if runner.stopping:
             return 130
-    for path in sweep_report.write_report(spec, points, relevant):
+    try:
+        written = sweep_report.write_report(spec, points, relevant)
+    except SweepError as e:
+        sys.exit(f"sweep.py: error: the report: {e}")
+    for path in written:
         print(f"wrote {path}")
     return 1 if errors else 0
 
