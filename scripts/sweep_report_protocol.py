@@ -156,9 +156,14 @@ def choose_learning_rates(spec, rows):
 
 
 def chosen_rows(spec, rows, choice):
+    """The runs the statistics are over: each cell's runs at its chosen rate, and with two stages
+    ([protocol] select_seeds) only the replicate seeds': the selection seeds' runs chose the rate,
+    so their test scores are not independent of the choice (a winner's curse) and are left out."""
     select = protocol(spec)["select"]
+    selecting = {id(r) for r in selection_rows(spec, rows)} if protocol(spec).get("select_seeds") else set()
     return [r for r in rows if choice.get(cell_of(spec, r), (None,))[0] is not None and
-            (r["settings"].get(select, "") if select else "") == choice[cell_of(spec, r)][0]]
+            (r["settings"].get(select, "") if select else "") == choice[cell_of(spec, r)][0] and
+            id(r) not in selecting]
 
 
 # ---- per cell -----------------------------------------------------------------------------------
@@ -403,7 +408,8 @@ def header_lines(spec, rows):
     if p.get("select_seeds"):
         lines += [f"**Two stages.** The choice reads the seeds {' '.join(p['select_seeds'])} at every rate; the "
                   "other seeds ran at their cell's chosen rate only (the other rates' points are not needed and "
-                  "not run), so every cell's test statistics hold all its seeds at one rate.", ""]
+                  "not run). Every statistic below is over those other seeds alone: the selection seeds' runs "
+                  "made the choice, so their test scores would carry its winner's curse.", ""]
     if any("test" not in t for t in done):
         lines += [f"**Note:** {sum('test' not in t for t in done)} finished runs have no test record: their "
                   "dev file, on which the rate was also chosen, stands in for the test file.", ""]

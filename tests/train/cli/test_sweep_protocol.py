@@ -357,3 +357,9 @@ finished("seed=1,lr=3e-3", 0.0)  # replicates' scores would move the choice to 1
 finished("seed=2,lr=3e-3", 0.0)
 check("a replicate's score does not move its cell's choice (the choice reads the selection seeds only)",
       proto.cell_choice(two, [sweep_stages.row_of(p, two_state) for p in two_points], ("t",)) == "3e-3")
+
+two_rows = [sweep_stages.row_of(p, two_state) for p in two_points]
+two_choice = proto.choose_learning_rates(two, two_rows)
+picked = sorted(r["settings"]["model.seed"] for r in proto.chosen_rows(two, two_rows, two_choice))
+check("two stages: the statistics are over the replicate seeds at the chosen rate only (not the selection seeds)",
+      picked == ["1", "2"], picked)
