@@ -41,7 +41,8 @@ def mean_tokens(realpos, args, folder, name):
 
 def calibrate(realpos, base, point, train_sample, folder, threads):
     """Training tokens per second of the point's model on the sample (CALIBRATION_STEPS steps)."""
-    run_dir = os.path.join(folder, "run")
+    run_dir = tempfile.mkdtemp(prefix="run.", dir=folder)
+    os.rmdir(run_dir)  # realpos creates it: a fresh run per calibration
     sets = dict(point["overrides"], **{
         "task.train_file": train_sample, "task.dev_file": "", "task.test_file": "", "task.stop_accuracy": "0",
         "task.max_steps": str(CALIBRATION_STEPS), "task.epochs": "1000", "train.run_dir": run_dir,

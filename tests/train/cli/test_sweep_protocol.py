@@ -363,3 +363,13 @@ two_choice = proto.choose_learning_rates(two, two_rows)
 picked = sorted(r["settings"]["model.seed"] for r in proto.chosen_rows(two, two_rows, two_choice))
 check("two stages: the statistics are over the replicate seeds at the chosen rate only (not the selection seeds)",
       picked == ["1", "2"], picked)
+
+# ---- the predicted cost (scripts/sweep_cost.py): the bound of one point, worked by hand ----------
+import sweep_cost  # noqa: E402
+cost_point = {"cfg": {"task.max_steps": "3000", "task.batch_size": "8", "task.eval_every": "250"}}
+# 3000 x 8 x 30 = 720000 training tokens; 3000 / 250 + 1 = 13 evaluations x 9000 + a test of 6000
+# = 123000 scored tokens, a third of a training token each: 41000; (720000 + 41000) / 10000 = 76.1 s
+bound = sweep_cost.point_bound(cost_point, {"train": 30, "dev": 9000, "test": 6000}, 10000.0, 2.0)
+check("the cost bound of a point: start-up + (steps x batch x tokens + evaluations / 3) / rate (78.1 s by hand)",
+      abs(bound - 78.1) < 1e-9, bound)
+check("a cost is printed as h:mm:ss", sweep_cost.hms(3725.4) == "1:02:05", sweep_cost.hms(3725.4))

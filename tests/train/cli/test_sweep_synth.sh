@@ -49,6 +49,10 @@ INI
 sweep suite.ini --list > list.txt 2>&1
 check "8 points: 2 tasks x 2 seeds x 2 k" grep -qx '8 points' list.txt
 check "points are named by their task" grep -q 'task=mqar,seed=1,relative_k=2' list.txt
+check "--list predicts the cost on this machine: a calibrated rate per task and the sweep's bound" \
+  grep -qE "^cost: 8 points at most [0-9]+:[0-9]{2}:[0-9]{2} of [0-9]+-thread processes" list.txt
+check "... a rate per task, from its own calibration run" test "$(grep -cE '^cost: (reverse|mqar): [0-9,]+ training tokens/s' list.txt)" = 2
+check "... and --list wrote no point's run directory" test ! -e out/task=mqar,seed=1,relative_k=2
 sweep suite.ini --jobs 2 > sweep.log 2>&1
 check "the sweep runs every point" grep -q "sweep: 8 points, 0 already done; running 8" sweep.log
 check "each finished point reports the run's progress and the time the rest takes at its rate" \
