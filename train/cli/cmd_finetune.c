@@ -46,7 +46,8 @@ int cmd_finetune(int argc, char **argv) {
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task_from_scratch(task) ? "" : task->init_checkpoint,
                                                      "key 'task.init_checkpoint'"},
-                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"}}, 4, verbose};
+                       {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"},
+                       {fresh ? r.cfg.data.vocab : "", "key 'data.vocab'"}}, 5, verbose};
     char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
     const char *init_origin = config_key_origin(&config_schema, &r.cfg,
                                                 config_key_index(&config_schema, "task", "init_checkpoint"));
@@ -78,12 +79,6 @@ int cmd_finetune(int argc, char **argv) {
                                                             run.resume != NULL, table_out);
     if (!run.resume && !fresh)
         checkpoint_file_close(&init_file);
-    if (fresh && !r.cfg.data.vocab[0] && dist_is_root(&dist)) { /* the vocabulary built from the training file */
-        char vocab_path[CONFIG_PATH_MAX + 16];
-        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", run.dir.path);
-        write_file(vocab_path, r.vocab_text, strlen(r.vocab_text));
-        rp_log("the vocabulary built from %s: %s", task->train_file, vocab_path);
-    }
     RP_CHECK(!table_out || fclose(table_out) == 0, "out of memory writing the parameter table");
     if (run.resume)
         config_report_job(&r.cfg);
@@ -105,8 +100,14 @@ int cmd_finetune(int argc, char **argv) {
         long steps = finetune_steps(&r.cfg, train_data.features.count, &warmup, NULL);
         LaunchFacts facts = {data, steps, warmup, task->batch_size, task->lr, "linear", table ? parameters : NULL};
         launch_report(stderr, &r.cfg, "fine-tuning", &facts, config_ini, verbose);
-        if (table)
+        if (table) /* the data read: the run is accepted, its directory gets its first files */
             launch_write_parameters(stderr, run.dir.path, table, verbose);
+        if (fresh && !r.cfg.data.vocab[0]) { /* the vocabulary built from the training file */
+            char vocab_path[CONFIG_PATH_MAX + 16];
+            snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", run.dir.path);
+            write_file(vocab_path, r.vocab_text, strlen(r.vocab_text));
+            rp_log("the vocabulary built from %s: %s", task->train_file, vocab_path);
+        }
     }
     free(table);
     task_runner_buffers(&r);
