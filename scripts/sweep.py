@@ -68,7 +68,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import sweep_report
 import sweep_synth
-from sweep_spec import SweepError, check_finetune_config, expand, parse_sweep, relevant
+from sweep_spec import SweepError, check_finetune_config, expand, load_point_state, parse_sweep, relevant
 
 STATE_FILE = "sweep-point.json"
 
@@ -76,18 +76,24 @@ STATE_FILE = "sweep-point.json"
 # ---- per-point state -------------------------------------------------------------------------
 
 def load_state(run_dir):
-    path = os.path.join(run_dir, STATE_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    """The point's state, None without one; SweepError naming the file if it is empty or corrupt."""
+    return load_point_state(run_dir, STATE_FILE)
 
 
 def save_state(run_dir, state):
+    """Written to a temporary file, flushed to the disk, renamed over the old state, and the rename
+    flushed too: a crash or power loss leaves the old state or the new, never an empty file."""
     path = os.path.join(run_dir, STATE_FILE)
     with open(path + ".tmp", "w") as f:
         json.dump(state, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
+    directory = os.open(run_dir, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def final_checkpoint(point):
@@ -308,7 +314,7 @@ class Runner:
                 for future in done:
                     try:
                         error = future.result()
-                    except OSError as e:  # e.g. a full disk: report it, let the other points go on
+                    except (OSError, SweepError) as e:  # e.g. a full disk: report it, let the other points go on
                         error = f"{e}"
                     if error:
                         print(f"sweep: error: {error}", flush=True)
@@ -335,6 +341,13 @@ def progress_line(finished, total, elapsed):
 
 
 def main():
+    try:
+        return sweep_main()
+    except SweepError as e:  # e.g. a point's state file found corrupt by --list, a run or --report
+        sys.exit(f"sweep.py: error: {e}")
+
+
+def sweep_main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep")
     ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
@@ -362,7 +375,10 @@ def main():
         return 0
     errors = []
     if not args.report:
-        os.makedirs(spec["out"], exist_ok=True)
+        try:
+            os.makedirs(spec["out"], exist_ok=True)
+        except OSError as e:
+            raise SweepError(f"{args.sweep}: [sweep] out = {spec['out']}: cannot create it ({e.strerror})")
         lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
