@@ -41,6 +41,20 @@ int cmd_finetune(int argc, char **argv) {
              "nothing", config_path);
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing", config_path);
     int fresh = task_from_scratch(task) && !resume; /* a new model: no checkpoint to start from */
+    char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
+    const char *init_origin = config_key_origin(&config_schema, &r.cfg,
+                                                config_key_index(&config_schema, "task", "init_checkpoint"));
+    snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
+    CheckpointFile init;
+    if (!fresh && !resume) {
+        checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
+        if (task->type == TASK_TAGGING && !task->tag_labels[0] && init.heads.num_labels &&
+            init.cfg.task.type == TASK_TAGGING) { /* its classifier's rows, in their order */
+            snprintf(r.cfg.task.tag_labels, sizeof r.cfg.task.tag_labels, "%s", init.cfg.task.tag_labels);
+            rp_log("task.tag_labels: the labels of %s's classifier, in its order: %s", task->init_checkpoint,
+                   task->tag_labels);
+        }
+    }
     if (fresh || task->type == TASK_TAGGING)
         tagging_prepare(&r, fresh); /* the label set, the training lengths, a fresh model's vocabulary */
     RunStart start = {"fine-tuning", resume, overwrite,
@@ -48,16 +62,11 @@ int cmd_finetune(int argc, char **argv) {
                                                      "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"},
                        {fresh ? r.cfg.data.vocab : "", "key 'data.vocab'"}}, 5, verbose};
-    char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
-    const char *init_origin = config_key_origin(&config_schema, &r.cfg,
-                                                config_key_index(&config_schema, "task", "init_checkpoint"));
-    snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
     if (fresh) {
         config_report_job(&r.cfg);
     } else if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
                       configuration as the init checkpoint's model makes it (a resume checks its own below) */
-        CheckpointFile init;
-        checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
+        task_runner_check_classifier(&r, &init, init_key);
         Config *merged = xmalloc(sizeof *merged);
         *merged = r.cfg;
         config_adopt_model(merged, &init.cfg, task->init_checkpoint);
@@ -86,6 +95,8 @@ int cmd_finetune(int argc, char **argv) {
     char *config_ini = config_to_ini(&r.cfg);
     TaskData train_data, dev_data;
     task_data_load(&train_data, task, &r.layout, r.tok, r.L, task->train_file, 1);
+    RP_CHECK(train_data.features.count > 0, "%s (key 'task.train_file'): no example left to train on: every one was "
+             "refused (the messages above say why)", task->train_file);
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
     if (dist_is_root(&dist)) {

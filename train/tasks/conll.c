@@ -39,6 +39,13 @@ static int conll_walk(const char *path, const ConllVisitor *v) {
     size_t len;
     char *text = read_file(path, &len, "tagging data");
     char *s = text, *word = NULL, *label = NULL;
+    const char *nul = memchr(text, '\0', len); /* would end the text early: the rest unread */
+    if (nul) {
+        int line = 1;
+        for (const char *c = text; c < nul; c++)
+            line += *c == '\n';
+        RP_FATAL("%s:%d: expected text, got a NUL byte (a binary or UTF-16 file?)", path, line);
+    }
     if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
         s += 3;
     int examples = 0, words_in_example = 0, line_no = 0;
