@@ -351,6 +351,8 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
             char id[16];
             snprintf(id, sizeof id, "%d", i);
             const char *name = hc.num_labels ? hc.labels[i] : id;
+            RP_CHECK(!strchr(name, ';'), "%s: key 'id2label': label \"%s\" contains ';', an INI comment character, which the INI key task.labels "
+                     "cannot hold (a comment): rename it in config.json", path, name);
             RP_CHECK(strlen(task->labels) + strlen(name) + 2 < sizeof task->labels, "%s: id2label too long", path);
             strcat(strcat(task->labels, i ? " " : ""), name);
         }
