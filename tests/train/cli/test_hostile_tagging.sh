@@ -77,8 +77,9 @@ $T "$RP" import-hf hf --out back.h5 > /dev/null 2>&1
 $T "$RP" predict tag.ini --checkpoint back.h5 --input punct.txt --out back.tsv > /dev/null 2>&1
 check "import-hf of those labels, then predict: the same predictions" cmp -s back.tsv punct.tsv
 printf 'a X\nb Y\n\n' > xy.txt
-expect_ok "a label set given as %XX is decoded (task.tag_labels = %3A Y X: ':' is a label)" "3 labels" \
-  ft --set task.train_file="$tmp/xy.txt" --set "task.tag_labels=%3A Y X" --set train.run_dir="$tmp/given"
+printf 'a :\nb X\n\n' > colon.txt
+expect_ok "a label set given as %XX is decoded (task.tag_labels = %3A X: the labels ':' and 'X')" "fine-tuned checkpoint" \
+  ft --set task.train_file="$tmp/colon.txt" --set "task.tag_labels=%3A X" --set train.run_dir="$tmp/given"
 
 # ---- a built vocabulary is normalised as its tokenizer normalises -------------------------------------
 printf 'Café X\nnaïve Y\nrésumé X\nÉcole Y\nüber X\ndon'"'"'t Y\n\n' > accents.txt
@@ -101,7 +102,7 @@ expect_error "--set data.vocab is still refused when fine-tuning from a checkpoi
   "key 'data.vocab' would have no effect: fine-tuning reads it only when task.init_checkpoint = none" \
   ft --set task.train_file="$tmp/accents.txt" --set train.run_dir="$tmp/v3" --set task.init_checkpoint="$tmp/v1/model.h5" \
   --set data.vocab="$tmp/lower/vocab.txt"
-expect_error "a data.vocab inside the run directory a fresh run owns is refused" "key 'data.vocab'" \
+expect_error "a data.vocab inside the run directory a fresh run owns is refused" "key 'data.vocab' $tmp/lower/vocab.txt lies inside train.run_dir" \
   ft --set task.train_file="$tmp/accents.txt" --set train.run_dir="$tmp/lower" --set data.vocab="$tmp/lower/vocab.txt" --overwrite
 
 # ---- a refused start writes nothing; the corrected command then runs ----------------------------------
