@@ -377,15 +377,19 @@ def sweep_main():
     if not args.report:
         try:
             os.makedirs(spec["out"], exist_ok=True)
+            lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
         except OSError as e:
-            raise SweepError(f"{args.sweep}: [sweep] out = {spec['out']}: cannot create it ({e.strerror})")
-        lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
+            raise SweepError(f"{args.sweep}: [sweep] out = {spec['out']}: cannot create it or write in it "
+                             f"({e.strerror})")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             sys.exit(f"sweep.py: error: another sweep is running in {spec['out']}")
         if spec.get("synth"):
-            failures = sweep_synth.make_data(spec, args.realpos)
+            try:
+                failures = sweep_synth.make_data(spec, args.realpos)
+            except OSError as e:  # e.g. OUT/data a file, a full disk
+                raise SweepError(f"{args.sweep}: [synth]: writing the data in {spec['out']}/data: {e}")
             if failures:
                 sys.exit(f"sweep.py: error: {failures[0]}")
         runner = Runner(spec, args.realpos, args.jobs, max(1, args.cores // args.jobs))

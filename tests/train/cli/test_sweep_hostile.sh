@@ -59,6 +59,9 @@ INI
 touch afile; sed 's/^out = out$/out = afile/' suite.ini > file.ini
 refused "out naming a regular file: named, for a run" "file.ini: [sweep] out = afile: expected a directory" sweep file.ini
 refused "... and for --list" "file.ini: [sweep] out = afile: expected a directory" sweep file.ini --list
+mkdir -p dataf/out && touch dataf/out/data && sed 's/^base = base.ini$/base = ..\/base.ini/' suite.ini > dataf/suite.ini
+(cd dataf && refused "OUT/data a file: named" "suite.ini: [synth]: writing the data in out/data: [Errno 17] File exists: 'out/data'" \
+  sweep suite.ini)
 { printf '; r\xe9sum\xe9 of the suite\n'; cat suite.ini; } > latin1.ini
 refused "a Latin-1 comment: named with its line" "latin1.ini:1: expected UTF-8 text, got the byte 0xE9" sweep latin1.ini --list
 refused "... also by sweep_report.py" "latin1.ini:1: expected UTF-8 text" "$PY" "$root/scripts/sweep_report.py" latin1.ini --realpos "$root/realpos"
