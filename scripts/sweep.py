@@ -40,7 +40,9 @@ With average_last = N, `realpos average --last N` writes OUT/NAME/average-last-N
 point's N newest checkpoints (train.keep_last must be at least N) and the held-out evaluations
 (at data.max_seq_len and every eval_seq_lens length) run on it too, so the report can set the
 averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.json says done
-(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
+(with every stage the sweep asks for) is skipped (the file is written to a temporary file, fsynced
+and renamed; an empty or corrupt one is an error naming it: delete it and the point's stages are
+redone from its run directory); a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each.
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key

@@ -9,7 +9,10 @@
     seed = 1                            ; training files use it, test files seed + 1000
 
 The data is written once per task into OUT/data/TASK-{train,test}.txt by `realpos synth` (a file
-is a function of its arguments, so a rerun reuses it). A point is `realpos finetune BASE` (a
+is a function of its arguments, so a rerun reuses it), and the arguments of each file are recorded
+in OUT/data/synth-record.json. A rerun whose [synth] settings ask for other files writes them again
+while no point has started in OUT, and is refused once one has (its results came from the old
+data); a file without a record (an older sweep.py) is written again beside itself and compared. A point is `realpos finetune BASE` (a
 tagging config with task.init_checkpoint = none) with task.train_file and task.dev_file set to its
 task's files: its final dev evaluation is the test scoring, per length in words, within and beyond
 the training lengths (the task_eval record of RUN_DIR/metrics.jsonl), kept in the point's state as
