@@ -228,11 +228,11 @@ void config_use_comment(const ConfigSchema *schema, const void *values, int k, c
         char jobs[128], others[128];
         job_list(schema, use->jobs, jobs, sizeof jobs);
         job_list(schema, ~use->jobs, others, sizeof others);
-        used += (size_t)snprintf(out, size, "; %s only", jobs);
         if (use->others_when && others[0])
-            used += (size_t)snprintf(out + used, used < size ? size - used : 0, " (%s when %s)", others,
-                                     use->others_when);
-        else if (use->instead && others[0])
+            used += (size_t)snprintf(out, size, "; %s, and %s when %s", jobs, others, use->others_when);
+        else
+            used += (size_t)snprintf(out, size, "; %s only", jobs);
+        if (use->instead && others[0] && !use->others_when)
             used += (size_t)snprintf(out + used, used < size ? size - used : 0, " (%s reads %s)", others,
                                      use->instead);
     }
