@@ -173,6 +173,7 @@ int cmd_predict(int argc, char **argv) {
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     adopt_task(&r, &c.cfg, ckpt);
+    task_runner_check_classifier(&r, &c, "--checkpoint"); /* a --set label set must keep the rows' meaning */
     r.cfg.model = c.cfg.model; /* the checkpoint defines the model */
     r.cfg.data = c.cfg.data;
     ModelHeads heads = c.heads, want = task_runner_heads(&r);

@@ -83,16 +83,16 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
     return moved;
 }
 
-/* What a classifier's rows mean: row i is label i of the task it was trained for. */
+/* What a classifier's rows mean: row i is label i of the task type it was trained for. */
 static void classifier_meaning(const TaskConfig *task, char *out, size_t size) {
-    if (task->glue_task != GLUE_NONE)
-        snprintf(out, size, "task.glue_task = %s", glue_task_name(task->glue_task));
-    else if (task->type == TASK_TAGGING)
-        snprintf(out, size, "task.type = tagging, task.tag_labels = %s", task->tag_labels);
-    else if (task->type == TASK_CLASSIFICATION)
-        snprintf(out, size, "task.type = classification, task.labels = %s", task->labels);
-    else
-        snprintf(out, size, "task.type = %s", task_kind_name(task->type));
+    if (task->type == TASK_TAGGING) {
+        snprintf(out, size, "tagging with labels %s", task->tag_labels);
+        return;
+    }
+    GlueLayout layout = glue_layout(task); /* a GLUE preset's labels, or task.labels */
+    size_t used = (size_t)snprintf(out, size, "%s", task_kind_name(layout.type));
+    for (int i = 0; layout.type == TASK_CLASSIFICATION && i < layout.num_labels && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : " with labels ", layout.label_names[i]);
 }
 
 void task_runner_check_classifier(const TaskRunner *r, const CheckpointFile *from, const char *what) {

@@ -133,7 +133,7 @@ check "... and writes nothing" test ! -e "$tmp/avg.h5"
 ft --set task.train_file="$tmp/xy.txt" --set train.run_dir="$tmp/xy2" --set task.seed=7 > /dev/null 2>&1
 expect_ok "control: two models of the same labels average" "wrote" $T "$RP" average "$tmp/xy/model.h5" "$tmp/xy2/model.h5" --out "$tmp/avg3.h5"
 expect_error "fine-tuning a tagging checkpoint for the same labels in another order is refused, naming both" \
-  "its classifier was trained for task.type = tagging, task.tag_labels = X Y, this run is task.type = tagging, task.tag_labels = Y X" \
+  "its classifier was trained for tagging with labels X Y, this run is tagging with labels Y X" \
   ft --set task.train_file="$tmp/xy.txt" --set train.run_dir="$tmp/t1" --set task.init_checkpoint="$tmp/xy/model.h5" \
   --set "task.tag_labels=Y X"
 check "... before its run directory exists" test ! -e "$tmp/t1"
@@ -141,3 +141,7 @@ expect_ok "without task.tag_labels, a tagging checkpoint's labels are taken in i
   "task.tag_labels: the labels of $tmp/yx/model.h5's classifier, in its order: Y X" \
   ft --set task.train_file="$tmp/xy.txt" --set train.run_dir="$tmp/t2" --set task.init_checkpoint="$tmp/yx/model.h5"
 check "... and recorded so" grep -qx 'tag_labels = Y X' "$tmp/t2/config.ini"
+expect_error "predict with --set task.tag_labels reordering the checkpoint's labels is refused too" \
+  "xy/model.h5 (--checkpoint): its classifier was trained for tagging with labels X Y, this run is tagging with labels Y X" \
+  $T "$RP" predict tag.ini --checkpoint "$tmp/xy/model.h5" --input xy.txt --out "$tmp/xy.tsv" --set "task.tag_labels=Y X"
+check "... and writes nothing" test ! -e "$tmp/xy.tsv"
