@@ -40,9 +40,12 @@ With average_last = N, `realpos average --last N` writes OUT/NAME/average-last-N
 point's N newest checkpoints (train.keep_last must be at least N) and the held-out evaluations
 (at data.max_seq_len and every eval_seq_lens length) run on it too, so the report can set the
 averaged checkpoint against the final one. A point whose OUT/NAME/sweep-point.json says done
-(with every stage the sweep asks for) is skipped; a killed point resumes from OUT/NAME/latest. --jobs J runs J points at once with max(1, cores // J) threads each. Points run seed by
-seed (every setting at the grid's first seed, then at its second, ...), so that a sweep stopped
-part-way holds whole replicates of every cell.
+(with every stage the sweep asks for) is skipped (the file is written to a temporary file, fsynced
+and renamed; an empty or corrupt one is an error naming it: delete it and the point's stages are
+redone from its run directory); a killed point resumes from OUT/NAME/latest. --jobs J runs J
+points at once with max(1, cores // J) threads each. Points run seed by seed (every setting at the
+grid's first seed, then at its second, ...), so that a sweep stopped part-way holds whole
+replicates of every cell.
 
 Before anything runs, every point's config is validated by `realpos config` (unknown keys, bad
 values), and it is an error if two points are the same run (also when they differ only in a key
@@ -72,7 +75,7 @@ import sweep_cost
 import sweep_report
 import sweep_stages
 import sweep_synth
-from sweep_spec import SweepError, check_finetune_config, expand, parse_sweep, relevant
+from sweep_spec import SweepError, check_finetune_config, expand, load_point_state, parse_sweep, relevant
 
 STATE_FILE = "sweep-point.json"
 
@@ -80,18 +83,24 @@ STATE_FILE = "sweep-point.json"
 # ---- per-point state -------------------------------------------------------------------------
 
 def load_state(run_dir):
-    path = os.path.join(run_dir, STATE_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    """The point's state, None without one; SweepError naming the file if it is empty or corrupt."""
+    return load_point_state(run_dir, STATE_FILE)
 
 
 def save_state(run_dir, state):
+    """Written to a temporary file, flushed to the disk, renamed over the old state, and the rename
+    flushed too: a crash or power loss leaves the old state or the new, never an empty file."""
     path = os.path.join(run_dir, STATE_FILE)
     with open(path + ".tmp", "w") as f:
         json.dump(state, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
+    directory = os.open(run_dir, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def final_checkpoint(point):
@@ -327,7 +336,7 @@ class Runner:
                     point = pending.pop(future)
                     try:
                         error = future.result()
-                    except OSError as e:  # e.g. a full disk: report it, let the other points go on
+                    except (OSError, SweepError) as e:  # e.g. a full disk: report it, let the other points go on
                         error = f"{e}"
                     if error:
                         print(f"sweep: error: {error}", flush=True)
@@ -365,6 +374,13 @@ def progress_line(finished, total, elapsed):
 
 
 def main():
+    try:
+        return sweep_main()
+    except SweepError as e:  # e.g. a point's state file found corrupt by --list, a run or --report
+        sys.exit(f"sweep.py: error: {e}")
+
+
+def sweep_main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep")
     ap.add_argument("--jobs", type=int, default=1, help="points run at once (default 1)")
@@ -400,14 +416,21 @@ def main():
         return 0
     errors = []
     if not args.report:
-        os.makedirs(spec["out"], exist_ok=True)
-        lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
+        try:
+            os.makedirs(spec["out"], exist_ok=True)
+            lock = open(os.path.join(spec["out"], ".sweep.lock"), "w")
+        except OSError as e:
+            raise SweepError(f"{args.sweep}: [sweep] out = {spec['out']}: cannot create it or write in it "
+                             f"({e.strerror})")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             sys.exit(f"sweep.py: error: another sweep is running in {spec['out']}")
         if spec.get("synth"):
-            failures = sweep_synth.make_data(spec, args.realpos)
+            try:
+                failures = sweep_synth.make_data(spec, args.realpos)
+            except OSError as e:  # e.g. OUT/data a file, a full disk
+                raise SweepError(f"{args.sweep}: [synth]: writing the data in {spec['out']}/data: {e}")
             if failures:
                 sys.exit(f"sweep.py: error: {failures[0]}")
         runner = Runner(spec, args.realpos, args.jobs, max(1, args.cores // args.jobs))

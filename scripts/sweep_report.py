@@ -61,11 +61,8 @@ def point_row(spec, point, relevant):
     row = {"name": point["name"]}
     for key, value in point["settings"].items():
         row[key] = value if relevant(key, point["cfg"]) else NOT_APPLICABLE
-    state = {}
-    path = os.path.join(point["dir"], "sweep-point.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            state = json.load(f)
+    from sweep_spec import load_point_state  # SweepError, naming the file, if it is corrupt
+    state = load_point_state(point["dir"]) or {}
     stages = state.get("stages", {})
     train, evals = read_metrics(point["dir"])
     max_steps = int(point["cfg"]["train.max_steps"])

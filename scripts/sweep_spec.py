@@ -3,6 +3,7 @@
 into validated points, each with its effective config as `realpos config` prints it.
 Used by sweep.py (to run the points) and sweep_report.py (to report them)."""
 import itertools
+import json
 import os
 import re
 import subprocess
@@ -23,10 +24,16 @@ class SweepError(Exception):
 def read_sections(path):
     """{section: [(line_no, text)]} of an INI-like file; ';' and '#' start comments."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise SweepError(f"{path}: cannot read ({e.strerror})")
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise SweepError(f"{path}:{line}: expected UTF-8 text, got the byte "
+                         f"0x{data[e.start]:02X} (a Latin-1 or other 8-bit character?); save the file as UTF-8")
     sections, current = {}, None
     for no, raw in enumerate(lines, 1):
         text = re.split(r"(?:^|\s)[;#]", raw, maxsplit=1)[0].strip()
@@ -48,6 +55,30 @@ def read_sections(path):
     return sections
 
 
+def load_point_state(run_dir, name="sweep-point.json"):
+    """A point's state (sweep.py's OUT/NAME/sweep-point.json: a JSON object with 'stages'), or None
+    without one; SweepError naming the file when it cannot be read or is not such an object (empty or
+    cut short by a crash or power loss, or edited)."""
+    path = os.path.join(run_dir, name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise SweepError(f"{path}: cannot read the point's state ({e.strerror})")
+    try:
+        state = json.loads(data.decode("utf-8"))
+    except ValueError:  # also UnicodeDecodeError
+        state = None
+    if not isinstance(state, dict) or not isinstance(state.get("stages"), dict):
+        what = "empty" if not data.strip() else "not a point state (a JSON object with 'stages')"
+        raise SweepError(f"{path}: {what}: cut short (a crash or power loss?) or edited; delete it and rerun "
+                         "the sweep: the point's runs in its directory are kept and the stages it records are "
+                         "redone from them")
+    return state
+
+
 def raise_sweep_error(message):
     raise SweepError(message)
 
@@ -57,6 +88,17 @@ def key_value(path, no, text):
         raise SweepError(f"{path}:{no}: expected 'key = value', got '{text}'")
     key, value = (s.strip() for s in text.split("=", 1))
     return key, value
+
+
+def unique_keys(path, section, items):
+    """{key: value} of a section's 'key = value' lines; SweepError naming the line of a second one."""
+    out, lines = {}, {}
+    for no, text in items:
+        key, value = key_value(path, no, text)
+        if key in out:
+            raise SweepError(f"{path}:{no}: [{section}] key '{key}' appears twice (first on line {lines[key]})")
+        out[key], lines[key] = value, no
+    return out
 
 
 def check_key(path, no, key):
@@ -91,7 +133,7 @@ def matches(condition, settings):
 def parse_sweep(path):
     s = read_sections(path)
     spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": []}
-    sweep = dict(key_value(path, no, t) for no, t in s.get("sweep", []))
+    sweep = unique_keys(path, "sweep", s.get("sweep", []))
     unknown = sorted(set(sweep) - {"base", "out"})
     if unknown:
         raise SweepError(f"{path}: [sweep] has unknown key '{unknown[0]}'; expected base and out")
@@ -99,6 +141,9 @@ def parse_sweep(path):
         if not sweep.get(required):
             raise SweepError(f"{path}: [sweep] needs '{required} = ...'")
     spec["base"], spec["out"] = sweep["base"], sweep["out"]
+    if os.path.exists(spec["out"]) and not os.path.isdir(spec["out"]):
+        raise SweepError(f"{path}: [sweep] out = {spec['out']}: expected a directory (one run directory per point "
+                         "below it), but it is a file")
     if not os.path.isfile(spec["base"]):
         raise SweepError(f"{path}: [sweep] base = {spec['base']}: no such file")
     for no, text in s.get("set", []):
@@ -141,7 +186,7 @@ def parse_sweep(path):
                 raise SweepError(f"{path}:{no}: derive: '{key}' is already set by [grid] or [set]")
             overrides[key] = value
         spec["derive"].append((no, parse_settings(path, no, cond, spec["grid"], "derive"), overrides))
-    run = dict(key_value(path, no, t) for no, t in s.get("run", []))
+    run = unique_keys(path, "run", s.get("run", []))
     unknown = sorted(set(run) - {"eval_seq_lens", "finetune", "finetune_metric", "finetune_set", "average_last"})
     if unknown:
         raise SweepError(f"{path}: [run] has unknown key '{unknown[0]}'; expected eval_seq_lens, finetune, "

@@ -13,7 +13,10 @@
 A task is a `realpos synth` task name, or NAME:D for a task that takes a distance (lookup:8 is
 `realpos synth lookup --distance 8`). The data is written once per task into
 OUT/data/TASK-{train,val,test}.txt by `realpos synth` (a file is a function of its arguments, so a
-rerun reuses it). A point is `realpos finetune BASE` (a tagging config with task.init_checkpoint =
+rerun reuses it), and the arguments of each file are recorded in OUT/data/synth-record.json. A
+rerun whose [synth] settings ask for other files writes them again while no point has started in
+OUT, and is refused once one has (its results came from the old data); a file without a record (an
+older sweep.py) is written again beside itself and compared. A point is `realpos finetune BASE` (a tagging config with task.init_checkpoint =
 none) with task.train_file set to its task's training file and
   - without val_count: task.dev_file = the test file: its final dev evaluation is the test scoring;
   - with val_count: task.dev_file = the validation file (the evaluations during training, the
@@ -24,6 +27,7 @@ The point's state keeps as stage "tagging" the final dev scores (accuracy, in_ra
 by_length), the dev curve [[step, in-range token accuracy, beyond token accuracy], ...], the test
 scores (`test`, with val_count), learned_step (the first of task.stop_patience dev evaluations in a
 row at task.stop_accuracy or above; None: never, censored at steps_run), steps_run and max_steps."""
+import filecmp
 import json
 import os
 import subprocess
@@ -47,11 +51,15 @@ def parse(path, items, error):
         key, value = (t.strip() for t in text.split("=", 1))
         if key not in KEYS + OPTIONAL_KEYS:
             error(f"{path}:{no}: [synth] has unknown key '{key}'; expected {', '.join(KEYS + OPTIONAL_KEYS)}")
+        if key in synth:
+            error(f"{path}:{no}: [synth] key '{key}' appears twice")
         synth[key] = value
     missing = [k for k in KEYS if k not in synth]
     if missing:
         error(f"{path}: [synth] needs '{missing[0]} = ...'")
     synth["tasks"] = synth["tasks"].split()
+    if not synth["tasks"] or len(set(synth["tasks"])) != len(synth["tasks"]):
+        error(f"{path}: [synth] tasks: expected one or more distinct realpos synth tasks, got '{' '.join(synth['tasks'])}'")
     for task in synth["tasks"]:
         name, colon, distance = task.partition(":")
         if not name or (colon and not (distance.isdigit() and int(distance) >= 1)):
@@ -104,12 +112,79 @@ def make_data(spec, realpos):
     os.makedirs(os.path.join(spec["out"], "data"), exist_ok=True)
     for task in spec["synth"]["tasks"]:
         for path, args in data_commands(spec, task):
-            if os.path.exists(path):
+            if data_is_current(spec, path, args, realpos):
                 continue
             r = subprocess.run([realpos, "synth"] + args + ["--out", path], capture_output=True, text=True)
             if r.returncode != 0:
-                errors.append(f"realpos synth {task}: {r.stderr.strip()}")
+                errors.append(f"{spec['path']}: [synth]: realpos synth {task}: {r.stderr.strip()}")
+            else:
+                record_data(spec, path, args)
     return errors
+
+
+# ---- what wrote the data: OUT/data/RECORD, {file name: `realpos synth` arguments} ----------------
+
+RECORD = "synth-record.json"
+
+
+def read_record(spec):
+    from sweep_spec import SweepError  # sweep_spec imports this module
+    path = os.path.join(spec["out"], "data", RECORD)
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise SweepError(f"{path}: unreadable ({e}); delete it: the data files are then checked against the "
+                         "[synth] settings by writing them again")
+    if not isinstance(record, dict):
+        raise SweepError(f"{path}: expected a JSON object; delete it: the data files are then checked against the "
+                         "[synth] settings by writing them again")
+    return record
+
+
+def record_data(spec, path, args):
+    """Record that `realpos synth ARGS` wrote path (temporary file, fsync, rename)."""
+    record = read_record(spec)
+    record[os.path.basename(path)] = args
+    target = os.path.join(spec["out"], "data", RECORD)
+    with open(target + ".tmp", "w") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(target + ".tmp", target)
+
+
+def data_is_current(spec, path, args, realpos):
+    """True if path holds what `realpos synth ARGS` writes (its record says so; without a record,
+    from an older sweep.py, the file is written again beside it and compared). A file of other
+    settings is deleted (and False returned) while no point has started in OUT; once one has, it ran
+    on that data: SweepError with the choices."""
+    from sweep_spec import SweepError  # sweep_spec imports this module
+    if not os.path.exists(path):
+        return False
+    recorded = read_record(spec).get(os.path.basename(path))
+    if recorded is None:
+        check = path + ".check"
+        r = subprocess.run([realpos, "synth"] + args + ["--out", check], capture_output=True, text=True)
+        same = r.returncode == 0 and filecmp.cmp(check, path, shallow=False)
+        if os.path.exists(check):
+            os.remove(check)
+        if same:
+            record_data(spec, path, args)
+            return True
+    elif recorded == args:
+        return True
+    started = sorted(d for d in os.listdir(spec["out"]) if d != "data" and os.path.isdir(os.path.join(spec["out"], d)))
+    if not started:
+        os.remove(path)
+        return False
+    wrote = f"`realpos synth {' '.join(recorded)}`" if recorded else "other settings (or another realpos)"
+    raise SweepError(f"{path} was written by {wrote}, but {spec['path']}'s [synth] section now asks for `realpos "
+                     f"synth {' '.join(args)}`, and {len(started)} point(s) in {spec['out']} ran on the old data "
+                     f"(e.g. {started[0]}). Restore the [synth] settings, choose another [sweep] out, or delete "
+                     f"{spec['out']} to start afresh")
 
 
 def learned_step(curve, threshold, patience):

@@ -361,3 +361,42 @@ char *config_value_text(const void *values, const KeySpec *key) {
     RP_CHECK(fclose(out) == 0, "out of memory formatting the configuration");
     return text;
 }
+
+/* ---- words of any bytes ------------------------------------------------------------------------ */
+
+size_t config_word_encode(char *out, size_t size, const char *word) {
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)word; *c; c++) {
+        char piece[4] = {(char)*c, 0};
+        if (*c <= 0x20 || *c == 0x7f || strchr("%;#=:", *c))
+            snprintf(piece, sizeof piece, "%%%02X", *c);
+        for (const char *p = piece; *p; p++, used++)
+            if (used + 1 < size)
+                out[used] = *p;
+    }
+    if (size)
+        out[used < size ? used : size - 1] = '\0';
+    return used;
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+void config_word_decode(char *out, const char *word, size_t length) {
+    size_t used = 0;
+    for (size_t i = 0; i < length; i++) {
+        int high = -1, low = -1;
+        if (word[i] == '%' && i + 2 < length) {
+            high = hex_digit(word[i + 1]);
+            low = high >= 0 ? hex_digit(word[i + 2]) : -1;
+        }
+        if (high >= 0 && low >= 0 && 16 * high + low > 0) {
+            out[used++] = (char)(16 * high + low);
+            i += 2;
+        } else {
+            out[used++] = word[i];
+        }
+    }
+    out[used] = '\0';
+}

@@ -54,12 +54,14 @@ typedef struct {
  * each value read as the other key's type (its schema row) and compared as a value of that type
  * (config_values_equal: -0 = 0), as the code compares it; values only, never where a value came
  * from (a stored config.ini must read back to the same keys applying).
- * E.g. {"model.relative_k", 0, "model.relative_position != none", NULL}. */
+ * E.g. {"model.relative_k", 0, "model.relative_position != none", NULL, NULL}. */
 typedef struct {
     const char *key;     /* "section.name" */
     unsigned jobs;       /* bits of ConfigSchema.job_names that read it; 0 = every job */
     const char *when;    /* NULL = always */
     const char *instead; /* NULL, or what the other jobs read instead (e.g. "task.max_steps") */
+    const char *others_when; /* NULL, or a condition under which the other jobs read it too (e.g. a
+                              * model fine-tuned from scratch reads data.vocab: "task.init_checkpoint = none") */
 } KeyUse;
 
 typedef struct {
@@ -129,3 +131,12 @@ void config_print_value(FILE *out, const void *values, const KeySpec *key);
 bool config_values_equal(const KeySpec *key, const void *a, const void *b);
 /* The same as a string (caller frees). */
 char *config_value_text(const void *values, const KeySpec *key);
+
+/* Any byte string as one word of a KEY_WORDS list: '%', ';', '#', '=', ':' and the bytes 0x00-0x20
+ * and 0x7f written as %XX (two upper-case hex digits; what INI text and word lists cannot hold:
+ * comments, key separators, whitespace). Writes at most size - 1 bytes and a NUL into out; returns
+ * the encoded length (>= size: truncated). config_word_decode reverses it: %XX with two hex digits
+ * is the byte XX (but %00), every other byte (a '%' not followed by two hex digits too) stands for itself;
+ * out (size >= length + 1) gets at most length bytes and a NUL. */
+size_t config_word_encode(char *out, size_t size, const char *word);
+void config_word_decode(char *out, const char *word, size_t length);

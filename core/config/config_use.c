@@ -142,11 +142,17 @@ bool config_key_applies(const ConfigSchema *schema, const void *values, int k, b
         *unused_by_job = false;
     if (!use)
         return true;
-    if (use->jobs && job && !(use->jobs & job)) {
+    bool others_read = false;
+    if (use->jobs && job && !(use->jobs & job) && use->others_when)
+        RP_CHECK(eval_condition(schema, values, use->others_when, &others_read, NULL, 0),
+                 "internal: key %s: condition '%s' does not parse", use->key, use->others_when);
+    if (use->jobs && job && !(use->jobs & job) && !others_read) {
         char reader[128], other[128];
         job_list(schema, job, reader, sizeof reader);
         job_list(schema, use->jobs, other, sizeof other);
-        if (use->instead)
+        if (use->others_when)
+            snprintf(why, why_size, "%s reads it only when %s (%s always)", reader, use->others_when, other);
+        else if (use->instead)
             snprintf(why, why_size, "%s does not read it (%s only; %s does the job)", reader, other, use->instead);
         else
             snprintf(why, why_size, "%s does not read it (%s only)", reader, other);
@@ -205,6 +211,10 @@ void config_check_uses(const ConfigSchema *schema) {
                  "more than %d characters", use->key, CONFIG_WHEN_MAX);
         RP_CHECK(!use->when || eval_condition(schema, NULL, use->when, &holds, NULL, 0),
                  "internal: KeyUse row '%s': condition '%s' does not parse", use->key, use->when);
+        RP_CHECK(!use->others_when || (use->jobs && strlen(use->others_when) <= CONFIG_WHEN_MAX &&
+                                       eval_condition(schema, NULL, use->others_when, &holds, NULL, 0)),
+                 "internal: KeyUse row '%s': others_when '%s' does not parse, is too long or has no jobs", use->key,
+                 use->others_when);
     }
 }
 
@@ -218,8 +228,11 @@ void config_use_comment(const ConfigSchema *schema, const void *values, int k, c
         char jobs[128], others[128];
         job_list(schema, use->jobs, jobs, sizeof jobs);
         job_list(schema, ~use->jobs, others, sizeof others);
-        used += (size_t)snprintf(out, size, "; %s only", jobs);
-        if (use->instead && others[0])
+        if (use->others_when && others[0])
+            used += (size_t)snprintf(out, size, "; %s, and %s when %s", jobs, others, use->others_when);
+        else
+            used += (size_t)snprintf(out, size, "; %s only", jobs);
+        if (use->instead && others[0] && !use->others_when)
             used += (size_t)snprintf(out + used, used < size ? size - used : 0, " (%s reads %s)", others,
                                      use->instead);
     }

@@ -41,23 +41,33 @@ int cmd_finetune(int argc, char **argv) {
              "nothing", config_path);
     RP_CHECK(task->train_file[0], "%s: key 'task.train_file': expected a training file, got nothing", config_path);
     int fresh = task_from_scratch(task) && !resume; /* a new model: no checkpoint to start from */
+    char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
+    const char *init_origin = config_key_origin(&config_schema, &r.cfg,
+                                                config_key_index(&config_schema, "task", "init_checkpoint"));
+    snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
+    CheckpointFile init;
+    if (!fresh && !resume) {
+        checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
+        if (task->type == TASK_TAGGING && !task->tag_labels[0] && init.heads.num_labels &&
+            init.cfg.task.type == TASK_TAGGING) { /* its classifier's rows, in their order */
+            snprintf(r.cfg.task.tag_labels, sizeof r.cfg.task.tag_labels, "%s", init.cfg.task.tag_labels);
+            rp_log("task.tag_labels: the labels of %s's classifier, in its order: %s", task->init_checkpoint,
+                   task->tag_labels);
+        }
+    }
     if (fresh || task->type == TASK_TAGGING)
         tagging_prepare(&r, fresh); /* the label set, the training lengths, a fresh model's vocabulary */
     RunStart start = {"fine-tuning", resume, overwrite,
                       {{config_path, "the config"}, {task_from_scratch(task) ? "" : task->init_checkpoint,
                                                      "key 'task.init_checkpoint'"},
                        {task->train_file, "key 'task.train_file'"}, {task->dev_file, "key 'task.dev_file'"},
-                       {task->test_file, "key 'task.test_file'"}}, 5, verbose};
-    char init_key[CONFIG_ORIGIN_MAX + 64]; /* "FILE:LINE: key 'task.init_checkpoint'" in its errors */
-    const char *init_origin = config_key_origin(&config_schema, &r.cfg,
-                                                config_key_index(&config_schema, "task", "init_checkpoint"));
-    snprintf(init_key, sizeof init_key, "%s%skey 'task.init_checkpoint'", init_origin, init_origin[0] ? ": " : "");
+                       {task->test_file, "key 'task.test_file'"}, {fresh ? r.cfg.data.vocab : "", "key 'data.vocab'"}},
+                      6, verbose};
     if (fresh) {
         config_report_job(&r.cfg);
     } else if (!resume) { /* keys that would have no effect are refused before the run directory is claimed, on the
                       configuration as the init checkpoint's model makes it (a resume checks its own below) */
-        CheckpointFile init;
-        checkpoint_file_open_as(&init, task->init_checkpoint, init_key);
+        task_runner_check_classifier(&r, &init, init_key);
         Config *merged = xmalloc(sizeof *merged);
         *merged = r.cfg;
         config_adopt_model(merged, &init.cfg, task->init_checkpoint);
@@ -84,12 +94,6 @@ int cmd_finetune(int argc, char **argv) {
                                                             run.resume != NULL, table_out);
     if (!run.resume && !fresh)
         checkpoint_file_close(&init_file);
-    if (fresh && !r.cfg.data.vocab[0] && dist_is_root(&dist)) { /* the vocabulary built from the training file */
-        char vocab_path[CONFIG_PATH_MAX + 16];
-        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", run.dir.path);
-        write_file(vocab_path, r.vocab_text, strlen(r.vocab_text));
-        rp_log("the vocabulary built from %s: %s", task->train_file, vocab_path);
-    }
     RP_CHECK(!table_out || fclose(table_out) == 0, "out of memory writing the parameter table");
     if (run.resume)
         config_report_job(&r.cfg);
@@ -97,6 +101,8 @@ int cmd_finetune(int argc, char **argv) {
     char *config_ini = config_to_ini(&r.cfg);
     TaskData train_data, dev_data, test_data;
     task_data_load(&train_data, task, &r.layout, r.tok, r.L, task->train_file, 1);
+    RP_CHECK(train_data.features.count > 0, "%s (key 'task.train_file'): no example left to train on: every one was "
+             "refused (the messages above say why)", task->train_file);
     if (task->dev_file[0])
         task_data_load(&dev_data, task, &r.layout, r.tok, r.L, task->dev_file, 0);
     if (task->test_file[0])
@@ -113,8 +119,14 @@ int cmd_finetune(int argc, char **argv) {
         long steps = finetune_steps(&r.cfg, train_data.features.count, &warmup, NULL);
         LaunchFacts facts = {data, steps, warmup, task->batch_size, task->lr, "linear", table ? parameters : NULL};
         launch_report(stderr, &r.cfg, "fine-tuning", &facts, config_ini, verbose);
-        if (table)
+        if (table) /* the data read: the run is accepted, its directory gets its first files */
             launch_write_parameters(stderr, run.dir.path, table, verbose);
+        if (fresh && !r.cfg.data.vocab[0]) { /* the vocabulary built from the training file */
+            char vocab_path[CONFIG_PATH_MAX + 16];
+            snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", run.dir.path);
+            write_file(vocab_path, r.vocab_text, strlen(r.vocab_text));
+            rp_log("the vocabulary built from %s: %s", task->train_file, vocab_path);
+        }
     }
     free(table);
     task_runner_buffers(&r);
@@ -172,6 +184,7 @@ int cmd_predict(int argc, char **argv) {
     CheckpointFile c;
     checkpoint_file_open(&c, ckpt);
     adopt_task(&r, &c.cfg, ckpt);
+    task_runner_check_classifier(&r, &c, "--checkpoint"); /* a --set label set must keep the rows' meaning */
     r.cfg.model = c.cfg.model; /* the checkpoint defines the model */
     r.cfg.data = c.cfg.data;
     ModelHeads heads = c.heads, want = task_runner_heads(&r);

@@ -306,16 +306,31 @@ PeakEstimate peak_estimate_bf16_with(int threads, PeakProbeFn probe, void *probe
     return estimate_with(PRECISION_BF16, "oneDNN", threads, probe, probe_ctx, cache_path);
 }
 
+/* The GFLOP/s the environment variable `name` fixes; 0 when it is unset or empty; fatal unless a
+ * positive finite number. */
+static double fixed_peak(const char *name) {
+    const char *fixed = getenv(name);
+    if (!fixed || !*fixed)
+        return 0;
+    char *end;
+    double gflops = strtod(fixed, &end);
+    RP_CHECK(!*end && gflops > 0 && isfinite(gflops), "%s: expected a positive number of GFLOP/s, got '%s'", name,
+             fixed);
+    return gflops;
+}
+
+void peak_check_environment(void) {
+    fixed_peak("REALPOS_PEAK_GFLOPS");
+    fixed_peak("REALPOS_PEAK_BF16_GFLOPS");
+    env_switch("REALPOS_PEAK_CACHE", 1);
+}
+
 /* The environment's peak: fixed by `fixed_name` (REALPOS_PEAK_GFLOPS or REALPOS_PEAK_BF16_GFLOPS),
  * or probed with the cache unless REALPOS_PEAK_CACHE=off. */
 static PeakEstimate estimate_from_environment(Precision precision, const char *fixed_name, const char *kernels,
                                               int threads, PeakProbeFn probe, void *probe_ctx) {
-    const char *fixed = getenv(fixed_name);
-    if (fixed && *fixed) {
-        char *end;
-        double gflops = strtod(fixed, &end);
-        RP_CHECK(!*end && gflops > 0 && isfinite(gflops), "%s: expected a positive number of GFLOP/s, got '%s'",
-                 fixed_name, fixed);
+    double gflops = fixed_peak(fixed_name);
+    if (gflops > 0) {
         PeakEstimate p = estimate_base(precision, kernels, threads, probe, probe_ctx);
         p.gflops = gflops;
         p.source = fixed_name;

@@ -84,6 +84,9 @@ typedef struct {
 /* The peak at `threads` OpenMP threads from the probe, cache and environment above. Never fatal:
  * an unreadable or unwritable cache is logged once and the run goes on without it. */
 PeakEstimate peak_estimate(int threads);
+/* Fatal, naming the variable, unless REALPOS_PEAK_GFLOPS, REALPOS_PEAK_BF16_GFLOPS and
+ * REALPOS_PEAK_CACHE are unset, empty or valid (a run checks them before it writes anything). */
+void peak_check_environment(void);
 /* The same with an injected probe and cache file (NULL: no cache), ignoring the environment. */
 PeakEstimate peak_estimate_with(int threads, PeakProbeFn probe, void *probe_ctx, const char *cache_path);
 

@@ -13,6 +13,7 @@
 #include "core/io/paths.h"
 #include "core/io/h5io.h"
 #include "train/loop/data_identity.h"
+#include "train/loop/peak.h"
 #include "train/model/checkpoint.h"
 
 /* Keys a resumed run may change: how long it trains and how it reports, saves and runs; none of
@@ -109,12 +110,28 @@ void run_stored_config_free(StoredConfig *s) {
     memset(s, 0, sizeof *s);
 }
 
+typedef struct {
+    int signal;
+    long step; /* 0: no signal */
+} TestSignal;
+static TestSignal test_signal_from_env(void);
+
+/* Every environment variable a run reads, checked before the run directory is touched: a value
+ * refused at step 1 would leave files that block the corrected command. */
+static void run_check_environment(void) {
+    peak_check_environment();
+    test_signal_from_env();
+    env_switch("REALPOS_BF16_EMULATE", 0);
+    env_switch("REALPOS_NO_BF16", 0);
+}
+
 void run_begin(Run *run, const Config *cfg, const char *config_path, Dist *dist, const RunStart *start) {
     memset(run, 0, sizeof *run);
     run->cfg = cfg;
     run->config_path = config_path;
     run->dist = dist;
     run->dir.lock.fd = -1;
+    run_check_environment(); /* a bad value refuses the run before its directory is touched */
     if (start->resume)
         run_dir_resolve_checkpoint(start->resume, run->resume_path, sizeof run->resume_path);
     if (!start->resume) /* a resume reads and writes its own run directory */
@@ -256,11 +273,6 @@ static void require_agreement(Run *run) {
  * mpirun every rank whose environment has it raises it: a stop signal on one rank stops them all
  * after the same update; KILL belongs to rank 0 alone (the others do not wait for its checkpoint
  * to be written). */
-typedef struct {
-    int signal;
-    long step; /* 0: no signal */
-} TestSignal;
-
 static TestSignal test_signal_from_env(void) {
     static const struct {
         const char *name;

@@ -122,9 +122,15 @@ void run_dir_claim(RunDir *d, const char *path, int resume, int overwrite) {
         dir_lock_release(&old);
         rp_log("--overwrite: moved the previous run in %s to %s", path, moved);
     } else if (used) {
-        RP_FATAL("%s (key 'train.run_dir') already holds a run (%s): a fresh run would mix its files with it. "
-                 "Continue it with --resume %s/latest, choose another train.run_dir, or pass --overwrite to move "
-                 "the old run aside (to %s.replaced-DATE-TIME) and start afresh", path, used, path, path);
+        char latest[CONFIG_PATH_MAX + 16];
+        snprintf(latest, sizeof latest, "%s/latest", path);
+        RP_CHECK(access(latest, F_OK) != 0, "%s (key 'train.run_dir') already holds a run (%s): a fresh run would mix "
+                 "its files with it. Continue it with --resume %s, choose another train.run_dir, or pass --overwrite "
+                 "to move the old run aside (to %s.replaced-DATE-TIME) and start afresh", path, used, latest, path);
+        RP_FATAL("%s (key 'train.run_dir') already holds a run (%s) but no %s to "
+                 "resume it from (it stopped before its first checkpoint): a fresh run would mix its files with it. Choose another train.run_dir, or pass "
+                 "--overwrite to move the old run aside (to %s.replaced-DATE-TIME) and start afresh", path, used,
+                 latest, path);
     }
     remove_stale_temp_files(path);
 }

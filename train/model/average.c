@@ -117,6 +117,10 @@ static void require_same_meaning(const Config *a, const char *vocab_a, const cha
                  !strcmp(a->task.labels, b->task.labels),
              "%s: key 'task.labels' is \"%s\", but %s has \"%s\"; averaged classifiers must have the same labels in "
              "the same order (classifier row i is label i)", path_b, b->task.labels, path_a, a->task.labels);
+    RP_CHECK(a->task.type != TASK_TAGGING || !strcmp(a->task.tag_labels, b->task.tag_labels),
+             "%s: key 'task.tag_labels' is \"%s\", but %s has \"%s\"; averaged tagging models must have the same "
+             "labels in the same order (classifier row i is label i)", path_b, b->task.tag_labels, path_a,
+             a->task.tag_labels);
 }
 
 void checkpoint_average(CheckpointAverage *avg, const char *const *paths, int count) {

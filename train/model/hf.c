@@ -328,11 +328,15 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
             char id[24];
             snprintf(id, sizeof id, "LABEL_%d", i);
             const char *name = hc.num_labels ? hc.labels[i] : id;
-            RP_CHECK(!strpbrk(name, " \t") && strcmp(name, "_"), "%s: id2label '%s': a tagging label is one word, "
-                     "not '_'", path, name);
-            RP_CHECK(strlen(task->tag_labels) + strlen(name) + 2 < sizeof task->tag_labels, "%s: id2label too long",
-                     path);
-            strcat(strcat(task->tag_labels, i ? " " : ""), name);
+            RP_CHECK(name[0] && !strpbrk(name, " \t\n\r\v\f") && strcmp(name, "_"), "%s: id2label '%s': a tagging "
+                     "label is one word, not '_'", path, name);
+            size_t used = strlen(task->tag_labels), room = sizeof task->tag_labels;
+            if (i)
+                task->tag_labels[used++] = ' ';
+            /* as a config word: %XX for the bytes a config value cannot hold (';', '#', '=', ':', '%') */
+            RP_CHECK(used + config_word_encode(task->tag_labels + used, room - used, name) < room,
+                     "%s: id2label too long (its labels, as key 'task.tag_labels', hold more than %zu bytes)", path,
+                     room - 1);
         }
     } else if (out->heads.num_labels) {
         int regression = hc.regression || (!hc.num_labels && out->heads.num_labels == 1);
@@ -347,6 +351,8 @@ void hf_import(const char *dir, HfImport *out, Model *m, FILE *table) {
             char id[16];
             snprintf(id, sizeof id, "%d", i);
             const char *name = hc.num_labels ? hc.labels[i] : id;
+            RP_CHECK(!strchr(name, ';'), "%s: key 'id2label': label \"%s\" contains ';', an INI comment character, which the INI key task.labels "
+                     "cannot hold (a comment): rename it in config.json", path, name);
             RP_CHECK(strlen(task->labels) + strlen(name) + 2 < sizeof task->labels, "%s: id2label too long", path);
             strcat(strcat(task->labels, i ? " " : ""), name);
         }

@@ -43,10 +43,10 @@ static const char *json_string(const cJSON *json, const char *key, const char *f
     return item->valuestring;
 }
 
-/* realpos keeps labels as the words of the INI key task.labels and writes them into TSV
- * predictions: a label must be 1 to HF_LABEL_MAX - 1 bytes without whitespace, control characters
- * or the INI comment characters ';' and '#'. Anything else is refused here, naming the label, rather
- * than stored in a form that predict or inspect would later misread (or replaced by its index). */
+/* realpos keeps labels as words (task.labels, task.tag_labels) and writes them into TSV predictions:
+ * a label must be 1 to HF_LABEL_MAX - 1 bytes without whitespace or control characters. Anything
+ * else is refused here, naming the label, rather than stored in a form that predict or inspect would
+ * later misread (or replaced by its index). A classifier's labels may not hold ';' either (hf.c). */
 static void check_label(const char *label, long id, const char *path) {
     size_t n = strlen(label);
     RP_CHECK(n > 0, "%s: key 'id2label': id %ld: an empty label name; realpos labels are words (rename it in "
@@ -55,11 +55,11 @@ static void check_label(const char *label, long id, const char *path) {
              "have at most %d bytes (rename it in config.json)", path, id, n, label, HF_LABEL_MAX - 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)label[i];
-        RP_CHECK(c > ' ' && c != 0x7f && c != ';' && c != '#', "%s: key 'id2label': id %ld: label \"%s\" contains "
-                 "%s; realpos labels are words without whitespace, control characters, ';' or '#' (they are kept as "
-                 "the INI key task.labels and written into TSV predictions): rename it in config.json", path, id,
-                 label, c == ' ' ? "a space" : c == '\t' ? "a tab" : c == '\n' || c == '\r' ? "a line break"
-                 : c == ';' || c == '#' ? "an INI comment character" : "a control character");
+        RP_CHECK(c > ' ' && c != 0x7f, "%s: key 'id2label': id %ld: label \"%s\" contains %s; realpos labels are "
+                 "words without whitespace or control characters (they are kept as the INI keys task.labels or "
+                 "task.tag_labels and written into TSV predictions): rename it in config.json", path, id, label,
+                 c == ' ' ? "a space" : c == '\t' ? "a tab" : c == '\n' || c == '\r' ? "a line break"
+                 : "a control character");
     }
 }
 

@@ -7,19 +7,20 @@
 #include "core/common.h"
 #include "core/io/files.h"
 #include "layers/layers.h"
+#include "train/data/basic_tokenizer.h"
 
-enum { CONLL_MAX_FIELDS = 64, CONLL_MAX_PIECES = 64 };
+enum { CONLL_MAX_PIECES = 64 };
 
-/* One line split in place into whitespace-separated fields; returns their number. */
-static int split_fields(char *line, char **fields) {
+/* One line split in place into whitespace-separated fields: the first in *first, the last in *last
+ * (any number between: feature columns are not read); returns their number. */
+static int split_fields(char *line, char **first, char **last) {
     int n = 0;
     for (char *s = line; *s;) {
         while (*s && isspace((unsigned char)*s))
             *s++ = 0;
         if (!*s)
             break;
-        if (n < CONLL_MAX_FIELDS)
-            fields[n++] = s;
+        *(n++ ? last : first) = s;
         while (*s && !isspace((unsigned char)*s))
             s++;
     }
@@ -37,7 +38,14 @@ typedef struct {
 static int conll_walk(const char *path, const ConllVisitor *v) {
     size_t len;
     char *text = read_file(path, &len, "tagging data");
-    char *s = text, *fields[CONLL_MAX_FIELDS];
+    char *s = text, *word = NULL, *label = NULL;
+    const char *nul = memchr(text, '\0', len); /* would end the text early: the rest unread */
+    if (nul) {
+        int line = 1;
+        for (const char *c = text; c < nul; c++)
+            line += *c == '\n';
+        RP_FATAL("%s:%d: expected text, got a NUL byte (a binary or UTF-16 file?)", path, line);
+    }
     if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3))
         s += 3;
     int examples = 0, words_in_example = 0, line_no = 0;
@@ -47,8 +55,8 @@ static int conll_walk(const char *path, const ConllVisitor *v) {
         if (nl)
             *nl = 0;
         line_no++;
-        int n = split_fields(line, fields);
-        if (n > 0 && !strncmp(fields[0], "-DOCSTART-", 10))
+        int n = split_fields(line, &word, &label);
+        if (n > 0 && !strncmp(word, "-DOCSTART-", 10))
             continue;
         if (n == 0) {
             if (words_in_example) {
@@ -59,7 +67,7 @@ static int conll_walk(const char *path, const ConllVisitor *v) {
             words_in_example = 0;
             continue;
         }
-        v->word(v->ctx, fields[0], n > 1 ? fields[n - 1] : NULL, examples, line_no);
+        v->word(v->ctx, word, n > 1 ? label : NULL, examples, line_no);
         words_in_example++;
     }
     if (words_in_example) {
@@ -84,11 +92,13 @@ void tag_labels_parse(TagLabels *ls, const char *text, const char *origin) {
             s++;
         if (!*s)
             break;
-        char *word = s;
+        char *encoded = s, word[CONFIG_PATH_MAX];
         while (*s && *s != ' ' && *s != '\t')
             s++;
         if (*s)
             *s++ = 0;
+        RP_CHECK(strlen(encoded) < sizeof word, "%s: a label of %zu bytes", origin, strlen(encoded));
+        config_word_decode(word, encoded, strlen(encoded)); /* %XX: a byte the config cannot hold */
         RP_CHECK(ls->count < TAG_MAX_LABELS, "%s: more than %d labels", origin, TAG_MAX_LABELS);
         RP_CHECK(strlen(word) < TAG_LABEL_MAX, "%s: label '%s' is longer than %d bytes", origin, word,
                  TAG_LABEL_MAX - 1);
@@ -121,6 +131,8 @@ static void scan_word(void *ctx, const char *word, const char *label, int exampl
     }
     if (!strcmp(label, CONLL_IGNORED))
         return;
+    RP_CHECK(strlen(label) < TAG_LABEL_MAX, "%s:%d: label '%s' is longer than %d bytes (the longest label a tagging "
+             "model holds)", sc->path, line, label, TAG_LABEL_MAX - 1);
     for (int i = 0; i < sc->num_labels; i++)
         if (!strcmp(sc->labels[i], label))
             return;
@@ -147,12 +159,13 @@ void conll_scan(TaskConfig *task, const char *path) {
              "labels other than '%s', found %d examples and no label", path, CONLL_IGNORED, examples);
     qsort(sc.labels, (size_t)sc.num_labels, sizeof(char *), compare_strings);
     if (!task->tag_labels[0]) {
-        size_t used = 0;
-        for (int i = 0; i < sc.num_labels; i++) {
-            used += (size_t)snprintf(task->tag_labels + used, used < sizeof task->tag_labels ?
-                                     sizeof task->tag_labels - used : 0, "%s%s", i ? " " : "", sc.labels[i]);
-            RP_CHECK(used < sizeof task->tag_labels, "%s: its %d labels do not fit key 'task.tag_labels' (%zu bytes)",
-                     path, sc.num_labels, sizeof task->tag_labels - 1);
+        size_t used = 0, room = sizeof task->tag_labels;
+        for (int i = 0; i < sc.num_labels; i++) { /* each label as a config word (%XX for ';', '#', '=', ':', '%') */
+            if (i)
+                task->tag_labels[used++] = ' ';
+            used += config_word_encode(task->tag_labels + used, room - used, sc.labels[i]);
+            RP_CHECK(used < room, "%s: its %d labels do not fit key 'task.tag_labels' (%zu bytes)", path,
+                     sc.num_labels, room - 1);
         }
         rp_log("%s: %d labels: %s", path, sc.num_labels, task->tag_labels);
     }
@@ -170,26 +183,33 @@ void conll_scan(TaskConfig *task, const char *path) {
 typedef struct {
     char **words;
     int count, capacity, lower;
+    BasicTokenizer *basic; /* reused for every word */
 } WordList;
 
 static void collect_word(void *ctx, const char *word, const char *label, int example, int line) {
     (void)label, (void)example, (void)line;
     WordList *w = ctx;
-    if (w->count == w->capacity) {
-        w->capacity = w->capacity ? 2 * w->capacity : 1024;
-        w->words = realloc(w->words, sizeof(char *) * (size_t)w->capacity);
-        RP_CHECK(w->words, "out of memory building a vocabulary");
+    /* the words the tokenizer's basic step makes of it (train/data/basic_tokenizer.h: cleaning,
+     * punctuation split and, with lower, lower-casing and accent stripping), so that every one is a
+     * whole WordPiece of the built vocabulary, never [UNK] */
+    BasicTokenizer *basic = w->basic;
+    basic_init(basic, word, strlen(word), w->lower);
+    while (basic_next_word(basic)) {
+        if (w->count == w->capacity) {
+            w->capacity = w->capacity ? 2 * w->capacity : 1024;
+            w->words = realloc(w->words, sizeof(char *) * (size_t)w->capacity);
+            RP_CHECK(w->words, "out of memory building a vocabulary");
+        }
+        w->words[w->count++] = xstrdup(basic->word);
     }
-    char *copy = xstrdup(word);
-    for (char *c = copy; w->lower && *c; c++)
-        *c = (char)tolower((unsigned char)*c);
-    w->words[w->count++] = copy;
+    basic_release(basic);
 }
 
 char *conll_vocab(const char *path, int lower) {
-    WordList w = {NULL, 0, 0, lower};
+    WordList w = {NULL, 0, 0, lower, xmalloc(sizeof(BasicTokenizer))};
     ConllVisitor v = {collect_word, NULL, &w};
     conll_walk(path, &v);
+    free(w.basic);
     qsort(w.words, (size_t)w.count, sizeof(char *), compare_strings);
     static const char *const special[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
     size_t size = 64;

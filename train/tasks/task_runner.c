@@ -83,6 +83,30 @@ TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *fro
     return moved;
 }
 
+/* What a classifier's rows mean: row i is label i of the task type it was trained for. */
+static void classifier_meaning(const TaskConfig *task, char *out, size_t size) {
+    if (task->type == TASK_TAGGING) {
+        snprintf(out, size, "tagging with labels %s", task->tag_labels);
+        return;
+    }
+    GlueLayout layout = glue_layout(task); /* a GLUE preset's labels, or task.labels */
+    size_t used = (size_t)snprintf(out, size, "%s", task_kind_name(layout.type));
+    for (int i = 0; layout.type == TASK_CLASSIFICATION && i < layout.num_labels && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : " with labels ", layout.label_names[i]);
+}
+
+void task_runner_check_classifier(const TaskRunner *r, const CheckpointFile *from, const char *what) {
+    if (!from->heads.num_labels || !task_runner_heads(r).num_labels)
+        return;
+    char have[CONFIG_PATH_MAX + 96], want[CONFIG_PATH_MAX + 96];
+    classifier_meaning(&from->cfg.task, have, sizeof have);
+    classifier_meaning(&r->cfg.task, want, sizeof want);
+    RP_CHECK(!strcmp(have, want), "%s (%s): its classifier was trained for %s, this run is %s: row i of a classifier "
+             "is label i, so its rows would mean other labels. Give the checkpoint's labels in its order, or start "
+             "from a checkpoint without a classifier (e.g. the pretraining checkpoint it was fine-tuned from)",
+             from->path, what, have, want);
+}
+
 void task_runner_setup(TaskRunner *r, const char *config_path, const char *config_text, int num_sets,
                        char *const *sets) {
     memset(r, 0, sizeof *r);

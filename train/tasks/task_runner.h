@@ -77,6 +77,10 @@ ModelHeads task_runner_heads(const TaskRunner *r);
  * checkpoint; the model is only created (the run loads every weight from it), one line names it
  * and its step, and nothing is transferred (all counts 0). */
 TransferSummary task_runner_build_model(TaskRunner *r, const CheckpointFile *from, int resume, FILE *table);
+/* Fatal, naming the checkpoint (`what`: how the command names it) and both label sets, if `from` has a
+ * classifier and this task needs one whose rows would mean other labels: another task type or GLUE
+ * task, other labels, or the same labels in another order. */
+void task_runner_check_classifier(const TaskRunner *r, const CheckpointFile *from, const char *what);
 /* A runner on a fresh model for cfg's task: the vocabulary of [data] vocab, weights from
  * model.seed, the buffers laid out (what `realpos bench --lengths-from` times). */
 void task_runner_fresh(TaskRunner *r, const Config *cfg);
