@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make bench: full training steps (forward, backward, AdamW) of realpos and of the PyTorch
-# reference on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
+# make bench: full training steps (forward, backward, AdamW) of realpos and of a tuned PyTorch
+# peer on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
 # every row once with the two engines back to back (realpos first in odd rounds, PyTorch first in
 # even ones), so a load spike or drift of a shared machine hits both sides alike. Every realpos run
 # also probes the sgemm peak (before its first step and after every step); the table uses the best
