@@ -32,14 +32,25 @@ static void sgemm_part(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, c
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* The parts of a product C [M,N] of 2 M N K FLOPs, fixed by its shape alone: the longer of M and N
+ * (*split_rows: M) in *parts parts of *per_part rows or columns (the last may be shorter), each a
+ * whole number of GEMM_PART_ALIGN and of at least min_flops, at most GEMM_PARTS_MAX. */
+static void gemm_partition(int M, int N, int K, double min_flops, int *split_rows, int *parts, int *per_part) {
+    *split_rows = M >= N;
+    const int length = *split_rows ? M : N;
+    const double flops = 2.0 * M * N * (double)K;
+    int p = 1;
+    while (p < GEMM_PARTS_MAX && flops / (2 * p) >= min_flops && length >= 2 * p * GEMM_PART_ALIGN)
+        p *= 2;
+    *per_part = ((length + p - 1) / p + GEMM_PART_ALIGN - 1) / GEMM_PART_ALIGN * GEMM_PART_ALIGN;
+    *parts = length > 0 ? (length + *per_part - 1) / *per_part : 0;
+}
+
 void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
-    const int split_rows = M >= N, length = split_rows ? M : N;
-    const double flops = 2.0 * M * N * (double)K;
-    int parts = 1;
-    while (parts < GEMM_PARTS_MAX && flops / (2 * parts) >= GEMM_PART_FLOPS &&
-           length >= 2 * parts * GEMM_PART_ALIGN)
-        parts *= 2;
+    int split_rows, parts, per_part;
+    gemm_partition(M, N, K, GEMM_PART_FLOPS, &split_rows, &parts, &per_part);
+    const int length = split_rows ? M : N;
     /* Nothing to split, or one thread's work already (the per-head attention products). The level,
      * not omp_in_parallel(): a region of one thread is inactive, and opening another inside it
      * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). */
@@ -47,8 +58,6 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
         sgemm_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    const int per_part = ((length + parts - 1) / parts + GEMM_PART_ALIGN - 1) / GEMM_PART_ALIGN * GEMM_PART_ALIGN;
-    parts = (length + per_part - 1) / per_part;
 #pragma omp parallel for schedule(static)
     for (int part = 0; part < parts; part++) {
         const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
@@ -341,6 +350,39 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
     return flops > 0 ? flops / (seconds > 0 ? seconds : 1e-9) * 1e-9 : 0.0;
 }
 
+/* A bf16 product on oneDNN. oneDNN shares one product among its threads by the thread count, and at
+ * 64 threads and more it splits it so that elements' bits change (issue 50: 12 of 69 datasets of a
+ * width-256 model differed between 1 and 64 threads after 2 steps). With the lanes reserved (the
+ * training step's context), the product is split here as gemm_f32 splits it, into parts fixed by
+ * the shape, each computed by one thread on its lane: the same calls at any thread count (the
+ * parts of fp32's rule: fewer would leave a thread idle where oneDNN used both). Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or
+ * 1), oneDNN shares the product. */
+static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
+                           const bf16 *B, int ldb, float beta, float *C, int ldc) {
+    const int lanes = gemm_lanes_count(g->lanes);
+    if (!lanes || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || omp_get_level() > 0) {
+        gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    int split_rows, parts, per_part;
+    gemm_partition(M, N, K, GEMM_PART_FLOPS, &split_rows, &parts, &per_part);
+    const int length = split_rows ? M : N, threads = omp_get_max_threads() < lanes ? omp_get_max_threads() : lanes;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int part = 0; part < parts; part++) {
+        const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
+        const int lane = omp_get_thread_num();
+        if (split_rows) {
+            const bf16 *A_part = ta == GEMM_T ? A + first : A + (size_t)first * lda;
+            gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, count, N, K, A_part, lda, B, ldb, beta,
+                           C + (size_t)first * ldc, ldc);
+        } else {
+            const bf16 *B_part = tb == GEMM_T ? B + (size_t)first * ldb : B + first;
+            gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, M, count, K, A, lda, B_part, ldb, beta,
+                           C + first, ldc);
+        }
+    }
+}
+
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc) {
     gemm_operands(g, ta, tb, M, N, K, alpha, gemm_in_f32(A), lda, gemm_in_f32(B), ldb, beta, C, ldc);
@@ -368,8 +410,7 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
     if (g->backend == GEMM_BF16_EMULATED) {
         emulated_product(ta, tb, M, N, K, alpha, A16, (size_t)lda16, B16, (size_t)ldb16, beta, C, ldc);
     } else {
-        gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A16, (int)lda16, B16, (int)ldb16,
-                              beta, C, ldc);
+        onednn_product(g, ta, tb, M, N, K, alpha, A16, (int)lda16, B16, (int)ldb16, beta, C, ldc);
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
     g->stats.product_flops += 2.0 * M * N * (double)K;

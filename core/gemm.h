@@ -116,7 +116,7 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
  * oneDNN: the context's runtime-shape primitives (above), created by gemm_create; per lane a stream
  * and scratchpad made by gemm_reserve_lanes at start-up, so a length the step has not seen (an
  * unpadded sequence's own L) creates no primitive, only the lane's three memory objects for that
- * shape (kept, 16 shapes a lane). The emulated backend: gemm_bf16_reference's arithmetic, bit for bit. */
+ * shape (kept, 64 shapes a lane). The emulated backend: gemm_bf16_reference's arithmetic, bit for bit. */
 void gemm_reserve_lanes(Gemm *g, int lanes); /* a bf16 context, once, before any gemm_lane */
 int gemm_lanes_reserved(const Gemm *g);      /* 0 for fp32 or before gemm_reserve_lanes */
 void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, const bf16 *A, int lda,

@@ -21,9 +21,10 @@
 #include "core/common.h"
 #include "core/bf16.h"
 
-/* memory objects kept: per thread lane (attention's shapes), and on the shared lane (a step's
- * dense shapes: 12 per layer shape, the heads') */
-enum { LANE_MEMORIES = 16, SHARED_MEMORIES = 64, PRIMITIVES_MAX = 16 };
+/* memory objects kept: per thread lane (attention's shapes and, since the dense products are split
+ * into parts on the lanes (core/gemm.c), their parts' shapes: 16 thrashed), and on the shared lane
+ * (a step's dense shapes: 12 per layer shape, the heads') */
+enum { LANE_MEMORIES = 64, SHARED_MEMORIES = 64, PRIMITIVES_MAX = 16 };
 
 #define LANE_CHECK(call, what)                                                                   \
     do {                                                                                         \

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# make bench: full training steps (forward, backward, AdamW) of realpos and of the PyTorch
-# reference on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
+# make bench: full training steps (forward, backward, AdamW) of realpos and of a tuned PyTorch
+# peer on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
 # every row once with the two engines back to back (realpos first in odd rounds, PyTorch first in
 # even ones), so a load spike or drift of a shared machine hits both sides alike. Every realpos run
 # also probes the sgemm peak (before its first step and after every step); the table uses the best
 # probe of the whole bench. scripts/dev/bench_table.py prints medians over rounds with their spread.
-# PyTorch 1.13 (/usr/bin/python3) runs with tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and
-# torch.set_num_threads(cores); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
+# The PyTorch side is scripts/bench_peer.py, a BERT written for speed in PyTorch 1.13 (fused QKV,
+# torch.matmul attention, F.gelu, the MLM head at the labelled positions only, foreach AdamW,
+# autocast bf16 with fp32 layer norms; docs/bench-peer.md), not the parity reference; it runs with
+# tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and torch.set_num_threads(cores) (train.threads of
+# the row when it sets one); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
 # set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON).
 # The finetune-* rows are fine-tuning steps (`realpos bench --lengths-from`: the task head and loss
 # on batches the TaskSampler draws from the real GLUE / SQuAD training files in ../shared/data,
 # tokenized with data/vocab, padded to their longest sequence, grouped by length in the -grouped
 # row, padded to task.max_seq_len in the -max row; -grouped-b64 takes 64 sentences a step, which
-# halves the per-token share of the step's fixed cost, AdamW over every parameter); they report real (non-padding) tokens/s next
+# halves the per-token share of the step's fixed cost, AdamW over every parameter); synthetic-* are
+# the synthetic suite's small tagger (configs/synthetic.ini at one thread) on a `realpos synth` file
+# made here, unpadded, the peer padding each of the same steps to its longest; they report real (non-padding) tokens/s next
 # to computed (B x padded length) tokens/s, and are skipped, saying so, when the data or the
 # vocabulary is absent. Each row's effective config is saved (runs/NAME.config.ini) so that
 # bench_table.py can count its FLOPs, the relative terms' included. A row with an overhead row
@@ -42,6 +47,8 @@ m4="model.absolute_position=no model.relative_position=method4"
 np="model.absolute_position=no" # t5, alibi, rope rows: relative positions only, as the method4 rows
 glue=../shared/data/glue squad=../shared/data/squad vocab=data/vocab/bert-base-uncased.txt
 ft="data.vocab=$vocab"
+synth=build/bench/synthetic-duplicate-train.txt # the suite's training file of its longest task
+[ -f "$synth" ] || ./realpos synth duplicate --lengths 1-40 --count 16000 --seed 1 --out "$synth" >&2
 # name | config | batch | seq | steps | overrides | PyTorch too | overhead measured against | label fraction
 #      | fine-tuning data (--lengths-from; batch and seq are then task.batch_size and task.max_seq_len)
 rows=(
@@ -67,6 +74,8 @@ rows=(
   "finetune-mrpc|configs/bert-mini.ini|32|128|6|$ft task.glue_task=mrpc|no|finetune-mrpc-max||$glue/MRPC/train.tsv"
   "finetune-mrpc-grouped|configs/bert-mini.ini|32|128|6|$ft task.glue_task=mrpc task.group_by_length=yes|no|finetune-mrpc-max||$glue/MRPC/train.tsv"
   "finetune-squad|configs/bert-mini.ini|16|256|3|$ft task.type=squad|no|||$squad/train-half.json"
+  "synthetic-method4-k16|configs/synthetic.ini|8|482|200|train.threads=1|yes|||$synth"
+  "synthetic-absolute|configs/synthetic.ini|8|482|200|train.threads=1 model.absolute_position=yes model.relative_position=none|yes|||$synth"
   "base|configs/bert-base.ini|8|128|2||yes||0.15|"
   "base-method4-k64|configs/bert-base.ini|8|128|2|$m4 model.relative_k=64|yes|base|0.15|"
   # bf16 mixed precision (train.precision = bf16, docs/bf16.md), each paired step for step with its
@@ -94,12 +103,16 @@ run_realpos() { # name round config batch seq steps label_frac lengths_from agai
     --seq-len "$seq" --steps "$steps" --warmup 1 "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
-run_torch() {
-  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 autocast=(); shift 6
+run_torch() { # name round config batch seq steps lengths_from sets...
+  local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 lengths_from=$7 autocast=() batches=() n=$threads
+  shift 7
   [[ " $* " != *" train.precision=bf16 "* ]] || autocast=(--autocast-bf16) # the peer of a bf16 row
-  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads /usr/bin/python3 tests/reference/reference.py \
-    bench --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
-    --threads "$threads" --label-frac 0.15 --json "$out/runs/$name.torch.r$round.json" >/dev/null
+  [[ " $* " != *" train.threads=1 "* ]] || n=1
+  # a tagging row: the steps realpos took in round 1 (realpos runs first in odd rounds), padded
+  [ -z "$lengths_from" ] || batches=(--tagging "$lengths_from" --shapes-from "$out/runs/$name.realpos.r1.json")
+  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n /usr/bin/python3 scripts/bench_peer.py \
+    --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
+    --threads "$n" --label-frac 0.15 "${batches[@]}" --json "$out/runs/$name.torch.r$round.json" >/dev/null
 }
 
 for round in $(seq 1 "$rounds"); do
@@ -109,7 +122,7 @@ for round in $(seq 1 "$rounds"); do
     missing=""
     if [ -n "$lengths_from" ]; then
       [ -f "$lengths_from" ] || missing="$lengths_from (../shared/data holds GLUE and SQuAD)"
-      [ -f "$vocab" ] || missing="${missing:+$missing and }$vocab (scripts/get_vocab.sh)"
+      [ "$lengths_from" = "$synth" ] || [ -f "$vocab" ] || missing="${missing:+$missing and }$vocab (scripts/get_vocab.sh)"
     fi
     if [ -n "$missing" ]; then
       [ "$round" != 1 ] || echo "== skipping $name: no $missing" >&2
@@ -122,11 +135,11 @@ for round in $(seq 1 "$rounds"); do
     fi
     echo "== round $round/$rounds $name: $config batch $batch seq $seq $overrides${lengths_from:+ on $lengths_from}" >&2
     if [ "$torch" = yes ] && [ $((round % 2)) -eq 0 ]; then
-      run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "$lengths_from" "${sets[@]}"
       run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "$against" "${sets[@]}"
     else
       run_realpos "$name" "$round" "$config" "$batch" "$seq" "$steps" "$label_frac" "$lengths_from" "$against" "${sets[@]}"
-      [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "${sets[@]}"
+      [ "$torch" != yes ] || run_torch "$name" "$round" "$config" "$batch" "$seq" "$steps" "$lengths_from" "${sets[@]}"
     fi
   done
 done

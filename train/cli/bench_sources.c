@@ -40,11 +40,42 @@ void synthetic_free(SyntheticBench *s) {
 }
 
 
+static double mean_length(const TaskFeatures *f) {
+    long total = 0;
+    for (int i = 0; i < f->count; i++)
+        total += f->lengths[i];
+    return (double)total / f->count;
+}
+
+/* FILE as the training file of a tagging run (task.type = tagging): its label set and, with
+ * task.init_checkpoint = none, a fresh model whose vocabulary is data.vocab or FILE's words (as
+ * `realpos finetune` builds it); with a checkpoint, the model is fresh too (the bench times steps,
+ * not transfer) over data.vocab. */
+static void tagging_bench_create(TaskBench *t, const Config *cfg, const char *path) {
+    TaskRunner *r = &t->r;
+    RP_CHECK(task_from_scratch(&cfg->task) || cfg->data.vocab[0], "--lengths-from %s (a tagging file): "
+             "task.init_checkpoint is set and key 'data.vocab' is empty: set task.init_checkpoint = none (the "
+             "vocabulary is then the file's words) or data.vocab", path);
+    r->cfg = *cfg;
+    snprintf(r->cfg.task.train_file, sizeof r->cfg.task.train_file, "%s", path);
+    snprintf(r->cfg.task.init_checkpoint, sizeof r->cfg.task.init_checkpoint, "none");
+    tagging_prepare(r, 1);
+    task_runner_build_fresh(r, NULL);
+    task_runner_buffers(r);
+    task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
+    finetune_batches_create(&t->batches, r, &t->data.features);
+}
+
 void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
     memset(t, 0, sizeof *t);
     TaskRunner *r = &t->r;
     const TaskConfig *task = &cfg->task;
     RP_CHECK(access(path, R_OK) == 0, "--lengths-from %s: cannot read it: %s", path, strerror(errno));
+    if (task->type == TASK_TAGGING) { /* a tagging file: the model finetune would train on it */
+        tagging_bench_create(t, cfg, path);
+        t->mean_length = mean_length(&t->data.features);
+        return;
+    }
     int named = task->type == TASK_SQUAD || task->glue_task != GLUE_NONE || config_key_is_set(cfg, "task", "text_a_column");
     RP_CHECK(named, "--lengths-from %s: it is read as the task's training data, and the config names no task: set "
              "task.glue_task (e.g. --set task.glue_task=sst2), task.type = squad, or the task.*_column keys", path);
@@ -56,10 +87,7 @@ void task_bench_create(TaskBench *t, const Config *cfg, const char *path) {
     task_runner_fresh(r, cfg);
     task_data_load(&t->data, &r->cfg.task, &r->layout, r->tok, r->L, path, 1);
     finetune_batches_create(&t->batches, r, &t->data.features);
-    long total = 0;
-    for (int i = 0; i < t->data.features.count; i++)
-        total += t->data.features.lengths[i];
-    t->mean_length = (double)total / t->data.features.count;
+    t->mean_length = mean_length(&t->data.features);
 }
 
 void task_bench_free(TaskBench *t) {

@@ -139,7 +139,9 @@ static void bench_side_create(BenchSide *b, const char *config_path, CliArgs arg
         inner = batch_source_repeat(&b->synthetic.batch); /* the same random batch every micro-batch */
         b->M = b->synthetic.labelled;
     }
-    b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total, &cfg->model,
+    const ModelConfig *counted_model = o->lengths_path ? &b->task.r.cfg.model : &cfg->model; /* a tagging
+                                                                       * file's model has its own vocabulary */
+    b->counted = (CountedSource){inner, 0, 0, xmalloc(sizeof(int) * (size_t)total), 0, total, counted_model,
                                  !o->lengths_path, 0};
     train_step_init(&b->ts, &sc, m, head, (BatchSource){next_counted, NULL, &b->counted}, &cfg->optim, dist, 0);
     train_step_begin(&b->ts, NULL, 0);
@@ -445,6 +447,9 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNullToObject(o, "bf16_products_gflops");
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
+        cJSON *step_real = cJSON_AddArrayToObject(o, "step_real_tokens"); /* the shapes bench_peer.py repeats */
+        for (int s = 0; s < steps; s++)
+            cJSON_AddItemToArray(step_real, cJSON_CreateNumber((double)side.step_real[s]));
         cJSON_AddNumberToObject(o, "peak_rss_mb", rss_mb); /* the process's: both sides when paired */
         cJSON_AddNumberToObject(o, "seconds_per_step", elapsed / steps);
         cJSON_AddNumberToObject(o, "cpu_seconds_per_step", cpu_elapsed / steps);

@@ -151,3 +151,19 @@ sys.exit(not (r["finetune"] is None and r["real_tokens"] == r["computed_tokens"]
      "$tmp/synthetic.json" && grep -q '^realpos: 1 threads, [0-9.]* tokens/s, ' "$tmp/synthetic.out"; then
   pass "synthetic mode: B x L tokens per step, MLM labels, its text line"
 else fail "synthetic mode: B x L tokens per step, MLM labels, its text line" "$(head -c 400 "$tmp/synthetic.out")"; fi
+
+# A tagging file (task.type = tagging, configs/synthetic.ini): the model `realpos finetune` would
+# train from scratch on it (its words as the vocabulary), unpadded batches; each step's real tokens
+# (step_real_tokens, what scripts/bench_peer.py repeats) are its sequences' words + [CLS] and [SEP],
+# summing to real_tokens; a checkpoint to start from and no vocabulary is refused, naming the file.
+printf 'a _\nb _\nc 1\nd 0\n\na _\nc 0\n\nb _\nd 1\nd 1\n\nc _\na 0\n\n' >"$tmp/tags.txt" # 4 examples of 4, 2, 3, 2 words
+if OMP_NUM_THREADS=1 "$RP" bench configs/synthetic.ini --set task.group_by_length=no --lengths-from "$tmp/tags.txt" \
+     --batch-size 4 --seq-len 32 --steps 2 --warmup 0 --json "$tmp/tags.json" >"$tmp/tags.out" 2>&1 &&
+   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+sys.exit(not (r["step_real_tokens"] == [19, 19] and r["real_tokens"] == 38 == r["computed_tokens"]
+              and r["batch_lengths"] == [6, 6]))' "$tmp/tags.json"; then
+  pass "bench --lengths-from a tagging file: the fresh tagger, each step's real tokens"
+else fail "bench --lengths-from a tagging file" "$(tail -n 3 "$tmp/tags.out"; head -c 300 "$tmp/tags.json")"; fi
+expect_error "bench --lengths-from a tagging file with a checkpoint and no vocabulary is refused" \
+  "--lengths-from $tmp/tags.txt (a tagging file): task.init_checkpoint is set and key 'data.vocab' is empty" \
+  "$RP" bench configs/synthetic.ini --set task.init_checkpoint=x.h5 --lengths-from "$tmp/tags.txt" --steps 1
