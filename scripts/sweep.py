@@ -2,6 +2,7 @@
 """Ablation sweeps: run `realpos` over a grid of config overrides, restartably, and report.
 
 usage: /usr/bin/python3 scripts/sweep.py SWEEP.ini [--jobs J] [--cores N] [--list | --report]
+       /usr/bin/python3 scripts/sweep.py SWEEP.ini --slurm [--wait] [--partition P ...]   (docs/cluster.md)
 
 Run from the repository root (paths in the sweep file and in configs are relative to it).
 
@@ -73,6 +74,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import sweep_cost
 import sweep_report
+import sweep_slurm
 import sweep_stages
 import sweep_synth
 from sweep_spec import SweepError, check_finetune_config, expand, load_point_state, parse_sweep, relevant
@@ -391,6 +393,7 @@ def sweep_main():
                          "calibration run per task), run nothing")
     ap.add_argument("--report", action="store_true", help="only write the report from finished points")
     ap.add_argument("--realpos", default="./realpos", help="the realpos binary (default ./realpos)")
+    sweep_slurm.add_arguments(ap)
     args = ap.parse_args()
     try:
         if args.jobs < 1 or args.cores < 1:
@@ -398,8 +401,18 @@ def sweep_main():
         if not os.access(args.realpos, os.X_OK):
             raise SweepError(f"{args.realpos}: not an executable; build it with `make` or pass --realpos")
         spec = parse_sweep(args.sweep)
+        if args.slurm_task:  # one point of a job array, as submitted (sweep_slurm.py)
+            return sweep_slurm.run_task(spec, args, Runner, is_done, load_state)
+        if args.wait and not args.slurm:
+            raise SweepError("--wait goes with --slurm")
+        slurm_options = sweep_slurm.options(spec, args)  # validated before anything runs
         check_finetune_config(spec, args.realpos)
         points = expand(spec, args.realpos)
+        status_of = lambda p: point_status(spec, p)  # noqa: E731
+        if args.slurm and not args.list and not args.report:
+            return sweep_slurm.submit(spec, points, args, slurm_options, status_of)
+        if args.list and sweep_slurm.list_points(spec, points, status_of):
+            return 0
     except SweepError as e:
         sys.exit(f"sweep.py: error: {e}")
     if args.list:

@@ -42,9 +42,9 @@ def read_sections(path):
         m = re.fullmatch(r"\[([a-z]+)\]", text)
         if m:
             current = m.group(1)
-            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth", "protocol"):
+            if current not in ("sweep", "set", "grid", "exclude", "derive", "run", "synth", "protocol", "slurm"):
                 raise SweepError(f"{path}:{no}: unknown section [{current}]; expected [sweep], [set], "
-                                 "[grid], [exclude], [derive], [run], [synth] or [protocol]")
+                                 "[grid], [exclude], [derive], [run], [synth], [protocol] or [slurm]")
             if current in sections:
                 raise SweepError(f"{path}:{no}: section [{current}] appears twice")
             sections[current] = []
@@ -132,7 +132,8 @@ def matches(condition, settings):
 
 def parse_sweep(path):
     s = read_sections(path)
-    spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": []}
+    spec = {"path": path, "set": {}, "grid": {}, "exclude": [], "derive": [],
+            "slurm": s.get("slurm", [])}  # [(line, text)], read by sweep_slurm.options
     sweep = unique_keys(path, "sweep", s.get("sweep", []))
     unknown = sorted(set(sweep) - {"base", "out"})
     if unknown:
