@@ -15,7 +15,7 @@ slurm_cluster_missing() {
 }
 
 slurm_cluster_start() {
-  local dir=$1 ports host i
+  local dir=$1 ports host cpus i
   PATH=$PATH:/usr/sbin
   mkdir -p "$dir/munge-key" "$dir/munge-socket" "$dir/state" "$dir/spool" "$dir/log"
   # munged checks that its key is private and that its socket's directory is reachable by everyone.
@@ -32,6 +32,8 @@ s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
   host=$(hostname -s)
+  cpus=$(nproc)  # at least 2, for the tests' 2-rank jobs (config_overrides: Slurm believes it)
+  [ "$cpus" -ge 2 ] || cpus=2
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=realpos-test
 SlurmctldHost=$host(127.0.0.1)
@@ -61,7 +63,8 @@ SchedulerType=sched/backfill
 ReturnToService=2
 MinJobAge=3600
 KillWait=10
-NodeName=rpnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+SlurmdParameters=config_overrides
+NodeName=rpnode NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=rpnode Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF=$dir/slurm.conf
