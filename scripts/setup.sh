@@ -38,6 +38,10 @@ need "OpenMPI" "$(have_pc ompi-c) && command -v mpirun" libopenmpi-dev openmpi-b
 need "python3 with torch, numpy, h5py, matplotlib" \
   "/usr/bin/python3 -c 'import torch, numpy, h5py, matplotlib'" \
   python3-torch python3-numpy python3-h5py python3-matplotlib
+# Slurm and munge for tests/train/cli/test_slurm.sh (a one-node cluster the test starts itself).
+need "Slurm (sbatch, slurmctld, slurmd) and munge" \
+  "PATH=\$PATH:/usr/sbin; command -v sbatch && command -v slurmctld && command -v slurmd && command -v munged" \
+  slurm-wlm munge
 # tcmalloc for the PyTorch side of `make bench` (its best CPU setting).
 need "tcmalloc" "ls /usr/lib/*/libtcmalloc_minimal.so.4" libtcmalloc-minimal4
 # npm fetches the vocabulary and part of the default corpus; keep a node/npm the machine has.
