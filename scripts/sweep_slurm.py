@@ -27,7 +27,7 @@ import time
 
 import sweep_report
 import sweep_synth
-from sweep_spec import SweepError
+from sweep_spec import SweepError, relevant
 
 TASK_FILE = "slurm-task.json"
 # [slurm] key -> (command-line option, what a value must look like, its pattern)
@@ -288,14 +288,16 @@ def submit_array(spec, points, todo, opts, realpos):
                  if m] or [0])
     record_path = os.path.join(d, f"submission-{k}.json")
     record = {"sweep": os.path.abspath(spec["path"]), "sweep_sha256": sha256(spec["path"]), "job": None,
-              "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "total": len(points), "points": {str(i): points[i] for i in todo}}
+              "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "total": len(points),
+              "points": {str(i): points[i] for i in todo}}
     write_json(record_path, record)
     script = os.path.join(d, f"submission-{k}.sh")
     sweep_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweep.py")
     with open(script, "w") as f:
         f.write("#!/bin/bash\n# written by sweep.py --slurm: array task I runs point I of the file below\n"
                 f"exec {shlex.quote(sys.executable)} {shlex.quote(sweep_py)} {shlex.quote(spec['path'])} "
-                f"--realpos {shlex.quote(os.path.abspath(realpos))} --slurm-task {shlex.quote(os.path.abspath(record_path))}\n")
+                f"--realpos {shlex.quote(os.path.abspath(realpos))} "
+                f"--slurm-task {shlex.quote(os.path.abspath(record_path))}\n")
     array = array_spec(todo) + (f"%{opts['throttle']}" if opts.get("throttle") else "")
     cmd = ["sbatch", "--parsable", f"--array={array}", f"--job-name=sweep:{os.path.basename(spec['out'])}",
            f"--output={os.path.abspath(d)}/%A_%a.out", f"--chdir={os.getcwd()}", "--ntasks=1"]
@@ -328,7 +330,7 @@ def wait(spec, points, load_state_done):
         if not counts.get("pending") and not counts.get("running"):
             break
         time.sleep(2)
-    for path in sweep_report.write_report(spec, points, __import__("sweep_spec").relevant):
+    for path in sweep_report.write_report(spec, points, relevant):
         print(f"wrote {path}")
     failed = [(p, s) for p, s in zip(points, states) if s[0] != "done"]
     for p, (state, job_task, detail) in failed:
