@@ -408,7 +408,7 @@ def sweep_main():
         slurm_options = sweep_slurm.options(spec, args)  # validated before anything runs
         check_finetune_config(spec, args.realpos)
         points = expand(spec, args.realpos)
-        status_of = lambda p: point_status(spec, p)  # noqa: E731
+        status_of = lambda p: point_status(spec, p, points)  # noqa: E731
         if args.slurm and not args.list and not args.report:
             return sweep_slurm.submit(spec, points, args, slurm_options, status_of)
         if args.list and sweep_slurm.list_points(spec, points, status_of):

@@ -26,10 +26,12 @@ import sys
 import time
 
 import sweep_report
+import sweep_stages
 import sweep_synth
 from sweep_spec import SweepError, relevant
 
 TASK_FILE = "slurm-task.json"
+SETTLED = ("done", "pending", "running", "not needed")  # states a submission leaves alone
 # [slurm] key -> (command-line option, what a value must look like, its pattern)
 KEYS = {
     "partition": ("--partition", "a partition name", r"[A-Za-z0-9_.,-]+"),
@@ -169,7 +171,8 @@ def slurm_states(jobs):
 def point_states(spec, points, load_state_done):
     """[(state, job_task, detail)] per point: state one of done, pending, running, timed out,
     cancelled, failed, stopped, partial, new; job_task 'JOB_INDEX' or ''; detail the error and log
-    paths of a failure. load_state_done(point) -> 'done', 'partial' or 'new' (the local view)."""
+    paths of a failure. load_state_done(point) -> 'done', 'not needed', 'partial' or 'new' (the
+    local view; 'not needed': a two-stage protocol's point whose cell chose another rate)."""
     latest = {}  # point name -> (job, index) of its latest submission
     subs = submissions(spec)
     for rec in subs:
@@ -186,8 +189,8 @@ def point_states(spec, points, load_state_done):
         detail = ""
         if task.get("error"):
             detail = f"{task['error']} (task output: {task.get('output', '?')})"
-        if local == "done":
-            state = "done"
+        if local in ("done", "not needed"):
+            state = local
         elif said in LIVE:
             state = LIVE[said]
         elif said and ENDED.get(said):
@@ -249,37 +252,65 @@ def lock(path, mode, message):
 
 
 def submit(spec, points, args, opts, load_state_done):
-    """--slurm: submit the points neither done nor pending/running; with --wait, wait for every
-    submitted task of the sweep and write the report. Returns the exit status."""
-    realpos = args.realpos
+    """--slurm: submit the points neither done nor pending/running (nor a two-stage protocol's
+    points whose cell has not chosen yet); with --wait, wait until no task of the sweep is pending
+    or running, submit the stage-two points the finished stage decided, and so on, then write the
+    report. Returns the exit status."""
     for command in ("sbatch", "squeue"):
         if not shutil.which(command):
             raise SweepError(f"--slurm: '{command}' not found: run on a machine with the Slurm client commands")
     os.makedirs(slurm_dir(spec), exist_ok=True)
+    if spec.get("synth"):
+        failures = sweep_synth.make_data(spec, args.realpos)
+        if failures:
+            raise SweepError(failures[0])
+    deferred_before = None
+    while True:
+        deferred = submit_once(spec, points, opts, load_state_done, args.realpos, deferred_before)
+        if not args.wait:
+            return 0
+        status = wait(spec, points, load_state_done)
+        if not deferred or deferred == deferred_before:
+            return status
+        deferred_before = deferred
+
+
+def load_point_state(run_dir):
+    return read_json(os.path.join(run_dir, "sweep-point.json"))
+
+
+def undecided(spec, points, point):
+    """A two-stage protocol's stage-two point whose cell has not chosen its rate yet: submitted by a
+    later --slurm, once the cell's selection runs are done (sweep_stages.py)."""
+    return sweep_stages.needed(spec, points, point, load_point_state) is None
+
+
+def submit_once(spec, points, opts, load_state_done, realpos, only=None):
+    """Submit the open points (of `only` if given) as one array; returns the deferred ones."""
     held = [lock(os.path.join(slurm_dir(spec), ".submit.lock"), fcntl.LOCK_EX,
                  f"another sweep.py --slurm is submitting in {spec['out']}"),
             lock(os.path.join(spec["out"], ".sweep.lock"), fcntl.LOCK_SH,
                  f"a local sweep.py is running in {spec['out']}; wait for it or stop it first")]
-    if spec.get("synth"):
-        failures = sweep_synth.make_data(spec, realpos)
-        if failures:
-            raise SweepError(failures[0])
-    states = point_states(spec, points, load_state_done)
-    todo = [i for i, (state, _, _) in enumerate(states) if state not in ("done", "pending", "running")]
-    active = sum(state in ("pending", "running") for state, _, _ in states)
-    done = sum(state == "done" for state, _, _ in states)
-    print(f"sweep: {len(points)} points, {done} done, {active} pending or running on Slurm; "
-          f"submitting {len(todo)}", flush=True)
-    if todo:
-        job = submit_array(spec, points, todo, opts, realpos)
-        print(f"sweep: submitted job {job} (array {array_spec(todo)}"
-              f"{', ' + opts['throttle'] + ' at a time' if opts.get('throttle') else ''}); "
-              f"`sweep.py {spec['path']} --list` shows the points' state", flush=True)
-    for f in held:
-        f.close()
-    if not args.wait:
-        return 0
-    return wait(spec, points, load_state_done)
+    try:
+        states = point_states(spec, points, load_state_done)
+        open_points = [i for i, (state, _, _) in enumerate(states) if state not in SETTLED]
+        deferred = [i for i in open_points if undecided(spec, points, points[i])]
+        todo = [i for i in open_points if i not in deferred and (only is None or i in only)]
+        active = sum(state in ("pending", "running") for state, _, _ in states)
+        done = sum(state == "done" for state, _, _ in states)
+        print(f"sweep: {len(points)} points, {done} done, {active} pending or running on Slurm; "
+              f"submitting {len(todo)}" + (f"; {len(deferred)} stage-two points wait for their cell's choice "
+                                           "(submit again once the selection runs are done)" if deferred else ""),
+              flush=True)
+        if todo:
+            job = submit_array(spec, points, todo, opts, realpos)
+            print(f"sweep: submitted job {job} (array {array_spec(todo)}"
+                  f"{', ' + opts['throttle'] + ' at a time' if opts.get('throttle') else ''}); "
+                  f"`sweep.py {spec['path']} --list` shows the points' state", flush=True)
+        return deferred
+    finally:
+        for f in held:
+            f.close()
 
 
 def submit_array(spec, points, todo, opts, realpos):
@@ -289,6 +320,7 @@ def submit_array(spec, points, todo, opts, realpos):
     record_path = os.path.join(d, f"submission-{k}.json")
     record = {"sweep": os.path.abspath(spec["path"]), "sweep_sha256": sha256(spec["path"]), "job": None,
               "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "total": len(points),
+              "all_points": [{k: p[k] for k in ("name", "settings", "dir")} for p in points],
               "points": {str(i): points[i] for i in todo}}
     write_json(record_path, record)
     script = os.path.join(d, f"submission-{k}.sh")
@@ -332,7 +364,7 @@ def wait(spec, points, load_state_done):
         time.sleep(2)
     for path in sweep_report.write_report(spec, points, relevant):
         print(f"wrote {path}")
-    failed = [(p, s) for p, s in zip(points, states) if s[0] != "done"]
+    failed = [(p, s) for p, s in zip(points, states) if s[0] not in ("done", "not needed")]
     for p, (state, job_task, detail) in failed:
         print(f"sweep: {p['name']}: {state} (job {job_task or '-'}){': ' + detail if detail else ''}", flush=True)
     return 1 if failed else 0
@@ -371,6 +403,7 @@ def run_task(spec, args, runner_class, is_done, load_state):
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "state": "running"}
     write_json(task_path, task)
     runner = runner_class(spec, args.realpos, 1, threads)
+    runner.points, runner.failed = record["all_points"], set()  # what Runner.run sets (two-stage protocols)
     signal.signal(signal.SIGINT, runner.stop)
     signal.signal(signal.SIGTERM, runner.stop)
     try:
@@ -384,6 +417,6 @@ def run_task(spec, args, runner_class, is_done, load_state):
         task.update(state="failed", error=error)
         print(f"sweep: error: {error}", flush=True)
     else:
-        task["state"] = "done"
+        task["state"] = "done" if is_done(spec, load_state(point["dir"])) else "not needed"
     write_json(task_path, task)
-    return 0 if task["state"] == "done" else (143 if runner.stopping else 1)
+    return 0 if task["state"] in ("done", "not needed") else (143 if runner.stopping else 1)
