@@ -269,8 +269,9 @@ def submit(spec, points, args, opts, load_state_done):
         deferred = submit_once(spec, points, opts, load_state_done, args.realpos, deferred_before)
         if not args.wait:
             return 0
-        status = wait(spec, points, load_state_done)
-        if not deferred or deferred == deferred_before:
+        last = not deferred or deferred == deferred_before
+        status = wait(spec, points, load_state_done, report=last)
+        if last:
             return status
         deferred_before = deferred
 
@@ -347,8 +348,9 @@ def submit_array(spec, points, todo, opts, realpos):
     return record["job"]
 
 
-def wait(spec, points, load_state_done):
-    """Wait until no task of the sweep is pending or running, then write the report."""
+def wait(spec, points, load_state_done, report=True):
+    """Wait until no task of the sweep is pending or running, then (if report) write the report
+    and name the points not done; returns 0 if every point is done (or not needed), else 1."""
     last = None
     while True:
         states = point_states(spec, points, load_state_done)
@@ -362,9 +364,11 @@ def wait(spec, points, load_state_done):
         if not counts.get("pending") and not counts.get("running"):
             break
         time.sleep(2)
+    failed = [(p, s) for p, s in zip(points, states) if s[0] not in ("done", "not needed")]
+    if not report:
+        return 1 if failed else 0
     for path in sweep_report.write_report(spec, points, relevant):
         print(f"wrote {path}")
-    failed = [(p, s) for p, s in zip(points, states) if s[0] not in ("done", "not needed")]
     for p, (state, job_task, detail) in failed:
         print(f"sweep: {p['name']}: {state} (job {job_task or '-'}){': ' + detail if detail else ''}", flush=True)
     return 1 if failed else 0

@@ -6,7 +6,7 @@
 # while one point runs (stopped at a chosen step) and one has failed, then resubmitted: finished
 # points are not rerun, the failed one reruns, the cancelled one resumes, all end identical; a
 # second submission while tasks are queued submits nothing; a task whose point is locked runs
-# nothing; [slurm] errors; scripts/slurm/train.sbatch on 2 ranks (srun --mpi=pmix, stopped by a
+# nothing; [slurm] errors; a two-stage [protocol] sweep; scripts/slurm/train.sbatch on 2 ranks (srun --mpi=pmix, stopped by a
 # USR1 to the batch script as at a time limit, resubmitted) against `mpirun -np 2`, and with the
 # mpirun launcher. SKIP without the Slurm and munge commands, or when not root (the daemons).
 source "$(dirname "$0")/../../lib.sh"
@@ -205,6 +205,59 @@ sub=$(ls runs/cancel/slurm/submission-*.json | tail -n 1)
  echo $? >locked.rc) 9>runs/cancel/seed=4/.sweep-point.lock
 check "a task whose point is locked by another task runs nothing (status 0)" \
   bash -c "[ \"\$(cat locked.rc)\" = 0 ] && grep -q 'seed=4 is being run by another task' locked.log && [ ! -e runs/cancel/seed=4/pretrain.log ]"
+
+# ---- a two-stage [protocol] sweep: stage two is submitted once its cell has chosen ------------------------
+mkdir -p "$tmp/protocol" && cd "$tmp/protocol"
+cat >base.ini <<INI
+[model]
+hidden_size = 16
+num_layers = 1
+num_heads = 2
+intermediate_size = 32
+hidden_dropout = 0
+attention_dropout = 0
+absolute_position = no
+relative_position = method4
+[train]
+run_dir = $tmp/protocol/unused
+log_interval = 10
+[task]
+type = tagging
+init_checkpoint = none
+train_file = unused
+max_seq_len = 40
+batch_size = 8
+max_steps = 10
+INI
+cat >two.ini <<'INI'
+[sweep]
+base = base.ini
+out = out
+[synth]
+tasks = reverse
+train_lengths = 1-4
+train_count = 80
+test_lengths = 1-8
+test_count = 2
+val_count = 2
+seed = 3
+[protocol]
+select = task.lr
+threshold = 0.95
+select_seeds = 1
+[grid]
+model.seed = 1 2
+task.lr = 1e-3 3e-3
+[slurm]
+time = 10:00
+INI
+sweep two.ini --slurm --wait >two.log 2>&1
+rc=$?
+sweep two.ini --list >two-list.txt 2>&1
+check "two stages: the selection runs first, the other seed at its cell's chosen rate once chosen (status $rc)" \
+  bash -c "grep -q 'submitting 2; 2 stage-two points wait for their cell' two.log && grep -q 'submitting 1\$' two.log &&
+           [ $rc -eq 0 ] && [ \$(grep -c '^done ' two-list.txt) -eq 3 ] && [ \$(grep -c '^not needed ' two-list.txt) -eq 1 ]"
+cd "$tmp/sweep"
 
 # ---- scripts/slurm/train.sbatch on 2 ranks against mpirun -np 2 -----------------------------------------------
 scancel --user=root 2>/dev/null  # whatever a failed check above left
