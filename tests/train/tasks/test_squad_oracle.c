@@ -43,8 +43,8 @@ int main(void) {
     TestTally t = {0, 0};
     const char *data = "../shared/data/squad/eval-half.json", *vocab = "data/vocab/bert-base-uncased.txt";
     if (access(data, R_OK) || access(vocab, R_OK)) {
-        printf("note: %s or %s absent; the SQuAD oracle test needs ../shared/data beside the checkout and "
-               "`make pretrain`'s vocabulary\n", data, vocab);
+        printf("SKIP the SQuAD oracle (%s or %s absent: it needs ../shared/data beside the checkout and "
+               "`make pretrain`'s vocabulary)\n", data, vocab);
         return tally_exit(&t);
     }
     Tokenizer *tok = tokenizer_load(vocab, 1);
