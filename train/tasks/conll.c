@@ -106,7 +106,8 @@ void tag_labels_parse(TagLabels *ls, const char *text, const char *origin) {
                  CONLL_IGNORED);
         for (int i = 0; i < ls->count; i++)
             RP_CHECK(strcmp(ls->names[i], word), "%s: label '%s' appears twice", origin, word);
-        snprintf(ls->names[ls->count++], TAG_LABEL_MAX, "%s", word);
+        size_t length = strlen(word); /* < TAG_LABEL_MAX, checked above */
+        memcpy(ls->names[ls->count++], word, length + 1);
         ls->bio &= label_is_bio(word);
     }
     free(copy);
