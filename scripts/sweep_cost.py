@@ -10,12 +10,16 @@ a forward-only evaluation token taken as a third of a training token (forward ~1
 backward), and R the training tokens per second this machine gives the suite's model: measured
 by a calibration run of the task's first point (CALIBRATION_STEPS steps on a sample of its
 training lengths, one process with the threads --jobs leaves each point), and F the rest of that
-run's wall time (start-up, data, vocabulary, checkpoints). The bound holds for
+run's wall time (start-up, data, vocabulary, checkpoints). On a shared host the calibration gets
+part of its cores only: its CPU time over wall x threads is the share it got, and R and F are
+scaled to an unloaded machine by that share (a point's cost in CPU time; steal time, which the
+guest cannot see, still inflates it). The bound holds for
 runs trained to the end; an early stop (task.stop_accuracy) ends a run sooner, so once points have
 finished, the realised share of the bound (their wall time over their bound) scales the rest.
 """
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -51,9 +55,12 @@ def calibrate(realpos, base, point, train_sample, folder, threads):
     cmd = [realpos, "finetune", base] + [a for k, v in sets.items() if relevant(k, point["cfg"])
                                          for a in ("--set", f"{k}={v}")]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if r.returncode != 0:
         raise RuntimeError(f"calibration run failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode}")
     records = []
@@ -65,8 +72,19 @@ def calibrate(realpos, base, point, train_sample, folder, threads):
     if not records:
         raise RuntimeError("calibration run logged no tokens_per_s")
     # the second window's rate (past the first steps' warm-up); the rest of the wall time (start-up,
-    # data, vocabulary, checkpoints) is a point's fixed cost
-    return records[-1]["tokens_per_s"], max(0.0, wall - records[-1]["elapsed_s"])
+    # data, vocabulary, checkpoints) is a point's fixed cost; both scaled to an unloaded host
+    share = cpu_share(cpu, wall, threads)
+    return (records[-1]["tokens_per_s"] / share, max(0.0, wall - records[-1]["elapsed_s"]) * share,
+            share)
+
+
+def cpu_share(cpu_s, wall_s, threads):
+    """The share of its threads' time a process got: CPU seconds / (wall seconds x threads), in
+    (0, 1]. A process that used more than its threads (OpenBLAS helpers) or a clock too coarse to
+    tell counts as unloaded (1)."""
+    if wall_s <= 0 or cpu_s <= 0:
+        return 1.0
+    return min(1.0, cpu_s / (wall_s * threads))
 
 
 def hms(seconds):
@@ -104,7 +122,8 @@ def predict(spec, points, realpos, threads, jobs, status):
             test = per_scored * n * int(s["test_count"])
             dev = per_scored * n * int(s.get("val_count") or s["test_count"])
             start = time.monotonic()
-            rate, fixed = calibrate(realpos, spec["base"], first, os.path.join(folder, "train.txt"), folder, threads)
+            rate, fixed, share = calibrate(realpos, spec["base"], first, os.path.join(folder, "train.txt"), folder,
+                                           threads)
             tokens = {"train": per_train, "dev": dev, "test": test if s.get("val_count") else 0}
             mine = {p["name"] for p in points if p["settings"][sweep_synth.TASK_KEY] == task}
             for p in points:
@@ -113,6 +132,10 @@ def predict(spec, points, realpos, threads, jobs, status):
             lines.append(f"cost: {task}: {rate:,.0f} training tokens/s at {threads} thread(s) and {fixed:.1f} s "
                          f"of start-up (calibrated in {time.monotonic() - start:.0f} s), at most {max(b for n, b in bounds.items() if n in mine):.0f} "
                          "s a point")
+            if share < 0.9:
+                lines.append(f"cost: {task}: the calibration got {share:.0%} of its threads' time (a loaded host): "
+                             f"the rates here are its CPU time's, for this machine unloaded; at this load "
+                             f"the wall times are about {1 / share:.1f} times these")
     # a two-stage protocol runs a replicate at its cell's chosen rate only: one of the rates' points
     select = (spec.get("protocol") or {}).get("select")
     for p in points:

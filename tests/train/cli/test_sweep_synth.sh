@@ -53,6 +53,12 @@ check "--list predicts the cost on this machine: a calibrated rate per task and 
   grep -qE "^cost: 8 points at most [0-9]+:[0-9]{2}:[0-9]{2} of [0-9]+-thread processes" list.txt
 check "... a rate per task, from its own calibration run" test "$(grep -cE '^cost: (reverse|mqar): [0-9,]+ training tokens/s' list.txt)" = 2
 check "... and --list wrote no point's run directory" test ! -e out/task=mqar,seed=1,relative_k=2
+# a loaded host: the calibration's share of its threads' time scales its rate to an unloaded one
+share() { PYTHONPATH="$root/scripts" "$PY" -c "import sweep_cost; print(sweep_cost.cpu_share($1))"; }
+check "a calibration that got half its one thread's time ran at half the unloaded rate" test "$(share 1.0,2.0,1)" = 0.5
+check "... a quarter of two threads' time" test "$(share 1.0,2.0,2)" = 0.25
+check "... more CPU than its threads (helpers) or no measurable time counts as unloaded" \
+  test "$(share 3.0,1.0,2) $(share 0.0,1.0,1) $(share 1.0,0.0,1)" = "1.0 1.0 1.0"
 sweep suite.ini --jobs 2 > sweep.log 2>&1
 check "the sweep runs every point" grep -q "sweep: 8 points, 0 already done; running 8" sweep.log
 check "each finished point reports the run's progress and the time the rest takes at its rate" \
