@@ -364,6 +364,49 @@ picked = sorted(r["settings"]["model.seed"] for r in proto.chosen_rows(two, two_
 check("two stages: the statistics are over the replicate seeds at the chosen rate only (not the selection seeds)",
       picked == ["1", "2"], picked)
 
+# [protocol] replicates_by: stage two one value of a key at a time, seed by seed within it
+by = dict(two, grid={"synth.task": ["t", "u"], "model.seed": ["1", "2", "3", "4"], "task.lr": ["1e-3", "3e-3"]},
+          protocol=dict(two["protocol"], replicates_by="synth.task"))
+by_points = [{"name": f"{t},{s},{lr}", "settings": {"synth.task": t, "model.seed": s, "task.lr": lr}}
+             for t in ["u", "t"] for s in by["grid"]["model.seed"] for lr in by["grid"]["task.lr"]]
+run_order = [(p["settings"]["synth.task"], p["settings"]["model.seed"])
+             for _, p in sweep.replicate_order(by, list(enumerate(by_points)))]
+check("replicates_by = synth.task: the selection seeds of every task first, then task t's replicates seed by seed, "
+      "then u's", run_order == [("u", "3")] * 2 + [("t", "3")] * 2 + [("u", "4")] * 2 + [("t", "4")] * 2
+      + [("t", "1")] * 2 + [("t", "2")] * 2 + [("u", "1")] * 2 + [("u", "2")] * 2, run_order)
+plain = [(p["settings"]["synth.task"], p["settings"]["model.seed"])
+         for _, p in sweep.replicate_order(dict(by, protocol=two["protocol"]), list(enumerate(by_points)))]
+check("... without it, stage two seed by seed over every task", plain[8:12] == [("u", "1")] * 2 + [("t", "1")] * 2,
+      plain)
+
+import sweep_spec  # noqa: E402
+
+
+def protocol_error(lines):
+    """The SweepError a sweep file with this [protocol] gives, or None."""
+    path = os.path.join(scratch, "by.ini")
+    with open(path, "w") as f:
+        f.write(f"[sweep]\nbase = {scratch}/base.ini\nout = out\n[synth]\ntasks = reverse mqar\ntrain_lengths = 1-4\n"
+                "train_count = 8\ntest_lengths = 1-8\ntest_count = 1\nval_count = 1\nseed = 1\n[grid]\n"
+                "model.seed = 1 2 3\ntask.lr = 1e-3 3e-3\n[protocol]\n" + lines)
+    try:
+        open(os.path.join(scratch, "base.ini"), "a").close()
+        sweep_spec.parse_sweep(path)
+        return None
+    except sweep_spec.SweepError as e:
+        return str(e)
+
+
+check("replicates_by = synth.task with select_seeds is accepted",
+      protocol_error("select_seeds = 1\nreplicates_by = synth.task\n") is None)
+for lines, expected in [("replicates_by = synth.task\n", "by.ini:16: [protocol] replicates_by orders stage two: "
+                         "it needs select_seeds"),
+                        ("select_seeds = 1\nreplicates_by = model.seed\n", "by.ini:17: [protocol] replicates_by = "
+                         "model.seed: expected a [grid] key other than the seed and task.lr"),
+                        ("select_seeds = 1\nreplicates_by = synth.tsak\n", "replicates_by = synth.tsak: expected")]:
+    got = protocol_error(lines)
+    check(f"refused, naming the file and line: {lines.strip()!r}", got is not None and expected in got, got)
+
 # ---- the predicted cost (scripts/sweep_cost.py): the bound of one point, worked by hand ----------
 import sweep_cost  # noqa: E402
 cost_point = {"cfg": {"task.max_steps": "3000", "task.batch_size": "8", "task.eval_every": "250"}}
