@@ -44,27 +44,19 @@ wait_stopped() {
   return 1
 }
 
-# tiny_pretrain_ini OUT [SECTION.KEY=VALUE ...]: write OUT, the shell tests' tiny pretraining
-# config: a 1-layer model of width 16 (2 heads, feed-forward 32, 85 tokens, 32 positions), 4 steps
-# of 4 sequences of 32 tokens (a checkpoint and an eval every 2, the last 2 checkpoints kept, 1
-# thread) on $tmp/corpus.txt and $tmp/vocab.txt, shards in $tmp/shards, the run in $tmp/run. Each
-# SECTION.KEY=VALUE replaces that key's value, or adds the key to its section where the template
-# lacks it. OUT is then read back by `realpos config`: a key realpos does not know, or a value it
-# refuses, prints a FAIL line with realpos's message and exits the test.
-tiny_pretrain_ini() {
+# write_ini OUT SECTION.KEY=VALUE ...: write OUT with each key in its section, sections and keys in
+# the order first named; a key named again replaces its value (so a template's entries come first
+# and a test's overrides after them). OUT is then read back by `realpos config`: a key realpos does
+# not know, or a value it refuses, prints a FAIL line with realpos's message and exits the test.
+write_ini() {
   local out=$1 entry key section err
   shift
   local -a keys=() sections=()
   local -A value=()
-  for entry in model.hidden_size=16 model.num_layers=1 model.num_heads=2 model.intermediate_size=32 \
-      model.vocab_size=85 model.max_position=32 \
-      train.batch_size=4 train.max_steps=4 train.warmup_steps=1 train.log_interval=1 train.eval_interval=2 \
-      train.checkpoint_interval=2 train.keep_last=2 train.eval_batches=2 train.threads=1 train.run_dir="$tmp/run" \
-      data.corpus="$tmp/corpus.txt" data.vocab="$tmp/vocab.txt" data.shard_dir="$tmp/shards" data.max_seq_len=32 \
-      data.max_predictions_per_seq=4 data.eval_fraction=0.1 "$@"; do
+  for entry in "$@"; do
     key=${entry%%=*}
     [[ $entry == *=* && $key =~ ^[a-z_]+\.[a-z0-9_]+$ ]] ||
-      { fail "tiny_pretrain_ini $out" "'$entry': expected section.key=value"; exit 1; }
+      { fail "write_ini $out" "'$entry': expected section.key=value"; exit 1; }
     [[ -v value[$key] ]] || keys+=("$key")
     value[$key]=${entry#*=}
     [[ " ${sections[*]} " == *" ${key%%.*} "* ]] || sections+=("${key%%.*}")
@@ -75,7 +67,36 @@ tiny_pretrain_ini() {
       if [ "${key%%.*}" = "$section" ]; then echo "${key#*.} = ${value[$key]}"; fi
     done
   done >"$out"
-  err=$("$RP" config "$out" 2>&1 >/dev/null) || { fail "tiny_pretrain_ini $out" "$err"; exit 1; }
+  err=$("$RP" config "$out" 2>&1 >/dev/null) || { fail "write_ini $out" "$err"; exit 1; }
+}
+
+# tiny_pretrain_ini OUT [SECTION.KEY=VALUE ...]: write_ini with the shell tests' tiny pretraining
+# config: a 1-layer model of width 16 (2 heads, feed-forward 32, 85 tokens, 32 positions), 4 steps
+# of 4 sequences of 32 tokens (a checkpoint and an eval every 2, the last 2 checkpoints kept, 1
+# thread) on $tmp/corpus.txt and $tmp/vocab.txt, shards in $tmp/shards, the run in $tmp/run.
+tiny_pretrain_ini() {
+  local out=$1
+  shift
+  write_ini "$out" model.hidden_size=16 model.num_layers=1 model.num_heads=2 model.intermediate_size=32 \
+    model.vocab_size=85 model.max_position=32 \
+    train.batch_size=4 train.max_steps=4 train.warmup_steps=1 train.log_interval=1 train.eval_interval=2 \
+    train.checkpoint_interval=2 train.keep_last=2 train.eval_batches=2 train.threads=1 train.run_dir="$tmp/run" \
+    data.corpus="$tmp/corpus.txt" data.vocab="$tmp/vocab.txt" data.shard_dir="$tmp/shards" data.max_seq_len=32 \
+    data.max_predictions_per_seq=4 data.eval_fraction=0.1 "$@"
+}
+
+# tiny_tagging_ini OUT [SECTION.KEY=VALUE ...]: write_ini with the shell tests' tiny tagging config:
+# a from-scratch 1-layer model of width 16 (2 heads, feed-forward 32, Method 4, no absolute
+# positions, no dropout), 2 steps of 8 examples of at most 24 tokens at lr 1e-3, logging every 10;
+# the files ($tmp/unused.txt, the run $tmp/unused) are for the test to name.
+tiny_tagging_ini() {
+  local out=$1
+  shift
+  write_ini "$out" model.hidden_size=16 model.num_layers=1 model.num_heads=2 model.intermediate_size=32 \
+    model.hidden_dropout=0 model.attention_dropout=0 model.absolute_position=no model.relative_position=method4 \
+    train.run_dir="$tmp/unused" train.log_interval=10 \
+    task.type=tagging task.init_checkpoint=none task.train_file="$tmp/unused.txt" task.max_seq_len=24 \
+    task.batch_size=8 task.max_steps=2 task.lr=1e-3 "$@"
 }
 
 # synthetic_vocab FILE WORDS: the five special tokens, then w0 .. w{WORDS-1}, one a line.

@@ -16,30 +16,8 @@ T="timeout 120"
 export OMP_NUM_THREADS=1 REALPOS_PEAK_GFLOPS=10
 unset REALPOS_BF16_EMULATE REALPOS_NO_BF16 REALPOS_PEAK_CACHE REALPOS_TEST_SIGNAL_AT_STEP
 cd "$tmp"
-cat > tag.ini <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = method4
-relative_k = 8
-[train]
-run_dir = $tmp/unused
-threads = 1
-log_interval = 50
-[task]
-type = tagging
-init_checkpoint = none
-train_file = $tmp/unused.txt
-max_seq_len = 24
-batch_size = 4
-epochs = 1
-lr = 2e-3
-INI
+tiny_tagging_ini tag.ini model.relative_k=8 train.threads=1 train.log_interval=50 task.batch_size=4 task.max_steps=0 \
+  task.epochs=1 task.lr=2e-3
 ft() { $T "$RP" finetune tag.ini "$@"; } # ft --set ...: a tiny tagging run from scratch
 
 # ---- CoNLL lines: the last field is the label, however many feature columns come between ----------

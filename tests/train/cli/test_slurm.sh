@@ -208,27 +208,7 @@ check "a task whose point is locked by another task runs nothing (status 0)" \
 
 # ---- a two-stage [protocol] sweep: stage two is submitted once its cell has chosen ------------------------
 mkdir -p "$tmp/protocol" && cd "$tmp/protocol"
-cat >base.ini <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = method4
-[train]
-run_dir = $tmp/protocol/unused
-log_interval = 10
-[task]
-type = tagging
-init_checkpoint = none
-train_file = unused
-max_seq_len = 40
-batch_size = 8
-max_steps = 10
-INI
+tiny_tagging_ini base.ini train.run_dir="$tmp/protocol/unused" task.train_file=unused task.max_seq_len=40 task.max_steps=10
 cat >two.ini <<'INI'
 [sweep]
 base = base.ini

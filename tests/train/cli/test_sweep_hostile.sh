@@ -18,28 +18,7 @@ refused() {
 }
 export OMP_NUM_THREADS=1 REALPOS_PEAK_GFLOPS=10
 cd "$tmp"
-cat > base.ini <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = method4
-[train]
-run_dir = $tmp/unused
-log_interval = 10
-[task]
-type = tagging
-init_checkpoint = none
-train_file = unused
-max_seq_len = 24
-batch_size = 8
-max_steps = 2
-lr = 1e-3
-INI
+tiny_tagging_ini base.ini task.train_file=unused
 cat > suite.ini <<INI
 [sweep]
 base = base.ini

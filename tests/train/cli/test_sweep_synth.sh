@@ -9,28 +9,7 @@ root=$PWD
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 sweep() { "$PY" "$root/scripts/sweep.py" --realpos "$root/realpos" "$@"; }
 cd "$tmp"
-cat > base.ini <<INI
-[model]
-hidden_size = 16
-num_layers = 1
-num_heads = 2
-intermediate_size = 32
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = method4
-[train]
-run_dir = $tmp/unused
-log_interval = 10
-[task]
-type = tagging
-init_checkpoint = none
-train_file = unused
-max_seq_len = 40
-batch_size = 8
-max_steps = 10
-lr = 1e-3
-INI
+tiny_tagging_ini base.ini task.train_file=unused task.max_seq_len=40 task.max_steps=10
 cat > suite.ini <<INI
 [sweep]
 base = base.ini

@@ -36,36 +36,10 @@ expect_error "lookup lengths shorter than D + 1 are refused" "expected A-B with 
   "$RP" synth lookup --distance 3 --lengths 2-8 --count 1 --out x.txt
 [ ! -e x.txt ] && pass "a refused synth writes nothing" || fail "a refused synth writes nothing"
 
-cat > tag.ini <<INI
-[model]
-hidden_size = 32
-num_layers = 2
-num_heads = 2
-intermediate_size = 64
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = shaw
-relative_k = 4
-[train]
-run_dir = $tmp/run
-threads = 1
-log_interval = 50
-[task]
-type = tagging
-init_checkpoint = none
-train_file = $tmp/train.txt
-dev_file = $tmp/val.txt
-test_file = $tmp/test.txt
-max_seq_len = 20
-batch_size = 16
-max_steps = 600
-epochs = 1000
-eval_every = 10
-stop_accuracy = 0.3
-stop_patience = 2
-lr = 3e-3
-INI
+tiny_tagging_ini tag.ini model.hidden_size=32 model.num_layers=2 model.intermediate_size=64 model.relative_position=shaw \
+  model.relative_k=4 train.run_dir="$tmp/run" train.threads=1 train.log_interval=50 task.train_file="$tmp/train.txt" \
+  task.dev_file="$tmp/val.txt" task.test_file="$tmp/test.txt" task.max_seq_len=20 task.batch_size=16 task.max_steps=600 \
+  task.epochs=1000 task.eval_every=10 task.stop_accuracy=0.3 task.stop_patience=2 task.lr=3e-3
 
 # ---- the early stop ----
 if "$RP" finetune tag.ini > out.txt 2> log.txt; then pass "a tagging run with an early stop and a test file"

@@ -10,31 +10,9 @@ export OMP_NUM_THREADS=1
 cd "$tmp"
 "$RP" synth reverse --lengths 1-6 --count 600 --seed 1 --out train.txt 2>/dev/null
 "$RP" synth reverse --lengths 1-10 --count 4 --per-length --seed 2 --out test.txt 2>/dev/null
-cat > tag.ini <<INI
-[model]
-hidden_size = 32
-num_layers = 2
-num_heads = 2
-intermediate_size = 64
-hidden_dropout = 0
-attention_dropout = 0
-absolute_position = no
-relative_position = method4
-relative_k = 8
-[train]
-run_dir = $tmp/run
-threads = 1
-log_interval = 50
-[task]
-type = tagging
-init_checkpoint = none
-train_file = $tmp/train.txt
-dev_file = $tmp/test.txt
-max_seq_len = 24
-batch_size = 16
-max_steps = 150
-lr = 2e-3
-INI
+tiny_tagging_ini tag.ini model.hidden_size=32 model.num_layers=2 model.intermediate_size=64 model.relative_k=8 \
+  train.run_dir="$tmp/run" train.threads=1 train.log_interval=50 task.train_file="$tmp/train.txt" task.dev_file="$tmp/test.txt" \
+  task.batch_size=16 task.max_steps=150 task.lr=2e-3
 if "$RP" finetune tag.ini > out.txt 2> log.txt; then pass "fine-tuning a tagging model from scratch"
 else fail "fine-tuning a tagging model from scratch" "$(tail -3 log.txt)"; fi
 [ "$(head -5 run/vocab.txt | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] " ] && [ "$(wc -l < run/vocab.txt)" = 8 ] &&
