@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -100,6 +101,18 @@ void format_float(char *out, size_t size, float v) {
         if (strtof(out, NULL) == v)
             return;
     }
+}
+
+int parse_decimal(const char *text, double *out) {
+    if (!*text || !strchr("+-.0123456789", *text) || strpbrk(text, "xX"))
+        return 0;  // strtod would also read " 1", "0x10", "inf" and "nan"
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || !isfinite(v))
+        return 0;
+    *out = v;
+    return 1;
 }
 
 int parse_switch(const char *text, int *on) {

@@ -57,6 +57,11 @@ void zero_floats(float *x, size_t count);
  * one float formatter of configs and file attributes. */
 void format_float(char *out, size_t size, float v);
 
+/* The one reading of a number in configs and the environment: a finite decimal filling all of
+ * `text` ("3e-4", "-2.5", ".5"): no leading space, no hexadecimal, inf or nan. Returns 1 with
+ * *out set, 0 (and *out untouched) for any other text or a value outside double's range. */
+int parse_decimal(const char *text, double *out);
+
 /* The one reading of a switch, for environment switches and boolean config values alike: 1/0,
  * yes/no, true/false, on/off in any case. Returns 1 with *on set, 0 (and *on untouched) for any
  * other text. SWITCH_VALUES names them in messages. */

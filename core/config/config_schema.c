@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <ini.h>
 #include <limits.h>
 #include <math.h>
@@ -69,12 +70,11 @@ static bool parse_integer(const char *text, int64_t *out) {
 }
 
 static bool parse_float(const char *text, float *out) {
-    if (!*text || isspace((unsigned char)*text))
+    double v;
+    if (!parse_decimal(text, &v))
         return false;
-    char *end;
-    errno = 0;
-    *out = strtof(text, &end);
-    return errno == 0 && *end == '\0' && isfinite(*out);
+    *out = (float)v;  // beyond float's range: inf, or 0 / subnormal for a non-zero value: refused
+    return isfinite(*out) && (v == 0 || fabsf(*out) >= FLT_MIN);
 }
 
 static bool in_float_range(const KeySpec *key, float v) {

@@ -246,10 +246,8 @@ int cmd_bench(int argc, char **argv) {
     o.steps = (int)cli_int("--steps", steps_text, 1, 1 << 20), o.warmup = (int)cli_int("--warmup", warmup_text, 0, 1 << 20);
     o.label_frac = 0.15;
     if (label_text) {
-        char *end;
-        o.label_frac = strtod(label_text, &end);
-        RP_CHECK(*label_text && !*end && o.label_frac >= 0 && o.label_frac <= 1, "option '--label-frac': expected a "
-                 "number in [0, 1], got '%s'", label_text);
+        RP_CHECK(parse_decimal(label_text, &o.label_frac) && o.label_frac >= 0 && o.label_frac <= 1,
+                 "option '--label-frac': expected a number in [0, 1], got '%s'", label_text);
     }
     const int steps = o.steps, warmup = o.warmup;
     const char *lengths_path = o.lengths_path, *shards_path = o.shards_path;

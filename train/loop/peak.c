@@ -312,10 +312,9 @@ static double fixed_peak(const char *name) {
     const char *fixed = getenv(name);
     if (!fixed || !*fixed)
         return 0;
-    char *end;
-    double gflops = strtod(fixed, &end);
-    RP_CHECK(!*end && gflops > 0 && isfinite(gflops), "%s: expected a positive number of GFLOP/s, got '%s'", name,
-             fixed);
+    double gflops = 0;
+    RP_CHECK(parse_decimal(fixed, &gflops) && gflops > 0, "%s: expected a positive decimal number of GFLOP/s, got '%s'",
+             name, fixed);
     return gflops;
 }
 

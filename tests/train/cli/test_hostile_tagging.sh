@@ -84,7 +84,8 @@ expect_error "a data.vocab inside the run directory a fresh run owns is refused"
   ft --set task.train_file="$tmp/accents.txt" --set train.run_dir="$tmp/lower" --set data.vocab="$tmp/lower/vocab.txt" --overwrite
 
 # ---- a refused start writes nothing; the corrected command then runs ----------------------------------
-for env in REALPOS_PEAK_GFLOPS=abc REALPOS_PEAK_BF16_GFLOPS=-1 REALPOS_PEAK_CACHE=maybe REALPOS_TEST_SIGNAL_AT_STEP=TERM:x; do
+for env in REALPOS_PEAK_GFLOPS=abc REALPOS_PEAK_GFLOPS=0x2a "REALPOS_PEAK_GFLOPS= 42" REALPOS_PEAK_BF16_GFLOPS=inf \
+    REALPOS_PEAK_BF16_GFLOPS=-1 REALPOS_PEAK_CACHE=maybe REALPOS_TEST_SIGNAL_AT_STEP=TERM:x; do
   expect_error "$env refuses the run, naming the variable" "${env%%=*}" \
     env "$env" "$RP" finetune tag.ini --set task.train_file="$tmp/xy.txt" --set train.run_dir="$tmp/env"
   check "... before its run directory exists" test ! -e "$tmp/env"
