@@ -53,10 +53,18 @@ def plot_success(path, spec, chosen, choice):
                     ax.annotate(s["rate"], (k, r), textcoords="offset points", xytext=(4, 4), fontsize=6,
                                 color=style["color"])
             for k, s in points:
-                if k is None:
+                if k is None and K_KEY in keys:  # a reference beside the k curves: a line and its band
                     ax.axhline(s["k"] / s["n"], linewidth=1, label=f"{name}: {s['k']}/{s['n']} (lr {s['rate']})",
                                **dict(style, linestyle="--"))
                     ax.axhspan(*s["wilson"], color=style["color"], alpha=0.1, linewidth=0)
+                elif k is None:  # no k anywhere (e.g. residual attention no / yes): a point per arm
+                    rate = s["k"] / s["n"]
+                    ax.errorbar([i], [rate], yerr=[[rate - s["wilson"][0]], [s["wilson"][1] - rate]], marker="o",
+                                capsize=4, color=style["color"], label=f"{name}: {s['k']}/{s['n']} (lr {s['rate']})")
+        if K_KEY not in keys:
+            names = sorted(lines)
+            ax.set_xticks(range(len(names)), names, fontsize=7)
+            ax.set_xlim(-0.5, max(len(names), 1) - 0.5)
         if K_KEY in keys:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
