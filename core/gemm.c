@@ -60,8 +60,10 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
     const int small = gemm_small_fits(M, N, K, alpha);
     /* Nothing to split, or one thread's work already (the per-head attention products). The level,
      * not omp_in_parallel(): a region of one thread is inactive, and opening another inside it
-     * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). */
-    if (length <= 0 || omp_get_level() > 0) {
+     * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). And a
+     * small product with one part or one thread: gemm_small's bits do not depend on the parts, and it
+     * starts no threads of its own (no region needed, whose end costs a futex wake even at 1 thread). */
+    if (length <= 0 || omp_get_level() > 0 || (small && (parts == 1 || omp_get_max_threads() == 1))) {
         sgemm_part(small, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

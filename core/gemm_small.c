@@ -71,9 +71,15 @@ void gemm_small_pack_transposed(float *restrict panel, int nr, const float *B, i
             for (int j = 0; j < 8; j++)
                 panel[(size_t)k * nr + j0 + j] = rows[(size_t)j * ldb + k];
     }
-    for (int k = 0; k < kc; k++) /* the last rows, then zeros */
-        for (int j = nc8; j < nr; j++)
-            panel[(size_t)k * nr + j] = j < nc ? B[(size_t)(n0 + j) * ldb + k0 + k] : 0.0f;
+    if (nc8 == nr)
+        return;
+    for (int k = 0; k < kc; k++) { /* zeros from the last whole 8 columns on, then the last rows */
+        float *out = panel + (size_t)k * nr;
+        for (int j = nc8; j < nr; j += 8)
+            _mm256_storeu_ps(out + j, _mm256_setzero_ps());
+        for (int j = nc8; j < nc; j++)
+            out[j] = B[(size_t)(n0 + j) * ldb + k0 + k];
+    }
 }
 
 /* panel [kc][NR] = op(B) [k0 .. k0+kc, n0 .. n0+nc], columns nc .. NR zero. */
