@@ -3,8 +3,10 @@
  *
  * C is computed in blocks of up to MR x NR = 8 x 32 elements held in 16 registers; every load and
  * store of a partial strip is masked (the masked-off lanes are neither read nor written). op(B) is
- * read in place when it is B, else a strip of NR columns and up to KC values of k is copied into a
- * panel on the stack (panel [k][NR], columns past N zero); op(A) is read where it lies, one
+ * read in place when it is B and fewer than PACK_ROWS_MIN rows of C read it, else a strip of NR
+ * columns and up to KC values of k is copied into a panel on the stack (panel [k][NR], columns past
+ * N zero): 1.05x on the products of a width-64 model's linear layers (scripts/dev/gemm_small.sh), as
+ * B's rows a power-of-two stride apart fall into a few L1 sets; op(A) is read where it lies, one
  * broadcast per row and k. Compiled for AVX-512F through function attributes; called only on a
  * CPU that has it (gemm_small_isa_runs_here). */
 #include "core/gemm_small.h"
@@ -14,11 +16,21 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
-enum { MR = 8, NR = 32, KC = 256 };
+enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64 };
 
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
 static inline __mmask16 lanes(int count) {
     return count >= 16 ? (__mmask16)0xFFFF : count <= 0 ? (__mmask16)0 : (__mmask16)((1u << count) - 1);
+}
+
+/* panel [kc][NR] = B [k0 .. k0+kc, n0 .. n0+nc], columns nc .. NR zero. */
+static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc) {
+    const __mmask16 mask0 = lanes(nc), mask1 = lanes(nc - 16);
+    for (int k = 0; k < kc; k++) {
+        const float *row = B + (size_t)(k0 + k) * ldb + n0;
+        _mm512_store_ps(panel + (size_t)k * NR, _mm512_maskz_loadu_ps(mask0, row));
+        _mm512_store_ps(panel + (size_t)k * NR + 16, _mm512_maskz_loadu_ps(mask1, row + 16));
+    }
 }
 
 /* C block [rows, cols] (rows <= MR, cols <= NR, halves = 1 when cols <= 16): chains over kc values
@@ -96,10 +108,14 @@ void gemm_small_avx512(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A
             const int nc = N - n0 < NR ? N - n0 : NR;
             for (int k0 = 0; k0 < K; k0 += KC) {
                 const int kc = K - k0 < KC ? K - k0 : KC;
-                const int direct = tb == GEMM_N;
+                /* op(B) = B read in place when few rows reuse it; else copied, contiguous (rows of B a
+                 * power-of-two stride apart share a few L1 sets) */
+                const int direct = tb == GEMM_N && mc < PACK_ROWS_MIN;
                 const float *b = direct ? B + (size_t)k0 * ldb + n0 : panel;
-                if (!direct)
+                if (tb == GEMM_T)
                     gemm_small_pack_transposed(panel, NR, B, ldb, k0, kc, n0, nc);
+                else if (!direct)
+                    pack_rows(panel, B, ldb, k0, kc, n0, nc);
                 for (int m = m0; m < m0 + mc; m += MR) {
                     const int rows = m0 + mc - m < MR ? m0 + mc - m : MR;
                     const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
