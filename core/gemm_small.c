@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/gemm_small_avx512.h"
+#include "core/gemm_small_pack.h"
+
 enum { MR = 6, NR = 16, KC = 256 };
 /* The products of small models (a width-256 feed-forward over ~1000 rows: 2 x 256 x 256 x 976 FLOPs)
  * and no larger. scripts/dev/gemm_small.sh on a Zen 5 (docs/bench.md, "The small-model step"): the
@@ -24,67 +27,15 @@ int gemm_small_fits(int M, int N, int K, float alpha) {
     return alpha == 1.0f && M >= 0 && N >= 0 && K >= 0 && 2.0 * M * N * (double)K <= GEMM_SMALL_FLOPS_MAX;
 }
 
-int gemm_small_rows_per_pass(int kc, int mr) {
-    const int rows = GEMM_SMALL_PASS_FLOATS / (kc > 0 ? kc : 1) / mr * mr;
-    return rows > mr ? rows : mr;
-}
-
 /* Lanes 0 .. count-1 of 8 set. */
 static inline __m256i lane_mask(int count) {
     const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), index);
 }
 
-/* The 8 x 8 block in r transposed in place: r[i] [j] becomes r[j] [i]. */
-static inline void transpose8(__m256 r[8]) {
-    __m256 t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-    }
-}
-
-void gemm_small_pack_transposed(float *restrict panel, int nr, const float *B, int ldb, int k0, int kc, int n0,
-                                int nc) {
-    const int nc8 = nc / 8 * 8, kc8 = kc / 8 * 8;
-    for (int j0 = 0; j0 < nc8; j0 += 8) { /* 8 rows of B at a time: 8 x 8 tiles transposed in registers */
-        const float *rows = B + (size_t)n0 * ldb + (size_t)j0 * ldb + k0;
-        for (int k = 0; k < kc8; k += 8) {
-            __m256 r[8];
-            for (int j = 0; j < 8; j++)
-                r[j] = _mm256_loadu_ps(rows + (size_t)j * ldb + k);
-            transpose8(r);
-            for (int i = 0; i < 8; i++)
-                _mm256_storeu_ps(panel + (size_t)(k + i) * nr + j0, r[i]);
-        }
-        for (int k = kc8; k < kc; k++)
-            for (int j = 0; j < 8; j++)
-                panel[(size_t)k * nr + j0 + j] = rows[(size_t)j * ldb + k];
-    }
-    if (nc8 == nr)
-        return;
-    for (int k = 0; k < kc; k++) { /* zeros from the last whole 8 columns on, then the last rows */
-        float *out = panel + (size_t)k * nr;
-        for (int j = nc8; j < nr; j += 8)
-            _mm256_storeu_ps(out + j, _mm256_setzero_ps());
-        for (int j = nc8; j < nc; j++)
-            out[j] = B[(size_t)(n0 + j) * ldb + k0 + k];
-    }
-}
-
 /* panel [kc][NR] = op(B) [k0 .. k0+kc, n0 .. n0+nc], columns nc .. NR zero. */
-static void pack_panel(float *restrict panel, GemmOp tb, const float *B, int ldb, int k0, int kc, int n0, int nc) {
-    if (tb == GEMM_N) { /* rows of B: masked loads (a short memcpy per row costs more than the product) */
+static void pack_panel(float *restrict panel, int tb, const float *B, int ldb, int k0, int kc, int n0, int nc) {
+    if (!tb) { /* rows of B: masked loads (a short memcpy per row costs more than the product) */
         const __m256i mask0 = lane_mask(nc), mask1 = lane_mask(nc - 8);
         for (int k = 0; k < kc; k++) {
             const float *row = B + (size_t)(k0 + k) * ldb + n0;
@@ -165,11 +116,14 @@ BLOCK_FNS(1) BLOCK_FNS(2) BLOCK_FNS(3) BLOCK_FNS(4) BLOCK_FNS(5) BLOCK_FNS(6)
 static const BlockFn block_fns[MR][2][2] = {BLOCK_ROW(1), BLOCK_ROW(2), BLOCK_ROW(3),
                                              BLOCK_ROW(4), BLOCK_ROW(5), BLOCK_ROW(6)};
 
+static void gemm_small_avx2(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc);
+
 int gemm_small_isa_runs_here(GemmSmallIsa isa) {
     return isa == GEMM_SMALL_AVX2 || (isa == GEMM_SMALL_AVX512 && __builtin_cpu_supports("avx512f"));
 }
 
-void gemm_small_isa(GemmSmallIsa isa, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda,
+void gemm_small_isa(GemmSmallIsa isa, int ta, int tb, int M, int N, int K, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc) {
     if (K <= 0) { /* no products: C = beta C */
         for (int m = 0; m < M; m++)
@@ -183,17 +137,18 @@ void gemm_small_isa(GemmSmallIsa isa, GemmOp ta, GemmOp tb, int M, int N, int K,
         gemm_small_avx2(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void gemm_small(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc) {
     /* the same bits on either kernel: the faster one where the CPU has it */
     gemm_small_isa(gemm_small_isa_runs_here(GEMM_SMALL_AVX512) ? GEMM_SMALL_AVX512 : GEMM_SMALL_AVX2, ta, tb, M, N,
                    K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void gemm_small_avx2(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                     float beta, float *C, int ldc) {
+/* The AVX2 kernel (K > 0). */
+static void gemm_small_avx2(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc) {
     float panel[KC * NR] __attribute__((aligned(64)));
-    const int at = ta == GEMM_T, MC = gemm_small_rows_per_pass(K < KC ? K : KC, MR);
+    const int at = ta != 0, MC = gemm_small_rows_per_pass(K < KC ? K : KC, MR);
     for (int m0 = 0; m0 < M; m0 += MC) {
         const int mc = M - m0 < MC ? M - m0 : MC;
         for (int n0 = 0; n0 < N; n0 += NR) {
@@ -201,7 +156,7 @@ void gemm_small_avx2(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, 
             for (int k0 = 0; k0 < K; k0 += KC) {
                 const int kc = K - k0 < KC ? K - k0 : KC;
                 /* op(B) = B with whole strips: read in place; else the panel */
-                const int direct = tb == GEMM_N && nc == NR;
+                const int direct = !tb && nc == NR;
                 const float *b = direct ? B + (size_t)k0 * ldb + n0 : panel;
                 if (!direct)
                     pack_panel(panel, tb, B, ldb, k0, kc, n0, nc);

@@ -9,31 +9,19 @@
  * compute these chains: AVX2 (the build's baseline, x86-64-v3) and AVX-512 (twice the lanes), used
  * when the CPU has AVX-512F; they give the same bits (tests/core/test_gemm_small.c). */
 #pragma once
-#include "core/gemm.h"
 
 /* Whether gemm_small computes this product (by its shape and alpha alone: alpha 1 and at most
  * GEMM_SMALL_FLOPS_MAX FLOPs). */
 int gemm_small_fits(int M, int N, int K, float alpha);
-/* The product as above; M, N, K >= 0 (K = 0: C = beta C, with beta 0 writing zeros). On the
+/* The product as above; M, N, K >= 0 (K = 0: C = beta C, with beta 0 writing zeros); ta, tb: 1 =
+ * transposed (GemmOp's values; core/gemm.h is not included here, it includes this). On the
  * AVX-512 kernel where the CPU has AVX-512F, else on the AVX2 kernel. */
-void gemm_small(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc);
 
 typedef enum { GEMM_SMALL_AVX2 = 0, GEMM_SMALL_AVX512 } GemmSmallIsa;
 /* Whether this CPU runs the kernel (AVX2: always, the build needs it). */
 int gemm_small_isa_runs_here(GemmSmallIsa isa);
 /* gemm_small on the given kernel (tests, scripts/dev/gemm_small.c); the CPU must run it. */
-void gemm_small_isa(GemmSmallIsa isa, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda,
+void gemm_small_isa(GemmSmallIsa isa, int ta, int tb, int M, int N, int K, const float *A, int lda,
                     const float *B, int ldb, float beta, float *C, int ldc);
-/* The kernels themselves (K > 0): core/gemm_small.c, core/gemm_small_avx512.c. */
-void gemm_small_avx2(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                     float beta, float *C, int ldc);
-void gemm_small_avx512(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                       float beta, float *C, int ldc);
-/* Shared by the kernels: panel [kc][nr] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K]),
- * columns nc .. nr zero (nr a multiple of 8); and the rows of op(A) one pass over a strip of op(B)
- * takes, a multiple of mr: about GEMM_SMALL_PASS_FLOATS of op(A) (half of a 1 MB L2) at kc values of k. */
-enum { GEMM_SMALL_PASS_FLOATS = 128 * 1024 };
-void gemm_small_pack_transposed(float *restrict panel, int nr, const float *B, int ldb, int k0, int kc, int n0,
-                                int nc);
-int gemm_small_rows_per_pass(int kc, int mr);

@@ -9,10 +9,12 @@
  * B's rows a power-of-two stride apart fall into a few L1 sets; op(A) is read where it lies, one
  * broadcast per row and k. Compiled for AVX-512F through function attributes; called only on a
  * CPU that has it (gemm_small_isa_runs_here). */
-#include "core/gemm_small.h"
+#include "core/gemm_small_avx512.h"
 
 #include <immintrin.h>
 #include <stddef.h>
+
+#include "core/gemm_small_pack.h"
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -98,10 +100,10 @@ BLOCK_FNS(1) BLOCK_FNS(2) BLOCK_FNS(3) BLOCK_FNS(4) BLOCK_FNS(5) BLOCK_FNS(6) BL
 static const BlockFn block_fns[MR][2][2] = {BLOCK_ROW(1), BLOCK_ROW(2), BLOCK_ROW(3), BLOCK_ROW(4),
                                              BLOCK_ROW(5), BLOCK_ROW(6), BLOCK_ROW(7), BLOCK_ROW(8)};
 
-void gemm_small_avx512(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void gemm_small_avx512(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                        float beta, float *C, int ldc) {
     float panel[KC * NR] __attribute__((aligned(64)));
-    const int at = ta == GEMM_T, MC = gemm_small_rows_per_pass(K < KC ? K : KC, MR);
+    const int at = ta != 0, MC = gemm_small_rows_per_pass(K < KC ? K : KC, MR);
     for (int m0 = 0; m0 < M; m0 += MC) {
         const int mc = M - m0 < MC ? M - m0 : MC;
         for (int n0 = 0; n0 < N; n0 += NR) {
@@ -110,9 +112,9 @@ void gemm_small_avx512(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A
                 const int kc = K - k0 < KC ? K - k0 : KC;
                 /* op(B) = B read in place when few rows reuse it; else copied, contiguous (rows of B a
                  * power-of-two stride apart share a few L1 sets) */
-                const int direct = tb == GEMM_N && mc < PACK_ROWS_MIN;
+                const int direct = !tb && mc < PACK_ROWS_MIN;
                 const float *b = direct ? B + (size_t)k0 * ldb + n0 : panel;
-                if (tb == GEMM_T)
+                if (tb)
                     gemm_small_pack_transposed(panel, NR, B, ldb, k0, kc, n0, nc);
                 else if (!direct)
                     pack_rows(panel, B, ldb, k0, kc, n0, nc);

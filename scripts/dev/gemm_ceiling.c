@@ -58,7 +58,7 @@ enum { MAX_CALLS = 1 << 18, MAX_SIDES = 2, MAX_STEPS = 4096 };
 void __real_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
                         blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
                         float beta, float *C, blasint ldc);
-void __real_gemm_small(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void __real_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                        float beta, float *C, int ldc);
 void __real_train_step(TrainStep *ts, long step);
 
@@ -146,7 +146,7 @@ void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
 }
 
 /* A gemm_small call is recorded as the sgemm it stands for. */
-void __wrap_gemm_small(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void __wrap_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                        float beta, float *C, int ldc) {
     if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
         __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
@@ -157,15 +157,13 @@ void __wrap_gemm_small(GemmOp ta, GemmOp tb, int M, int N, int K, const float *A
     const int parallel = omp_in_parallel();
     double t0 = call_clock_seconds(parallel);
     __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta == GEMM_T ? CblasTrans : CblasNoTrans,
-                                      tb == GEMM_T ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, beta,
+    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, beta,
                                       A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1};
 }
 
 static void replay_call(const GemmCall *c) {
     if (c->small) {
-        __real_gemm_small(c->trans_a == CblasTrans ? GEMM_T : GEMM_N, c->trans_b == CblasTrans ? GEMM_T : GEMM_N, c->M,
-                          c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
+        __real_gemm_small(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
         return;
     }
     __real_cblas_sgemm(c->order, c->trans_a, c->trans_b, c->M, c->N, c->K, c->alpha, c->A, c->lda, c->B,

@@ -23,7 +23,7 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static double seconds_per_call(GemmSmallIsa isa, int engine, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda,
+static double seconds_per_call(GemmSmallIsa isa, int engine, int ta, int tb, int M, int N, int K, const float *A, int lda,
                                const float *B, int ldb, float *C, int ldc, int reps) {
     const double t0 = omp_get_wtime();
     for (int r = 0; r < reps; r++) {
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     printf("%s kernel\n%-16s %10s %10s %12s\n", isa == GEMM_SMALL_AVX512 ? "AVX-512" : "AVX2", "shape", "kernel GF",
            "OpenBLAS GF", "time ratio");
     for (; a < argc; a += 5) {
-        const GemmOp ta = argv[a][0] == 'T', tb = argv[a + 1][0] == 'T';
+        const int ta = argv[a][0] == 'T', tb = argv[a + 1][0] == 'T';
         const int M = atoi(argv[a + 2]), N = atoi(argv[a + 3]), K = atoi(argv[a + 4]);
         const int lda = ta ? M : K, ldb = tb ? K : N;
         float *A = xalloc_floats((size_t)M * K), *B = xalloc_floats((size_t)K * N), *C = xalloc_floats((size_t)M * N);
