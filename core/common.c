@@ -74,6 +74,8 @@ float *xalloc_floats_for(size_t count, const char *what) {
     return p;
 }
 
+int omp_region_worthwhile(int threads) { return threads > 1 || omp_get_level() > 0; }
+
 void zero_floats(float *x, size_t count) {
 #pragma omp parallel
     {

@@ -53,6 +53,14 @@ float *xalloc_floats_for(size_t count, const char *what);
  * about half the memory bandwidth of two: 3.9 against 2.2 ms for bert-mini's 11 M gradients). */
 void zero_floats(float *x, size_t count);
 
+/* Whether a parallel region of `threads` threads is worth opening: more than one thread, or inside
+ * another region. The end of a region costs a futex wake even in a team of one (~1.5 us on a KVM
+ * guest: 5% of a width-64 model's step at one thread, ~100 regions). Without one, the caller runs
+ * the region's body itself at the outermost level, where omp_get_thread_num() is 0, omp_get_num_threads()
+ * 1 and an orphaned `omp for` runs every iteration: as in a team of one. Inside a region a nested
+ * team of one is kept, since there a body reading thread numbers would read the outer team's. */
+int omp_region_worthwhile(int threads);
+
 /* The shortest %g text that reads back as the same float (at most 9 significant digits): the
  * one float formatter of configs and file attributes. */
 void format_float(char *out, size_t size, float v);

@@ -12,6 +12,7 @@
 
 #include "core/common.h"
 #include "core/gemm_lane.h"
+#include "core/gemm_small.h"
 
 const char *const precision_names[] = {"fp32", "bf16", NULL};
 
@@ -26,8 +27,12 @@ const char *const precision_names[] = {"fp32", "bf16", NULL};
 enum { GEMM_PARTS_MAX = 16, GEMM_PART_ALIGN = 64 };
 static const double GEMM_PART_FLOPS = 4e6;
 
-static void sgemm_part(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
+    if (small) {
+        gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, ta == GEMM_T ? CblasTrans : CblasNoTrans, tb == GEMM_T ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -51,11 +56,15 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
     int split_rows, parts, per_part;
     gemm_partition(M, N, K, GEMM_PART_FLOPS, &split_rows, &parts, &per_part);
     const int length = split_rows ? M : N;
+    /* the engine by the whole product's shape, the same for all its parts */
+    const int small = gemm_small_fits(M, N, K, alpha);
     /* Nothing to split, or one thread's work already (the per-head attention products). The level,
      * not omp_in_parallel(): a region of one thread is inactive, and opening another inside it
-     * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). */
-    if (length <= 0 || omp_get_level() > 0) {
-        sgemm_part(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+     * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). And a
+     * small product with one part or one thread: gemm_small's bits do not depend on the parts, and it
+     * starts no threads of its own (no region needed, whose end costs a futex wake even at 1 thread). */
+    if (length <= 0 || omp_get_level() > 0 || (small && (parts == 1 || omp_get_max_threads() == 1))) {
+        sgemm_part(small, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
 #pragma omp parallel for schedule(static)
@@ -63,10 +72,10 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
         const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
         if (split_rows) { /* rows first .. of op(A) and C */
             const float *A_part = ta == GEMM_T ? A + first : A + (size_t)first * lda;
-            sgemm_part(ta, tb, count, N, K, alpha, A_part, lda, B, ldb, beta, C + (size_t)first * ldc, ldc);
+            sgemm_part(small, ta, tb, count, N, K, alpha, A_part, lda, B, ldb, beta, C + (size_t)first * ldc, ldc);
         } else { /* columns first .. of op(B) and C */
             const float *B_part = tb == GEMM_T ? B + (size_t)first * ldb : B + first;
-            sgemm_part(ta, tb, M, count, K, alpha, A, lda, B_part, ldb, beta, C + first, ldc);
+            sgemm_part(small, ta, tb, M, count, K, alpha, A, lda, B_part, ldb, beta, C + first, ldc);
         }
     }
 }

@@ -272,6 +272,24 @@ static void prepare(AttnPlan *p, const AttnShape *s, const float *table) {
         pos_tables_build(&p->tables, s, table);
 }
 
+/* One thread's part of the forward's (b,h) loop in a team, or all of it alone (no region:
+ * omp_region_worthwhile; a plain loop, since worksharing may not nest in the caller's). */
+static void forward_team(const AttnPlan *p, int alone, float *ctx, float *probs, float *raw_scores, float *carried,
+                         const float *qkv, const float *table, const int *mask, const AttnShape *s,
+                         uint64_t dropout_key) {
+    const AttnWork w = attn_work(p, omp_get_thread_num());
+    if (alone) {
+        for (int bh = 0; bh < p->BH; bh++)
+            forward_bh(p, &w, bh, ctx, probs, raw_scores, carried, qkv, table, mask, s, dropout_key);
+        return;
+    }
+    /* dynamic: on a shared machine a descheduled thread's share is taken over by the other
+     * threads instead of being waited for at the barrier (results do not depend on it) */
+#pragma omp for schedule(dynamic, 1)
+    for (int bh = 0; bh < p->BH; bh++)
+        forward_bh(p, &w, bh, ctx, probs, raw_scores, carried, qkv, table, mask, s, dropout_key);
+}
+
 void attention_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                        const float *qkv, const float *table, const int *mask, const AttnShape *s,
                        uint64_t dropout_key) {
@@ -287,15 +305,12 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     if (!s->residual)
         carried = NULL;
     prepare(&p, s, table);
-#pragma omp parallel num_threads(team_size(&p))
-    {
-        const AttnWork w = attn_work(&p, omp_get_thread_num());
-        /* dynamic: on a shared machine a descheduled thread's share is taken over by the other
-         * threads instead of being waited for at the barrier (results do not depend on it) */
-#pragma omp for schedule(dynamic, 1)
-        for (int bh = 0; bh < p.BH; bh++)
-            forward_bh(&p, &w, bh, ctx, probs, raw_scores, carried, qkv, table, mask, s,
-                       dropout_key);
+    const int team = team_size(&p);
+    if (omp_region_worthwhile(team)) {
+#pragma omp parallel num_threads(team)
+        forward_team(&p, 0, ctx, probs, raw_scores, carried, qkv, table, mask, s, dropout_key);
+    } else {
+        forward_team(&p, 1, ctx, probs, raw_scores, carried, qkv, table, mask, s, dropout_key);
     }
 }
 
@@ -439,6 +454,38 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
 }
 
+/* Slot `slot` of the backward: its fixed group of (b,h), into its own partial. */
+static void backward_slot(const AttnPlan *p, const AttnWork *w, int slot, float *d_qkv, float *d_qkv_bias,
+                          float *d_carried, const float *d_ctx, const float *qkv, const float *table,
+                          const float *probs, const float *raw_scores, const AttnShape *s, uint64_t dropout_key) {
+    float *part = p->slot_grad ? p->slot_grad + (size_t)slot * p->slot_floats : NULL;
+    if (part)
+        memset(part, 0, p->slot_floats * sizeof(float));
+    const int first = slot * p->BH / p->slots, last = (slot + 1) * p->BH / p->slots;
+    for (int bh = first; bh < last; bh++)
+        backward_bh(p, w, bh, part, d_qkv, d_qkv_bias ? p->bias_part : NULL, d_carried, d_ctx, qkv, table, probs,
+                    raw_scores, s, dropout_key);
+}
+
+/* One thread's slots in a team, or all of them alone (as forward_team). */
+static void backward_team(const AttnPlan *p, int alone, float *d_qkv, float *d_qkv_bias, float *d_carried,
+                          const float *d_ctx, const float *qkv, const float *table, const float *probs,
+                          const float *raw_scores, const AttnShape *s, uint64_t dropout_key) {
+    const AttnWork w = attn_work(p, omp_get_thread_num());
+    if (alone) {
+        for (int slot = 0; slot < p->slots; slot++)
+            backward_slot(p, &w, slot, d_qkv, d_qkv_bias, d_carried, d_ctx, qkv, table, probs, raw_scores, s,
+                          dropout_key);
+        return;
+    }
+    /* Fixed (b,h) groups, so the table-gradient sums depend neither on the thread count nor on
+     * which thread runs a slot (dynamic, as in the forward). */
+#pragma omp for schedule(dynamic, 1)
+    for (int slot = 0; slot < p->slots; slot++)
+        backward_slot(p, &w, slot, d_qkv, d_qkv_bias, d_carried, d_ctx, qkv, table, probs, raw_scores, s,
+                      dropout_key);
+}
+
 void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried,
                         float *scratch, const float *d_ctx, const float *qkv, const float *table,
                         const float *probs, const float *raw_scores, const AttnShape *s,
@@ -456,21 +503,12 @@ void attention_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *
     if (!s->residual)
         d_carried = NULL;
     prepare(&p, s, table);
-#pragma omp parallel num_threads(team_size(&p))
-    {
-        const AttnWork w = attn_work(&p, omp_get_thread_num());
-        /* Fixed (b,h) groups, so the table-gradient sums depend neither on the thread count nor on
-         * which thread runs a slot (dynamic, as in the forward). */
-#pragma omp for schedule(dynamic, 1)
-        for (int slot = 0; slot < p.slots; slot++) {
-            float *part = p.slot_grad ? p.slot_grad + (size_t)slot * p.slot_floats : NULL;
-            if (part)
-                memset(part, 0, p.slot_floats * sizeof(float));
-            const int first = slot * p.BH / p.slots, last = (slot + 1) * p.BH / p.slots;
-            for (int bh = first; bh < last; bh++)
-                backward_bh(&p, &w, bh, part, d_qkv, d_qkv_bias ? p.bias_part : NULL, d_carried,
-                            d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
-        }
+    const int team = team_size(&p);
+    if (omp_region_worthwhile(team)) {
+#pragma omp parallel num_threads(team)
+        backward_team(&p, 0, d_qkv, d_qkv_bias, d_carried, d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
+    } else {
+        backward_team(&p, 1, d_qkv, d_qkv_bias, d_carried, d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
     }
     if (p.scheme->finish)
         p.scheme->finish(&p, d_table);

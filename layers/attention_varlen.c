@@ -98,24 +98,67 @@ static int team(const AttnVarlenPlan *v, int B) {
     return t < B ? t : B;
 }
 
+/* Sequence b of the forward on the calling thread (its lane and scratch: `thread`). */
+static void forward_sequence(const AttnVarlenPlan *v, int b, int thread, float *ctx, float *probs, float *raw_scores,
+                             float *carried, float *scratch, const float *qkv, const float *table,
+                             const AttnShape *s, uint64_t dropout_key) {
+    size_t rows, scores;
+    AttnShape one = sequence_shape(s, b, &rows, &scores);
+    one.lane = thread; /* bf16: this thread's own lane */
+    if (one.L == 0) /* a padding row: nothing */
+        return;
+    attention_forward(ctx ? ctx + rows * s->H : NULL, probs + scores, raw_scores ? raw_scores + scores : NULL,
+                      carried ? carried + scores : NULL, scratch + v->per_thread * (size_t)thread,
+                      qkv ? qkv + rows * 3 * s->H : NULL, table, NULL, &one, dropout_key);
+}
+
 void attn_varlen_forward(float *ctx, float *probs, float *raw_scores, float *carried, float *scratch,
                          const float *qkv, const float *table, const AttnShape *s, uint64_t dropout_key) {
     const AttnVarlenPlan v = plan_of(s);
-#pragma omp parallel num_threads(team(&v, s->B))
-    {
-        float *mine = scratch + v.per_thread * (size_t)omp_get_thread_num();
-#pragma omp for schedule(dynamic, 1)
-        for (int b = 0; b < s->B; b++) {
-            size_t rows, scores;
-            AttnShape one = sequence_shape(s, b, &rows, &scores);
-            one.lane = omp_get_thread_num(); /* bf16: this thread's own lane */
-            if (one.L == 0) /* a padding row: nothing */
-                continue;
-            attention_forward(ctx ? ctx + rows * s->H : NULL, probs + scores, raw_scores ? raw_scores + scores : NULL,
-                              carried ? carried + scores : NULL, mine, qkv ? qkv + rows * 3 * s->H : NULL, table, NULL, &one,
-                              dropout_key);
-        }
+    const int threads = team(&v, s->B);
+    if (!omp_region_worthwhile(threads)) { /* alone: a plain loop */
+        for (int b = 0; b < s->B; b++)
+            forward_sequence(&v, b, 0, ctx, probs, raw_scores, carried, scratch, qkv, table, s, dropout_key);
+        return;
     }
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < s->B; b++)
+            forward_sequence(&v, b, omp_get_thread_num(), ctx, probs, raw_scores, carried, scratch, qkv, table, s,
+                             dropout_key);
+    }
+}
+
+/* Element e of (d_table [table_used] | d_qkv_bias) += its partials summed over the B sequences in order. */
+static inline void sum_partial(const AttnVarlenPlan *v, const float *parts, size_t e, size_t table_used, int B,
+                               float *d_table, float *d_qkv_bias) {
+    const size_t at = e < table_used ? e : v->table_floats + (e - table_used);
+    float total = 0.0f;
+    for (int b = 0; b < B; b++)
+        total += parts[v->part_floats * (size_t)b + at];
+    if (e < table_used)
+        d_table[e] += total;
+    else
+        d_qkv_bias[e - table_used] += total;
+}
+
+/* Sequence b of the backward on the calling thread, into its own partial (parts [B, part_floats]). */
+static void backward_sequence(const AttnVarlenPlan *v, int b, int thread, float *d_qkv, float *d_qkv_bias,
+                              float *d_carried, float *scratch, float *parts, int table_scope, const float *d_ctx,
+                              const float *qkv, const float *table, const float *probs, const float *raw_scores,
+                              const AttnShape *s, uint64_t dropout_key) {
+    float *part = parts + v->part_floats * (size_t)b;
+    memset(part, 0, v->part_floats * sizeof(float));
+    size_t rows, scores;
+    AttnShape one = sequence_shape(s, b, &rows, &scores);
+    one.lane = thread; /* bf16: this thread's own lane */
+    if (one.L == 0)
+        return;
+    attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias ? part + v->table_floats : NULL, table_scope ? part : NULL,
+                       d_carried ? d_carried + scores : NULL, scratch + v->per_thread * (size_t)thread,
+                       d_ctx + rows * s->H, qkv ? qkv + rows * 3 * s->H : NULL, table, probs + scores,
+                       raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
 }
 
 void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float *d_carried, float *scratch,
@@ -124,22 +167,19 @@ void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float
     const AttnVarlenPlan v = plan_of(s);
     float *parts = scratch + v.per_thread * (size_t)v.threads; /* [B, part_floats] */
     const int table_scope = pos_scheme(s->rel)->table_scope != POS_TABLE_NONE;
-#pragma omp parallel num_threads(team(&v, s->B))
-    {
-        float *mine = scratch + v.per_thread * (size_t)omp_get_thread_num();
+    const int threads = team(&v, s->B);
+    const int alone = !omp_region_worthwhile(threads);
+    if (alone) { /* a plain loop */
+        for (int b = 0; b < s->B; b++)
+            backward_sequence(&v, b, 0, d_qkv, d_qkv_bias, d_carried, scratch, parts, table_scope, d_ctx, qkv, table,
+                              probs, raw_scores, s, dropout_key);
+    } else {
+#pragma omp parallel num_threads(threads)
+        {
 #pragma omp for schedule(dynamic, 1)
-        for (int b = 0; b < s->B; b++) {
-            float *part = parts + v.part_floats * (size_t)b;
-            memset(part, 0, v.part_floats * sizeof(float));
-            size_t rows, scores;
-            AttnShape one = sequence_shape(s, b, &rows, &scores);
-            one.lane = omp_get_thread_num(); /* bf16: this thread's own lane */
-            if (one.L == 0)
-                continue;
-            attention_backward(d_qkv + rows * 3 * s->H, d_qkv_bias ? part + v.table_floats : NULL,
-                               table_scope ? part : NULL, d_carried ? d_carried + scores : NULL, mine,
-                               d_ctx + rows * s->H, qkv ? qkv + rows * 3 * s->H : NULL, table, probs + scores,
-                               raw_scores ? raw_scores + scores : NULL, &one, dropout_key);
+            for (int b = 0; b < s->B; b++)
+                backward_sequence(&v, b, omp_get_thread_num(), d_qkv, d_qkv_bias, d_carried, scratch, parts,
+                                  table_scope, d_ctx, qkv, table, probs, raw_scores, s, dropout_key);
         }
     }
     /* the partials summed over the sequences in order (columns split over the threads) */
@@ -147,15 +187,12 @@ void attn_varlen_backward(float *d_qkv, float *d_qkv_bias, float *d_table, float
     int rows, cols;
     pos_table_shape(s->rel, &(PosDims){s->rel_k, s->H / s->num_heads, s->num_heads, s->t5_num_buckets}, &rows, &cols);
     const size_t table_used = table_n ? (size_t)rows * cols : 0, bias_n = d_qkv_bias ? 3 * (size_t)s->H : 0;
-#pragma omp parallel for schedule(static) num_threads(team(&v, s->B))
-    for (size_t e = 0; e < table_used + bias_n; e++) {
-        const size_t at = e < table_used ? e : v.table_floats + (e - table_used);
-        float total = 0.0f;
-        for (int b = 0; b < s->B; b++)
-            total += parts[v.part_floats * (size_t)b + at];
-        if (e < table_used)
-            d_table[e] += total;
-        else
-            d_qkv_bias[e - table_used] += total;
+    if (alone) {
+        for (size_t e = 0; e < table_used + bias_n; e++)
+            sum_partial(&v, parts, e, table_used, s->B, d_table, d_qkv_bias);
+        return;
     }
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t e = 0; e < table_used + bias_n; e++)
+        sum_partial(&v, parts, e, table_used, s->B, d_table, d_qkv_bias);
 }

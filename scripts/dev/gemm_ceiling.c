@@ -5,7 +5,8 @@
  * the non-GEMM code; only fewer FLOPs or a faster GEMM can.
  *
  * Built by scripts/dev/gemm_ceiling.sh over build/librealpos.a with
- * -Wl,--wrap=cblas_sgemm,--wrap=train_step; its main is realpos bench's (cmd_bench), so it takes
+ * -Wl,--wrap=cblas_sgemm,--wrap=gemm_small,--wrap=train_step (gemm_small: core/gemm_small.h's direct
+ * kernel, which computes the small products instead of OpenBLAS); its main is realpos bench's (cmd_bench), so it takes
  * the bench's arguments, --against included (each side is recorded on its own). After every
  * train_step it has:
  *   step     the step's time (wall seconds, or CPU seconds with --clock cpu);
@@ -46,6 +47,7 @@
 #include <time.h>
 
 #include "core/common.h"
+#include "core/gemm_small.h"
 #include "train/loop/peak.h"
 #include "train/cli/commands.h"
 #include "train/loop/step.h"
@@ -56,6 +58,8 @@ enum { MAX_CALLS = 1 << 18, MAX_SIDES = 2, MAX_STEPS = 4096 };
 void __real_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, blasint M, blasint N,
                         blasint K, float alpha, const float *A, blasint lda, const float *B, blasint ldb,
                         float beta, float *C, blasint ldc);
+void __real_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc);
 void __real_train_step(TrainStep *ts, long step);
 
 typedef struct {
@@ -67,6 +71,7 @@ typedef struct {
     float *C;
     int parallel, thread; /* made inside an active parallel region, by that thread */
     double seconds;
+    int small; /* a gemm_small call (alpha 1) */
 } GemmCall;
 
 typedef struct {
@@ -137,10 +142,30 @@ void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
     double t0 = call_clock_seconds(parallel);
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     recorder.calls[slot] = (GemmCall){order, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C,
-                                      parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0};
+                                      parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 0};
+}
+
+/* A gemm_small call is recorded as the sgemm it stands for. */
+void __wrap_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc) {
+    if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
+        __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    size_t slot = __atomic_fetch_add(&recorder.num_calls, 1, __ATOMIC_RELAXED);
+    RP_CHECK(slot < MAX_CALLS, "gemm_ceiling: more than %d sgemm calls in one step", MAX_CALLS);
+    const int parallel = omp_in_parallel();
+    double t0 = call_clock_seconds(parallel);
+    __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, beta,
+                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1};
 }
 
 static void replay_call(const GemmCall *c) {
+    if (c->small) {
+        __real_gemm_small(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
+        return;
+    }
     __real_cblas_sgemm(c->order, c->trans_a, c->trans_b, c->M, c->N, c->K, c->alpha, c->A, c->lda, c->B,
                        c->ldb, c->beta, c->C, c->ldc);
 }

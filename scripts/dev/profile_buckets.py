@@ -11,9 +11,10 @@ RULES = [
                                   r"gemm_bf16_shapes_gflops|sgemm_probe"),
     ("products: oneDNN bf16", r"^\[JIT\]|libdnnl", r"."),
     ("products: OpenBLAS fp32", r"libopenblas", r"."),
+    ("products: gemm_small fp32 (core/gemm_small.h)", None, r"^block_\d|^gemm_small|^pack_rows"),
     ("attention: bf16 roundings of Q, K, V, dctx, P, dS", None, r"^attn_to_bf16"),
     ("attention: scores, masks, softmax, relative terms", None,
-     r"attention|attn_|softmax|_expf|^pos_|relpos|shaw|method[1-4]|alibi|rope|t5_|gather|scatter|varlen"),
+     r"attention|attn_|softmax|_expf|^pos_|relpos|shaw|method[1-4]|alibi|rope|t5_|gather|scatter|varlen|_bh\b|table_grads"),
     ("GELU", None, r"gelu|_erff"),
     ("layer norms (with the residual add)", None, r"layernorm"),
     ("operand conversions (bf16_convert)", None, r"bf16_convert|gemm_convert"),
@@ -38,7 +39,7 @@ def main():
         part = "other"
         for name, dso_re, sym_re in RULES:
             if (dso_re is None or re.search(dso_re, dso)) and re.search(sym_re, sym):
-                if dso_re is None and dso != "realpos" and not re.match(r"lib(mvec|m)\.", dso):
+                if dso_re is None and not dso.startswith("realpos") and not re.match(r"lib(mvec|m)\.", dso):
                     continue  # a realpos symbol rule never claims another library's function
                 part = name
                 break

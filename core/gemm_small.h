@@ -1,0 +1,27 @@
+/* Internal to core/gemm.c: the direct fp32 kernel for small products (no OpenBLAS call, no
+ * packing of A, no threads), for the shapes of small models (widths 16-256, a few hundred rows).
+ *
+ *   C [M,N] = op(A) op(B) + beta C,  each element computed as one chain of fused multiply-adds in
+ *   k order: c = (beta == 0 ? 0 : beta C); for k = 0 .. K-1: c = fma(op(A)[m,k], op(B)[k,n], c).
+ *
+ * Every element's bits are a function of its own row of op(A), column of op(B) and C alone: not of
+ * M, N, the blocking, the vector width nor the part of a product a thread computes. Two kernels
+ * compute these chains: AVX2 (the build's baseline, x86-64-v3) and AVX-512 (twice the lanes), used
+ * when the CPU has AVX-512F; they give the same bits (tests/core/test_gemm_small.c). */
+#pragma once
+
+/* Whether gemm_small computes this product (by its shape and alpha alone: alpha 1 and at most
+ * GEMM_SMALL_FLOPS_MAX FLOPs). */
+int gemm_small_fits(int M, int N, int K, float alpha);
+/* The product as above; M, N, K >= 0 (K = 0: C = beta C, with beta 0 writing zeros); ta, tb: 1 =
+ * transposed (GemmOp's values; core/gemm.h is not included here, it includes this). On the
+ * AVX-512 kernel where the CPU has AVX-512F, else on the AVX2 kernel. */
+void gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc);
+
+typedef enum { GEMM_SMALL_AVX2 = 0, GEMM_SMALL_AVX512 } GemmSmallIsa;
+/* Whether this CPU runs the kernel (AVX2: always, the build needs it). */
+int gemm_small_isa_runs_here(GemmSmallIsa isa);
+/* gemm_small on the given kernel (tests, scripts/dev/gemm_small.c); the CPU must run it. */
+void gemm_small_isa(GemmSmallIsa isa, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                    const float *B, int ldb, float beta, float *C, int ldc);
