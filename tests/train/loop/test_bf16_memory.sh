@@ -27,8 +27,11 @@ if [ -z "$fp32" ] || [ -z "$bf16" ] || [ -z "$bf16_unprobed" ]; then
 fi
 if [ "$bf16" -le "$fp32" ]; then pass "bf16 peak RSS ($bf16 MB) not above fp32's ($fp32 MB), probes included"
 else fail "bf16 peak RSS ($bf16 MB) not above fp32's ($fp32 MB), probes included"; fi
-if [ $((bf16 - bf16_unprobed)) -lt 20 ]; then
-  pass "the bf16 probes add under 20 MB to the step's peak ($bf16 MB against $bf16_unprobed MB without probes)"
+# Probes with buffers of their own added 34 MB (650 against 616 MB, bb4b29e); borrowing the
+# activations, the probes' libraries' own buffers still add 15-20 MB, varying from run to run
+# (2026-12-06, main and the small-product kernels alike): 28 MB lies between the two.
+if [ $((bf16 - bf16_unprobed)) -lt 28 ]; then
+  pass "the bf16 probes add under 28 MB to the step's peak ($bf16 MB against $bf16_unprobed MB without probes)"
 else
-  fail "the bf16 probes add under 20 MB to the step's peak ($bf16 MB against $bf16_unprobed MB without probes)"
+  fail "the bf16 probes add under 28 MB to the step's peak ($bf16 MB against $bf16_unprobed MB without probes)"
 fi
