@@ -105,7 +105,7 @@ clean:
 # FUZZ_SECONDS. The harnesses' regression inputs are replayed by `make test` without clang.
 SAN_BUILD    := build-san
 SAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-SAN_CFLAGS    = $(filter-out $(OPT),$(CFLAGS)) -O1 $(SAN_FLAGS)
+SAN_CFLAGS    = $(filter-out $(OPT),$(CFLAGS)) -O1 -march=$(ARCH) $(SAN_FLAGS)
 SAN_LIB_OBJ  := $(LIB_SRC:%.c=$(SAN_BUILD)/%.o)
 SAN_TEST_BIN := $(TEST_SRC:tests/%.c=$(SAN_BUILD)/tests/%)
 
@@ -113,7 +113,7 @@ FUZZ_BUILD   := build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_CFLAGS   = $(filter-out $(OPT) -fopenmp -Werror,$(CFLAGS)) -O1 -fopenmp=libgomp \
+FUZZ_CFLAGS   = $(filter-out $(OPT) -fopenmp -Werror,$(CFLAGS)) -O1 -march=$(ARCH) -fopenmp=libgomp \
                 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                 -fno-omit-frame-pointer -Wno-unknown-warning-option
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
