@@ -354,17 +354,17 @@ def replicate_order(spec, indexed_points):
     """The points in the order they run: seed by seed (every setting at the first seed of the grid,
     then at the second, ...), else in grid order, so that a sweep stopped part-way holds whole
     replicates of every cell rather than every seed of the first cells. The selection seeds of a
-    two-stage protocol run first; with [protocol] replicates_by = KEY, stage two runs the first value
-    of KEY seed by seed, then the next, so that a sweep stopped part-way has answered one question
-    at every seed rather than all of them at few."""
+    two-stage protocol run before the replicates. With [protocol] question_by = KEY, the first
+    value of KEY runs through both stages before the next one starts, so that a sweep stopped
+    part-way has answered one question at every seed rather than all of them at few."""
     seeds = [k for k in spec["grid"] if k.endswith(".seed")]
     rank = {k: {v: n for n, v in enumerate(spec["grid"][k])} for k in seeds}
-    by = (spec.get("protocol") or {}).get("replicates_by")
+    by = (spec.get("protocol") or {}).get("question_by")
 
     def key(ip):
+        group = spec["grid"][by].index(ip[1]["settings"][by]) if by else 0
         stage_two = sweep_stages.is_stage_two(spec, ip[1])
-        group = spec["grid"][by].index(ip[1]["settings"][by]) if by and stage_two else 0
-        return (stage_two, group) + tuple(rank[k][ip[1]["settings"][k]] for k in seeds)
+        return (group, stage_two) + tuple(rank[k][ip[1]["settings"][k]] for k in seeds)
     return sorted(indexed_points, key=key)
 
 

@@ -215,16 +215,16 @@ def parse_protocol(path, items, spec):
     success; success = within | beyond: the lengths that accuracy is taken over (within the
     training lengths, the default, or beyond them); select_on = within | beyond: the validation
     accuracy the choice maximises (default: the success's); select_seeds = the seeds the choice
-    reads (two stages); replicates_by = a grid key whose values stage two runs one at a time, in the
-    grid's order (default: seed by seed over every cell). None without the section."""
+    reads (two stages); question_by = a grid key whose values run one at a time through both
+    stages, in the grid's order (default: seed by seed over every cell). None without the section."""
     if items is None:
         return None
     values = {}
     for no, text in items:
         key, value = key_value(path, no, text)
-        if key not in ("select", "threshold", "success", "select_on", "select_seeds", "replicates_by"):
+        if key not in ("select", "threshold", "success", "select_on", "select_seeds", "question_by"):
             raise SweepError(f"{path}:{no}: [protocol] has unknown key '{key}'; expected select, threshold, "
-                             "success, select_on, select_seeds and replicates_by")
+                             "success, select_on, select_seeds and question_by")
         if key in ("success", "select_on") and value not in ("within", "beyond"):
             raise SweepError(f"{path}:{no}: [protocol] {key}: expected within or beyond (the training lengths), "
                              f"got '{value}'")
@@ -258,14 +258,12 @@ def parse_protocol(path, items, spec):
             raise SweepError(f"{path}:{no}: [protocol] select_seeds: expected distinct values of {seed_keys[0]} "
                              f"({' '.join(spec['grid'][seed_keys[0]])}), got '{text}'")
         protocol["select_seeds"] = chosen_on
-    if "replicates_by" in values:  # stage two one value of this key at a time (a question answered first)
-        no, key = values["replicates_by"]
-        if not protocol["select_seeds"]:
-            raise SweepError(f"{path}:{no}: [protocol] replicates_by orders stage two: it needs select_seeds")
+    if "question_by" in values:  # one value of this key at a time, both stages (a question answered first)
+        no, key = values["question_by"]
         if key not in spec["grid"] or key.endswith(".seed") or key == select:
-            raise SweepError(f"{path}:{no}: [protocol] replicates_by = {key}: expected a [grid] key other than the "
+            raise SweepError(f"{path}:{no}: [protocol] question_by = {key}: expected a [grid] key other than the "
                              f"seed and {select} (grid keys: {', '.join(spec['grid'])})")
-        protocol["replicates_by"] = key
+        protocol["question_by"] = key
     return protocol
 
 

@@ -364,20 +364,24 @@ picked = sorted(r["settings"]["model.seed"] for r in proto.chosen_rows(two, two_
 check("two stages: the statistics are over the replicate seeds at the chosen rate only (not the selection seeds)",
       picked == ["1", "2"], picked)
 
-# [protocol] replicates_by: stage two one value of a key at a time, seed by seed within it
+# [protocol] question_by: one value of a key at a time through both stages, seed by seed within it
 by = dict(two, grid={"synth.task": ["t", "u"], "model.seed": ["1", "2", "3", "4"], "task.lr": ["1e-3", "3e-3"]},
-          protocol=dict(two["protocol"], replicates_by="synth.task"))
+          protocol=dict(two["protocol"], question_by="synth.task"))
 by_points = [{"name": f"{t},{s},{lr}", "settings": {"synth.task": t, "model.seed": s, "task.lr": lr}}
              for t in ["u", "t"] for s in by["grid"]["model.seed"] for lr in by["grid"]["task.lr"]]
 run_order = [(p["settings"]["synth.task"], p["settings"]["model.seed"])
              for _, p in sweep.replicate_order(by, list(enumerate(by_points)))]
-check("replicates_by = synth.task: the selection seeds of every task first, then task t's replicates seed by seed, "
-      "then u's", run_order == [("u", "3")] * 2 + [("t", "3")] * 2 + [("u", "4")] * 2 + [("t", "4")] * 2
-      + [("t", "1")] * 2 + [("t", "2")] * 2 + [("u", "1")] * 2 + [("u", "2")] * 2, run_order)
+check("question_by = synth.task: task t's selection seeds (3, 4), then its replicates seed by seed, then u's so",
+      run_order == [("t", s) for s in "33441122"] + [("u", s) for s in "33441122"], run_order)
 plain = [(p["settings"]["synth.task"], p["settings"]["model.seed"])
          for _, p in sweep.replicate_order(dict(by, protocol=two["protocol"]), list(enumerate(by_points)))]
-check("... without it, stage two seed by seed over every task", plain[8:12] == [("u", "1")] * 2 + [("t", "1")] * 2,
-      plain)
+check("... without it, the selection seeds of every task first, then stage two seed by seed over every task",
+      plain == [("u", "3")] * 2 + [("t", "3")] * 2 + [("u", "4")] * 2 + [("t", "4")] * 2
+      + [("u", "1")] * 2 + [("t", "1")] * 2 + [("u", "2")] * 2 + [("t", "2")] * 2, plain)
+one_stage = [(p["settings"]["synth.task"], p["settings"]["model.seed"]) for _, p in sweep.replicate_order(
+    dict(by, protocol=dict(two["protocol"], select_seeds=None, question_by="synth.task")), list(enumerate(by_points)))]
+check("... and in a one-stage sweep, task t at every seed before u",
+      one_stage == [("t", s) for s in "11223344"] + [("u", s) for s in "11223344"], one_stage)
 
 import sweep_spec  # noqa: E402
 
@@ -397,13 +401,13 @@ def protocol_error(lines):
         return str(e)
 
 
-check("replicates_by = synth.task with select_seeds is accepted",
-      protocol_error("select_seeds = 1\nreplicates_by = synth.task\n") is None)
-for lines, expected in [("replicates_by = synth.task\n", "by.ini:16: [protocol] replicates_by orders stage two: "
-                         "it needs select_seeds"),
-                        ("select_seeds = 1\nreplicates_by = model.seed\n", "by.ini:17: [protocol] replicates_by = "
+check("question_by = synth.task is accepted with select_seeds and without",
+      protocol_error("select_seeds = 1\nquestion_by = synth.task\n") is None
+      and protocol_error("question_by = synth.task\n") is None)
+for lines, expected in [("select_seeds = 1\nquestion_by = model.seed\n", "by.ini:17: [protocol] question_by = "
                          "model.seed: expected a [grid] key other than the seed and task.lr"),
-                        ("select_seeds = 1\nreplicates_by = synth.tsak\n", "replicates_by = synth.tsak: expected")]:
+                        ("question_by = task.lr\n", "by.ini:16: [protocol] question_by = task.lr: expected"),
+                        ("select_seeds = 1\nquestion_by = synth.tsak\n", "question_by = synth.tsak: expected")]:
     got = protocol_error(lines)
     check(f"refused, naming the file and line: {lines.strip()!r}", got is not None and expected in got, got)
 
