@@ -1,20 +1,20 @@
 /* The direct fp32 kernel for small products on AVX-512 (core/gemm_small.h): the same chains as the
  * AVX2 kernel (core/gemm_small.c), element for element, on 16-float registers.
  *
- * C is computed in blocks of up to MR x NR = 8 x 32 elements held in 16 registers; every load and
- * store of a partial strip is masked (the masked-off lanes are neither read nor written). op(B) is
- * read in place when it is B and fewer than PACK_ROWS_MIN rows of C read it, else a strip of NR
- * columns and up to KC values of k is copied into a panel on the stack (panel [k][NR], columns past
- * N zero): 1.05x on the products of a width-64 model's linear layers (scripts/dev/gemm_small.sh), as
- * B's rows a power-of-two stride apart fall into a few L1 sets; op(A) is read where it lies, one
- * broadcast per row and k. Compiled for AVX-512F through function attributes; called only on a
- * CPU that has it (gemm_small_isa_runs_here). */
+ * C is computed in blocks of up to MR x NR = 8 x 32 elements held in 16 registers, by
+ * core/gemm_small_driver.c's loop; every load and store of a partial strip is masked (the
+ * masked-off lanes are neither read nor written). op(B) is read in place when it is B and fewer
+ * than PACK_ROWS_MIN rows of C read it, else a strip of NR columns and up to KC values of k is
+ * copied into a panel (panel [k][NR], columns past N zero): 1.05x on the products of a width-64
+ * model's linear layers (scripts/dev/gemm_small.sh), as B's rows a power-of-two stride apart fall
+ * into a few L1 sets; op(A) is read where it lies, one broadcast per row and k. Compiled for
+ * AVX-512F through function attributes; called only on a CPU that has it (gemm_small_isa_runs_here). */
 #include "core/gemm_small_avx512.h"
 
 #include <immintrin.h>
 #include <stddef.h>
 
-#include "core/gemm_small_pack.h"
+#include "core/gemm_small_driver.h"
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -23,6 +23,12 @@ enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64 };
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
 static inline __mmask16 lanes(int count) {
     return count >= 16 ? (__mmask16)0xFFFF : count <= 0 ? (__mmask16)0 : (__mmask16)((1u << count) - 1);
+}
+
+/* B in place for fewer than PACK_ROWS_MIN rows of C (above). */
+static int reads_b_in_place(int nc, int mc) {
+    (void)nc;
+    return mc < PACK_ROWS_MIN;
 }
 
 /* panel [kc][NR] = B [k0 .. k0+kc, n0 .. n0+nc], columns nc .. NR zero. */
@@ -35,9 +41,7 @@ static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int
     }
 }
 
-/* C block [rows, cols] (rows <= MR, cols <= NR, halves = 1 when cols <= 16): chains over kc values
- * of k, started from beta C (first) or continued from C. a(r, k) = A [r rs + k cs], op(B) [k, :] at
- * b + k ld_b. */
+/* GemmSmallBlock (core/gemm_small_driver.h) for MR x NR, halves of 16 columns. */
 static inline __attribute__((always_inline)) AVX512 void block(const int rows, const int halves,
                                                                const int a_transposed, int kc, const float *A,
                                                                size_t ld_a, const float *b, size_t ld_b, float *C,
@@ -83,48 +87,6 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
     }
 }
 
-typedef void (*BlockFn)(int kc, const float *A, size_t ld_a, const float *b, size_t ld_b, float *C, int ldc,
-                        int cols, int first, float beta);
-
-/* One instance per (rows, halves, op(A)), the loops unrolled for each. */
-#define BLOCK_FN(rows, halves, at)                                                                              \
-    static AVX512 void block_##rows##_##halves##_##at(int kc, const float *A, size_t ld_a, const float *b,     \
-                                                      size_t ld_b, float *C, int ldc, int cols, int first,      \
-                                                      float beta) {                                             \
-        block(rows, halves, at, kc, A, ld_a, b, ld_b, C, ldc, cols, first, beta);                               \
-    }
-#define BLOCK_FNS(rows) BLOCK_FN(rows, 1, 0) BLOCK_FN(rows, 2, 0) BLOCK_FN(rows, 1, 1) BLOCK_FN(rows, 2, 1)
-BLOCK_FNS(1) BLOCK_FNS(2) BLOCK_FNS(3) BLOCK_FNS(4) BLOCK_FNS(5) BLOCK_FNS(6) BLOCK_FNS(7) BLOCK_FNS(8)
-#define BLOCK_ROW(rows) {{block_##rows##_1_0, block_##rows##_2_0}, {block_##rows##_1_1, block_##rows##_2_1}}
-/* [rows - 1][op(A) transposed][halves - 1] */
-static const BlockFn block_fns[MR][2][2] = {BLOCK_ROW(1), BLOCK_ROW(2), BLOCK_ROW(3), BLOCK_ROW(4),
-                                             BLOCK_ROW(5), BLOCK_ROW(6), BLOCK_ROW(7), BLOCK_ROW(8)};
-
-void gemm_small_avx512(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                       float beta, float *C, int ldc) {
-    float panel[KC * NR] __attribute__((aligned(64)));
-    const int at = ta != 0, MC = gemm_small_rows_per_pass(K < KC ? K : KC, MR);
-    for (int m0 = 0; m0 < M; m0 += MC) {
-        const int mc = M - m0 < MC ? M - m0 : MC;
-        for (int n0 = 0; n0 < N; n0 += NR) {
-            const int nc = N - n0 < NR ? N - n0 : NR;
-            for (int k0 = 0; k0 < K; k0 += KC) {
-                const int kc = K - k0 < KC ? K - k0 : KC;
-                /* op(B) = B read in place when few rows reuse it; else copied, contiguous (rows of B a
-                 * power-of-two stride apart share a few L1 sets) */
-                const int direct = !tb && mc < PACK_ROWS_MIN;
-                const float *b = direct ? B + (size_t)k0 * ldb + n0 : panel;
-                if (tb)
-                    gemm_small_pack_transposed(panel, NR, B, ldb, k0, kc, n0, nc);
-                else if (!direct)
-                    pack_rows(panel, B, ldb, k0, kc, n0, nc);
-                for (int m = m0; m < m0 + mc; m += MR) {
-                    const int rows = m0 + mc - m < MR ? m0 + mc - m : MR;
-                    const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
-                    block_fns[rows - 1][at][nc > 16](kc, a, (size_t)lda, b, direct ? (size_t)ldb : NR,
-                                                     C + (size_t)m * ldc + n0, ldc, nc, k0 == 0, beta);
-                }
-            }
-        }
-    }
-}
+GEMM_SMALL_BLOCKS(block_fns, 8, AVX512)
+_Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
+const GemmSmallKernel gemm_small_avx512_kernel = {MR, NR, KC, block_fns, reads_b_in_place, pack_rows};

@@ -1,0 +1,91 @@
+/* The small-product kernels' driver (core/gemm_small_driver.h). */
+#include "core/gemm_small_driver.h"
+
+#include <immintrin.h>
+
+/* About this many floats of op(A) per pass (half of a 1 MB L2). */
+enum { PASS_FLOATS = 128 * 1024 };
+
+/* The rows of op(A) a pass takes at kc values of k: about PASS_FLOATS, a multiple of mr (at least mr). */
+static int rows_per_pass(int kc, int mr) {
+    const int rows = PASS_FLOATS / (kc > 0 ? kc : 1) / mr * mr;
+    return rows > mr ? rows : mr;
+}
+
+/* The 8 x 8 block in r transposed in place: r[i] [j] becomes r[j] [i]. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* panel [kc][nr] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K], row stride ldb),
+ * columns nc .. nr zero (nr a multiple of 8): 8 x 8 tiles transposed in AVX2 registers. */
+static void pack_transposed(float *restrict panel, int nr, const float *B, int ldb, int k0, int kc, int n0, int nc) {
+    const int nc8 = nc / 8 * 8, kc8 = kc / 8 * 8;
+    for (int j0 = 0; j0 < nc8; j0 += 8) { /* 8 rows of B at a time: 8 x 8 tiles transposed in registers */
+        const float *rows = B + (size_t)n0 * ldb + (size_t)j0 * ldb + k0;
+        for (int k = 0; k < kc8; k += 8) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++)
+                r[j] = _mm256_loadu_ps(rows + (size_t)j * ldb + k);
+            transpose8(r);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(panel + (size_t)(k + i) * nr + j0, r[i]);
+        }
+        for (int k = kc8; k < kc; k++)
+            for (int j = 0; j < 8; j++)
+                panel[(size_t)k * nr + j0 + j] = rows[(size_t)j * ldb + k];
+    }
+    if (nc8 == nr)
+        return;
+    for (int k = 0; k < kc; k++) { /* zeros from the last whole 8 columns on, then the last rows */
+        float *out = panel + (size_t)k * nr;
+        for (int j = nc8; j < nr; j += 8)
+            _mm256_storeu_ps(out + j, _mm256_setzero_ps());
+        for (int j = nc8; j < nc; j++)
+            out[j] = B[(size_t)(n0 + j) * ldb + k0 + k];
+    }
+}
+
+void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc) {
+    float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
+    const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
+    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, mr);
+    for (int m0 = 0; m0 < M; m0 += mc_max) {
+        const int mc = M - m0 < mc_max ? M - m0 : mc_max;
+        for (int n0 = 0; n0 < N; n0 += nr) {
+            const int nc = N - n0 < nr ? N - n0 : nr;
+            for (int k0 = 0; k0 < K; k0 += kc_max) {
+                const int kc = K - k0 < kc_max ? K - k0 : kc_max;
+                const int in_place = !tb && kernel->reads_b_in_place(nc, mc);
+                const float *b = in_place ? B + (size_t)k0 * ldb + n0 : panel;
+                if (tb)
+                    pack_transposed(panel, nr, B, ldb, k0, kc, n0, nc);
+                else if (!in_place)
+                    kernel->pack_rows(panel, B, ldb, k0, kc, n0, nc);
+                for (int m = m0; m < m0 + mc; m += mr) {
+                    const int rows = m0 + mc - m < mr ? m0 + mc - m : mr;
+                    /* op(A) [m, k0]: A [m, k0] or A^T's, i.e. A [k0, m] */
+                    const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
+                    const size_t ld_b = in_place ? (size_t)ldb : (size_t)nr;
+                    kernel->blocks[rows - 1][at][nc > nr / 2](kc, a, (size_t)lda, b, ld_b, C + (size_t)m * ldc + n0,
+                                                              ldc, nc, k0 == 0, beta);
+                }
+            }
+        }
+    }
+}
