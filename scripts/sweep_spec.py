@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import sweep_synth
 
@@ -316,10 +317,12 @@ def relevant(key, cfg):
 
 
 def expand(spec, realpos):
-    """The sweep's points, validated: [{name, settings, overrides, dir, cfg}]."""
+    """The sweep's points, validated: [{name, settings, overrides, dir, cfg}]. Two `realpos config`
+    runs a point (about 0.1 s each, mostly the binary's start-up): the first point's alone (a key
+    wrong everywhere is refused at once), then one run per core; errors are reported in grid order."""
     grid, used_exclusions = spec["grid"], set()
     names = short_names(list(grid))
-    points, seen = [], {}
+    wanted = []
     for combo in itertools.product(*grid.values()):
         settings = dict(zip(grid, combo))
         excluded = [no for no, cond in spec["exclude"] if matches(cond, settings)]
@@ -338,15 +341,26 @@ def expand(spec, realpos):
         if sweep_synth.TASK_KEY in overrides:  # not a realpos key: the task's data files
             overrides.pop(sweep_synth.TASK_KEY)
             overrides.update(sweep_synth.overrides(spec, settings))
-        full_name = ",".join(f"{names[k]}={v}" for k, v in settings.items())
+        wanted.append((settings, overrides, ",".join(f"{names[k]}={v}" for k, v in settings.items())))
+
+    def configure(item):
+        settings, overrides, full_name = item
         try:
             cfg = effective_config(realpos, spec["base"], overrides)
             name = ",".join(f"{names[k]}={v}" for k, v in settings.items() if relevant(k, cfg))
-            run_dir = os.path.join(spec["out"], name)
-            overrides["train.run_dir"] = run_dir
-            cfg = effective_config(realpos, spec["base"], overrides)
+            overrides = dict(overrides, **{"train.run_dir": os.path.join(spec["out"], name)})
+            return name, overrides, effective_config(realpos, spec["base"], overrides), None
         except SweepError as e:
-            raise SweepError(f"{spec['path']}: point {full_name}: {e}")
+            return None, None, None, SweepError(f"{spec['path']}: point {full_name}: {e}")
+    configured = [configure(item) for item in wanted[:1]]
+    if configured and configured[0][3]:  # a key wrong at every point: refused at once
+        raise configured[0][3]
+    with ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0))) as pool:
+        configured += list(pool.map(configure, wanted[1:]))
+    points, seen = [], {}
+    for (settings, _, full_name), (name, overrides, cfg, error) in zip(wanted, configured):
+        if error:
+            raise error
         # the run's identity: every effective key except where it runs and with how many threads
         identity = tuple(sorted((k, v) for k, v in cfg.items()
                                 if k not in ("train.run_dir", "train.threads", NOT_APPLYING) and relevant(k, cfg)))
@@ -355,7 +369,8 @@ def expand(spec, realpos):
             raise SweepError(f"duplicate point: {other['full_name']} and {full_name} are the same run "
                              f"({'; '.join(ignored_note(settings, cfg)) or 'identical settings'}); "
                              "exclude one of them in [exclude]")
-        point = {"name": name, "full_name": full_name, "settings": settings, "overrides": overrides, "dir": run_dir, "cfg": cfg}
+        point = {"name": name, "full_name": full_name, "settings": settings, "overrides": overrides,
+                 "dir": overrides["train.run_dir"], "cfg": cfg}
         seen[identity] = point
         points.append(point)
     unused = [no for no, _ in spec["exclude"] if no not in used_exclusions]
