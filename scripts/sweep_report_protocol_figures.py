@@ -16,15 +16,17 @@ def _pyplot():
     return plt
 
 
-def tasks_of(spec, choice):
-    return [t for t in spec["grid"][synth.TASK_KEY] if any(cell[0] == t for cell in choice)]
+def tasks_of(spec, chosen):
+    """The tasks with chosen runs (a sweep stopped part-way has none for the later ones)."""
+    return [t for t in spec["grid"][synth.TASK_KEY]
+            if any(row["result"] and row["settings"][synth.TASK_KEY] == t for row in chosen)]
 
 
 def plot_success(path, spec, chosen, choice):
     """Success rate of the chosen runs with Wilson 95% bars: against relative_k for the truncated
     schemes, the others as a horizontal line with their interval as a band; a panel per task."""
     plt = _pyplot()
-    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
+    keys, tasks = cell_keys(spec), tasks_of(spec, chosen)
     members_of = by_cell(spec, chosen)
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
     for ax, task in zip(axes[0], tasks):
@@ -39,18 +41,21 @@ def plot_success(path, spec, chosen, choice):
                 summary["rate"] = choice[cell][0]
                 lines[name].append((s.get(K_KEY) or None, summary))
         swept_ks = set()
+        curves = [name for name, points in sorted(lines.items()) if any(k is not None for k, _ in points)]
         for i, (name, points) in enumerate(sorted(lines.items())):
             style = {"color": f"C{i % 10}", "linestyle": ":" if "residual" in name else "-"}
             swept = sorted((int(k), s) for k, s in points if k is not None)
             if swept:
                 swept_ks.update(k for k, _ in swept)
+                # curves side by side at each k (a few % apart on the log axis), so equal rates stay visible
+                dodge = 2 ** (0.06 * (curves.index(name) - (len(curves) - 1) / 2))
                 rates = [s["k"] / s["n"] for _, s in swept]
                 errors = [[r - s["wilson"][0] for r, (_, s) in zip(rates, swept)],
                           [s["wilson"][1] - r for r, (_, s) in zip(rates, swept)]]
-                ax.errorbar([k for k, _ in swept], rates, yerr=errors, marker="o", capsize=3, label=name,
+                ax.errorbar([k * dodge for k, _ in swept], rates, yerr=errors, marker="o", capsize=3, label=name,
                             linewidth=1, **style)
                 for (k, s), r in zip(swept, rates):  # the learning rate the point chose
-                    ax.annotate(s["rate"], (k, r), textcoords="offset points", xytext=(4, 4), fontsize=6,
+                    ax.annotate(s["rate"], (k * dodge, r), textcoords="offset points", xytext=(4, 4), fontsize=6,
                                 color=style["color"])
             for k, s in points:
                 if k is None and K_KEY in keys:  # a reference beside the k curves: a line and its band
@@ -68,6 +73,8 @@ def plot_success(path, spec, chosen, choice):
         if K_KEY in keys:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
+            if swept_ks:
+                ax.set_xlim(min(swept_ks) / 1.3, max(swept_ks) * 1.3)
             ax.set_xlabel("relative_k (labels: the chosen learning rate)")
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(f"{task}: success (test {protocol(spec)['success']} ≥ {protocol(spec)['threshold']})")
@@ -81,7 +88,7 @@ def plot_survival(path, spec, chosen, choice):
     """Kaplan-Meier share of runs learned by step, a line per arm (task and setting at its chosen
     learning rate), a panel per task; a + marks a run censored before the budget."""
     plt = _pyplot()
-    keys, tasks = cell_keys(spec), tasks_of(spec, choice)
+    keys, tasks = cell_keys(spec), tasks_of(spec, chosen)
     members_of = by_cell(spec, chosen)
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 5), squeeze=False, sharey=True)
     for ax, task in zip(axes[0], tasks):
