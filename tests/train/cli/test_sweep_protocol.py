@@ -411,6 +411,41 @@ for lines, expected in [("select_seeds = 1\nquestion_by = model.seed\n", "by.ini
     got = protocol_error(lines)
     check(f"refused, naming the file and line: {lines.strip()!r}", got is not None and expected in got, got)
 
+# ---- the expansion: `realpos config` one per core, errors in grid order ----------------------------
+fake = os.path.join(scratch, "fake-realpos")
+calls = os.path.join(scratch, "fake-calls")
+with open(fake, "w") as f:  # a realpos config that refuses seeds 3 and 5 (3 slowly) and the key model.bogus
+    f.write("#!/bin/sh\necho x >> " + calls + "\nseed=; for a in \"$@\"; do case $a in model.seed=*) "
+            "seed=${a#model.seed=};; model.bogus=*) echo \"unknown key model.bogus\" >&2; exit 1;; esac; done\n"
+            "[ \"$seed\" = 3 ] && { sleep 0.3; echo \"bad seed 3\" >&2; exit 1; }\n"
+            "[ \"$seed\" = 5 ] && { echo \"bad seed 5\" >&2; exit 1; }\n"
+            "printf '[model]\\nseed = %s\\n[train]\\nkeep_last = 2\\n' \"$seed\"\n")
+os.chmod(fake, 0o755)
+
+
+def expansion(grid_lines):
+    """(the SweepError of expanding a sweep of this [grid] on the fake realpos or None, its calls)."""
+    path = os.path.join(scratch, "expand.ini")
+    with open(path, "w") as f:
+        f.write(f"[sweep]\nbase = {scratch}/base.ini\nout = {scratch}/expand-out\n[grid]\n{grid_lines}")
+    open(calls, "w").close()
+    try:
+        sweep_spec.expand(sweep_spec.parse_sweep(path), fake)
+        error = None
+    except sweep_spec.SweepError as e:
+        error = str(e)
+    return error, len(open(calls).read().split())
+
+
+error, n = expansion("model.seed = 1 2 4 6 7 8\n")
+check("expansion: six good points, two realpos config runs each", error is None and n == 12, (error, n))
+error, _ = expansion("model.seed = 1 2 3 4 5 6\n")
+check("expansion: of two refused points the first in grid order is reported (seed 3, slower than seed 5)",
+      error is not None and "point seed=3" in error and "bad seed 3" in error, error)
+error, n = expansion("model.seed = 1 2 4 6\nmodel.bogus = 1\n")
+check("expansion: a key wrong at every point is refused after the first point's run alone",
+      error is not None and "unknown key model.bogus" in error and n == 1, (error, n))
+
 # ---- the predicted cost (scripts/sweep_cost.py): the bound of one point, worked by hand ----------
 import sweep_cost  # noqa: E402
 cost_point = {"cfg": {"task.max_steps": "3000", "task.batch_size": "8", "task.eval_every": "250"}}
