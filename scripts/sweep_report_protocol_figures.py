@@ -70,7 +70,7 @@ def plot_success(path, spec, chosen, choice):
             names = sorted(lines)
             ax.set_xticks(range(len(names)), names, fontsize=7)
             ax.set_xlim(-0.5, max(len(names), 1) - 0.5)
-        if K_KEY in keys:
+        else:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(swept_ks), [str(k) for k in sorted(swept_ks)])
             if swept_ks:
