@@ -1,5 +1,5 @@
 /* core/gemm.h and core/bf16.h: bf16 rounding (nearest, ties to even; NaN, inf, overflow); fp32
- * products with the same bits at any thread count (gemm_f32's parts are fixed by the shape) and
+ * products with the same bits at any thread count (gemm_f32's blocks are fixed by the shape) and
  * with and without a context, within the fp32 accumulation bound; the emulated backend
  * bit-identical to gemm_bf16_reference for every transpose, alpha and beta; oneDNN's bf16 matmul
  * against the reference within the fp32 accumulation bound (skipped, saying so, on a CPU without
@@ -77,6 +77,8 @@ static const Shape shapes[] = {
      * rows (2 unequal parts), by columns of op(B) = B^T */
     {GEMM_N, GEMM_T, 300, 700, 64, 1.0f, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f, 1.0f},
     {GEMM_N, GEMM_N, 520, 130, 96, 0.5f, 0.25f}, {GEMM_T, GEMM_T, 90, 600, 100, 1.0f, 0.0f},
+    /* in both: 4 x 4 blocks of 192 x 192, the last row and column of them shorter (alpha 0.5: OpenBLAS) */
+    {GEMM_T, GEMM_N, 700, 650, 128, 0.5f, 1.0f},
 };
 
 /* Operands of a shape, stored as the transposes say (row strides = stored columns + pad). */
@@ -139,8 +141,8 @@ static void test_products(TestTally *t, Rng *rng) {
     CpuBf16 cpu = cpu_bf16_query();
     const int hardware = cpu_bf16_available(&cpu);
     Gemm *fp32 = gemm_create(PRECISION_FP32, GEMM_BF16_ONEDNN, 0, 0);
-    Gemm *emulated = gemm_create(PRECISION_BF16, GEMM_BF16_EMULATED, 0, 1 << 16);
-    Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 16) : NULL;
+    Gemm *emulated = gemm_create(PRECISION_BF16, GEMM_BF16_EMULATED, 0, 1 << 17);
+    Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 17) : NULL;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
         pool_release(&pool); /* the previous shape's */
