@@ -3,20 +3,22 @@
  * core/gemm_small, or oneDNN on the thread's lane), so every element of C comes from the same call
  * at any thread count and its bits do not depend on the thread count (issues 33 and 50).
  *
- * The rule: start from one block, C itself, and halve the block's longer side (rows on a tie; the
- * other side when the longer cannot be halved) while
- *   - the blocks stay at most GEMM_PARTS_MAX (128),
- *   - each block keeps at least GEMM_PART_FLOPS (2 rows cols K >= 4 MFLOP),
- *   - each side stays a whole number of GEMM_PART_ALIGN (64) rows or columns (the last block of a
- *     row or column of the grid may be shorter),
- *   - the block's sides r x c keep a harmonic mean 2 r c / (r + c) of at least GEMM_PART_SIDE.
- * A block packs its op(A) rows and op(B) columns once each, (r + c) K floats for 2 r c K FLOPs, so
- * the last condition bounds the packing a split adds to what every thread count pays, 1 and 2
- * threads included; halving the longer side keeps the blocks near square, which packs least for
- * their number. docs/mfu.md has the parts per product and the speed-up they bound. */
+ * The rule, in two stages, every split keeping each block at least GEMM_PART_FLOPS
+ * (2 rows cols K >= 4 MFLOP) and each side a whole number of GEMM_PART_ALIGN (64) rows or columns
+ * (the last block of a grid row or column may be shorter):
+ *   1. C's longer side (rows on a tie) in up to GEMM_STRIPS_MAX (16) strips, as before issue 50
+ *      item 5: the products that stop here keep their blocks and their bits;
+ *   2. then the blocks' longer side halved (rows on a tie; the other side when the longer cannot
+ *      be), up to GEMM_PARTS_MAX (128) blocks, while the blocks' sides r x c keep a harmonic mean
+ *      2 r c / (r + c) of at least GEMM_PART_SIDE.
+ * A block packs its op(A) rows and op(B) columns once each, (r + c) K floats for 2 r c K FLOPs, and
+ * is one call more: stage 2 adds blocks only where each stays as large as most of stage 1's, so the
+ * packing and the calls that every thread count pays (2 threads included) grow little; halving
+ * the longer side keeps the blocks near square, which packs least for their number. docs/mfu.md
+ * has the blocks of each product and the speed-up they bound. */
 #pragma once
 
-enum { GEMM_PARTS_MAX = 128, GEMM_PART_ALIGN = 64, GEMM_PART_SIDE = 128 };
+enum { GEMM_PARTS_MAX = 128, GEMM_STRIPS_MAX = 16, GEMM_PART_ALIGN = 64, GEMM_PART_SIDE = 192 };
 #define GEMM_PART_FLOPS 4e6
 
 /* row_parts x col_parts blocks of rows x cols elements of C (the last row of blocks has the

@@ -77,7 +77,7 @@ static const Shape shapes[] = {
      * rows (2 unequal parts), by columns of op(B) = B^T */
     {GEMM_N, GEMM_T, 300, 700, 64, 1.0f, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f, 1.0f},
     {GEMM_N, GEMM_N, 520, 130, 96, 0.5f, 0.25f}, {GEMM_T, GEMM_T, 90, 600, 100, 1.0f, 0.0f},
-    /* in both sides: 6 x 4 blocks of 128 x 192, the last row and column of them shorter (over
+    /* in both sides: 6 x 2 blocks of 128 x 384, the last row and column of them shorter (over
      * gemm_small's size: OpenBLAS) */
     {GEMM_T, GEMM_N, 700, 650, 160, 1.0f, 1.0f},
 };
