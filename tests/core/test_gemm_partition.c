@@ -17,8 +17,9 @@ typedef struct {
     int M, N, K;
 } Product;
 
-/* Every element in one block, the count and alignment bounds, the floors; "" or what failed. */
-static const char *grid_fault(const Product *s, const GemmPartition *g) {
+/* The count and alignment bounds, the floors, and (when `cover`) every element in one block; "" or
+ * what failed. */
+static const char *grid_fault(const Product *s, const GemmPartition *g, int cover) {
     const int parts = gemm_partition_parts(g);
     if (parts > GEMM_PARTS_MAX)
         return "more than GEMM_PARTS_MAX blocks";
@@ -37,6 +38,8 @@ static const char *grid_fault(const Product *s, const GemmPartition *g) {
     const int strips = parts <= GEMM_STRIPS_MAX && (s->M >= s->N ? g->col_parts == 1 : g->row_parts == 1);
     if (parts > 1 && !strips && 2.0 * r * c < (double)GEMM_PART_SIDE * (r + c))
         return "blocks past stage 1's strips with sides' harmonic mean under GEMM_PART_SIDE";
+    if (!cover)
+        return "";
     unsigned char *seen = calloc((size_t)s->M * s->N, 1);
     const char *fault = "";
     for (int part = 0; part < parts && !*fault; part++) {
@@ -75,7 +78,9 @@ static void test_rule(TestTally *t) {
                 shapes++;
                 omp_set_num_threads(1);
                 const GemmPartition g = gemm_partition(s.M, s.N, s.K);
-                const char *fault = grid_fault(&s, &g);
+                /* the elements' cover depends on M, N and the grid: once a grid of this M x N */
+                const int cover = d == 0 || !same_grid(g, gemm_partition(s.M, s.N, depths[d - 1]));
+                const char *fault = grid_fault(&s, &g, cover);
                 if (*fault && faults++ < 5)
                     printf("  %d x %d x %d: %d x %d blocks of %d x %d: %s\n", s.M, s.N, s.K, g.row_parts, g.col_parts,
                            g.rows, g.cols, fault);
