@@ -12,6 +12,7 @@
 
 #include "core/common.h"
 #include "core/gemm_lane.h"
+#include "core/gemm_partition.h"
 #include "core/gemm_small.h"
 
 const char *const precision_names[] = {"fp32", "bf16", NULL};
@@ -20,13 +21,9 @@ const char *const precision_names[] = {"fp32", "bf16", NULL};
  * (Haswell, Prescott: what 0.3.21 runs on CPUs it does not know) the edge of each split goes
  * through a kernel that rounds differently, so an element's bits depended on the thread count
  * (issue 33: 3715 of 96 x 1030 elements at 1 vs 2 threads). The product is split here instead,
- * into parts fixed by its shape alone: the longer of M and N in up to GEMM_PARTS_MAX parts, each
- * a whole number of GEMM_PART_ALIGN rows or columns and of at least GEMM_PART_FLOPS. Each part is
- * one OpenBLAS call made inside a parallel region, where OpenBLAS runs on the calling thread (also
- * when there is one part): every element comes from the same call at any thread count. */
-enum { GEMM_PARTS_MAX = 16, GEMM_PART_ALIGN = 64 };
-static const double GEMM_PART_FLOPS = 4e6;
-
+ * into the blocks of core/gemm_partition.h, fixed by its shape alone. Each block is one OpenBLAS
+ * call made inside a parallel region, where OpenBLAS runs on the calling thread (also when there
+ * is one block): every element comes from the same call at any thread count. */
 static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
     if (small) {
@@ -37,25 +34,10 @@ static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, flo
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* The parts of a product C [M,N] of 2 M N K FLOPs, fixed by its shape alone: the longer of M and N
- * (*split_rows: M) in *parts parts of *per_part rows or columns (the last may be shorter), each a
- * whole number of GEMM_PART_ALIGN and of at least min_flops, at most GEMM_PARTS_MAX. */
-static void gemm_partition(int M, int N, int K, double min_flops, int *split_rows, int *parts, int *per_part) {
-    *split_rows = M >= N;
-    const int length = *split_rows ? M : N;
-    const double flops = 2.0 * M * N * (double)K;
-    int p = 1;
-    while (p < GEMM_PARTS_MAX && flops / (2 * p) >= min_flops && length >= 2 * p * GEMM_PART_ALIGN)
-        p *= 2;
-    *per_part = ((length + p - 1) / p + GEMM_PART_ALIGN - 1) / GEMM_PART_ALIGN * GEMM_PART_ALIGN;
-    *parts = length > 0 ? (length + *per_part - 1) / *per_part : 0;
-}
-
 void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
-    int split_rows, parts, per_part;
-    gemm_partition(M, N, K, GEMM_PART_FLOPS, &split_rows, &parts, &per_part);
-    const int length = split_rows ? M : N;
+    const GemmPartition grid = gemm_partition(M, N, K);
+    const int parts = gemm_partition_parts(&grid);
     /* the engine by the whole product's shape, the same for all its parts */
     const int small = gemm_small_fits(M, N, K, alpha);
     /* Nothing to split, or one thread's work already (the per-head attention products). The level,
@@ -63,20 +45,18 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
      * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). And a
      * small product with one part or one thread: gemm_small's bits do not depend on the parts, and it
      * starts no threads of its own (no region needed, whose end costs a futex wake even at 1 thread). */
-    if (length <= 0 || omp_get_level() > 0 || (small && (parts == 1 || omp_get_max_threads() == 1))) {
+    if (parts == 0 || omp_get_level() > 0 || (small && (parts == 1 || omp_get_max_threads() == 1))) {
         sgemm_part(small, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
 #pragma omp parallel for schedule(static)
     for (int part = 0; part < parts; part++) {
-        const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
-        if (split_rows) { /* rows first .. of op(A) and C */
-            const float *A_part = ta == GEMM_T ? A + first : A + (size_t)first * lda;
-            sgemm_part(small, ta, tb, count, N, K, alpha, A_part, lda, B, ldb, beta, C + (size_t)first * ldc, ldc);
-        } else { /* columns first .. of op(B) and C */
-            const float *B_part = tb == GEMM_T ? B + (size_t)first * ldb : B + first;
-            sgemm_part(small, ta, tb, M, count, K, alpha, A, lda, B_part, ldb, beta, C + first, ldc);
-        }
+        int row, col, rows, cols; /* C [row .., col ..]: rows row .. of op(A), columns col .. of op(B) */
+        gemm_partition_block(&grid, M, N, part, &row, &col, &rows, &cols);
+        const float *A_part = ta == GEMM_T ? A + row : A + (size_t)row * lda;
+        const float *B_part = tb == GEMM_T ? B + (size_t)col * ldb : B + col;
+        sgemm_part(small, ta, tb, rows, cols, K, alpha, A_part, lda, B_part, ldb, beta, C + (size_t)row * ldc + col,
+                   ldc);
     }
 }
 
@@ -362,10 +342,10 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
 /* A bf16 product on oneDNN. oneDNN shares one product among its threads by the thread count, and at
  * 64 threads and more it splits it so that elements' bits change (issue 50: 12 of 69 datasets of a
  * width-256 model differed between 1 and 64 threads after 2 steps). With the lanes reserved (the
- * training step's context), the product is split here as gemm_f32 splits it, into parts fixed by
- * the shape, each computed by one thread on its lane: the same calls at any thread count (the
- * parts of fp32's rule: fewer would leave a thread idle where oneDNN used both). Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or
- * 1), oneDNN shares the product. */
+ * training step's context), the product is split here as gemm_f32 splits it, into the blocks of
+ * core/gemm_partition.h, each computed by one thread on its lane: the same calls at any thread
+ * count. Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or 1),
+ * oneDNN shares the product. */
 static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
                            const bf16 *B, int ldb, float beta, float *C, int ldc) {
     const int lanes = gemm_lanes_count(g->lanes);
@@ -373,22 +353,16 @@ static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, f
         gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    int split_rows, parts, per_part;
-    gemm_partition(M, N, K, GEMM_PART_FLOPS, &split_rows, &parts, &per_part);
-    const int length = split_rows ? M : N, threads = omp_get_max_threads() < lanes ? omp_get_max_threads() : lanes;
+    const GemmPartition grid = gemm_partition(M, N, K);
+    const int threads = omp_get_max_threads() < lanes ? omp_get_max_threads() : lanes;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int part = 0; part < parts; part++) {
-        const int first = part * per_part, count = length - first < per_part ? length - first : per_part;
-        const int lane = omp_get_thread_num();
-        if (split_rows) {
-            const bf16 *A_part = ta == GEMM_T ? A + first : A + (size_t)first * lda;
-            gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, count, N, K, A_part, lda, B, ldb, beta,
-                           C + (size_t)first * ldc, ldc);
-        } else {
-            const bf16 *B_part = tb == GEMM_T ? B + (size_t)first * ldb : B + first;
-            gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, M, count, K, A, lda, B_part, ldb, beta,
-                           C + first, ldc);
-        }
+    for (int part = 0; part < gemm_partition_parts(&grid); part++) {
+        int row, col, rows, cols;
+        gemm_partition_block(&grid, M, N, part, &row, &col, &rows, &cols);
+        const bf16 *A_part = ta == GEMM_T ? A + row : A + (size_t)row * lda;
+        const bf16 *B_part = tb == GEMM_T ? B + (size_t)col * ldb : B + col;
+        gemm_lanes_run(g->lanes, omp_get_thread_num(), ta == GEMM_T, tb == GEMM_T, rows, cols, K, A_part, lda, B_part,
+                       ldb, beta, C + (size_t)row * ldc + col, ldc);
     }
 }
 

@@ -3,8 +3,9 @@
  *   C [M,N] = alpha op(A) op(B) + beta C      row-major; op(X) = X or X^T;
  *   op(A) [M,K] (A stored [M,K] with row stride lda, or [K,M] when transposed), op(B) [K,N].
  *
- * fp32 (the default and the reference): cblas_sgemm (OpenBLAS), split into parts fixed by the
- * shape and each computed on one thread (gemm_f32), so the bits do not depend on the thread count.
+ * fp32 (the default and the reference): cblas_sgemm (OpenBLAS), split into blocks fixed by the
+ * shape (core/gemm_partition.h), each computed on one thread (gemm_f32), so the bits do not depend
+ * on the thread count.
  * bf16 (mixed precision as PyTorch autocast and Megatron define it): A and B are rounded to
  * bf16 (nearest even, core/bf16.h), the products are accumulated in fp32 and C stays fp32;
  * beta C is added in fp32 (dW += in fp32). Computed by oneDNN's matmul, or by the portable

@@ -1,5 +1,5 @@
 /* core/gemm.h and core/bf16.h: bf16 rounding (nearest, ties to even; NaN, inf, overflow); fp32
- * products with the same bits at any thread count (gemm_f32's parts are fixed by the shape) and
+ * products with the same bits at any thread count (gemm_f32's blocks are fixed by the shape) and
  * with and without a context, within the fp32 accumulation bound; the emulated backend
  * bit-identical to gemm_bf16_reference for every transpose, alpha and beta; oneDNN's bf16 matmul
  * against the reference within the fp32 accumulation bound (skipped, saying so, on a CPU without
@@ -77,6 +77,9 @@ static const Shape shapes[] = {
      * rows (2 unequal parts), by columns of op(B) = B^T */
     {GEMM_N, GEMM_T, 300, 700, 64, 1.0f, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f, 1.0f},
     {GEMM_N, GEMM_N, 520, 130, 96, 0.5f, 0.25f}, {GEMM_T, GEMM_T, 90, 600, 100, 1.0f, 0.0f},
+    /* in both sides: 6 x 2 blocks of 128 x 384, the last row and column of them shorter (over
+     * gemm_small's size: OpenBLAS) */
+    {GEMM_T, GEMM_N, 700, 650, 160, 1.0f, 1.0f},
 };
 
 /* Operands of a shape, stored as the transposes say (row strides = stored columns + pad). */
@@ -139,8 +142,12 @@ static void test_products(TestTally *t, Rng *rng) {
     CpuBf16 cpu = cpu_bf16_query();
     const int hardware = cpu_bf16_available(&cpu);
     Gemm *fp32 = gemm_create(PRECISION_FP32, GEMM_BF16_ONEDNN, 0, 0);
-    Gemm *emulated = gemm_create(PRECISION_BF16, GEMM_BF16_EMULATED, 0, 1 << 16);
-    Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 16) : NULL;
+    Gemm *emulated = gemm_create(PRECISION_BF16, GEMM_BF16_EMULATED, 0, 1 << 17);
+    Gemm *onednn = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 17) : NULL;
+    /* with lanes (a training step's context): split into core/gemm_partition.h's blocks, one a lane */
+    Gemm *laned = hardware ? gemm_create(PRECISION_BF16, GEMM_BF16_ONEDNN, 0, 1 << 17) : NULL;
+    if (laned)
+        gemm_reserve_lanes(laned, 3);
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
         pool_release(&pool); /* the previous shape's */
@@ -188,10 +195,24 @@ static void test_products(TestTally *t, Rng *rng) {
             for (int n = s->N; n < o.ldc; n++)
                 untouched &= bits(dnn[(size_t)m * o.ldc + n]) == bits(o.C[(size_t)m * o.ldc + n]);
         CHECK(t, untouched, "gemm bf16 oneDNN %s: only op(A) op(B)'s columns of C are written", what);
+        if (s->alpha != 1.0f || (s->beta != 0.0f && s->beta != 1.0f))
+            continue; /* oneDNN shares the product: no lanes */
+        float *lane[3];
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            lane[threads - 1] = copy(&pool, o.C, nc);
+            gemm(laned, s->ta, s->tb, s->M, s->N, s->K, s->alpha, o.A, o.lda, o.B, o.ldb, s->beta, lane[threads - 1],
+                 o.ldc);
+        }
+        omp_set_num_threads(2);
+        r = bound_ratio(s, &o, o.C, lane[0], refd);
+        CHECK(t, r <= 1.0 && !memcmp(lane[0], lane[1], nc * 4) && !memcmp(lane[0], lane[2], nc * 4),
+              "gemm bf16 oneDNN on lanes %s: the same bits at 1, 2 and 3 threads, within the fp32 accumulation bound "
+              "of the reference (%.3f of it)", what, r);
     }
     if (onednn)
         printf("  oneDNN implementation: %s\n", gemm_stats(onednn).implementation);
-    gemm_free(fp32), gemm_free(emulated), gemm_free(onednn);
+    gemm_free(fp32), gemm_free(emulated), gemm_free(onednn), gemm_free(laned);
     pool_release(&pool);
 }
 
