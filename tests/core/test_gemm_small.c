@@ -162,6 +162,11 @@ static void test_dispatch(TestTally *t, Rng *rng) {
                  !gemm_small_fits(40, 40, 16, 0.5f) && !gemm_small_fits(1024, 1024, 1024, 1.0f),
           "gemm_small_fits: the small model's products (976 x 256 x 64, 256 x 256 x 976) yes; alpha 0.5 or "
           "1024^3 no");
+    CHECK(t, gemm_small_fits(768, 1024, 256, 1.0f) && gemm_small_fits(256, 1024, 768, 1.0f) &&
+                 !gemm_small_fits(769, 1024, 256, 1.0f) && !gemm_small_fits(4096, 256, 256, 1.0f) &&
+                 !gemm_small_fits(256, 256, 4096, 1.0f),
+          "gemm_small_fits: bert-mini's feed-forward over up to 768 fine-tuning rows (768 x 1024 x 256, its dW "
+          "256 x 1024 x 768) yes; 769 rows, and the 4096-row pretraining products (4096 x 256 x 256) no");
     static const Shape shapes[] = {{GEMM_N, GEMM_T, 300, 700, 64, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f},
                                    {GEMM_N, GEMM_N, 520, 130, 96, 1.0f}};
     int all = 1;
