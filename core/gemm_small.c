@@ -15,11 +15,14 @@
 
 enum { MR = 6, NR = 16, KC = 256 };
 /* The products of small models (a width-256 feed-forward over ~1000 rows: 2 x 256 x 256 x 976 FLOPs)
- * and no larger. scripts/dev/gemm_small.sh on a Zen 5 (docs/bench.md, "The small-model step"): the
- * AVX-512 kernel ran 1.9-2.2x OpenBLAS's Haswell kernels at these sizes and still 1.3x at bert-mini's
- * 4096-row products, the AVX2 kernel 0.95-1.05x; the large products stay on OpenBLAS, whose cache
- * blocking and AVX-512 kernels (SkylakeX) are made for them. */
-static const double GEMM_SMALL_FLOPS_MAX = 128.0 * 1024 * 1024;
+ * and of fine-tuning at a few hundred rows (bert-mini's feed-forward over the ~431 real tokens of 32
+ * unpadded SST-2 sentences: 2 x 431 x 256 x 1024; this bound takes up to 768 such rows), no larger.
+ * scripts/dev/gemm_small.sh on a Zen 5 (docs/bench.md, "The small-model step" and "Small-row
+ * fine-tuning"): the AVX-512 kernel ran 1.3-2.2x OpenBLAS's Haswell kernels at these sizes and still
+ * 1.3x at bert-mini's 4096-row products, the AVX2 kernel 0.95-1.05x; the large products (every one
+ * of bert-mini's 32 x 128 pretraining step: 4096 x 256 x 256 is 512 Mi FLOPs) stay on OpenBLAS,
+ * whose cache blocking and AVX-512 kernels (SkylakeX) are made for them. */
+static const double GEMM_SMALL_FLOPS_MAX = 384.0 * 1024 * 1024;
 
 int gemm_small_fits(int M, int N, int K, float alpha) {
     return alpha == 1.0f && M >= 0 && N >= 0 && K >= 0 && 2.0 * M * N * (double)K <= GEMM_SMALL_FLOPS_MAX;

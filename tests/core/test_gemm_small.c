@@ -162,8 +162,15 @@ static void test_dispatch(TestTally *t, Rng *rng) {
                  !gemm_small_fits(40, 40, 16, 0.5f) && !gemm_small_fits(1024, 1024, 1024, 1.0f),
           "gemm_small_fits: the small model's products (976 x 256 x 64, 256 x 256 x 976) yes; alpha 0.5 or "
           "1024^3 no");
+    CHECK(t, gemm_small_fits(768, 1024, 256, 1.0f) && gemm_small_fits(256, 1024, 768, 1.0f) &&
+                 !gemm_small_fits(769, 1024, 256, 1.0f) && !gemm_small_fits(4096, 256, 256, 1.0f) &&
+                 !gemm_small_fits(256, 256, 4096, 1.0f),
+          "gemm_small_fits: bert-mini's feed-forward over up to 768 fine-tuning rows (768 x 1024 x 256, its dW "
+          "256 x 1024 x 768) yes; 769 rows, and the 4096-row pretraining products (4096 x 256 x 256) no");
     static const Shape shapes[] = {{GEMM_N, GEMM_T, 300, 700, 64, 0.0f}, {GEMM_T, GEMM_N, 700, 300, 64, 1.0f},
-                                   {GEMM_N, GEMM_N, 520, 130, 96, 1.0f}};
+                                   {GEMM_N, GEMM_N, 520, 130, 96, 1.0f},
+                                   /* fine-tuning's rows: a feed-forward over 431 rows and its dW */
+                                   {GEMM_N, GEMM_T, 431, 1024, 256, 0.0f}, {GEMM_T, GEMM_N, 1024, 256, 431, 1.0f}};
     int all = 1;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
@@ -180,8 +187,8 @@ static void test_dispatch(TestTally *t, Rng *rng) {
         pool_release(&pool);
     }
     omp_set_num_threads(2);
-    CHECK(t, all, "gemm_f32 on shapes it splits into parts (300x700x64, 700x300x64, 520x130x96): gemm_small's bits "
-          "at 1, 2 and 3 threads");
+    CHECK(t, all, "gemm_f32 on shapes it splits into parts (300x700x64, 700x300x64, 520x130x96, 431x1024x256, "
+          "1024x256x431): gemm_small's bits at 1, 2 and 3 threads");
 }
 
 int main(void) {
