@@ -25,9 +25,11 @@ static const char *const rule_names[RULES] = {"grid", "strips", "whole"};
 static GemmPartition strips(int M, int N, int K) {
     const int rows = M >= N, length = rows ? M : N;
     int p = 1;
-    while (p < 16 && 2.0 * M * N * (double)K / (2 * p) >= 4e6 && length >= 2 * p * 64)
+    while (p < GEMM_STRIPS_MAX && 2.0 * M * N * (double)K / (2 * p) >= GEMM_PART_FLOPS &&
+           length >= 2 * p * GEMM_PART_ALIGN)
         p *= 2;
-    const int piece = ((length + p - 1) / p + 63) / 64 * 64, parts = (length + piece - 1) / piece;
+    const int piece = ((length + p - 1) / p + GEMM_PART_ALIGN - 1) / GEMM_PART_ALIGN * GEMM_PART_ALIGN;
+    const int parts = (length + piece - 1) / piece;
     return rows ? (GemmPartition){parts, 1, piece, N} : (GemmPartition){1, parts, M, piece};
 }
 
