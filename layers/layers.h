@@ -191,6 +191,7 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
  * log sum_c exp(in[c]). A row of -inf gives zeros (and -inf); a NaN row gives NaN. */
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
+void softmax_row_probs(float *out, const float *in, int cols, float max);
 
 /* The label of a position or sequence that no loss counts (PyTorch's ignore_index): MLM
  * positions that are not predicted, padding rows of a batch. */
