@@ -50,5 +50,23 @@ float softmax_row_normalize(float *out, const float *in, int cols, float max) {
     return row_normalize(out, in, cols, max, 1);
 }
 
-/* The same without the log (attention's rows, which do not use it). */
-void softmax_row_probs(float *out, const float *in, int cols, float max) { row_normalize(out, in, cols, max, 0); }
+/* out [cols] = exp(in - max) / sum as softmax_row_normalize (the same -inf and NaN rows), without
+ * the log and with exp_nonpositive for expf: attention's rows, tens of elements long, where the
+ * libmvec call, its scalar remainder and the log were most of the row's time. */
+void softmax_row_probs(float *out, const float *in, int cols, float max) {
+    if (max == -INFINITY) {
+        row_normalize(out, in, cols, max, 0);
+        return;
+    }
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < cols; c++) {
+        const float e = exp_nonpositive(in[c] - max);
+        out[c] = e;
+        sum += e;
+    }
+    const float inv_sum = 1.0f / sum;
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        out[c] *= inv_sum;
+}
