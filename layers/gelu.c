@@ -166,26 +166,26 @@ gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const f
     }
 }
 
-/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
- * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
- * over rows in order, so db is the same for any thread count. */
 static __attribute__((noinline)) void gelu_bias_pass_f32(float *d_pre, float *restrict db, const float *d_act,
                                                          const float *restrict slope, int N, int o) {
     gelu_bias_pass(d_pre, NULL, db, d_act, slope, NULL, N, o);
 }
 
+/* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
+ * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
+ * over rows in order, so db is the same for any thread count. */
 void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
                         int o) {
     OMP_TEAM_OR_ALONE(gelu_bias_pass_f32(d_pre, db, d_act, slope, N, o));
 }
 
-/* The same from slope16 (bf16) with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
 static __attribute__((noinline)) void gelu_bias_pass_bf16(bf16 *restrict d_pre16, float *restrict db,
                                                           const float *d_act, const bf16 *restrict slope16, int N,
                                                           int o) {
     gelu_bias_pass(NULL, d_pre16, db, d_act, NULL, slope16, N, o);
 }
 
+/* The same from slope16 (bf16) with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
 void gelu_bias_backward_bf16(bf16 *restrict d_pre16, float *restrict db, const float *d_act,
                              const bf16 *restrict slope16, int N, int o) {
     OMP_TEAM_OR_ALONE(gelu_bias_pass_bf16(d_pre16, db, d_act, slope16, N, o));
