@@ -1,5 +1,6 @@
 /* Error handling, logging and small allocation helpers shared by every module. */
 #pragma once
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,18 @@ void zero_floats(float *x, size_t count);
  * 1 and an orphaned `omp for` runs every iteration: as in a team of one. Inside a region a nested
  * team of one is kept, since there a body reading thread numbers would read the outer team's. */
 int omp_region_worthwhile(int threads);
+
+/* Runs `call`, a call of a function whose loops are orphaned `omp for`s, in a team of
+ * omp_get_max_threads() threads where omp_region_worthwhile says so, else on the calling thread
+ * alone: one body either way (make it noinline so that no second copy is compiled), so the same bits. */
+#define OMP_TEAM_OR_ALONE(call)                                   \
+    do {                                                          \
+        if (omp_region_worthwhile(omp_get_max_threads())) {       \
+            _Pragma("omp parallel") call;                         \
+        } else {                                                  \
+            call;                                                 \
+        }                                                         \
+    } while (0)
 
 /* The shortest %g text that reads back as the same float (at most 9 significant digits): the
  * one float formatter of configs and file attributes. */

@@ -131,11 +131,11 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                  : (bias_row ? logits_pass(row, carried_row, NULL, bias_row, L, scale, s)
                              : logits_pass(row, carried_row, NULL, NULL, L, scale, s));
     if (!dropped_row) {
-        softmax_row_normalize(row, row, L, max);
+        softmax_row_probs(row, row, L, max);
         return;
     }
     if (!isfinite(max)) { /* a row of -inf or NaN: as softmax_row_normalize says, then drop */
-        softmax_row_normalize(row, row, L, max);
+        softmax_row_probs(row, row, L, max);
         dropout_span(dropped_row, row, (size_t)L, s->dropout, dropout_key, first);
         return;
     }

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "core/common.h"
+
 /* glibc >= 2.35 ships vector erff/expf (libmvec); declaring them SIMD lets the loops below call
  * the 8-wide versions (GCC does this on its own only under -ffast-math). */
 #if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
@@ -54,12 +56,12 @@ void gelu_backward(float *d_in, const float *d_out, const float *in, size_t n) {
  * the bias, applies GELU and overwrites pre with its slope. erf(pre / sqrt 2) is computed here once
  * for both, so the backward needs neither erf nor exp, and pre itself is not kept.
  * slope NULL (forward only): the GEMM writes pre into act and the pass skips the slope's exp; the
- * two loops share every operation that act depends on, so act has the same bits either way. */
-void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, const float *restrict in,
-                         const float *restrict W, const float *restrict b, int N, int i, int o) {
-    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope ? slope : act, o);
+ * two loops share every operation that act depends on, so act has the same bits either way.
+ * gelu_rows is the pass, run by OMP_TEAM_OR_ALONE (core/common.h). */
+static __attribute__((noinline)) void gelu_rows(float *restrict slope, float *restrict act, const float *restrict b,
+                                                int N, int o) {
     if (!slope) {
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
         for (int n = 0; n < N; n++) {
             float *restrict a = act + (size_t)n * o;
 #pragma omp simd
@@ -70,7 +72,7 @@ void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, co
         }
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int n = 0; n < N; n++) {
         float *restrict s = slope + (size_t)n * o, *restrict a = act + (size_t)n * o;
 #pragma omp simd
@@ -82,6 +84,12 @@ void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, co
             s[c] = cdf + x * pdf;
         }
     }
+}
+
+void linear_gelu_forward(Gemm *g, float *restrict slope, float *restrict act, const float *restrict in,
+                         const float *restrict W, const float *restrict b, int N, int i, int o) {
+    gemm(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, W, i, 0.0f, slope ? slope : act, o);
+    OMP_TEAM_OR_ALONE(gelu_rows(slope, act, b, N, o));
 }
 
 /* The same pass with act and slope in bf16 only (act16, slope16 [N,o]: they feed only W2's products
@@ -121,12 +129,12 @@ void linear_gelu_forward_bf16(Gemm *g, float *restrict pre, bf16 *restrict slope
 
 /* d = d_act * slope into d_pre (fp32) or d_pre16 (bf16, the other NULL), db += the fp32 column
  * sums of d; slope in fp32 or, with d_pre16, in bf16 (slope16). Inlined into each caller with
- * constant NULLs, so no loop tests them. */
+ * constant NULLs, so no loop tests them; its `omp for` is run by OMP_TEAM_OR_ALONE (core/common.h). */
 static inline __attribute__((always_inline)) void
 gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const float *d_act,
                const float *restrict slope, const bf16 *restrict slope16, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
         const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
@@ -158,16 +166,27 @@ gelu_bias_pass(float *d_pre, bf16 *restrict d_pre16, float *restrict db, const f
     }
 }
 
+static __attribute__((noinline)) void gelu_bias_pass_f32(float *d_pre, float *restrict db, const float *d_act,
+                                                         const float *restrict slope, int N, int o) {
+    gelu_bias_pass(d_pre, NULL, db, d_act, slope, NULL, N, o);
+}
+
 /* d_pre [N,o] = d_act * slope (d_pre may alias d_act) and db [o] += sum_n d_pre: GELU's backward
  * and the bias gradient of the linear before it in one pass. Threads own column blocks and sum
  * over rows in order, so db is the same for any thread count. */
 void gelu_bias_backward(float *d_pre, float *restrict db, const float *d_act, const float *restrict slope, int N,
                         int o) {
-    gelu_bias_pass(d_pre, NULL, db, d_act, slope, NULL, N, o);
+    OMP_TEAM_OR_ALONE(gelu_bias_pass_f32(d_pre, db, d_act, slope, N, o));
+}
+
+static __attribute__((noinline)) void gelu_bias_pass_bf16(bf16 *restrict d_pre16, float *restrict db,
+                                                          const float *d_act, const bf16 *restrict slope16, int N,
+                                                          int o) {
+    gelu_bias_pass(NULL, d_pre16, db, d_act, NULL, slope16, N, o);
 }
 
 /* The same from slope16 (bf16) with d_pre in bf16 only: the sum stays fp32, the products read d_pre16. */
 void gelu_bias_backward_bf16(bf16 *restrict d_pre16, float *restrict db, const float *d_act,
                              const bf16 *restrict slope16, int N, int o) {
-    gelu_bias_pass(NULL, d_pre16, db, d_act, NULL, slope16, N, o);
+    OMP_TEAM_OR_ALONE(gelu_bias_pass_bf16(d_pre16, db, d_act, slope16, N, o));
 }

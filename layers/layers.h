@@ -191,6 +191,39 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
  * log sum_c exp(in[c]). A row of -inf gives zeros (and -inf); a NaN row gives NaN. */
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
+void softmax_row_probs(float *out, const float *in, int cols, float max);
+
+/* e^x for x <= 0 (a logit minus its row's max) as 2^n e^r: n = round(x / ln 2) (by adding and
+ * subtracting 1.5 * 2^23), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, so r is exact to
+ * ~2^-32), e^r by its Taylor polynomial of degree 7 (truncation under 6e-9 relative), 2^n put in the
+ * exponent field. Plain arithmetic and integer masks, no branch or float compare (which GCC does
+ * not if-convert under -ftrapping-math), so an `omp simd` loop keeps it in vector registers.
+ * |x| above ln 2^-126 (where e^-|x| is subnormal or 0), -inf included, gives +0; NaN gives NaN.
+ * Within a few ulp of expf (tests/layers/test_softmax.c). */
+static inline float exp_nonpositive(float x) {
+    const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) for |x| < 2^21 */
+    const float r = (x - n * 0.693145751953125f) - n * 1.42860677e-6f;  /* ln 2 = hi + lo, hi of 16 bits */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const float m = n > -127.0f ? (n < 127.0f ? n : 127.0f) : -127.0f; /* NaN: -127, a defined conversion */
+    union {
+        uint32_t u;
+        float f;
+    } two_n = {(uint32_t)((int32_t)m + 127) << 23};
+    union {
+        float f;
+        uint32_t u;
+    } in = {x}, out = {p * two_n.f};
+    const uint32_t magnitude = in.u & 0x7fffffffu; /* kept: |x| <= ln 2^-126 (0x42aeac50), or NaN */
+    out.u &= 0u - (uint32_t)(magnitude <= 0x42aeac50u || magnitude > 0x7f800000u);
+    return out.f;
+}
 
 /* The label of a position or sequence that no loss counts (PyTorch's ignore_index): MLM
  * positions that are not predicted, padding rows of a batch. */

@@ -3,14 +3,29 @@
 
 #include <string.h>
 
+#include "core/common.h"
+
+/* Rows [N,o] of out = b [o], a thread's share of the rows at a time (an orphaned region body): b
+ * into its first row, then its rows so far copied after themselves, log2(rows) copies, not one a row. */
+static __attribute__((noinline)) void fill_rows(float *restrict out, const float *restrict b, int N, int o) {
+    const int threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t n0 = (size_t)N * t / threads, rows = (size_t)N * (t + 1) / threads - n0, row = (size_t)o;
+    if (rows == 0)
+        return;
+    float *mine = out + n0 * row;
+    memcpy(mine, b, row * sizeof *out);
+    for (size_t done = 1; done < rows;) {
+        const size_t more = rows - done < done ? rows - done : done;
+        memcpy(mine + done * row, mine, more * row * sizeof *out);
+        done += more;
+    }
+}
+
 /* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1. */
 static void forward(Gemm *g, float *restrict out, GemmOperand in, const float *restrict W, const float *restrict b,
                     int N, int i, int o) {
-    if (b) {
-#pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * o, b, (size_t)o * sizeof *out);
-    }
+    if (b)
+        OMP_TEAM_OR_ALONE(fill_rows(out, b, N, o));
     gemm_operands(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, gemm_in_f32(W), i, b ? 1.0f : 0.0f, out, o);
 }
 
@@ -37,9 +52,9 @@ void linear_forward_to_bf16(Gemm *g, float *restrict pre, bf16 *restrict out16, 
 }
 
 /* db [o] += sum_n d_out [N,o]: threads own column blocks, rows summed in order */
-static void bias_backward(float *restrict db, const float *restrict d_out, int N, int o) {
+static __attribute__((noinline)) void bias_sums(float *restrict db, const float *restrict d_out, int N, int o) {
     const ColBlocks blocks = col_blocks(o);
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
         const int c0 = block * blocks.width, width = col_block_width(blocks, block);
         float acc[COL_BLOCK_MAX] = {0};
@@ -51,6 +66,10 @@ static void bias_backward(float *restrict db, const float *restrict d_out, int N
         for (int c = 0; c < width; c++)
             db[c0 + c] += acc[c];
     }
+}
+
+static void bias_backward(float *restrict db, const float *restrict d_out, int N, int o) {
+    OMP_TEAM_OR_ALONE(bias_sums(db, d_out, N, o));
 }
 
 /* d_in [N,i] = beta d_in + d_out [N,o] . W [o,i];  dW [o,i] += d_out^T . in  (the two products) */

@@ -2,7 +2,7 @@
  * the Shaw / Method 4 table products in bf16 through gemm_lane; layers/attention.c, pos_shaw.c):
  *   - bit for bit against the emulation written out here: with the emulated backend (scheme none,
  *     no dropout, no padding) P = softmax(scale * bf16ref(Q, K^T)) and ctx = bf16ref(P, V),
- *     dV = bf16ref(P^T, dctx), bf16ref = gemm_bf16_reference, the softmax softmax_row_normalize;
+ *     dV = bf16ref(P^T, dctx), bf16ref = gemm_bf16_reference, the softmax softmax_row_probs;
  *   - every scheme (with padding, residual, dropout cases, a blocked L = 36 case) against the
  *     double reference (attention_reference.c) within the bf16 tolerance BF16_TOL of each output's
  *     scale, and measurably away from the fp32 path (beyond its 1e-5: the products did run in bf16);
@@ -160,7 +160,7 @@ static void test_case(TestTally *t, const Case *c, Gemm *emulated, Gemm *onednn,
 }
 
 /* Scheme none, no dropout, no padding: the emulated attention's P, ctx and dV, bit for bit, from
- * gemm_bf16_reference and softmax_row_normalize per head. */
+ * gemm_bf16_reference and softmax_row_probs (attention's softmax) per head. */
 static void test_bits(TestTally *t, Gemm *emulated, Rng *rng) {
     Pool pool = {0};
     const Case c = {"none", REL_NONE, 20, 0, 0, 0.0f};
@@ -184,7 +184,7 @@ static void test_bits(TestTally *t, Gemm *emulated, Rng *rng) {
                     row[j] = scale * row[j] + 0.0f; /* the logits pass: scale * S + (mask: 0) */
                     max = row[j] > max ? row[j] : max;
                 }
-                softmax_row_normalize(row, row, L, max);
+                softmax_row_probs(row, row, L, max);
             }
             gemm_bf16_reference(GEMM_N, GEMM_N, L, d, L, 1.0f, P, L, v, ld, 0.0f,
                                 ctx + (size_t)b * L * H + (size_t)h * d, H);

@@ -94,6 +94,7 @@ static void run_softmax_rows(float *const *out, const float *const *in, const vo
     for (int n = 0; n < s->N; n++) {
         const float *row = in[0] + (size_t)n * s->C;
         out[1][n] = softmax_row_normalize(out[0] + (size_t)n * s->C, row, s->C, softmax_row_max(row, s->C));
+        softmax_row_probs(out[2] + (size_t)n * s->C, row, s->C, softmax_row_max(row, s->C));
     }
 }
 
@@ -161,7 +162,7 @@ int main(void) {
         layernorm_forward(normed, mean, rstd, x, gamma, beta, N, C, 1e-12f);
         float *lin_in = uniform(&pool, &rng, (size_t)N * 24, -1, 1), *lin_w = uniform(&pool, &rng, (size_t)C * 24, -0.5f, 0.5f);
         const char *names[] = {"layernorm_forward", "residual_layernorm_forward", "layernorm_backward",
-                               "residual_layernorm_backward", "softmax_row_normalize", "crossentropy",
+                               "residual_layernorm_backward", "softmax_row_normalize and softmax_row_probs", "crossentropy",
                                "gelu_forward / gelu_backward", "linear_gelu_forward (training, forward only) and gelu_bias_backward", "dropout", "bf16_convert", "grad_sum_squares"};
         const size_t n2 = NC, nC = (size_t)C, nN = (size_t)N;
         const RowOp ops[] = {
@@ -169,7 +170,7 @@ int main(void) {
             {NULL, 5, 4, {n2, n2, nC, nC, nC}, {n2, n2, nN, nN}, run_residual_layernorm, &s},
             {NULL, 5, 3, {n2, n2, nC, nN, nN}, {n2, nC, nC}, run_layernorm_backward, &s},
             {NULL, 6, 6, {n2, n2, n2, nC, nN, nN}, {n2, n2, nC, nC, nC, 2 * nN}, run_residual_layernorm_backward, &s},
-            {NULL, 1, 2, {n2}, {n2, nN}, run_softmax_rows, &s},
+            {NULL, 1, 3, {n2}, {n2, nN, n2}, run_softmax_rows, &s},
             {NULL, 1, 3, {n2}, {n2, 2, n2}, run_crossentropy, &s},
             {NULL, 2, 2, {n2, n2}, {n2, n2}, run_gelu, &s},
             {NULL, 4, 6, {nN * 24, nC * 24, nC, n2}, {n2, n2, n2, 1, n2, nC}, run_linear_gelu, &s},
