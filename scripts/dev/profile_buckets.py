@@ -16,14 +16,15 @@ RULES = [
     ("attention: scores, masks, softmax, relative terms", None,
      r"attention|attn_|softmax|_expf|^pos_|relpos|shaw|method[1-4]|alibi|rope|t5_|gather|scatter|varlen|_bh\b|table_grads"),
     ("GELU", None, r"gelu|_erff"),
-    ("layer norms (with the residual add)", None, r"layernorm"),
+    ("layer norms (with the residual add)", None, r"layernorm|^(residual_)?forward_rows\b|^(residual_)?backward_passes\b"),
     ("operand conversions (bf16_convert)", None, r"bf16_convert|gemm_convert"),
     ("dropout", None, r"dropout"),
     ("AdamW, gradient norm", None, r"adamw|grad_sum_squares|grad_clip"),
     ("loss (cross-entropy, MLM head)", None, r"crossentropy|mlm_head|row_grad_means|loss"),
     ("embeddings", None, r"embedding"),
-    ("bias gradients", None, r"bias_backward"),
+    ("bias gradients", None, r"bias_backward|^bias_sums\b"),
     ("memset / memcpy", r"libc", r"mem(move|set|cpy)"),
+    ("memset / memcpy", None, r"^fill_rows\b"),  # the linear's bias rows (layers/linear.c)
     ("kernel (page faults, scheduling, futex)", r"kernel|vdso", r"."),
     ("OpenMP runtime", r"libgomp", r"."),
 ]
