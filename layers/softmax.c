@@ -21,9 +21,11 @@ float softmax_row_max(const float *in, int cols) {
 
 /* out [cols] = exp(in - max) / sum, out may alias in; returns max + log(sum). A row that is
  * entirely -inf (nothing to attend to) gives zeros and -inf. The max skips NaN, so a row of NaN
- * (or NaN and -inf) also arrives here: it gives NaN, never the zeros of masking. */
+ * (or NaN and -inf) also arrives here: it gives NaN, never the zeros of masking. want_log: return the
+ * log-sum-exp (else 0); inline_exp: e^x from exp_nonpositive (layers/layers.h) instead of expf. Both
+ * are constants at each call, so each caller gets its own loop. */
 static inline __attribute__((always_inline)) float row_normalize(float *out, const float *in, int cols, float max,
-                                                                 int want_log) {
+                                                                 int want_log, int inline_exp) {
     if (max == -INFINITY) {
         int nan = 0;
         for (int c = 0; c < cols; c++)
@@ -35,7 +37,7 @@ static inline __attribute__((always_inline)) float row_normalize(float *out, con
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int c = 0; c < cols; c++) {
-        const float e = expf(in[c] - max);
+        const float e = inline_exp ? exp_nonpositive(in[c] - max) : expf(in[c] - max);
         out[c] = e;
         sum += e;
     }
@@ -47,26 +49,12 @@ static inline __attribute__((always_inline)) float row_normalize(float *out, con
 }
 
 float softmax_row_normalize(float *out, const float *in, int cols, float max) {
-    return row_normalize(out, in, cols, max, 1);
+    return row_normalize(out, in, cols, max, 1, 0);
 }
 
 /* out [cols] = exp(in - max) / sum as softmax_row_normalize (the same -inf and NaN rows), without
  * the log and with exp_nonpositive for expf: attention's rows, tens of elements long, where the
  * libmvec call, its scalar remainder and the log were most of the row's time. */
 void softmax_row_probs(float *out, const float *in, int cols, float max) {
-    if (max == -INFINITY) {
-        row_normalize(out, in, cols, max, 0);
-        return;
-    }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int c = 0; c < cols; c++) {
-        const float e = exp_nonpositive(in[c] - max);
-        out[c] = e;
-        sum += e;
-    }
-    const float inv_sum = 1.0f / sum;
-#pragma omp simd
-    for (int c = 0; c < cols; c++)
-        out[c] *= inv_sum;
+    row_normalize(out, in, cols, max, 0, 1); /* the -inf / NaN rows never reach the exp */
 }
