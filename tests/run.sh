@@ -12,7 +12,7 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # registry is reachable (about a second), else they say SKIP.
 [ -s data/vocab/bert-base-uncased.txt ] || bash scripts/get_vocab.sh >/dev/null 2>&1 ||
   echo "note: could not fetch data/vocab/bert-base-uncased.txt; tests that need it are skipped"
-passed=0; failed=0; skipped=0
+passed=0; failed=0; skipped=0; failures=()
 log_dir=build/test-logs; mkdir -p "$log_dir"
 tests=( $(find build/tests -name 'test_*' -type f ! -name '*.d' 2>/dev/null | sort) $(find tests -path tests/fuzz -prune -o -name 'test_*.sh' -print | sort) )
 for t in "${tests[@]}"; do
@@ -25,14 +25,18 @@ for t in "${tests[@]}"; do
   p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); k=$(grep -c '^SKIP ' "$log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1; echo "FAIL $name exited with status $rc"; tail -n 5 "$log" | sed 's/^/    /'
+    failures+=("[$name] exited with status $rc")
   fi
+  while IFS= read -r line; do failures+=("[$name] $line"); done < <(grep '^FAIL ' "$log" | cut -c 1-300)
   grep '^FAIL ' "$log" | sed "s/^/  [$name] /"
   grep '^SKIP ' "$log" | sed "s/^/  [$name] /"
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
   if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$k" -gt 0 ]; then verdict="SKIPPED (data absent)"
-  elif [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then verdict="ran no checks"; failed=$((failed + 1))
+  elif [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then verdict="ran no checks"; failed=$((failed + 1)); failures+=("[$name] ran no checks")
   else verdict=$(printf '%4d passed %3d failed' "$p" "$f"); [ "$k" -eq 0 ] || verdict+=" $k skipped"; fi
   printf '%-28s %s  %4ds\n' "$name" "$verdict" "$(( $(date +%s) - start ))"
 done
+# the failures again at the end, where a log cut to its tail (CI's) still shows them
+[ "${#failures[@]}" -eq 0 ] || { echo "failed:"; printf '  %s\n' "${failures[@]}"; }
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
