@@ -44,8 +44,12 @@ void train_step_begin(TrainStep *ts, MetricsLog *log, long first_step) {
         peak_bf16_encoder_shapes(&ts->peak_bf16, gemm_backend(acts->gemm), acts->B * acts->L,
                                  ts->model->cfg.hidden_size, ts->model->cfg.intermediate_size);
         /* the probes run between steps (here and at log windows): their operands take the
-         * activations, dead then, so a bf16 run's peak memory is the step's */
-        ts->peak_bf16.borrowed = acts->arena.base, ts->peak_bf16.borrowed_floats = acts->step_floats;
+         * activations, dead then, so a bf16 run's peak memory is the step's. REALPOS_TEST_PROBE_OWN=1
+         * gives them buffers of their own instead: tests/train/loop/test_bf16_memory.sh measures what
+         * borrowing saves against it, the libraries' own memory (which varies by CPU) on both sides. */
+        const char *own = getenv("REALPOS_TEST_PROBE_OWN");
+        if (!(own && !strcmp(own, "1")))
+            ts->peak_bf16.borrowed = acts->arena.base, ts->peak_bf16.borrowed_floats = acts->step_floats;
         ts->peak = peak_estimate_bf16(omp_get_max_threads(), &ts->peak_bf16);
     } else {
         ts->peak = peak_estimate(omp_get_max_threads());
