@@ -7,9 +7,11 @@
                           lengths: these tasks are learned in a jump or not at all, so a mean over
                           3 seeds can hide that two runs solved it and one never started), and
                           which differences lie outside the seeds' spread (scripts/sweep_separation.py)
-  OUT/by_length-TASK.png  token accuracy against test length (words), one line per setting, error
-                          bars the std over seeds, a panel per residual-attention value, the dashed
-                          line the longest training example
+  OUT/by_length-TASK.png  token accuracy against test length (words), one line per setting: the
+                          median over seeds, error bars their interquartile range (inside [0, 1],
+                          where a mean ± std of runs that learned and runs that did not is not), a
+                          panel per residual-attention value, the dashed line the longest training
+                          example
   OUT/k_curve-TASK.png    accuracy within and beyond the training lengths against relative_k for the
                           truncated schemes (the other schemes as horizontal lines), when k is swept
 
@@ -163,6 +165,17 @@ def save_figure(plt, fig, path):
     return path
 
 
+def seed_quartiles(values):
+    """(25th, 50th, 75th percentile) of the seeds' values (None: a run without that length left out),
+    NaN for none. Accuracies of runs that learn by a jump are bimodal: a mean ± sd bar of 0.5 ± 0.53
+    leaves [0, 1] and hides that; the median and the interquartile range stay in it."""
+    import numpy as np
+    present = [v for v in values if v is not None]
+    if not present:
+        return (float("nan"),) * 3
+    return tuple(float(q) for q in np.percentile(present, [25, 50, 75]))
+
+
 def plot_by_length(out_dir, spec, rows):
     import matplotlib
     matplotlib.use("Agg")
@@ -180,13 +193,15 @@ def plot_by_length(out_dir, spec, rows):
                     continue
                 edge = done[0]["result"]["train_max_length"]
                 lengths = sorted({int(n) for r in done for n in r["result"]["by_length"]})
-                means, stds = [], []
+                medians, below, above = [], [], []
                 for n in lengths:
-                    m, s, _ = mean_std([r["result"]["by_length"].get(str(n), {}).get("token_accuracy") for r in done])
-                    means.append(m)
-                    stds.append(s)
-                ax.errorbar(lengths, means, yerr=stds, label=label_of(spec, done[0]["settings"]), capsize=2,
-                            linewidth=1)
+                    q25, q50, q75 = seed_quartiles(
+                        [r["result"]["by_length"].get(str(n), {}).get("token_accuracy") for r in done])
+                    medians.append(q50)
+                    below.append(q50 - q25)
+                    above.append(q75 - q50)
+                ax.errorbar(lengths, medians, yerr=[below, above], label=label_of(spec, done[0]["settings"]),
+                            capsize=2, linewidth=1)
             if edge:
                 ax.axvline(edge, color="gray", linestyle="--", linewidth=1)
             ax.set_title(f"{task}" + (f", {short(residual[0])} = {panel}" if panel else ""))

@@ -15,6 +15,7 @@ sys.path.insert(0, sys.argv[1])
 import ablation_stats as stats  # noqa: E402
 import sweep_report  # noqa: E402
 import sweep_report_protocol as proto  # noqa: E402
+import sweep_report_synth as synth_report  # noqa: E402
 
 scratch = sys.argv[2]
 
@@ -141,6 +142,13 @@ written = sweep_report.write_report(spec, points, relevant)
 check("the report writes results.csv, results.md, success_rate.png, survival.png and by_length-lookup:8.png",
       all(os.path.isfile(os.path.join(out, f)) and os.path.getsize(os.path.join(out, f)) > 0 for f in
           ("results.csv", "results.md", "success_rate.png", "survival.png", "by_length-lookup:8.png")), written)
+# the by-length bars: median and interquartile range over seeds (numpy's linear interpolation),
+# worked by hand: two runs that learned and two that did not span [0, 1], not 0.5 ± 0.58
+q = synth_report.seed_quartiles
+check("by-length bars: the seeds' quartiles, a run without that length left out, inside [0, 1]",
+      q([0.0, 0.0, 1.0, 1.0, None]) == (0.0, 0.5, 1.0) and q([1.0, 0.2, 0.6, 0.8, 0.4]) == (0.4, 0.6, 0.8)
+      and q([0.9]) == (0.9, 0.9, 0.9) and all(v != v for v in q([None, None])),
+      str([q([0.0, 0.0, 1.0, 1.0, None]), q([1.0, 0.2, 0.6, 0.8, 0.4])]))
 rows = read_csv(os.path.join(out, "results.csv"))
 md = open(os.path.join(out, "results.md")).read()
 check("results.csv: one row per point, with learned_step, test accuracies, success and chosen",
