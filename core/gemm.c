@@ -76,18 +76,30 @@ void gemm_bf16_reference(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha,
         }
 }
 
-/* The same arithmetic on operands already in bf16 (the emulated backend). */
+/* Row m of the same arithmetic on operands already in bf16 (the emulated backend). */
+static void emulated_row(GemmOp ta, GemmOp tb, int m, int N, int K, float alpha, const bf16 *A, size_t lda,
+                         const bf16 *B, size_t ldb, float beta, float *C, int ldc) {
+    for (int n = 0; n < N; n++) {
+        double sum = 0.0;
+        for (int k = 0; k < K; k++)
+            sum += (double)(bf16_to_float(AT(A, ta, lda, m, k)) * bf16_to_float(AT(B, tb, ldb, k, n)));
+        float *c = &C[(size_t)m * ldc + n];
+        *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
+    }
+}
+
+/* Its rows over the threads, or on this thread alone inside a region (a lane's product, gemm_lane):
+ * a region nested there would be a team of one and a futex wake per product. */
 static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A,
                              size_t lda, const bf16 *B, size_t ldb, float beta, float *C, int ldc) {
+    if (omp_get_level() > 0) {
+        for (int m = 0; m < M; m++)
+            emulated_row(ta, tb, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double sum = 0.0;
-            for (int k = 0; k < K; k++)
-                sum += (double)(bf16_to_float(AT(A, ta, lda, m, k)) * bf16_to_float(AT(B, tb, ldb, k, n)));
-            float *c = &C[(size_t)m * ldc + n];
-            *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
-        }
+        emulated_row(ta, tb, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 GemmBackend gemm_host_backend(void) {
