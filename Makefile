@@ -62,6 +62,9 @@ $(BUILD)/train/cli/main.o $(SAN_BUILD)/train/cli/main.o: CFLAGS += -DREALPOS_GIT
 realpos: $(BUILD)/train/cli/main.o $(BUILD)/librealpos.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# test_step counts the parallel regions a step opens inside another (its __wrap_GOMP_parallel)
+$(BUILD)/tests/train/loop/test_step: LDLIBS += -Wl,--wrap=GOMP_parallel
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/librealpos.a tests/check.h | libcheck
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(BUILD)/librealpos.a $(LDLIBS)
@@ -134,6 +137,8 @@ $(SAN_BUILD)/librealpos.a: $(SAN_LIB_OBJ)
 
 $(SAN_BUILD)/realpos: $(SAN_BUILD)/train/cli/main.o $(SAN_BUILD)/librealpos.a
 	$(CC) $(SAN_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(SAN_BUILD)/tests/train/loop/test_step: LDLIBS += -Wl,--wrap=GOMP_parallel
 
 $(SAN_BUILD)/tests/%: tests/%.c $(SAN_BUILD)/librealpos.a tests/check.h
 	@mkdir -p $(dir $@)

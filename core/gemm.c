@@ -76,18 +76,30 @@ void gemm_bf16_reference(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha,
         }
 }
 
-/* The same arithmetic on operands already in bf16 (the emulated backend). */
+/* Row m of the same arithmetic on operands already in bf16 (the emulated backend). */
+static void emulated_row(GemmOp ta, GemmOp tb, int m, int N, int K, float alpha, const bf16 *A, size_t lda,
+                         const bf16 *B, size_t ldb, float beta, float *C, int ldc) {
+    for (int n = 0; n < N; n++) {
+        double sum = 0.0;
+        for (int k = 0; k < K; k++)
+            sum += (double)(bf16_to_float(AT(A, ta, lda, m, k)) * bf16_to_float(AT(B, tb, ldb, k, n)));
+        float *c = &C[(size_t)m * ldc + n];
+        *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
+    }
+}
+
+/* Its rows over the threads, or on this thread alone inside a region (a lane's product, gemm_lane):
+ * a region nested there would be a team of one and a futex wake per product. */
 static void emulated_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A,
                              size_t lda, const bf16 *B, size_t ldb, float beta, float *C, int ldc) {
+    if (omp_get_level() > 0) {
+        for (int m = 0; m < M; m++)
+            emulated_row(ta, tb, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double sum = 0.0;
-            for (int k = 0; k < K; k++)
-                sum += (double)(bf16_to_float(AT(A, ta, lda, m, k)) * bf16_to_float(AT(B, tb, ldb, k, n)));
-            float *c = &C[(size_t)m * ldc + n];
-            *c = (float)(alpha * sum + (beta != 0.0f ? (double)beta * *c : 0.0));
-        }
+        emulated_row(ta, tb, m, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 GemmBackend gemm_host_backend(void) {
@@ -254,7 +266,9 @@ GemmOperand gemm_convert_in_place(Gemm *g, float *x, size_t rows, size_t cols, s
     enum { CHUNK = 512 };
     double t0 = omp_get_wtime();
     /* Chunk [c, c+n) of a row lands on bytes [2c, 2c+2n), i.e. on fp32 elements below c+n, all
-     * read by then: the chunk goes through a local buffer and memcpy (no type-punned stores). */
+     * read by then: the chunk goes through a local buffer and memcpy (no type-punned stores). The
+     * chunk's loop is inline, not bf16_convert_floats: that one's region, nested here, cost a team of
+     * one per chunk (38040 a step for bert-mini's [634, 30522] d_logits, each a futex wake). */
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < rows; r++) {
         float *row = x + r * cols;
@@ -262,7 +276,10 @@ GemmOperand gemm_convert_in_place(Gemm *g, float *x, size_t rows, size_t cols, s
         bf16 chunk16[CHUNK];
         for (size_t c = 0; c < cols; c += CHUNK) {
             const size_t n = cols - c < CHUNK ? cols - c : CHUNK;
-            bf16_convert_floats(chunk16, row + c, n);
+            const float *restrict from = row + c;
+#pragma omp simd
+            for (size_t e = 0; e < n; e++)
+                chunk16[e] = bf16_from_float(from[e]);
             memcpy(row16 + c * sizeof(bf16), chunk16, n * sizeof(bf16));
         }
     }

@@ -244,6 +244,27 @@ static void test_mlm_head(TestTally *t, Rng *rng, int hardware) {
     pool_release(&pool);
 }
 
+/* gemm_convert_in_place on rows wider than its 512-float chunk (two whole chunks and a part): each
+ * row's first 2 cols bytes are bf16(row), bit for bit, and the operand's stride is 2 cols floats. */
+static void test_convert_in_place(TestTally *t, Rng *rng) {
+    enum { ROWS = 5, COLS = 2 * 512 + 76 };
+    Pool pool = {0};
+    float *x = uniform(&pool, rng, ROWS * COLS, -3, 3), *W = uniform(&pool, rng, O * I, -1, 1);
+    for (int e = 0; e < ROWS * COLS; e += 7) /* ties of the rounding, to even both ways */
+        x[e] = (float)(1 + e % 3) + (e % 2 ? 1.0f : 3.0f) / 256.0f;
+    bf16 *expected = to_bf16(&pool, x, ROWS * COLS), *rows16 = pool_alloc(&pool, ROWS * COLS, sizeof(bf16));
+    Gemm *g = context(&pool, GEMM_BF16_EMULATED, W, O * I);
+    size_t ld = 0;
+    const GemmOperand op = gemm_convert_in_place(g, x, ROWS, COLS, &ld);
+    for (int r = 0; r < ROWS; r++)
+        memcpy(rows16 + (size_t)r * COLS, x + (size_t)r * COLS, COLS * sizeof(bf16));
+    CHECK(t, same_bf16(rows16, expected, ROWS * COLS) && ld == 2 * COLS && op.b16 == (const bf16 *)x,
+          "gemm_convert_in_place [%d, %d] (chunks of 512 and a part): each row's bf16 in place, bit for bit, "
+          "stride %zu", ROWS, COLS, ld);
+    gemm_free(g);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0};
     Rng rng;
@@ -254,5 +275,6 @@ int main(void) {
     test_linear_gelu(&t, &rng, hardware);
     test_bf16_variants(&t, &rng);
     test_mlm_head(&t, &rng, hardware);
+    test_convert_in_place(&t, &rng);
     return tally_exit(&t);
 }
