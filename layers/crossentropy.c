@@ -23,14 +23,15 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
         RP_CHECK(labels[m] == IGNORE_LABEL || (labels[m] >= 0 && labels[m] < V),
                  "crossentropy: label %d of row %d is neither in [0, %d) nor %d", labels[m], m,
                  V, IGNORE_LABEL);
-    double loss_sum = 0.0;
+    /* The loss is summed in CE_PARTS fixed parts of the rows, each in row order, then the parts in
+     * order: the same bits at any thread count (a sum per thread would depend on it). */
+    enum { CE_PARTS = 256 };
+    double part_loss[CE_PARTS];
     int correct = 0;
-#pragma omp parallel
-    {
-        double thread_loss = 0.0;
-        int thread_correct = 0;
-#pragma omp for schedule(static) nowait
-        for (int m = 0; m < M; m++) {
+#pragma omp parallel for schedule(static) reduction(+ : correct)
+    for (int part = 0; part < CE_PARTS; part++) {
+        double loss = 0.0;
+        for (int m = (int)((long)M * part / CE_PARTS); m < (int)((long)M * (part + 1) / CE_PARTS); m++) {
             const float *x = logits + (size_t)m * V;
             float *p = probs + (size_t)m * V;
             const int label = labels[m];
@@ -41,24 +42,18 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
 #pragma omp simd reduction(+ : earlier_max)
                 for (int c = 0; c < label; c++)
                     earlier_max += x[c] == max;
-                thread_correct += earlier_max == 0;
+                correct += earlier_max == 0;
             }
             /* x may alias p: everything read from x is read above */
             const float logsumexp = softmax_row_normalize(p, x, V, max);
             if (label != IGNORE_LABEL)
-                thread_loss += (double)(logsumexp - x_label);
+                loss += (double)(logsumexp - x_label);
         }
-        /* Thread t runs iteration t; ordered adds the partial sums in thread order, so the
-         * loss is deterministic for a given thread count. */
-#pragma omp for ordered schedule(static, 1)
-        for (int t = 0; t < omp_get_num_threads(); t++) {
-#pragma omp ordered
-            {
-                loss_sum += thread_loss;
-                correct += thread_correct;
-            }
-        }
+        part_loss[part] = loss;
     }
+    double loss_sum = 0.0;
+    for (int part = 0; part < CE_PARTS; part++)
+        loss_sum += part_loss[part];
     if (n_correct)
         *n_correct = correct;
     const int labelled = count_labelled(labels, M);

@@ -111,6 +111,25 @@ static void test_crossentropy(TestTally *t, Rng *rng) {
                  same_bits(p[0], p[1], big) && same_bits(d_x[0], d_x[1], big),
           "crossentropy forward/backward bit-identical with 1 and 2 threads (M=%d V=%d)", big_M,
           vocab);
+
+    /* The loss alone at 1, 2, 3 and 7 threads, over rows whose losses span ~30 binary orders (a
+     * label far above or far below its row), where the order of the additions changes the sum's
+     * last bits: the same bits at every count. */
+    const int many = 601, small_v = 40;
+    int *many_labels = ints_below(&pool, rng, many, small_v);
+    float *many_x = uniform(&pool, rng, (size_t)many * small_v, -1, 1), *many_p = zeros(&pool, (size_t)many * small_v);
+    for (int m = 0; m < many; m++)
+        many_x[(size_t)m * small_v + many_labels[m]] = m % 3 == 0 ? 12.0f + (float)(m % 7) : -3.0f * (float)(m % 11);
+    float many_loss[4];
+    const int counts[4] = {1, 2, 3, 7};
+    for (int run = 0; run < 4; run++) {
+        omp_set_num_threads(counts[run]);
+        many_loss[run] = crossentropy_forward(many_p, NULL, many_x, many_labels, many, small_v);
+    }
+    omp_set_num_threads(2);
+    CHECK(t, many_loss[0] == many_loss[1] && many_loss[0] == many_loss[2] && many_loss[0] == many_loss[3],
+          "crossentropy loss bit-identical at 1, 2, 3 and 7 threads (M=%d, losses over ~30 binary orders): "
+          "%.9g %.9g %.9g %.9g", many, many_loss[0], many_loss[1], many_loss[2], many_loss[3]);
     pool_release(&pool);
 }
 
