@@ -124,6 +124,10 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                float *restrict dropped_row, const int *restrict key_mask,
                                const float *restrict bias_row, int L, float scale,
                                const AttnShape *s, uint64_t dropout_key, size_t first) {
+    if (!carried_row && !key_mask && !bias_row && !dropped_row) { /* the logits pass fused into the softmax */
+        softmax_scaled_row_probs(row, L, scale);
+        return;
+    }
     /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
     const float max =
         key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
@@ -329,6 +333,12 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, float 
         const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
         if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
             attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
+        if (!Pd && !d_carried && !diag) { /* the three passes below in one call */
+            softmax_scaled_row_backward(g, pr, L, scale);
+            if (D16)
+                attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
+            continue;
+        }
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j < L; j++)
