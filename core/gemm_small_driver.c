@@ -63,7 +63,7 @@ static void pack_transposed(float *restrict panel, int nr, const float *B, int l
 }
 
 void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc) {
+                      const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
     const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
     const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, mr);
@@ -85,7 +85,7 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                     const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
                     const size_t ld_b = in_place ? (size_t)ldb : (size_t)nr;
                     kernel->blocks[rows - 1][at][nc > nr / 2](kc, a, (size_t)lda, b, ld_b, C + (size_t)m * ldc + n0,
-                                                              ldc, nc, k0 == 0, beta);
+                                                              ldc, nc, k0 == 0, beta, bias ? bias + n0 : NULL);
                 }
             }
         }
