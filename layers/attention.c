@@ -125,7 +125,7 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                const float *restrict bias_row, int L, float scale,
                                const AttnShape *s, uint64_t dropout_key, size_t first) {
     if (!carried_row && !key_mask && !bias_row && !dropped_row) { /* the logits pass fused into the softmax */
-        softmax_scaled_row_probs(row, L, scale);
+        softmax_scaled_rows_probs(row, 1, L, scale);
         return;
     }
     /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
@@ -236,7 +236,9 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
-    for (int i = 0; i < L; i++) {
+    if (!carried && !dropped && !mask && !bias && !p->bf16) /* the plain rows: all in one call */
+        softmax_scaled_rows_probs(S, L, L, p->scale);
+    for (int i = 0; i < L && (carried || dropped || mask || bias || p->bf16); i++) {
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
                            dropped ? dropped + (size_t)i * L : NULL, mask ? mask + (size_t)b * L : NULL,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
@@ -327,6 +329,10 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
 static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
                             bf16 *restrict Pd16, bf16 *restrict D16, const float *restrict P,
                             const float *restrict Pd, int L, float scale, float carried_scale) {
+    if (!Pd && !d_carried && !diag && !Pd16 && !D16) { /* the plain rows: all in one call */
+        softmax_scaled_rows_backward(D, P, L, L, scale);
+        return;
+    }
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
@@ -334,7 +340,7 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, float 
         if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
             attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
         if (!Pd && !d_carried && !diag) { /* the three passes below in one call */
-            softmax_scaled_row_backward(g, pr, L, scale);
+            softmax_scaled_rows_backward(g, pr, 1, L, scale);
             if (D16)
                 attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
             continue;

@@ -192,15 +192,18 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
 void softmax_row_probs(float *out, const float *in, int cols, float max);
-/* row [cols] = softmax(scale row) in place, as attention's logits pass (t = scale x + 0, its max)
- * then softmax_row_probs: attention's rows without a bias, mask, carried scores or dropout. On
- * AVX-512 where the CPU has it (layers/softmax_avx512.c), with the same bits; the _isa form picks
- * (avx512 0: the portable loops; 1: AVX-512, the CPU must have it), for the tests. */
-void softmax_scaled_row_probs(float *row, int cols, float scale);
+/* rows [n, cols] = softmax(scale rows) row by row in place, as attention's logits pass (t = scale x +
+ * 0, its max) then softmax_row_probs: attention's rows without a bias, mask, carried scores or
+ * dropout. On AVX-512 where the CPU has it (layers/softmax_avx512.c: 4 rows at a time, their
+ * passes interleaved), with the same bits; the _isa forms pick (avx512 0: the portable loops; 1:
+ * AVX-512, the CPU must have it), for the tests; the _row_ form is one row. */
+void softmax_scaled_rows_probs(float *rows, int n, int cols, float scale);
+void softmax_scaled_rows_probs_isa(int avx512, float *rows, int n, int cols, float scale);
 void softmax_scaled_row_probs_isa(int avx512, float *row, int cols, float scale);
-/* Its backward: g [cols] = scale p (g - sum_j g_j p_j) in place (g: dL/dP in, dL/dx out; p: P),
- * on AVX-512 where the CPU has it with the same bits; the _isa form as above. */
-void softmax_scaled_row_backward(float *g, const float *p, int cols, float scale);
+/* Its backward: g [n, cols] = scale p (g - sum_j g_j p_j) row by row in place (g: dL/dP in, dL/dx
+ * out; p: P), on AVX-512 where the CPU has it with the same bits; the _isa forms as above. */
+void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale);
+void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale);
 void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int cols, float scale);
 
 /* e^x for x <= 0 (a logit minus its row's max) as 2^n e^r: n = round(x / ln 2) (by adding and

@@ -80,8 +80,18 @@ void softmax_scaled_row_probs_isa(int avx512, float *row, int cols, float scale)
     scaled_row_portable(row, cols, scale);
 }
 
-void softmax_scaled_row_probs(float *row, int cols, float scale) {
-    softmax_scaled_row_probs_isa(__builtin_cpu_supports("avx512f"), row, cols, scale);
+void softmax_scaled_rows_probs_isa(int avx512, float *rows, int n, int cols, float scale) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4) /* 4 rows at a time, or one by one where one is all -inf or NaN */
+        if (!softmax_scaled_4rows_avx512(rows + (size_t)r * cols, cols, scale))
+            for (int i = r; i < r + 4; i++)
+                softmax_scaled_row_probs_isa(avx512, rows + (size_t)i * cols, cols, scale);
+    for (; r < n; r++)
+        softmax_scaled_row_probs_isa(avx512, rows + (size_t)r * cols, cols, scale);
+}
+
+void softmax_scaled_rows_probs(float *rows, int n, int cols, float scale) {
+    softmax_scaled_rows_probs_isa(__builtin_cpu_supports("avx512f"), rows, n, cols, scale);
 }
 
 /* The loops of attention.c's score_grad_rows (no dropout, carry or bias) that it replaces. */
@@ -105,6 +115,14 @@ void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int c
         scaled_backward_portable(g, p, cols, scale);
 }
 
-void softmax_scaled_row_backward(float *g, const float *p, int cols, float scale) {
-    softmax_scaled_row_backward_isa(__builtin_cpu_supports("avx512f"), g, p, cols, scale);
+void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4)
+        softmax_scaled_backward_4rows_avx512(g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
+    for (; r < n; r++)
+        softmax_scaled_row_backward_isa(avx512, g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
+}
+
+void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale) {
+    softmax_scaled_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, n, cols, scale);
 }

@@ -60,65 +60,115 @@ static inline AVX512 __m512 logit16(__m512 x, __m512 scale) {
     return _mm512_add_ps(_mm512_mul_ps(scale, x), _mm512_setzero_ps());
 }
 
-AVX512 int softmax_scaled_row_avx512(float *row, int cols, float scale) {
+/* The softmax of R rows (rows r cols apart), their passes interleaved: a row's passes are chains of
+ * dependent steps (its max, its sums), the rows' are independent. Returns 0, rows untouched, when a
+ * row's scaled elements are all -inf or NaN. */
+static inline __attribute__((always_inline)) AVX512 int rows_forward(float *rows, const int R, int cols, float scale) {
     const __m512 s = _mm512_set1_ps(scale);
-    __m512 max16 = _mm512_set1_ps(-INFINITY);
+    __m512 max16[4];
+    for (int r = 0; r < R; r++)
+        max16[r] = _mm512_set1_ps(-INFINITY);
     for (int c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
-        const __m512 t = logit16(_mm512_maskz_loadu_ps(m, row + c), s);
-        max16 = _mm512_mask_max_ps(max16, m, t, max16); /* t NaN: max16 kept (vmaxps's second operand) */
+        for (int r = 0; r < R; r++) {
+            const __m512 t = logit16(_mm512_maskz_loadu_ps(m, rows + (size_t)r * cols + c), s);
+            max16[r] = _mm512_mask_max_ps(max16[r], m, t, max16[r]); /* t NaN: kept (vmaxps's second operand) */
+        }
     }
-    const float max = _mm512_reduce_max_ps(max16);
-    if (max == -INFINITY) /* nothing but -inf and NaN: the portable path's special case */
-        return 0;
-    const __m512 max_v = _mm512_set1_ps(max);
+    __m512 max_v[4];
+    for (int r = 0; r < R; r++) {
+        const float max = _mm512_reduce_max_ps(max16[r]);
+        if (max == -INFINITY) /* nothing but -inf and NaN: the portable path's special case */
+            return 0;
+        max_v[r] = _mm512_set1_ps(max);
+    }
     const int whole = cols / 8 * 8; /* the elements of whole 8-element groups */
-    __m256 sums = _mm256_setzero_ps();
-    float last[16];
+    __m256 sums[4];
+    float last[4][16], sum8[4][8];
+    for (int r = 0; r < R; r++)
+        sums[r] = _mm256_setzero_ps();
     for (int c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
-        const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(logit16(_mm512_maskz_loadu_ps(m, row + c), s),
-                                                                      max_v)));
-        _mm512_mask_storeu_ps(row + c, m, e);
-        if (c + 8 <= whole)
-            sums = _mm256_add_ps(sums, _mm512_castps512_ps256(e));
-        if (c + 16 <= whole)
-            sums = _mm256_add_ps(sums, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
-        if (c + 16 >= cols)
-            _mm512_storeu_ps(last, e);
+        for (int r = 0; r < R; r++) {
+            float *row = rows + (size_t)r * cols;
+            const __m512 e =
+                _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(logit16(_mm512_maskz_loadu_ps(m, row + c), s), max_v[r])));
+            _mm512_mask_storeu_ps(row + c, m, e);
+            if (c + 8 <= whole)
+                sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
+            if (c + 16 <= whole)
+                sums[r] = _mm256_add_ps(sums[r], _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+            if (c + 16 >= cols)
+                _mm512_storeu_ps(last[r], e);
+        }
     }
-    float sum8[8];
-    _mm256_storeu_ps(sum8, sums);
-    for (int c = whole; c < cols; c++) /* the last cols % 8 into sum 0, in order */
-        sum8[0] += last[c - (cols - 1) / 16 * 16];
-    float sum = 0.0f;
-    for (int j = 0; j < 8; j++)
-        sum += sum8[j];
-    const __m512 inv_sum = _mm512_set1_ps(1.0f / sum);
+    __m512 inv_sum[4];
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sum8[r], sums[r]);
+        for (int c = whole; c < cols; c++) /* the last cols % 8 into sum 0, in order */
+            sum8[r][0] += last[r][c - (cols - 1) / 16 * 16];
+        float sum = 0.0f;
+        for (int j = 0; j < 8; j++)
+            sum += sum8[r][j];
+        inv_sum[r] = _mm512_set1_ps(1.0f / sum);
+    }
     for (int c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
-        _mm512_mask_storeu_ps(row + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + c), inv_sum));
+        for (int r = 0; r < R; r++) {
+            float *row = rows + (size_t)r * cols;
+            _mm512_mask_storeu_ps(row + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + c), inv_sum[r]));
+        }
     }
     return 1;
 }
 
-AVX512 void softmax_scaled_backward_avx512(float *g, const float *p, int cols, float scale) {
+AVX512 int softmax_scaled_row_avx512(float *row, int cols, float scale) {
+    return rows_forward(row, 1, cols, scale);
+}
+
+AVX512 int softmax_scaled_4rows_avx512(float *rows, int cols, float scale) {
+    return rows_forward(rows, 4, cols, scale);
+}
+
+/* The backward of R rows (g and p rows r cols apart), interleaved as rows_forward. */
+static inline __attribute__((always_inline)) AVX512 void rows_backward(float *g, const float *p, const int R, int cols,
+                                                                     float scale) {
     const int whole = cols / 8 * 8;
-    __m256 dots = _mm256_setzero_ps();
+    __m256 dots[4];
+    for (int r = 0; r < R; r++)
+        dots[r] = _mm256_setzero_ps();
     for (int c = 0; c + 8 <= whole; c += 8) /* lane j: the fused chain over elements j, j+8, ... */
-        dots = _mm256_fmadd_ps(_mm256_loadu_ps(g + c), _mm256_loadu_ps(p + c), dots);
-    float dot8[8];
-    _mm256_storeu_ps(dot8, dots);
-    for (int c = whole; c < cols; c++) /* the last cols % 8 into lane 0, in order */
-        dot8[0] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(g[c]), _mm_set_ss(p[c]), _mm_set_ss(dot8[0])));
-    float dot = 0.0f;
-    for (int j = 0; j < 8; j++)
-        dot += dot8[j];
-    const __m512 dot_v = _mm512_set1_ps(dot), s = _mm512_set1_ps(scale);
+        for (int r = 0; r < R; r++)
+            dots[r] = _mm256_fmadd_ps(_mm256_loadu_ps(g + (size_t)r * cols + c), _mm256_loadu_ps(p + (size_t)r * cols + c),
+                                      dots[r]);
+    __m512 dot_v[4];
+    for (int r = 0; r < R; r++) {
+        const float *gr = g + (size_t)r * cols, *pr = p + (size_t)r * cols;
+        float dot8[8];
+        _mm256_storeu_ps(dot8, dots[r]);
+        for (int c = whole; c < cols; c++) /* the last cols % 8 into lane 0, in order */
+            dot8[0] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(gr[c]), _mm_set_ss(pr[c]), _mm_set_ss(dot8[0])));
+        float dot = 0.0f;
+        for (int j = 0; j < 8; j++)
+            dot += dot8[j];
+        dot_v[r] = _mm512_set1_ps(dot);
+    }
+    const __m512 s = _mm512_set1_ps(scale);
     for (int c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
-        const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + c),
-                                       _mm512_sub_ps(_mm512_maskz_loadu_ps(m, g + c), dot_v));
-        _mm512_mask_storeu_ps(g + c, m, _mm512_mul_ps(s, d));
+        for (int r = 0; r < R; r++) {
+            float *gr = g + (size_t)r * cols;
+            const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + (size_t)r * cols + c),
+                                           _mm512_sub_ps(_mm512_maskz_loadu_ps(m, gr + c), dot_v[r]));
+            _mm512_mask_storeu_ps(gr + c, m, _mm512_mul_ps(s, d));
+        }
     }
+}
+
+AVX512 void softmax_scaled_backward_avx512(float *g, const float *p, int cols, float scale) {
+    rows_backward(g, p, 1, cols, scale);
+}
+
+AVX512 void softmax_scaled_backward_4rows_avx512(float *g, const float *p, int cols, float scale) {
+    rows_backward(g, p, 4, cols, scale);
 }

@@ -3,7 +3,7 @@
  * use, an all -inf row giving zeros and NaN rows giving NaN; exp_nonpositive and softmax_row_probs
  * (attention's); softmax_scaled_row_probs (attention's rows without bias, mask or dropout) against the
  * logits pass it replaces and, bit for bit, its AVX-512 kernel against its portable loops; the same for
- * softmax_scaled_row_backward. (Its gradient is fused into the
+ * softmax_scaled_row_backward; their 4-row forms against the one-row ones. (Its gradient is fused into the
  * backward of its callers and checked there: test_crossentropy.c, test_attention.c.) */
 #include "layers/layers.h"
 #include "tests/layer_testing.h"
@@ -219,6 +219,46 @@ static void test_scaled_backward(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* The rows forms (4 rows at a time on AVX-512, passes interleaved): [n, cols] blocks for n = 1-9 at
+ * lengths around the registers' and groups' edges, against the one-row portable loops row by row,
+ * bit for bit, a block with a row of -inf only (taken one by one) included. */
+static void test_scaled_rows(TestTally *t, Rng *rng) {
+    static const int lengths[] = {1, 7, 8, 9, 16, 17, 31, 33, 59, 64, 122};
+    enum { MAX_ROWS = 9, MAX_COLS = 122 };
+    Pool pool = {0};
+    float *x = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *x), *p = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *p);
+    float *one = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *one);
+    float *block = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *block);
+    int same_fwd = 1, same_bwd = 1, blocks = 0;
+    for (int isa = 0; isa < 1 + !!__builtin_cpu_supports("avx512f"); isa++)
+        for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++)
+            for (int n = 1; n <= MAX_ROWS; n++) {
+                const int cols = lengths[l], count = n * cols;
+                for (int e = 0; e < count; e++)
+                    x[e] = -10.0f + 20.0f * rng_uniform(rng), p[e] = rng_uniform(rng) * 2.0f / (float)cols;
+                if (n == 6) /* row 5: -inf only, in the second group of 4 */
+                    for (int c = 0; c < cols; c++)
+                        x[5 * cols + c] = -INFINITY;
+                memcpy(one, x, (size_t)count * sizeof *x);
+                memcpy(block, x, (size_t)count * sizeof *x);
+                for (int r = 0; r < n; r++)
+                    softmax_scaled_row_probs_isa(isa, one + (size_t)r * cols, cols, 0.3f);
+                softmax_scaled_rows_probs_isa(isa, block, n, cols, 0.3f);
+                same_fwd &= same_bits(one, block, (size_t)count);
+                memcpy(one, x, (size_t)count * sizeof *x); /* x as dL/dP for the backward */
+                memcpy(block, x, (size_t)count * sizeof *x);
+                for (int r = 0; r < n; r++)
+                    softmax_scaled_row_backward_isa(isa, one + (size_t)r * cols, p + (size_t)r * cols, cols, 0.3f);
+                softmax_scaled_rows_backward_isa(isa, block, p, n, cols, 0.3f);
+                same_bwd &= same_bits(one, block, (size_t)count);
+                blocks++;
+            }
+    CHECK(t, same_fwd && same_bwd, "softmax_scaled_rows_probs and _rows_backward: %d blocks of 1-9 rows (lengths "
+          "1-122, a row of -inf) = the one-row forms row by row, bit for bit (forward %s, backward %s)", blocks,
+          same_fwd ? "same" : "DIFFERENT", same_bwd ? "same" : "DIFFERENT");
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -227,5 +267,6 @@ int main(void) {
     test_exp_and_probs(&t, &rng);
     test_scaled_probs(&t, &rng);
     test_scaled_backward(&t, &rng);
+    test_scaled_rows(&t, &rng);
     return tally_exit(&t);
 }
