@@ -388,6 +388,12 @@ static void score_grad_rows(float *restrict D, float *restrict d_carried, float 
     }
 }
 
+/* Fetch x [n] into the cache ahead of its use (a hint: no fault past an allocation). */
+static void prefetch_floats(const float *x, size_t n) {
+    for (size_t e = 0; e < n; e += 16)
+        __builtin_prefetch(x + e, 0, 3);
+}
+
 /* sums [3d] = the column sums of one (b,h)'s dq | dk | dv, [L, d] each at row stride ld: read
  * back right after backward_bh wrote them, while they are in cache. */
 static void head_column_sums(float *restrict sums, const float *dq, int L, int d, int H, int ld) {
@@ -419,6 +425,12 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     head_qk(p, w, qkv, b, h, &q, &key, &qk_ld, &q16, &k16, &ld16);
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
+    /* P was written by the forward long ago (L2 or L3 by now): the next (b,h)'s is fetched while
+     * this one computes, the first's while its dPd product runs (below) */
+    if (bh == 0)
+        prefetch_floats(probs + off, sq);
+    if (bh + 1 < p->BH)
+        prefetch_floats(probs + off + sq, sq);
 
     /* dV = Pd^T.dctx, Pd = dropout(P) recomputed (the forward's dropout_key and element
      * indices); dPd = dctx.V^T into D */
@@ -440,10 +452,8 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
                         probs + off, Pd, L, p->scale, s->carried_scale);
         gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->p16, L, w->g16, d, 0.0f, dv, ld);
     } else {
-        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
-                    dctx, H, 0.0f, dv, ld);
-        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, qkv + qoff + 2 * H, ld, 0.0f, D,
-                    L);
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, qkv + qoff + 2 * H, ld, 0.0f, D, L);
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L, dctx, H, 0.0f, dv, ld);
         score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
                         s->carried_scale);
     }
