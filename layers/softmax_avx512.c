@@ -87,7 +87,17 @@ static inline __attribute__((always_inline)) AVX512 int rows_forward(float *rows
     float last[4][16], sum8[4][8];
     for (int r = 0; r < R; r++)
         sums[r] = _mm256_setzero_ps();
-    for (int c = 0; c < cols; c += 16) {
+    int c = 0;
+    for (; c + 16 <= whole; c += 16) /* whole registers: both halves into the sums (kept in registers) */
+        for (int r = 0; r < R; r++) {
+            float *row = rows + (size_t)r * cols;
+            const __m512 e = exp16(_mm512_sub_ps(logit16(_mm512_loadu_ps(row + c), s), max_v[r]));
+            _mm512_storeu_ps(row + c, e);
+            sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
+            sums[r] = _mm256_add_ps(sums[r], _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+        }
+    const int tail = c; /* the last register, partial (its first half may be a whole group) */
+    if (c < cols) {
         const __mmask16 m = lanes(cols - c);
         for (int r = 0; r < R; r++) {
             float *row = rows + (size_t)r * cols;
@@ -96,23 +106,20 @@ static inline __attribute__((always_inline)) AVX512 int rows_forward(float *rows
             _mm512_mask_storeu_ps(row + c, m, e);
             if (c + 8 <= whole)
                 sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
-            if (c + 16 <= whole)
-                sums[r] = _mm256_add_ps(sums[r], _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
-            if (c + 16 >= cols)
-                _mm512_storeu_ps(last[r], e);
+            _mm512_storeu_ps(last[r], e);
         }
     }
     __m512 inv_sum[4];
     for (int r = 0; r < R; r++) {
         _mm256_storeu_ps(sum8[r], sums[r]);
-        for (int c = whole; c < cols; c++) /* the last cols % 8 into sum 0, in order */
-            sum8[r][0] += last[r][c - (cols - 1) / 16 * 16];
+        for (int e = whole; e < cols; e++) /* the last cols % 8 into sum 0, in order */
+            sum8[r][0] += last[r][e - tail];
         float sum = 0.0f;
         for (int j = 0; j < 8; j++)
             sum += sum8[r][j];
         inv_sum[r] = _mm512_set1_ps(1.0f / sum);
     }
-    for (int c = 0; c < cols; c += 16) {
+    for (c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
         for (int r = 0; r < R; r++) {
             float *row = rows + (size_t)r * cols;
