@@ -18,7 +18,7 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
-enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64 };
+enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64, PACK_AHEAD = 8 };
 
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
 static inline __mmask16 lanes(int count) {
@@ -36,6 +36,10 @@ static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int
     const __mmask16 mask0 = lanes(nc), mask1 = lanes(nc - 16);
     for (int k = 0; k < kc; k++) {
         const float *row = B + (size_t)(k0 + k) * ldb + n0;
+        if (k + PACK_AHEAD < kc) { /* the row PACK_AHEAD on (a dW's activations come back from L2 or L3) */
+            __builtin_prefetch(row + (size_t)PACK_AHEAD * ldb, 0, 3);
+            __builtin_prefetch(row + (size_t)PACK_AHEAD * ldb + 16, 0, 3);
+        }
         _mm512_store_ps(panel + (size_t)k * NR, _mm512_maskz_loadu_ps(mask0, row));
         _mm512_store_ps(panel + (size_t)k * NR + 16, _mm512_maskz_loadu_ps(mask1, row + 16));
     }
