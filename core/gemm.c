@@ -25,7 +25,11 @@ const char *const precision_names[] = {"fp32", "bf16", NULL};
  * call made inside a parallel region, where OpenBLAS runs on the calling thread (also when there
  * is one block): every element comes from the same call at any thread count. */
 static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc) {
+                       const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
+    if (small && bias) {
+        gemm_small_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+        return;
+    }
     if (small) {
         gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
@@ -34,8 +38,9 @@ static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, flo
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
-              const float *B, int ldb, float beta, float *C, int ldc) {
+/* gemm_f32, or with bias (a small product only) gemm_bias's */
+static void f32_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     const GemmPartition grid = gemm_partition(M, N, K);
     const int parts = gemm_partition_parts(&grid);
     /* the engine by the whole product's shape, the same for all its parts */
@@ -46,7 +51,7 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
      * small product with one part or one thread: gemm_small's bits do not depend on the parts, and it
      * starts no threads of its own (no region needed, whose end costs a futex wake even at 1 thread). */
     if (parts == 0 || omp_get_level() > 0 || (small && (parts == 1 || omp_get_max_threads() == 1))) {
-        sgemm_part(small, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        sgemm_part(small, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, bias, C, ldc);
         return;
     }
 #pragma omp parallel for schedule(static)
@@ -55,9 +60,25 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
         gemm_partition_block(&grid, M, N, part, &row, &col, &rows, &cols);
         const float *A_part = ta == GEMM_T ? A + row : A + (size_t)row * lda;
         const float *B_part = tb == GEMM_T ? B + (size_t)col * ldb : B + col;
-        sgemm_part(small, ta, tb, rows, cols, K, alpha, A_part, lda, B_part, ldb, beta, C + (size_t)row * ldc + col,
-                   ldc);
+        sgemm_part(small, ta, tb, rows, cols, K, alpha, A_part, lda, B_part, ldb, beta, bias ? bias + col : NULL,
+                   C + (size_t)row * ldc + col, ldc);
     }
+}
+
+void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    f32_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+int gemm_fuses_bias(const Gemm *g, int M, int N, int K) {
+    return gemm_precision(g) == PRECISION_FP32 && gemm_small_fits(M, N, K, 1.0f);
+}
+
+void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+               const float *bias, float *C, int ldc) {
+    RP_CHECK(gemm_fuses_bias(g, M, N, K), "internal: gemm_bias: a %s %d x %d x %d product (gemm_fuses_bias: fp32, "
+             "gemm_small's sizes)", gemm_precision(g) == PRECISION_FP32 ? "fp32" : "bf16", M, N, K);
+    f32_product(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, ldc);
 }
 
 /* Element (r, c) of op(X) for X stored with row stride ld. */

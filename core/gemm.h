@@ -107,6 +107,13 @@ GemmOperand gemm_convert_in_place(Gemm *g, float *x, size_t rows, size_t cols, s
 /* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
+/* C [M,N] = rows of bias [N] + op(A) op(B), each element's chain of products started from bias [n]:
+ * the bits of C's rows set to bias and then gemm with alpha 1, beta 1 (a linear layer's output
+ * without the pass that fills it). Only where gemm_fuses_bias: an fp32 context and a product
+ * core/gemm_small.h computes (else a fatal error; fill C and use gemm). */
+int gemm_fuses_bias(const Gemm *g, int M, int N, int K);
+void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+               const float *bias, float *C, int ldc);
 /* The same with typed operands: a bf16 one is read as it is (row stride lda / ldb in elements). */
 void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
                    GemmOperand B, int ldb, float beta, float *C, int ldc);

@@ -55,7 +55,7 @@ static void pack_rows(float *restrict panel, const float *B, int ldb, int k0, in
 static inline __attribute__((always_inline)) void block(const int rows, const int halves, const int a_transposed,
                                                         int kc, const float *A, size_t ld_a, const float *b,
                                                         size_t ld_b, float *C, int ldc, int cols, int first,
-                                                        float beta) {
+                                                        float beta, const float *bias) {
     const size_t rs = a_transposed ? 1 : ld_a, cs = a_transposed ? ld_a : 1;
     __m256 acc[MR][2];
     const int full = cols == NR;
@@ -64,6 +64,12 @@ static inline __attribute__((always_inline)) void block(const int rows, const in
 #pragma GCC unroll 6
     for (int r = 0; r < rows; r++) {
         float *c = C + (size_t)r * ldc;
+        if (first && bias) { /* every row's chains from the bias */
+            acc[r][0] = full ? _mm256_loadu_ps(bias) : _mm256_maskload_ps(bias, mask0);
+            acc[r][1] = halves > 1 ? (full ? _mm256_loadu_ps(bias + 8) : _mm256_maskload_ps(bias + 8, mask1))
+                                   : _mm256_setzero_ps();
+            continue;
+        }
         if (first && beta == 0.0f) {
             acc[r][0] = acc[r][1] = _mm256_setzero_ps();
             continue;
@@ -112,20 +118,28 @@ int gemm_small_isa_runs_here(GemmSmallIsa isa) {
 }
 
 void gemm_small_isa(GemmSmallIsa isa, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                    const float *B, int ldb, float beta, float *C, int ldc) {
-    if (K <= 0) { /* no products: C = beta C */
+                    const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
+    if (K <= 0) { /* no products: C = bias, or beta C */
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
-                C[(size_t)m * ldc + n] = beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f;
+                C[(size_t)m * ldc + n] = bias ? bias[n] : beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f;
         return;
     }
     gemm_small_drive(isa == GEMM_SMALL_AVX512 ? &gemm_small_avx512_kernel : &avx2_kernel, ta, tb, M, N, K, A, lda, B,
-                     ldb, beta, C, ldc);
+                     ldb, beta, bias, C, ldc);
+}
+
+/* the same bits on either kernel: the faster one where the CPU has it */
+static GemmSmallIsa fastest(void) {
+    return gemm_small_isa_runs_here(GEMM_SMALL_AVX512) ? GEMM_SMALL_AVX512 : GEMM_SMALL_AVX2;
 }
 
 void gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc) {
-    /* the same bits on either kernel: the faster one where the CPU has it */
-    gemm_small_isa(gemm_small_isa_runs_here(GEMM_SMALL_AVX512) ? GEMM_SMALL_AVX512 : GEMM_SMALL_AVX2, ta, tb, M, N,
-                   K, A, lda, B, ldb, beta, C, ldc);
+    gemm_small_isa(fastest(), ta, tb, M, N, K, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+void gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     const float *bias, float *C, int ldc) {
+    gemm_small_isa(fastest(), ta, tb, M, N, K, A, lda, B, ldb, 0.0f, bias, C, ldc);
 }

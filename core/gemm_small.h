@@ -18,10 +18,16 @@ int gemm_small_fits(int M, int N, int K, float alpha);
  * AVX-512 kernel where the CPU has AVX-512F, else on the AVX2 kernel. */
 void gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc);
+/* The same with each element's chain started from bias [n] instead of beta C: C [M,N] = rows of
+ * bias + op(A) op(B), the bits of C's rows set to bias and then the product with beta 1 (a linear
+ * layer's output, without the pass that fills it with the bias). */
+void gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                     const float *bias, float *C, int ldc);
 
 typedef enum { GEMM_SMALL_AVX2 = 0, GEMM_SMALL_AVX512 } GemmSmallIsa;
 /* Whether this CPU runs the kernel (AVX2: always, the build needs it). */
 int gemm_small_isa_runs_here(GemmSmallIsa isa);
-/* gemm_small on the given kernel (tests, scripts/dev/gemm_small.c); the CPU must run it. */
+/* gemm_small (bias NULL) or gemm_small_bias on the given kernel (tests, scripts/dev/gemm_small.c); the
+ * CPU must run it. */
 void gemm_small_isa(GemmSmallIsa isa, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                    const float *B, int ldb, float beta, float *C, int ldc);
+                    const float *B, int ldb, float beta, const float *bias, float *C, int ldc);

@@ -18,7 +18,7 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
-enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64 };
+enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64, PACK_AHEAD = 8 };
 
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
 static inline __mmask16 lanes(int count) {
@@ -36,6 +36,10 @@ static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int
     const __mmask16 mask0 = lanes(nc), mask1 = lanes(nc - 16);
     for (int k = 0; k < kc; k++) {
         const float *row = B + (size_t)(k0 + k) * ldb + n0;
+        if (k + PACK_AHEAD < kc) { /* the row PACK_AHEAD on (a dW's activations come back from L2 or L3) */
+            __builtin_prefetch(row + (size_t)PACK_AHEAD * ldb, 0, 3);
+            __builtin_prefetch(row + (size_t)PACK_AHEAD * ldb + 16, 0, 3);
+        }
         _mm512_store_ps(panel + (size_t)k * NR, _mm512_maskz_loadu_ps(mask0, row));
         _mm512_store_ps(panel + (size_t)k * NR + 16, _mm512_maskz_loadu_ps(mask1, row + 16));
     }
@@ -45,7 +49,8 @@ static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int
 static inline __attribute__((always_inline)) AVX512 void block(const int rows, const int halves,
                                                                const int a_transposed, int kc, const float *A,
                                                                size_t ld_a, const float *b, size_t ld_b, float *C,
-                                                               int ldc, int cols, int first, float beta) {
+                                                               int ldc, int cols, int first, float beta,
+                                                               const float *bias) {
     const size_t rs = a_transposed ? 1 : ld_a, cs = a_transposed ? ld_a : 1;
     const __mmask16 mask0 = lanes(cols), mask1 = lanes(cols - 16);
     const __m512 scale = _mm512_set1_ps(beta);
@@ -53,6 +58,11 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
 #pragma GCC unroll 8
     for (int r = 0; r < rows; r++) {
         const float *c = C + (size_t)r * ldc;
+        if (first && bias) { /* every row's chains from the bias */
+            acc[r][0] = _mm512_maskz_loadu_ps(mask0, bias);
+            acc[r][1] = halves > 1 ? _mm512_maskz_loadu_ps(mask1, bias + 16) : acc[r][0];
+            continue;
+        }
         if (first && beta == 0.0f) {
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
             continue;

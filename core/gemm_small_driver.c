@@ -31,39 +31,37 @@ static inline void transpose8(__m256 r[8]) {
     }
 }
 
+/* Lanes 0 .. count-1 of 8 set. */
+static inline __m256i lane_mask(int count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* panel [kc][nr] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K], row stride ldb),
- * columns nc .. nr zero (nr a multiple of 8): 8 x 8 tiles transposed in AVX2 registers. */
+ * columns nc .. nr zero (nr a multiple of 8): 8 x 8 tiles transposed in AVX2 registers, a tile's
+ * rows past nc zero and its k past kc neither read (masked loads) nor stored, so the edges of a
+ * strip take the tiles' path too (not one scalar load per element through the stack). */
 static void pack_transposed(float *restrict panel, int nr, const float *B, int ldb, int k0, int kc, int n0, int nc) {
-    const int nc8 = nc / 8 * 8, kc8 = kc / 8 * 8;
-    for (int j0 = 0; j0 < nc8; j0 += 8) { /* 8 rows of B at a time: 8 x 8 tiles transposed in registers */
-        const float *rows = B + (size_t)n0 * ldb + (size_t)j0 * ldb + k0;
-        for (int k = 0; k < kc8; k += 8) {
+    const __m256 zero = _mm256_setzero_ps();
+    for (int j0 = 0; j0 < nr; j0 += 8) { /* 8 rows of B at a time */
+        const int rows = nc - j0 >= 8 ? 8 : nc - j0 > 0 ? nc - j0 : 0;
+        const float *tile_rows = B + (size_t)(n0 + j0) * ldb + k0;
+        for (int k = 0; k < kc; k += 8) {
+            const int ks = kc - k < 8 ? kc - k : 8;
+            const __m256i k_mask = lane_mask(ks);
             __m256 r[8];
-            for (int j = 0; j < 8; j++)
-                r[j] = _mm256_loadu_ps(rows + (size_t)j * ldb + k);
+            for (int j = 0; j < 8; j++) {
+                const float *row = tile_rows + (size_t)j * ldb + k;
+                r[j] = j >= rows ? zero : ks == 8 ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, k_mask);
+            }
             transpose8(r);
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < ks; i++)
                 _mm256_storeu_ps(panel + (size_t)(k + i) * nr + j0, r[i]);
-        }
-        for (int k = kc8; k < kc; k++)
-            for (int j = 0; j < 8; j++)
-                panel[(size_t)k * nr + j0 + j] = rows[(size_t)j * ldb + k];
-    }
-    if (nc8 == nr)
-        return;
-    for (int k = 0; k < kc; k++) { /* from the last whole 8 columns on: the last rows, then zeros */
-        float *out = panel + (size_t)k * nr;
-        for (int j = nc8; j < nr; j += 8) { /* 8 at a time through the stack, not a memset call per k */
-            float v[8];
-            for (int t = 0; t < 8; t++)
-                v[t] = j + t < nc ? B[(size_t)(n0 + j + t) * ldb + k0 + k] : 0.0f;
-            _mm256_storeu_ps(out + j, _mm256_loadu_ps(v));
         }
     }
 }
 
 void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc) {
+                      const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
     const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
     const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, mr);
@@ -85,7 +83,7 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                     const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
                     const size_t ld_b = in_place ? (size_t)ldb : (size_t)nr;
                     kernel->blocks[rows - 1][at][nc > nr / 2](kc, a, (size_t)lda, b, ld_b, C + (size_t)m * ldc + n0,
-                                                              ldc, nc, k0 == 0, beta);
+                                                              ldc, nc, k0 == 0, beta, bias ? bias + n0 : NULL);
                 }
             }
         }

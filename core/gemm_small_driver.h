@@ -6,10 +6,11 @@
 #include <stddef.h>
 
 /* C block [rows, cols] (rows <= mr, cols <= nr; halves = 1 when cols <= nr / 2): kc values of k of
- * each element's chain, started from beta C (first) or continued from C. op(A) [r, k] at
- * A [r rs + k cs] (rs, cs = ld_a, 1; transposed 1, ld_a), op(B) [k, 0 .. cols] at b + k ld_b. */
+ * each element's chain, started (first) from bias [0 .. cols] in every row, or without a bias (NULL)
+ * from beta C, or continued from C. op(A) [r, k] at A [r rs + k cs] (rs, cs = ld_a, 1; transposed 1,
+ * ld_a), op(B) [k, 0 .. cols] at b + k ld_b. */
 typedef void (*GemmSmallBlock)(int kc, const float *A, size_t ld_a, const float *b, size_t ld_b, float *C, int ldc,
-                               int cols, int first, float beta);
+                               int cols, int first, float beta, const float *bias);
 
 typedef struct {
     int mr, nr, kc; /* C in blocks of mr x nr; op(B) in strips of nr columns and kc values of k */
@@ -28,9 +29,10 @@ enum { GEMM_SMALL_PANEL_FLOATS = 256 * 32 };
  * (a multiple of mr rows); per pass, strips of nr columns of op(B), kc values of k at a time, each
  * read in place or copied into the panel; per strip, the pass's blocks in row order, each through
  * its table entry. A k range past the first continues each element's chain from the fp32 value
- * stored in C: the same bits as one unbroken chain. */
+ * stored in C: the same bits as one unbroken chain. bias [N] (or NULL): each element's chain starts
+ * from bias [n] instead of beta C. */
 void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc);
+                      const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
 
 /* Defines the table `table` of a kernel of mr (a literal: 6 or 8) rows, [rows - 1][op(A)
  * transposed][halves - 1], and its entries: one function per (rows, halves, op(A)), compiled with
@@ -45,8 +47,8 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
 #define GEMM_SMALL_BLOCK_FN_(attrs, rows, halves, at)                                                        \
     static attrs void block_##rows##_##halves##_##at(int kc, const float *A, size_t ld_a, const float *b,    \
                                                      size_t ld_b, float *C, int ldc, int cols, int first,    \
-                                                     float beta) {                                           \
-        block(rows, halves, at, kc, A, ld_a, b, ld_b, C, ldc, cols, first, beta);                            \
+                                                     float beta, const float *bias) {                        \
+        block(rows, halves, at, kc, A, ld_a, b, ld_b, C, ldc, cols, first, beta, bias);                      \
     }
 #define GEMM_SMALL_BLOCK_FNS_(attrs, rows)                                                                   \
     GEMM_SMALL_BLOCK_FN_(attrs, rows, 1, 0) GEMM_SMALL_BLOCK_FN_(attrs, rows, 2, 0)                          \

@@ -124,6 +124,10 @@ static void logits_softmax_row(float *restrict row, float *restrict carried_row,
                                float *restrict dropped_row, const int *restrict key_mask,
                                const float *restrict bias_row, int L, float scale,
                                const AttnShape *s, uint64_t dropout_key, size_t first) {
+    if (!carried_row && !key_mask && !bias_row && !dropped_row) { /* the logits pass fused into the softmax */
+        softmax_scaled_rows_probs(row, 1, L, scale);
+        return;
+    }
     /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
     const float max =
         key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
@@ -232,7 +236,9 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     /* dropout(P) is not kept: it goes through the thread's [L, L] buffer, and backward
      * recomputes it from P and dropout_key */
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
-    for (int i = 0; i < L; i++) {
+    if (!carried && !dropped && !mask && !bias && !p->bf16) /* the plain rows: all in one call */
+        softmax_scaled_rows_probs(S, L, L, p->scale);
+    for (int i = 0; i < L && (carried || dropped || mask || bias || p->bf16); i++) {
         logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
                            dropped ? dropped + (size_t)i * L : NULL, mask ? mask + (size_t)b * L : NULL,
                            bias ? bias - i : NULL, L, p->scale, s, dropout_key,
@@ -314,78 +320,10 @@ void attention_forward(float *ctx, float *probs, float *raw_scores, float *carri
     }
 }
 
-/* dS from dPd (in D) for one (b,h): dropout and softmax backward, then the residual carry, then
- * the 1/sqrt(d). bf16 runs: Pd16 = bf16(dropout(P)) and D16 = bf16(dS) row by row (NULL: not). With dP = dropout'(dPd), dlogit_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'); since
- * P_ij dP_ij = Pd_ij dPd_ij (Pd = dropout(P): the same keep factor), with dropout this is
- * dlogit_ij = Pd_ij dPd_ij - P_ij sum_j' Pd_ij' dPd_ij', which needs no second pass of the mask.
- * Pd = NULL without dropout. A scheme with bias_grad: diag [2L-1] += the sums of dS along the
- * diagonals, dS_ij into diag[j - i + L - 1] (the gradient of its bias; NULL otherwise). */
-static void score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag,
-                            bf16 *restrict Pd16, bf16 *restrict D16, const float *restrict P,
-                            const float *restrict Pd, int L, float scale, float carried_scale) {
-    for (int i = 0; i < L; i++) {
-        float *restrict g = D + (size_t)i * L;
-        const float *restrict pr = P + (size_t)i * L;
-        const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
-        if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
-            attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int j = 0; j < L; j++)
-            dot += g[j] * pd[j];
-        if (Pd) { /* g = dlogit */
-#pragma omp simd
-            for (int j = 0; j < L; j++)
-                g[j] = pd[j] * g[j] - pr[j] * dot;
-        } else {
-#pragma omp simd
-            for (int j = 0; j < L; j++)
-                g[j] = pr[j] * (g[j] - dot);
-        }
-        if (d_carried) {
-            float *restrict dc = d_carried + (size_t)i * L;
-#pragma omp simd
-            for (int j = 0; j < L; j++) {
-                const float c = dc[j] + carried_scale * g[j];
-                dc[j] = c;
-                g[j] = scale * c;
-            }
-            if (diag) {
-                float *restrict row_diag = diag + (L - 1 - i);
-#pragma omp simd
-                for (int j = 0; j < L; j++)
-                    row_diag[j] += dc[j];
-            }
-        } else {
-            if (diag) {
-                float *restrict row_diag = diag + (L - 1 - i);
-#pragma omp simd
-                for (int j = 0; j < L; j++)
-                    row_diag[j] += g[j];
-            }
-#pragma omp simd
-            for (int j = 0; j < L; j++)
-                g[j] = scale * g[j];
-        }
-        if (D16) /* bf16: the row of dS for dQ, dK */
-            attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
-    }
-}
-
-/* sums [3d] = the column sums of one (b,h)'s dq | dk | dv, [L, d] each at row stride ld: read
- * back right after backward_bh wrote them, while they are in cache. */
-static void head_column_sums(float *restrict sums, const float *dq, int L, int d, int H, int ld) {
-    for (int part = 0; part < 3; part++) {
-        float *restrict acc = sums + (size_t)part * d;
-        const float *g = dq + (size_t)part * H;
-        memset(acc, 0, (size_t)d * sizeof *acc);
-        for (int i = 0; i < L; i++) {
-            const float *restrict row = g + (size_t)i * ld;
-#pragma omp simd
-            for (int t = 0; t < d; t++)
-                acc[t] += row[t];
-        }
-    }
+/* Fetch x [n] into the cache ahead of its use (a hint: no fault past an allocation). */
+static void prefetch_floats(const float *x, size_t n) {
+    for (size_t e = 0; e < n; e += 16)
+        __builtin_prefetch(x + e, 0, 3);
 }
 
 static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *part, float *d_qkv,
@@ -403,6 +341,12 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     head_qk(p, w, qkv, b, h, &q, &key, &qk_ld, &q16, &k16, &ld16);
     const float *dctx = d_ctx + (size_t)b * L * H + (size_t)h * d;
     float *D = w->dscore;
+    /* P was written by the forward long ago (L2 or L3 by now): the next (b,h)'s is fetched while
+     * this one computes, the first's while its dPd product runs (below) */
+    if (bh == 0)
+        prefetch_floats(probs + off, sq);
+    if (bh + 1 < p->BH)
+        prefetch_floats(probs + off + sq, sq);
 
     /* dV = Pd^T.dctx, Pd = dropout(P) recomputed (the forward's dropout_key and element
      * indices); dPd = dctx.V^T into D */
@@ -420,16 +364,14 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
         const bf16 *v16 = head_v16(p, w, qkv, b, h, &v_ld16);
         attn_to_bf16(w->g16, dctx, L, d, H);
         gemm_lane(s->gemm, lane, GEMM_N, GEMM_T, L, L, d, w->g16, d, v16, v_ld16, 0.0f, D, L);
-        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, w->p16, sc->backward_raw ? NULL : w->s16,
-                        probs + off, Pd, L, p->scale, s->carried_scale);
+        attn_score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, w->p16, sc->backward_raw ? NULL : w->s16,
+                             probs + off, Pd, L, p->scale, s->carried_scale);
         gemm_lane(s->gemm, lane, GEMM_T, GEMM_N, L, d, L, w->p16, L, w->g16, d, 0.0f, dv, ld);
     } else {
-        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L,
-                    dctx, H, 0.0f, dv, ld);
-        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, qkv + qoff + 2 * H, ld, 0.0f, D,
-                    L);
-        score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
-                        s->carried_scale);
+        gemm_f32(GEMM_N, GEMM_T, L, L, d, 1.0f, dctx, H, qkv + qoff + 2 * H, ld, 0.0f, D, L);
+        gemm_f32(GEMM_T, GEMM_N, L, d, L, 1.0f, Pd ? Pd : probs + off, L, dctx, H, 0.0f, dv, ld);
+        attn_score_grad_rows(D, d_carried ? d_carried + off : NULL, diag, NULL, NULL, probs + off, Pd, L, p->scale,
+                             s->carried_scale);
     }
     if (sc->backward_raw) {
         sc->backward_raw(p, D, part, raw_scores + off);
@@ -451,7 +393,7 @@ static void backward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *par
     if (sc->rotate_back) /* dQ, dK of the unrotated q, k from those of the rotated ones */
         sc->rotate_back(p, dq, dkey, ld);
     if (bias_sums)
-        head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
+        attn_head_column_sums(bias_sums + (size_t)bh * 3 * d, dq, L, d, H, ld);
 }
 
 /* Slot `slot` of the backward: its fixed group of (b,h), into its own partial. */

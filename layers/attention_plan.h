@@ -112,6 +112,13 @@ const float *attn_head32(const AttnPlan *p, const AttnWork *w, const float *qkv,
  * has fp32 qkv or the scheme rotates q and k. */
 const bf16 *attn_head16(const AttnPlan *p, const AttnWork *w, int b, int h, int part, int *ld16);
 
+/* attention_rows.c, for backward_bh: dS from dPd in D [L, L] for one (b,h) (its comment there), and
+ * sums [3d] = the column sums of one (b,h)'s dq | dk | dv. */
+void attn_score_grad_rows(float *restrict D, float *restrict d_carried, float *restrict diag, bf16 *restrict Pd16,
+                          bf16 *restrict D16, const float *restrict P, const float *restrict Pd, int L, float scale,
+                          float carried_scale);
+void attn_head_column_sums(float *restrict sums, const float *dq, int L, int d, int H, int ld);
+
 /* Lay out `scratch` (NULL: only measure; total_floats for s->threads threads). */
 void attn_plan(AttnPlan *p, const AttnShape *s, float *scratch);
 /* Thread `thread`'s buffers in the plan's work area. */

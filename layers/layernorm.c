@@ -229,7 +229,14 @@ residual_backward_passes(float *d_sum, float *d_branch, float *restrict d_bias, 
                 for (int c = 0; c < width; c++)
                     dx[c] = ds[c] + r[c];
             }
-            if (d_branch) {
+            if (d_branch && p == 0.0f) { /* every element kept (threshold 0): no hash to compute */
+                float *db = d_branch + first;
+#pragma omp simd
+                for (int c = 0; c < width; c++) {
+                    db[c] = dx[c] * scale;
+                    acc_bias[c] += db[c];
+                }
+            } else if (d_branch) {
                 float *db = d_branch + first;
 #pragma omp simd
                 for (int c = 0; c < width; c++) {

@@ -21,9 +21,14 @@ static __attribute__((noinline)) void fill_rows(float *restrict out, const float
     }
 }
 
-/* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1. */
+/* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1 (in one
+ * call where gemm fuses the bias: the same bits without the pass over out). */
 static void forward(Gemm *g, float *restrict out, GemmOperand in, const float *restrict W, const float *restrict b,
                     int N, int i, int o) {
+    if (b && in.f32 && gemm_fuses_bias(g, N, o, i)) {
+        gemm_bias(g, GEMM_N, GEMM_T, N, o, i, in.f32, i, W, i, b, out, o);
+        return;
+    }
     if (b)
         OMP_TEAM_OR_ALONE(fill_rows(out, b, N, o));
     gemm_operands(g, GEMM_N, GEMM_T, N, o, i, 1.0f, in, i, gemm_in_f32(W), i, b ? 1.0f : 0.0f, out, o);

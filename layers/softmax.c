@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "layers/softmax_avx512.h"
+
 /* glibc >= 2.35 ships vector expf (libmvec); declaring it SIMD lets the loops below call the
  * 8-wide version (GCC does this on its own only under -ffast-math). */
 #if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)
@@ -57,4 +59,70 @@ float softmax_row_normalize(float *out, const float *in, int cols, float max) {
  * libmvec call, its scalar remainder and the log were most of the row's time. */
 void softmax_row_probs(float *out, const float *in, int cols, float max) {
     row_normalize(out, in, cols, max, 0, 1); /* the -inf / NaN rows never reach the exp */
+}
+
+/* The portable loops: the logits pass of attention.c (t = scale x + 0 and its max), then
+ * softmax_row_probs' normalisation. */
+static void scaled_row_portable(float *row, int cols, float scale) {
+    float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+    for (int c = 0; c < cols; c++) {
+        const float t = scale * row[c] + 0.0f;
+        row[c] = t;
+        max = t > max ? t : max;
+    }
+    row_normalize(row, row, cols, max, 0, 1);
+}
+
+void softmax_scaled_row_probs_isa(int avx512, float *row, int cols, float scale) {
+    if (cols <= 0 || (avx512 && softmax_scaled_row_avx512(row, cols, scale)))
+        return;
+    scaled_row_portable(row, cols, scale);
+}
+
+void softmax_scaled_rows_probs_isa(int avx512, float *rows, int n, int cols, float scale) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4) /* 4 rows at a time, or one by one where one is all -inf or NaN */
+        if (!softmax_scaled_4rows_avx512(rows + (size_t)r * cols, cols, scale))
+            for (int i = r; i < r + 4; i++)
+                softmax_scaled_row_probs_isa(avx512, rows + (size_t)i * cols, cols, scale);
+    for (; r < n; r++)
+        softmax_scaled_row_probs_isa(avx512, rows + (size_t)r * cols, cols, scale);
+}
+
+void softmax_scaled_rows_probs(float *rows, int n, int cols, float scale) {
+    softmax_scaled_rows_probs_isa(__builtin_cpu_supports("avx512f"), rows, n, cols, scale);
+}
+
+/* The loops of attention.c's score_grad_rows (no dropout, carry or bias) that it replaces. */
+static void scaled_backward_portable(float *restrict g, const float *restrict p, int cols, float scale) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < cols; c++)
+        dot += g[c] * p[c];
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        g[c] = p[c] * (g[c] - dot);
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        g[c] = scale * g[c];
+}
+
+void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int cols, float scale) {
+    if (avx512)
+        softmax_scaled_backward_avx512(g, p, cols, scale);
+    else
+        scaled_backward_portable(g, p, cols, scale);
+}
+
+void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4)
+        softmax_scaled_backward_4rows_avx512(g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
+    for (; r < n; r++)
+        softmax_scaled_row_backward_isa(avx512, g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
+}
+
+void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale) {
+    softmax_scaled_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, n, cols, scale);
 }

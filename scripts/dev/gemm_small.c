@@ -31,7 +31,7 @@ static double seconds_per_call(GemmSmallIsa isa, int engine, int ta, int tb, int
             cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
                         A, lda, B, ldb, 1.0f, C, ldc);
         else
-            gemm_small_isa(isa, ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
+            gemm_small_isa(isa, ta, tb, M, N, K, A, lda, B, ldb, 1.0f, NULL, C, ldc);
     }
     return (omp_get_wtime() - t0) / reps;
 }

@@ -4,7 +4,8 @@
  * panel's 256 and rows past a pass), exactly the bits of one fmaf chain per element in k order
  * from beta C; within the fp32 accumulation bound of the exact product; writes no element outside
  * op(A) op(B)'s M x N (C's padding columns, the rows after M); beta 0 reads no C (NaN there);
- * K = 0 gives beta C. gemm_f32 computes the products gemm_small_fits with it, the same bits at 1,
+ * K = 0 gives beta C; with a bias, the bits of C's rows filled with it and beta 1 (C unread).
+ * gemm_f32 computes the products gemm_small_fits with it, the same bits at 1,
  * 2 and 3 threads; the others (alpha != 1, above the size limit) go to OpenBLAS. */
 #include <math.h>
 #include <omp.h>
@@ -81,7 +82,7 @@ static int outside_untouched(const Shape *s, const Operands *o, const float *bef
 }
 
 typedef struct {
-    long products, chain_mismatches, outside_written, bound_failures;
+    long products, chain_mismatches, outside_written, bound_failures, bias_mismatches;
     double worst_bound;
     char first_bad[96];
 } Tally;
@@ -95,7 +96,7 @@ static void run_shape(GemmSmallIsa isa, const Shape *s, Rng *rng, Tally *tally) 
             for (int n = 0; n < s->N; n++)
                 got[(size_t)m * o.ldc + n] = NAN;
     chain_reference(s, &o, ref);
-    gemm_small_isa(isa, s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, s->beta, got, o.ldc);
+    gemm_small_isa(isa, s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, s->beta, NULL, got, o.ldc);
     tally->products++;
     const double r = bound_ratio(s, &o, o.C, got);
     tally->worst_bound = r > tally->worst_bound ? r : tally->worst_bound;
@@ -107,6 +108,20 @@ static void run_shape(GemmSmallIsa isa, const Shape *s, Rng *rng, Tally *tally) 
     if ((!same || !outside_ok || !(r <= 1.0)) && !tally->first_bad[0])
         snprintf(tally->first_bad, sizeof tally->first_bad, "%s%s %dx%dx%d beta %g", s->ta ? "T" : "N",
                  s->tb ? "T" : "N", s->M, s->N, s->K, (double)s->beta);
+    /* with a bias: C's rows set to it, then the chains with beta 1, bit for bit; C not read (NaN) */
+    const float *bias = uniform(&pool, rng, (size_t)s->N, -1, 1);
+    float *bias_ref = copy(&pool, o.C, o.c_count), *bias_got = copy(&pool, o.C, o.c_count);
+    for (int m = 0; m < s->M; m++)
+        for (int n = 0; n < s->N; n++)
+            bias_ref[(size_t)m * o.ldc + n] = bias[n], bias_got[(size_t)m * o.ldc + n] = NAN;
+    const Shape beta1 = {s->ta, s->tb, s->M, s->N, s->K, 1.0f};
+    chain_reference(&beta1, &o, bias_ref);
+    gemm_small_isa(isa, s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, 0.5f, bias, bias_got, o.ldc);
+    const int bias_same = !memcmp(bias_ref, bias_got, o.c_count * sizeof(float));
+    tally->bias_mismatches += !bias_same;
+    if (!bias_same && !tally->first_bad[0])
+        snprintf(tally->first_bad, sizeof tally->first_bad, "%s%s %dx%dx%d with a bias", s->ta ? "T" : "N",
+                 s->tb ? "T" : "N", s->M, s->N, s->K);
     pool_release(&pool);
 }
 
@@ -133,6 +148,10 @@ static void test_kernel(TestTally *t, Rng *rng, GemmSmallIsa isa, const char *na
           "%ld differ from the fmaf chain, %ld wrote outside M x N, %ld outside the fp32 bound (worst %.2f of "
           "it)%s%s", name, tally.products, tally.chain_mismatches, tally.outside_written, tally.bound_failures,
           tally.worst_bound, tally.first_bad[0] ? "; first: " : "", tally.first_bad);
+    CHECK(t, tally.bias_mismatches == 0,
+          "gemm_small %s with a bias: the same %ld products from rows of bias = rows filled with it and beta 1, "
+          "bit for bit, C unread (%ld differ)%s%s", name, tally.products, tally.bias_mismatches,
+          tally.first_bad[0] ? "; first: " : "", tally.first_bad);
     /* k past the panel (256, 512), rows past a pass (128 Ki floats / kc), 255, beta 0.5 */
     static const Shape large[] = {
         {GEMM_N, GEMM_T, 255, 255, 65, 1.0f},  {GEMM_T, GEMM_N, 64, 255, 300, 1.0f},
@@ -143,15 +162,17 @@ static void test_kernel(TestTally *t, Rng *rng, GemmSmallIsa isa, const char *na
     Tally big = {0};
     for (size_t i = 0; i < sizeof large / sizeof large[0]; i++)
         run_shape(isa, &large[i], rng, &big);
-    CHECK(t, big.chain_mismatches == 0 && big.outside_written == 0 && big.bound_failures == 0,
+    CHECK(t, big.chain_mismatches == 0 && big.outside_written == 0 && big.bound_failures == 0 &&
+                 big.bias_mismatches == 0,
           "gemm_small %s: %ld larger products (255; K 300, 513, 520 past the 256-deep panel; 600 and 1100 rows past "
-          "a pass; beta 0.5): %ld differ from the fmaf chain, %ld wrote outside M x N, %ld outside the bound "
-          "(worst %.2f)%s%s", name, big.products, big.chain_mismatches, big.outside_written, big.bound_failures,
-          big.worst_bound, big.first_bad[0] ? "; first: " : "", big.first_bad);
+          "a pass; beta 0.5; each also with a bias): %ld differ from the fmaf chain, %ld wrote outside M x N, %ld "
+          "outside the bound (worst %.2f), %ld with a bias differ%s%s", name, big.products, big.chain_mismatches,
+          big.outside_written, big.bound_failures, big.worst_bound, big.bias_mismatches,
+          big.first_bad[0] ? "; first: " : "", big.first_bad);
     float C[6] = {1, 2, 3, 4, 5, 6}, Z[6] = {NAN, NAN, NAN, NAN, NAN, NAN};
     const float unused = 7.0f;
-    gemm_small_isa(isa, GEMM_N, GEMM_N, 2, 3, 0, &unused, 1, &unused, 3, 1.0f, C, 3);
-    gemm_small_isa(isa, GEMM_N, GEMM_N, 2, 3, 0, &unused, 1, &unused, 3, 0.0f, Z, 3);
+    gemm_small_isa(isa, GEMM_N, GEMM_N, 2, 3, 0, &unused, 1, &unused, 3, 1.0f, NULL, C, 3);
+    gemm_small_isa(isa, GEMM_N, GEMM_N, 2, 3, 0, &unused, 1, &unused, 3, 0.0f, NULL, Z, 3);
     CHECK(t, C[0] == 1 && C[5] == 6 && Z[0] == 0 && Z[5] == 0 && !signbit(Z[3]),
           "gemm_small %s: K = 0 gives beta C (beta 1: C kept; beta 0: zeros over NaN)", name);
 }
@@ -171,7 +192,7 @@ static void test_dispatch(TestTally *t, Rng *rng) {
                                    {GEMM_N, GEMM_N, 520, 130, 96, 1.0f},
                                    /* fine-tuning's rows: a feed-forward over 431 rows and its dW */
                                    {GEMM_N, GEMM_T, 431, 1024, 256, 0.0f}, {GEMM_T, GEMM_N, 1024, 256, 431, 1.0f}};
-    int all = 1;
+    int all = 1, all_bias = 1;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const Shape *s = &shapes[i];
         Pool pool = {0};
@@ -184,11 +205,24 @@ static void test_dispatch(TestTally *t, Rng *rng) {
             gemm_f32(s->ta, s->tb, s->M, s->N, s->K, 1.0f, o.A, o.lda, o.B, o.ldb, s->beta, got, o.ldc);
             all &= !memcmp(ref, got, o.c_count * sizeof(float));
         }
+        /* gemm_bias: gemm_small_bias's bits at 1, 2 and 3 threads (the parts' columns offset the bias) */
+        const float *bias = uniform(&pool, rng, (size_t)s->N, -1, 1);
+        float *bias_ref = copy(&pool, o.C, o.c_count);
+        gemm_small_bias(s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, bias, bias_ref, o.ldc);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            float *got = copy(&pool, o.C, o.c_count);
+            gemm_bias(NULL, s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, bias, got, o.ldc);
+            all_bias &= !memcmp(bias_ref, got, o.c_count * sizeof(float));
+        }
         pool_release(&pool);
     }
     omp_set_num_threads(2);
     CHECK(t, all, "gemm_f32 on shapes it splits into parts (300x700x64, 700x300x64, 520x130x96, 431x1024x256, "
           "1024x256x431): gemm_small's bits at 1, 2 and 3 threads");
+    CHECK(t, all_bias && gemm_fuses_bias(NULL, 431, 1024, 256) && !gemm_fuses_bias(NULL, 4096, 256, 256),
+          "gemm_bias on the same shapes: gemm_small_bias's bits at 1, 2 and 3 threads; gemm_fuses_bias for "
+          "gemm_small's sizes only");
 }
 
 int main(void) {

@@ -1,7 +1,9 @@
 /* layers/softmax.c: softmax_row_max + softmax_row_normalize against a double reference (a row
  * offset by +100, where exp overflows without the max shift), the returned log-sum-exp, in-place
  * use, an all -inf row giving zeros and NaN rows giving NaN; exp_nonpositive and softmax_row_probs
- * (attention's). (Its gradient is fused into the
+ * (attention's); softmax_scaled_row_probs (attention's rows without bias, mask or dropout) against the
+ * logits pass it replaces and, bit for bit, its AVX-512 kernel against its portable loops; the same for
+ * softmax_scaled_row_backward; their 4-row forms against the one-row ones. (Its gradient is fused into the
  * backward of its callers and checked there: test_crossentropy.c, test_attention.c.) */
 #include "layers/layers.h"
 #include "tests/layer_testing.h"
@@ -114,11 +116,166 @@ static void test_exp_and_probs(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* The kernels keep the sum order of the portable loops as the default build (x86-64-v3) vectorises
+ * them, 8 lanes; a build for AVX-512 (make NATIVE=1 on such a CPU) may take 16 and another order. */
+#ifdef __AVX512F__
+enum { BUILD_WIDE = 1 };
+#else
+enum { BUILD_WIDE = 0 };
+#endif
+#define WIDE_WHY "this build's portable loops may be 16 lanes wide, in another sum order (NATIVE=1)"
+
+/* softmax_scaled_row_probs: the portable loops against softmax_row_probs after attention's logits
+ * pass (t = scale x + 0, max), to the bit; the AVX-512 kernel against the portable loops, to the bit,
+ * at every length 1-130 (whole registers, 8-element groups and every tail), for rows of logits, of
+ * logits with a -inf, a +inf, a NaN, -10000 penalties, -0, huge values, and rows of -inf only. */
+static void test_scaled_probs(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    enum { MAX_COLS = 130, KINDS = 7 };
+    float *x = pool_alloc(&pool, MAX_COLS, sizeof *x), *ref = pool_alloc(&pool, MAX_COLS, sizeof *ref);
+    float *portable = pool_alloc(&pool, MAX_COLS, sizeof *portable), *wide = pool_alloc(&pool, MAX_COLS, sizeof *wide);
+    const int avx512 = __builtin_cpu_supports("avx512f");
+    int old_same = 1, wide_same = 1, bad_cols = 0, bad_kind = 0;
+    for (int cols = 1; cols <= MAX_COLS; cols++)
+        for (int kind = 0; kind < KINDS; kind++) {
+            const float scale = kind == 6 ? 1e30f : 0.25f + 0.01f * (float)(cols % 7);
+            for (int c = 0; c < cols; c++)
+                x[c] = -20.0f + 40.0f * rng_uniform(rng);
+            const int at = (int)(rng_uniform(rng) * (float)cols) % cols;
+            if (kind == 1)
+                x[at] = -INFINITY;
+            if (kind == 2)
+                x[at] = INFINITY;
+            if (kind == 3)
+                x[at] = NAN;
+            if (kind == 4)
+                for (int c = 0; c < cols; c += 3)
+                    x[c] -= 10000.0f, x[at] = -0.0f;
+            if (kind == 5)
+                for (int c = 0; c < cols; c++)
+                    x[c] = c == at ? NAN : -INFINITY;
+            float max = -INFINITY; /* the logits pass of attention.c, then softmax_row_probs */
+            for (int c = 0; c < cols; c++) {
+                ref[c] = scale * x[c] + 0.0f;
+                max = ref[c] > max ? ref[c] : max;
+            }
+            softmax_row_probs(ref, ref, cols, max);
+            memcpy(portable, x, (size_t)cols * sizeof *x);
+            memcpy(wide, x, (size_t)cols * sizeof *x);
+            softmax_scaled_row_probs_isa(0, portable, cols, scale);
+            if (avx512)
+                softmax_scaled_row_probs_isa(1, wide, cols, scale);
+            const int same_old = same_bits(portable, ref, (size_t)cols);
+            const int same_wide = !avx512 || same_bits(wide, portable, (size_t)cols);
+            if ((!same_old || !same_wide) && old_same && wide_same)
+                bad_cols = cols, bad_kind = kind;
+            old_same &= same_old, wide_same &= same_wide;
+        }
+    CHECK(t, old_same, "softmax_scaled_row_probs (portable) = the logits pass + softmax_row_probs, bit for bit "
+          "(first difference: %d columns, row kind %d)", bad_cols, bad_kind);
+    if (!avx512 || BUILD_WIDE)
+        printf("SKIP softmax_scaled_row_probs AVX-512 kernel (%s)\n", BUILD_WIDE ? WIDE_WHY : "this CPU has no AVX-512F");
+    else
+        CHECK(t, wide_same, "softmax_scaled_row_probs: the AVX-512 kernel = the portable loops, bit for bit, at "
+              "lengths 1-130 (first difference: %d columns, row kind %d)", bad_cols, bad_kind);
+    pool_release(&pool);
+}
+
+/* softmax_scaled_row_backward: the portable loops against attention's three passes it replaces
+ * (dot = sum g p, g = p (g - dot), g = scale g), and the AVX-512 kernel against the portable loops,
+ * bit for bit, at every length 1-130, for rows of probabilities with exact zeros and an unnormalised
+ * row (a dot far from 0). */
+static void test_scaled_backward(TestTally *t, Rng *rng) {
+    Pool pool = {0};
+    enum { MAX_COLS = 130 };
+    float *p = pool_alloc(&pool, MAX_COLS, sizeof *p), *g = pool_alloc(&pool, MAX_COLS, sizeof *g);
+    float *ref = pool_alloc(&pool, MAX_COLS, sizeof *ref), *portable = pool_alloc(&pool, MAX_COLS, sizeof *portable);
+    float *wide = pool_alloc(&pool, MAX_COLS, sizeof *wide);
+    const int avx512 = __builtin_cpu_supports("avx512f");
+    int old_same = 1, wide_same = 1, bad_cols = 0, bad_kind = 0;
+    for (int cols = 1; cols <= MAX_COLS; cols++)
+        for (int kind = 0; kind < 2; kind++) {
+            const float scale = 0.25f + 0.01f * (float)(cols % 5);
+            for (int c = 0; c < cols; c++) {
+                p[c] = kind == 0 && c % 5 == 2 ? 0.0f : rng_uniform(rng) * (kind == 0 ? 2.0f / (float)cols : 3.0f);
+                g[c] = -4.0f + 8.0f * rng_uniform(rng);
+            }
+            float dot = 0.0f; /* attention.c's score_grad_rows without dropout, carry or bias */
+            for (int c = 0; c < cols; c++)
+                dot += g[c] * p[c];
+            for (int c = 0; c < cols; c++)
+                ref[c] = scale * (p[c] * (g[c] - dot));
+            memcpy(portable, g, (size_t)cols * sizeof *g);
+            memcpy(wide, g, (size_t)cols * sizeof *g);
+            softmax_scaled_row_backward_isa(0, portable, p, cols, scale);
+            if (avx512)
+                softmax_scaled_row_backward_isa(1, wide, p, cols, scale);
+            double worst = 0.0, size = 1.0; /* the sums' order may differ: to 1e-5 of the row's largest */
+            for (int c = 0; c < cols; c++)
+                worst = fmax(worst, fabs((double)portable[c] - (double)ref[c])), size = fmax(size, fabs((double)ref[c]));
+            const int near_old = worst <= 1e-5 * size, same_wide = !avx512 || same_bits(wide, portable, (size_t)cols);
+            if ((!near_old || !same_wide) && old_same && wide_same)
+                bad_cols = cols, bad_kind = kind;
+            old_same &= near_old, wide_same &= same_wide;
+        }
+    CHECK(t, old_same, "softmax_scaled_row_backward (portable) = scale p (g - g.p) (first difference: %d columns, "
+          "row kind %d)", bad_cols, bad_kind);
+    if (!avx512 || BUILD_WIDE)
+        printf("SKIP softmax_scaled_row_backward AVX-512 kernel (%s)\n", BUILD_WIDE ? WIDE_WHY : "this CPU has no AVX-512F");
+    else
+        CHECK(t, wide_same, "softmax_scaled_row_backward: the AVX-512 kernel = the portable loops, bit for bit, at "
+              "lengths 1-130 (first difference: %d columns, row kind %d)", bad_cols, bad_kind);
+    pool_release(&pool);
+}
+
+/* The rows forms (4 rows at a time on AVX-512, passes interleaved): [n, cols] blocks for n = 1-9 at
+ * lengths around the registers' and groups' edges, against the one-row portable loops row by row,
+ * bit for bit, a block with a row of -inf only (taken one by one) included. */
+static void test_scaled_rows(TestTally *t, Rng *rng) {
+    static const int lengths[] = {1, 7, 8, 9, 16, 17, 31, 33, 59, 64, 122};
+    enum { MAX_ROWS = 9, MAX_COLS = 122 };
+    Pool pool = {0};
+    float *x = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *x), *p = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *p);
+    float *one = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *one);
+    float *block = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *block);
+    int same_fwd = 1, same_bwd = 1, blocks = 0;
+    for (int isa = 0; isa < 1 + !!__builtin_cpu_supports("avx512f"); isa++)
+        for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++)
+            for (int n = 1; n <= MAX_ROWS; n++) {
+                const int cols = lengths[l], count = n * cols;
+                for (int e = 0; e < count; e++)
+                    x[e] = -10.0f + 20.0f * rng_uniform(rng), p[e] = rng_uniform(rng) * 2.0f / (float)cols;
+                if (n == 6) /* row 5: -inf only, in the second group of 4 */
+                    for (int c = 0; c < cols; c++)
+                        x[5 * cols + c] = -INFINITY;
+                memcpy(one, x, (size_t)count * sizeof *x);
+                memcpy(block, x, (size_t)count * sizeof *x);
+                for (int r = 0; r < n; r++)
+                    softmax_scaled_row_probs_isa(isa, one + (size_t)r * cols, cols, 0.3f);
+                softmax_scaled_rows_probs_isa(isa, block, n, cols, 0.3f);
+                same_fwd &= same_bits(one, block, (size_t)count);
+                memcpy(one, x, (size_t)count * sizeof *x); /* x as dL/dP for the backward */
+                memcpy(block, x, (size_t)count * sizeof *x);
+                for (int r = 0; r < n; r++)
+                    softmax_scaled_row_backward_isa(isa, one + (size_t)r * cols, p + (size_t)r * cols, cols, 0.3f);
+                softmax_scaled_rows_backward_isa(isa, block, p, n, cols, 0.3f);
+                same_bwd &= same_bits(one, block, (size_t)count);
+                blocks++;
+            }
+    CHECK(t, same_fwd && same_bwd, "softmax_scaled_rows_probs and _rows_backward: %d blocks of 1-9 rows (lengths "
+          "1-122, a row of -inf) = the one-row forms row by row, bit for bit (forward %s, backward %s)", blocks,
+          same_fwd ? "same" : "DIFFERENT", same_bwd ? "same" : "DIFFERENT");
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
     rng_seed(&rng, 20240615);
     test_softmax(&t, &rng);
     test_exp_and_probs(&t, &rng);
+    test_scaled_probs(&t, &rng);
+    test_scaled_backward(&t, &rng);
+    test_scaled_rows(&t, &rng);
     return tally_exit(&t);
 }

@@ -1,0 +1,14 @@
+/* The AVX-512 kernels of softmax_scaled_row_probs and softmax_scaled_row_backward (layers/layers.h; layers/softmax_avx512.c), compiled for
+ * AVX-512F by function attributes: call it only where the CPU has it. */
+#pragma once
+
+/* row [cols] = softmax(scale row) with the portable path's bits; returns 0, row untouched, when
+ * every scaled element is -inf or NaN (the portable path's special case, for the caller to take). */
+int softmax_scaled_row_avx512(float *row, int cols, float scale);
+/* The same for 4 rows [4, cols] at once (their passes interleaved); 0, rows untouched, when one of
+ * them is such a row. */
+int softmax_scaled_4rows_avx512(float *rows, int cols, float scale);
+/* g [cols] = scale p (g - sum_j g_j p_j) with the portable path's bits. */
+void softmax_scaled_backward_avx512(float *g, const float *p, int cols, float scale);
+/* The same for 4 rows of g and p [4, cols] at once. */
+void softmax_scaled_backward_4rows_avx512(float *g, const float *p, int cols, float scale);
