@@ -5,8 +5,9 @@
  * the non-GEMM code; only fewer FLOPs or a faster GEMM can.
  *
  * Built by scripts/dev/gemm_ceiling.sh over build/librealpos.a with
- * -Wl,--wrap=cblas_sgemm,--wrap=gemm_small,--wrap=train_step (gemm_small: core/gemm_small.h's direct
- * kernel, which computes the small products instead of OpenBLAS); its main is realpos bench's (cmd_bench), so it takes
+ * -Wl,--wrap=cblas_sgemm,--wrap=gemm_small,--wrap=gemm_small_bias,--wrap=train_step (gemm_small and
+ * gemm_small_bias: core/gemm_small.h's direct kernel, which computes the small products instead of
+ * OpenBLAS, the latter starting from a bias row); its main is realpos bench's (cmd_bench), so it takes
  * the bench's arguments, --against included (each side is recorded on its own). After every
  * train_step it has:
  *   step     the step's time (wall seconds, or CPU seconds with --clock cpu);
@@ -60,6 +61,8 @@ void __real_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
                         float beta, float *C, blasint ldc);
 void __real_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                        float beta, float *C, int ldc);
+void __real_gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            const float *bias, float *C, int ldc);
 void __real_train_step(TrainStep *ts, long step);
 
 typedef struct {
@@ -71,7 +74,8 @@ typedef struct {
     float *C;
     int parallel, thread; /* made inside an active parallel region, by that thread */
     double seconds;
-    int small; /* a gemm_small call (alpha 1) */
+    int small;         /* a gemm_small or gemm_small_bias call (alpha 1) */
+    const float *bias; /* gemm_small_bias's bias row, else NULL */
 } GemmCall;
 
 typedef struct {
@@ -142,7 +146,7 @@ void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
     double t0 = call_clock_seconds(parallel);
     __real_cblas_sgemm(order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     recorder.calls[slot] = (GemmCall){order, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C,
-                                      parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 0};
+                                      parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 0, NULL};
 }
 
 /* A gemm_small call is recorded as the sgemm it stands for. */
@@ -158,10 +162,31 @@ void __wrap_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int 
     double t0 = call_clock_seconds(parallel);
     __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, beta,
-                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1};
+                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1, NULL};
+}
+
+/* A gemm_small_bias call too (a linear layer's product that starts from its bias). */
+void __wrap_gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            const float *bias, float *C, int ldc) {
+    if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
+        __real_gemm_small_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+        return;
+    }
+    size_t slot = __atomic_fetch_add(&recorder.num_calls, 1, __ATOMIC_RELAXED);
+    RP_CHECK(slot < MAX_CALLS, "gemm_ceiling: more than %d sgemm calls in one step", MAX_CALLS);
+    const int parallel = omp_in_parallel();
+    double t0 = call_clock_seconds(parallel);
+    __real_gemm_small_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, 0.0f,
+                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1, bias};
 }
 
 static void replay_call(const GemmCall *c) {
+    if (c->small && c->bias) {
+        __real_gemm_small_bias(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B,
+                               c->ldb, c->bias, c->C, c->ldc);
+        return;
+    }
     if (c->small) {
         __real_gemm_small(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
         return;

@@ -9,5 +9,5 @@ out=build/profile; mkdir -p "$out"
 pkgs="hdf5 inih libcjson libutf8proc openblas ompi-c zlib libzstd"
 cc -std=c11 -D_GNU_SOURCE -I. -O2 -g -Wall -Wextra -Werror -fopenmp $(pkg-config --cflags $pkgs) \
   -o "$out/gemm_ceiling" scripts/dev/gemm_ceiling.c build/librealpos.a \
-  -Wl,--wrap=cblas_sgemm,--wrap=gemm_small,--wrap=train_step $(pkg-config --libs $pkgs) -ldnnl -lm
+  -Wl,--wrap=cblas_sgemm,--wrap=gemm_small,--wrap=gemm_small_bias,--wrap=train_step $(pkg-config --libs $pkgs) -ldnnl -lm
 OMP_WAIT_POLICY=PASSIVE exec "$out/gemm_ceiling" "$@"
