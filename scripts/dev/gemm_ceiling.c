@@ -149,46 +149,47 @@ void __wrap_cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
                                       parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 0, NULL};
 }
 
-/* A gemm_small call is recorded as the sgemm it stands for. */
-void __wrap_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                       float beta, float *C, int ldc) {
-    if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
-        __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    size_t slot = __atomic_fetch_add(&recorder.num_calls, 1, __ATOMIC_RELAXED);
-    RP_CHECK(slot < MAX_CALLS, "gemm_ceiling: more than %d sgemm calls in one step", MAX_CALLS);
-    const int parallel = omp_in_parallel();
-    double t0 = call_clock_seconds(parallel);
-    __real_gemm_small(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, beta,
-                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1, NULL};
+/* gemm_small's product of a call, with its bias row (gemm_small_bias) or from beta C */
+static void small_product(const GemmCall *c) {
+    const int ta = c->trans_a == CblasTrans, tb = c->trans_b == CblasTrans;
+    if (c->bias)
+        __real_gemm_small_bias(ta, tb, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->bias, c->C, c->ldc);
+    else
+        __real_gemm_small(ta, tb, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
 }
 
-/* A gemm_small_bias call too (a linear layer's product that starts from its bias). */
-void __wrap_gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                            const float *bias, float *C, int ldc) {
+/* A gemm_small or gemm_small_bias call (`call` without its timing) is recorded as the sgemm it
+ * stands for. */
+static void record_small(GemmCall call) {
     if (!__atomic_load_n(&recorder.recording, __ATOMIC_RELAXED)) {
-        __real_gemm_small_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
+        small_product(&call);
         return;
     }
     size_t slot = __atomic_fetch_add(&recorder.num_calls, 1, __ATOMIC_RELAXED);
     RP_CHECK(slot < MAX_CALLS, "gemm_ceiling: more than %d sgemm calls in one step", MAX_CALLS);
-    const int parallel = omp_in_parallel();
-    double t0 = call_clock_seconds(parallel);
-    __real_gemm_small_bias(ta, tb, M, N, K, A, lda, B, ldb, bias, C, ldc);
-    recorder.calls[slot] = (GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda, ldb, ldc, 1.0f, 0.0f,
-                                      A, B, C, parallel, omp_get_thread_num(), call_clock_seconds(parallel) - t0, 1, bias};
+    call.parallel = omp_in_parallel(), call.thread = omp_get_thread_num();
+    double t0 = call_clock_seconds(call.parallel);
+    small_product(&call);
+    call.seconds = call_clock_seconds(call.parallel) - t0;
+    recorder.calls[slot] = call;
+}
+
+void __wrap_gemm_small(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, float *C, int ldc) {
+    record_small((GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda,
+                            ldb, ldc, 1.0f, beta, A, B, C, 0, 0, 0.0, 1, NULL});
+}
+
+/* a linear layer's product that starts from its bias */
+void __wrap_gemm_small_bias(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            const float *bias, float *C, int ldc) {
+    record_small((GemmCall){CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, lda,
+                            ldb, ldc, 1.0f, 0.0f, A, B, C, 0, 0, 0.0, 1, bias});
 }
 
 static void replay_call(const GemmCall *c) {
-    if (c->small && c->bias) {
-        __real_gemm_small_bias(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B,
-                               c->ldb, c->bias, c->C, c->ldc);
-        return;
-    }
     if (c->small) {
-        __real_gemm_small(c->trans_a == CblasTrans, c->trans_b == CblasTrans, c->M, c->N, c->K, c->A, c->lda, c->B, c->ldb, c->beta, c->C, c->ldc);
+        small_product(c);
         return;
     }
     __real_cblas_sgemm(c->order, c->trans_a, c->trans_b, c->M, c->N, c->K, c->alpha, c->A, c->lda, c->B,
