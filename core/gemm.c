@@ -154,6 +154,7 @@ struct Gemm {
     size_t stage_floats, convert_floats;
     GemmStats stats;
     GemmLanes *lanes; /* the oneDNN side (core/gemm_lane.h): engine, primitives, lanes */
+    int blocks_by_threads; /* share a product in gemm_partition_threads's grid (else gemm_partition's) */
 };
 
 static bf16 *alloc_bf16(size_t count) {
@@ -227,7 +228,10 @@ void gemm_reserve_lanes(Gemm *g, int lanes) {
     RP_CHECK(gemm_precision(g) == PRECISION_BF16 && !gemm_lanes_count(g->lanes) && lanes > 0,
              "internal: gemm_reserve_lanes: once, on a bf16 context, lanes > 0 (%d)", lanes);
     gemm_lanes_reserve(g->lanes, lanes);
+    g->blocks_by_threads = !env_switch("REALPOS_GEMM_FIXED_GRID", 0) && gemm_lanes_extent_invariant(g->lanes);
 }
+
+int gemm_blocks_by_threads(const Gemm *g) { return g ? g->blocks_by_threads : 0; }
 
 int gemm_lanes_reserved(const Gemm *g) { return g ? gemm_lanes_count(g->lanes) : 0; }
 
@@ -380,9 +384,11 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
 /* A bf16 product on oneDNN. oneDNN shares one product among its threads by the thread count, and at
  * 64 threads and more it splits it so that elements' bits change (issue 50: 12 of 69 datasets of a
  * width-256 model differed between 1 and 64 threads after 2 steps). With the lanes reserved (the
- * training step's context), the product is split here as gemm_f32 splits it, into the blocks of
- * core/gemm_partition.h, each computed by one thread on its lane: the same calls at any thread
- * count. Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or 1),
+ * training step's context), the product is split here into blocks, each computed by one thread on
+ * its lane over the whole of K: where an element's bits do not depend on the block that computes it
+ * (gemm_lanes_extent_invariant, checked at gemm_reserve_lanes) one block a thread
+ * (gemm_partition_threads), else the blocks fixed by the shape that gemm_f32 uses (gemm_partition):
+ * either way the same bits at any thread count. Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or 1),
  * oneDNN shares the product. */
 static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
                            const bf16 *B, int ldb, float beta, float *C, int ldc) {
@@ -391,8 +397,8 @@ static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, f
         gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    const GemmPartition grid = gemm_partition(M, N, K);
     const int threads = omp_get_max_threads() < lanes ? omp_get_max_threads() : lanes;
+    const GemmPartition grid = g->blocks_by_threads ? gemm_partition_threads(M, N, K, threads) : gemm_partition(M, N, K);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int part = 0; part < gemm_partition_parts(&grid); part++) {
         int row, col, rows, cols;

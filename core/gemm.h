@@ -127,6 +127,11 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
  * shape (kept, 64 shapes a lane). The emulated backend: gemm_bf16_reference's arithmetic, bit for bit. */
 void gemm_reserve_lanes(Gemm *g, int lanes); /* a bf16 context, once, before any gemm_lane */
 int gemm_lanes_reserved(const Gemm *g);      /* 0 for fp32 or before gemm_reserve_lanes */
+/* 1 when the context shares a dense bf16 product among the threads in one block a thread
+ * (core/gemm_partition.h's gemm_partition_threads: oneDNN's elements checked not to depend on the
+ * block, gemm_lanes_extent_invariant), 0 for the blocks fixed by the shape (gemm_partition; also
+ * with REALPOS_GEMM_FIXED_GRID=1, for comparisons) or before gemm_reserve_lanes. */
+int gemm_blocks_by_threads(const Gemm *g);
 void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, const bf16 *A, int lda,
                const bf16 *B, int ldb, float beta, float *C, int ldc);
 

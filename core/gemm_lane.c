@@ -269,6 +269,56 @@ void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, fl
     execute(l, &l->shared, primitive, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+/* C [M,N] of op(A) op(B) (+ C when beta is 1) in the blocks cut at rows[] and cols[] (each list from
+ * 0 to M or N), one call a block on lane 0. */
+static void product_in_blocks(GemmLanes *l, int ta, int tb, int M, int N, int K, const bf16 *A, const bf16 *B,
+                              float beta, float *C, const int *rows, int row_cuts, const int *cols, int col_cuts) {
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    for (int i = 0; i + 1 < row_cuts; i++)
+        for (int j = 0; j + 1 < col_cuts; j++) {
+            const int r = rows[i], c = cols[j];
+            gemm_lanes_run(l, 0, ta, tb, rows[i + 1] - r, cols[j + 1] - c, K, ta ? A + r : A + (size_t)r * lda, lda,
+                           tb ? B + (size_t)c * ldb : B + c, ldb, beta, C + (size_t)r * N + c, N);
+        }
+}
+
+/* x [count]: values in (-4, 4) of mixed exponents, whose sums the order of rounding moves */
+static void fill_mixed(bf16 *x, size_t count, uint32_t *state) {
+    for (size_t e = 0; e < count; e++) {
+        *state = *state * 1664525u + 1013904223u;
+        x[e] = bf16_from_float(((float)(*state >> 8) / 8388608.0f - 1.0f) * (float)(1 + (*state & 3)));
+    }
+}
+
+int gemm_lanes_extent_invariant(GemmLanes *l) {
+    RP_CHECK(l->lanes > 0, "internal: gemm_lanes_extent_invariant before gemm_lanes_reserve");
+    if (!l->engine)
+        return 1;
+    /* K over several of the library's K blocks; blocks of 16 rows or columns and more (a single row
+     * or column takes oneDNN's matrix-vector path, which sums otherwise: gemm_partition_threads
+     * makes none), cut at no multiple of a kernel's unroll */
+    enum { M = 200, N = 136, K = 1100 };
+    const int whole_rows[] = {0, M}, whole_cols[] = {0, N};
+    const int rows[] = {0, 16, 53, 131, M}, cols[] = {0, 40, 97, 120, N};
+    bf16 *A = xcalloc((size_t)M * K, sizeof *A), *B = xcalloc((size_t)K * N, sizeof *B);
+    float *whole = xcalloc((size_t)M * N, sizeof *whole), *blocks = xcalloc((size_t)M * N, sizeof *blocks);
+    uint32_t state = 0x9e3779b9u;
+    fill_mixed(A, (size_t)M * K, &state);
+    fill_mixed(B, (size_t)K * N, &state);
+    int same = 1;
+    for (int kind = 0; kind < 8 && same; kind++) {
+        const int ta = kind >> 2 & 1, tb = kind >> 1 & 1;
+        const float beta = (float)(kind & 1);
+        for (size_t e = 0; e < (size_t)M * N; e++) /* beta 1: C's prior value is part of the sum */
+            whole[e] = blocks[e] = beta != 0.0f ? bf16_to_float(A[e]) : 0.0f;
+        product_in_blocks(l, ta, tb, M, N, K, A, B, beta, whole, whole_rows, 2, whole_cols, 2);
+        product_in_blocks(l, ta, tb, M, N, K, A, B, beta, blocks, rows, 5, cols, 5);
+        same = !memcmp(whole, blocks, (size_t)M * N * sizeof *whole);
+    }
+    free(A), free(B), free(whole), free(blocks);
+    return same;
+}
+
 void gemm_lanes_count_product(GemmLanes *l, int lane_index, double flops, double seconds) {
     GemmLaneStats *s = &l->lane[lane_index].stats;
     s->products++;

@@ -28,6 +28,13 @@ void gemm_lanes_run(GemmLanes *l, int lane, int ta, int tb, int M, int N, int K,
  * share the product); a (alpha, beta) other than (1, 0 or 1) creates its primitive on first use. */
 void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
                            const bf16 *B, int ldb, float beta, float *C, int ldc);
+/* Whether an element of a product computed on a lane has the same bits whatever part of C the call
+ * computes (its rows and columns of C): checked on lane 0 by computing small products of every
+ * (op(A), op(B), beta) whole and in uneven blocks and comparing bit for bit. oneDNN 2.6's gemm:jit
+ * sums each element over K in blocks fixed by K (measured, not documented): then the threads of a
+ * step may share a product in as many blocks as there are threads, not in a grid fixed by the shape
+ * (core/gemm.c). Once, after gemm_lanes_reserve; 1 for the emulated backend (its sum is per element). */
+int gemm_lanes_extent_invariant(GemmLanes *l);
 void gemm_lanes_count_product(GemmLanes *l, int lane, double flops, double seconds);
 GemmLaneStats gemm_lanes_stats(const GemmLanes *l); /* the threads' lanes (primitives: all) */
 /* The oneDNN implementation of the primitives (e.g. "gemm:jit"), "" before any. */

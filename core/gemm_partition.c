@@ -40,6 +40,30 @@ GemmPartition gemm_partition(int M, int N, int K) {
     return (GemmPartition){(M + rows - 1) / rows, (N + cols - 1) / cols, rows, cols};
 }
 
+/* `length` in at most `parts` pieces of a whole number of GEMM_THREAD_ALIGN, the last one shorter but
+ * not below GEMM_THREAD_ALIGN (a single row or column would take another path in the library) */
+static int thread_piece(int length, int parts) {
+    const int even = (length + parts - 1) / parts;
+    int side = (even + GEMM_THREAD_ALIGN - 1) / GEMM_THREAD_ALIGN * GEMM_THREAD_ALIGN;
+    while (side < length && length - (length - 1) / side * side < GEMM_THREAD_ALIGN)
+        side += GEMM_THREAD_ALIGN;
+    return side < length ? side : length;
+}
+
+GemmPartition gemm_partition_threads(int M, int N, int K, int threads) {
+    if (M <= 0 || N <= 0)
+        return (GemmPartition){0, 0, M > 0 ? M : 0, N > 0 ? N : 0};
+    int rows = M, cols = N;
+    double least = 2.0 * M * N + (double)GEMM_PACK_COST * (M + N);
+    for (int r = 1; r <= threads; r++) {
+        const int r_side = thread_piece(M, r), c_side = thread_piece(N, threads / r);
+        const double cost = 2.0 * r_side * c_side + (double)GEMM_PACK_COST * (r_side + c_side);
+        if (cost < least && 2.0 * r_side * c_side * K >= GEMM_PART_FLOPS)
+            least = cost, rows = r_side, cols = c_side;
+    }
+    return (GemmPartition){(M + rows - 1) / rows, (N + cols - 1) / cols, rows, cols};
+}
+
 void gemm_partition_block(const GemmPartition *p, int M, int N, int part, int *row, int *col, int *rows,
                           int *cols) {
     *row = part / p->col_parts * p->rows;

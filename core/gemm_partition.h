@@ -32,6 +32,19 @@ GemmPartition gemm_partition(int M, int N, int K);
 
 static inline int gemm_partition_parts(const GemmPartition *p) { return p->row_parts * p->col_parts; }
 
+/* A grid by the thread count, for a product whose elements' bits do not depend on the part of C a
+ * call computes (oneDNN's, core/gemm_lane.h's gemm_lanes_extent_invariant): at most `threads`
+ * blocks, one a thread, of sides a whole number of GEMM_THREAD_ALIGN (the last shorter, but not
+ * below GEMM_THREAD_ALIGN unless it is the whole side), each at
+ * least GEMM_PART_FLOPS unless there is one. Of the r x c grids with r c <= threads it takes the one
+ * whose block costs least, 2 r' c' K FLOPs plus packing GEMM_PACK_COST (r' + c') K for a block of
+ * r' x c': every thread has at most one block, so the step waits for one block's time. Fewer and
+ * larger blocks than gemm_partition's at a few threads: each packs less of op(A) and op(B) again
+ * (bert-mini's weight gradients, [256, 1024] with K = 4096: 16 strips ran at 481 GFLOP/s on 2
+ * threads, 2 blocks at 691). */
+enum { GEMM_THREAD_ALIGN = 16, GEMM_PACK_COST = 32 };
+GemmPartition gemm_partition_threads(int M, int N, int K, int threads);
+
 /* Block `part` (0 .. parts - 1, row-major over the grid: consecutive parts share op(A)'s rows):
  * C's rows [*row, *row + *rows) and columns [*col, *col + *cols). */
 void gemm_partition_block(const GemmPartition *p, int M, int N, int part, int *row, int *col, int *rows,

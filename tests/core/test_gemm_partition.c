@@ -5,7 +5,11 @@
  * full block carries GEMM_PART_FLOPS, and more than stage 1's strips (up to GEMM_STRIPS_MAX across
  * C's longer side) only when the blocks' sides' harmonic mean is GEMM_PART_SIDE or more; the
  * same grid at 1, 2, 3 and 128 threads and inside a parallel region; and the grids docs/mfu.md lists
- * for bert-mini's and bert-base's products. */
+ * for bert-mini's and bert-base's products. gemm_partition_threads (one block a thread): every
+ * element in one block, at most `threads` blocks, every side a whole number of GEMM_THREAD_ALIGN but
+ * the last, and that one GEMM_THREAD_ALIGN or more unless it is the whole side (a single row would
+ * take oneDNN's matrix-vector path), each block >= GEMM_PART_FLOPS when there are several, one block
+ * at one thread, and at 2 threads bert-mini's weight gradients in 2 blocks. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,9 +168,73 @@ static void test_listed(TestTally *t) {
           "(%d differ)", sizeof listed / sizeof listed[0], wrong);
 }
 
+/* "" or what gemm_partition_threads's grid g of s at `threads` breaks (the cover: grid_fault's) */
+static const char *thread_grid_fault(const Product *s, const GemmPartition *g, int threads) {
+    const int parts = gemm_partition_parts(g);
+    if (parts > threads)
+        return "more blocks than threads";
+    if (threads == 1 && parts > 1)
+        return "more than one block at one thread";
+    const int last_rows = s->M - (g->row_parts - 1) * g->rows, last_cols = s->N - (g->col_parts - 1) * g->cols;
+    if ((g->row_parts > 1 && (g->rows % GEMM_THREAD_ALIGN || last_rows < GEMM_THREAD_ALIGN)) ||
+        (g->col_parts > 1 && (g->cols % GEMM_THREAD_ALIGN || last_cols < GEMM_THREAD_ALIGN)))
+        return "a side not a whole number of GEMM_THREAD_ALIGN, or a last one under it";
+    if (parts > 1 && 2.0 * g->rows * (double)g->cols * s->K < GEMM_PART_FLOPS)
+        return "a block under GEMM_PART_FLOPS";
+    const char *fault = ""; /* the cover, without grid_fault's bounds on gemm_partition's own rule */
+    unsigned char *seen = calloc((size_t)s->M * s->N + 1, 1);
+    for (int part = 0; part < parts; part++) {
+        int row, col, rows, cols;
+        gemm_partition_block(g, s->M, s->N, part, &row, &col, &rows, &cols);
+        if (rows <= 0 || cols <= 0 || row < 0 || col < 0 || row + rows > s->M || col + cols > s->N) {
+            fault = "a block empty or outside C";
+            break;
+        }
+        for (int m = row; m < row + rows; m++)
+            for (int n = col; n < col + cols; n++)
+                seen[(size_t)m * s->N + n]++;
+    }
+    for (size_t e = 0; e < (size_t)s->M * s->N && !*fault; e++)
+        if (seen[e] != 1)
+            fault = "an element in no block or in two";
+    free(seen);
+    return fault;
+}
+
+static void test_threads_rule(TestTally *t) {
+    const int sides[] = {1, 2, 15, 16, 17, 31, 33, 63, 65, 129, 256, 300, 634, 1000, 4096, 30522};
+    const int depths[] = {1, 64, 256, 4096}, threads[] = {1, 2, 3, 4, 7, 8, 64, 128};
+    int shapes = 0, faults = 0, split = 0;
+    for (size_t i = 0; i < sizeof sides / sizeof *sides; i++)
+        for (size_t j = 0; j < sizeof sides / sizeof *sides; j++)
+            for (size_t d = 0; d < sizeof depths / sizeof *depths; d++)
+                for (size_t k = 0; k < sizeof threads / sizeof *threads; k++) {
+                    const Product s = {sides[i], sides[j], depths[d]};
+                    if ((double)s.M * s.N > 16e6)
+                        continue;
+                    shapes++;
+                    const GemmPartition g = gemm_partition_threads(s.M, s.N, s.K, threads[k]);
+                    const char *fault = thread_grid_fault(&s, &g, threads[k]);
+                    split += gemm_partition_parts(&g) > 1;
+                    if (*fault && faults++ < 5)
+                        printf("  %d x %d x %d at %d threads: %d x %d blocks of %d x %d: %s\n", s.M, s.N, s.K,
+                               threads[k], g.row_parts, g.col_parts, g.rows, g.cols, fault);
+                }
+    CHECK(t, faults == 0 && split > 0, "gemm_partition_threads: %d shapes and thread counts (%d split): every "
+          "element in one block, at most one block a thread, sides whole %d-multiples with no last one under "
+          "%d, blocks >= %g FLOPs (%d faulty)", shapes, split, GEMM_THREAD_ALIGN, GEMM_THREAD_ALIGN,
+          GEMM_PART_FLOPS, faults);
+    const GemmPartition dw = gemm_partition_threads(256, 1024, 4096, 2), decoder = gemm_partition_threads(634, 256, 30522, 2);
+    CHECK(t, gemm_partition_parts(&dw) == 2 && gemm_partition_parts(&decoder) == 2,
+          "gemm_partition_threads at 2 threads: bert-mini's feed-forward dW [256, 1024] (K 4096) and decoder d_in "
+          "[634, 256] (K 30522) in 2 blocks each (%d x %d, %d x %d)", dw.row_parts, dw.col_parts, decoder.row_parts,
+          decoder.col_parts);
+}
+
 int main(void) {
     TestTally t = {0};
     test_rule(&t);
     test_listed(&t);
+    test_threads_rule(&t);
     return tally_exit(&t);
 }

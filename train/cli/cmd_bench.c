@@ -376,8 +376,9 @@ int cmd_bench(int argc, char **argv) {
         const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
         products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
         printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "
-               "%.0f%% of the step's time)\n", done / steps * 1e-9, seconds / steps, products_gflops,
-               100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed);
+               "%.0f%% of the step's time), shared in %s\n", done / steps * 1e-9, seconds / steps, products_gflops,
+               100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed,
+               gemm_blocks_by_threads(side.ts.head.acts->gemm) ? "one block a thread" : "the blocks fixed by the shape");
     }
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
