@@ -12,8 +12,10 @@ The products: the forward, d_in and dW of the four linear maps of every layer (q
 out, feed-forward in and out) and of the MLM head's transform and decoder at the labelled
 positions (15% of B T, rounded); the per-(sequence, head) attention products are not split.
 --rule old: the 1-D rule before (the longer side of C in up to 16 strips).
+--rule threads: gemm_partition_threads, one block a thread (bf16 products on oneDNN where its
+elements do not depend on the block: core/gemm_lane.h's gemm_lanes_extent_invariant).
 
-Usage: scripts/dev/gemm_partition_model.py [--rule grid|old]"""
+Usage: scripts/dev/gemm_partition_model.py [--rule grid|old|threads]"""
 import re
 import sys
 from pathlib import Path
@@ -23,6 +25,8 @@ text = HEADER.read_text()
 PARTS_MAX, STRIPS_MAX, ALIGN, SIDE = (int(re.search(name + r" = (\d+)", text).group(1)) for name in
                                       ("GEMM_PARTS_MAX", "GEMM_STRIPS_MAX", "GEMM_PART_ALIGN", "GEMM_PART_SIDE"))
 FLOPS = float(re.search(r"#define GEMM_PART_FLOPS (\S+)", text).group(1))
+THREAD_ALIGN, PACK_COST = (int(re.search(name + r" = (\d+)", text).group(1)) for name in
+                           ("GEMM_THREAD_ALIGN", "GEMM_PACK_COST"))
 
 
 def piece(length, parts):
@@ -61,6 +65,26 @@ def grid(M, N, K):
     return sizes(M, row_parts), sizes(N, col_parts)
 
 
+def thread_piece(length, parts):
+    side = (-(-length // parts) + THREAD_ALIGN - 1) // THREAD_ALIGN * THREAD_ALIGN
+    while side < length and length - (length - 1) // side * side < THREAD_ALIGN:
+        side += THREAD_ALIGN
+    return min(side, length)
+
+
+def thread_grid(M, N, K, threads):
+    """core/gemm_partition.c's gemm_partition_threads: of the r x c <= threads grids, the least
+    costly block (2 r' c' + PACK_COST (r' + c') per unit of K), each >= FLOPS when split."""
+    rows, cols, least = M, N, 2.0 * M * N + PACK_COST * (M + N)
+    for r in range(1, threads + 1):
+        rs, cs = thread_piece(M, r), thread_piece(N, threads // r)
+        cost = 2.0 * rs * cs + PACK_COST * (rs + cs)
+        if cost < least and 2.0 * rs * cs * K >= FLOPS:
+            rows, cols, least = rs, cs, cost
+    return ([min(rows, M - i * rows) for i in range(-(-M // rows))],
+            [min(cols, N - i * cols) for i in range(-(-N // cols))])
+
+
 def old_grid(M, N, K):
     rows = M >= N
     length, p = (M if rows else N), 1
@@ -84,7 +108,7 @@ def products(B, T, H, I, V, layers):
 def bound(prods, rule, threads):
     total = time = 0.0
     for _, M, N, K in prods:
-        rows, cols = rule(M, N, K)
+        rows, cols = thread_grid(M, N, K, threads) if rule is thread_grid else rule(M, N, K)
         parts = [2.0 * r * c * K for r in rows for c in cols]
         q, extra = divmod(len(parts), threads)
         first = busiest = 0
@@ -101,14 +125,20 @@ def main():
     rule = grid
     if sys.argv[1:] == ["--rule", "old"]:
         rule = old_grid
+    elif sys.argv[1:] == ["--rule", "threads"]:
+        rule = thread_grid
     elif sys.argv[1:] not in ([], ["--rule", "grid"]):
         sys.exit(__doc__.split("\n\n")[-1])
     shapes = {"bert-mini 32 x 128": products(32, 128, 256, 1024, 30522, 4),
               "bert-base 8 x 128": products(8, 128, 768, 3072, 30522, 12)}
     counts = (2, 8, 16, 32, 64, 128)
-    print(f"rule: {'grid' if rule is grid else 'old'} (cap {PARTS_MAX if rule is grid else 16}, "
-          f"align {ALIGN}, >= {FLOPS:g} FLOPs a block"
-          f"{f', then 2-D: sides harmonic mean >= {SIDE}' if rule is grid else ''})")
+    if rule is thread_grid:
+        print(f"rule: threads (at most one block a thread, align {THREAD_ALIGN}, >= {FLOPS:g} FLOPs a block; "
+              f"the grids printed at 2 threads)")
+    else:
+        print(f"rule: {'grid' if rule is grid else 'old'} (cap {PARTS_MAX if rule is grid else 16}, "
+              f"align {ALIGN}, >= {FLOPS:g} FLOPs a block"
+              f"{f', then 2-D: sides harmonic mean >= {SIDE}' if rule is grid else ''})")
     for shape, prods in shapes.items():
         print(shape)
         seen = set()
@@ -116,7 +146,7 @@ def main():
             if name in seen:
                 continue
             seen.add(name)
-            rows, cols = rule(M, N, K)
+            rows, cols = thread_grid(M, N, K, 2) if rule is thread_grid else rule(M, N, K)
             print(f"  {name:22s} {M:5d} x {N:5d} x {K:5d}: {len(rows):3d} x {len(cols):3d} = {len(rows) * len(cols):3d} "
                   f"blocks of {rows[0]} x {cols[0]}")
         print("  bound at " + " / ".join(map(str, counts)) + " threads: " +
