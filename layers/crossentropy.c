@@ -82,3 +82,42 @@ void crossentropy_backward(float *d_logits, const float *probs, const int *label
         d[label] = (p_label - 1.0f) * scale;
     }
 }
+
+/* The same d_logits, and db [V] += its column sums (a decoder's bias gradient), in one pass: threads
+ * own column blocks (col_blocks) and walk the rows in order, so each column is summed as bias_sums
+ * sums it (layers/linear.c) and d as crossentropy_backward makes it: the bits of the two passes. */
+static __attribute__((noinline)) void backward_bias_pass(float *d_logits, float *restrict db, const float *probs,
+                                                         const int *labels, int M, int V, float scale) {
+    const ColBlocks blocks = col_blocks(V);
+#pragma omp for schedule(static)
+    for (int block = 0; block < blocks.count; block++) {
+        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
+        float acc[COL_BLOCK_MAX] = {0};
+        for (int m = 0; m < M; m++) {
+            float *d = d_logits + (size_t)m * V + c0;
+            const float *p = probs + (size_t)m * V + c0;
+            if (labels[m] == IGNORE_LABEL) {
+                memset(d, 0, (size_t)width * sizeof *d);
+                continue; /* adds +0 to every column's sum: nothing */
+            }
+            const int label = labels[m] - c0; /* in this block when 0 .. width - 1 */
+            const float p_label = label >= 0 && label < width ? p[label] : 0.0f; /* d may alias p */
+#pragma omp simd
+            for (int c = 0; c < width; c++)
+                d[c] = p[c] * scale;
+            if (label >= 0 && label < width)
+                d[label] = (p_label - 1.0f) * scale;
+            for (int c = 0; c < width; c++)
+                acc[c] += d[c];
+        }
+        for (int c = 0; c < width; c++)
+            db[c0 + c] += acc[c];
+    }
+}
+
+void crossentropy_backward_bias(float *d_logits, float *restrict db, const float *probs, const int *labels, int M,
+                                int V, float d_loss) {
+    const int labelled = count_labelled(labels, M);
+    const float scale = labelled ? d_loss / (float)labelled : 0.0f;
+    OMP_TEAM_OR_ALONE(backward_bias_pass(d_logits, db, probs, labels, M, V, scale));
+}

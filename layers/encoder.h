@@ -120,7 +120,8 @@ void mlm_head_forward(Gemm *g, HeadActs *acts, const float *hidden, const int *r
                       const HeadParams *p, const float *word_emb, int H, int V, float eps,
                       int forward_only);
 /* d_logits [M,V] in (clobbered); d_hidden [N,H] += scattered row gradients (caller zeroes it);
- * grads += into g and d_word_emb. d_tmp: [2, M, H] scratch. */
+ * grads += into g (g->bias NULL: the bias gradient is the caller's, crossentropy_backward_bias) and
+ * d_word_emb. d_tmp: [2, M, H] scratch. */
 void mlm_head_backward(Gemm *gemm, float *d_hidden, HeadParams *g, float *d_word_emb, float *d_logits,
                        float *d_tmp, const HeadActs *acts, const int *rows, int M,
                        const HeadParams *p, const float *word_emb, int H, int V);

@@ -253,6 +253,10 @@ float crossentropy_forward(float *probs, int *n_correct, const float *logits, co
  * d_logits may alias probs. */
 void crossentropy_backward(float *d_logits, const float *probs, const int *labels, int M, int V,
                            float d_loss);
+/* The same and db [V] += the column sums of d_logits (the bias gradient of the linear map that made
+ * the logits: the MLM decoder's) in one pass over d_logits, with the bits of the two passes. */
+void crossentropy_backward_bias(float *d_logits, float *restrict db, const float *probs, const int *labels, int M,
+                                int V, float d_loss);
 
 /* ---- tanh.c -----------------------------------------------------------------------------
  * out = tanh(in)      [n]   (the BERT pooler's activation); out may alias in. */

@@ -19,7 +19,8 @@ void mlm_head_forward(Gemm *g, HeadActs *a, const float *hidden, const int *rows
     linear_forward(g, a->logits, a->out, word_emb, p->bias, M, H, V);
 }
 
-/* d_out = d_logits E (and the output's parameter gradients; d_logits is consumed);  d_act = LN backward (from act, the
+/* d_out = d_logits E (and the output's parameter gradients, the bias's unless g->bias is NULL: a
+ * caller that adds it while making d_logits, crossentropy_backward_bias; d_logits is consumed);  d_act = LN backward (from act, the
  * layer norm's input);  d_pre = d_act * slope with b_t's gradient in the same pass;  d_gathered,
  * d_W_t from the transform's linear_backward;  d_hidden[rows[m]] += d_gathered[m] (rows are
  * distinct, so the scatter is race-free). */

@@ -20,7 +20,7 @@ RULES = [
     ("operand conversions (bf16_convert)", None, r"bf16_convert|gemm_convert"),
     ("dropout", None, r"dropout"),
     ("AdamW, gradient norm", None, r"adamw|grad_sum_squares|grad_clip"),
-    ("loss (cross-entropy, MLM head)", None, r"crossentropy|mlm_head|row_grad_means|loss"),
+    ("loss (cross-entropy, MLM head)", None, r"crossentropy|mlm_head|row_grad_means|loss|^backward_bias_pass\b"),
     ("embeddings", None, r"embedding"),
     ("bias gradients", None, r"bias_backward|^bias_sums\b"),
     ("memset / memcpy", r"libc", r"mem(move|set|cpy)"),

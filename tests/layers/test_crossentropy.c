@@ -1,7 +1,9 @@
 /* layers/crossentropy.c: loss, probabilities and n_correct against a double reference
  * (IGNORE_LABEL rows, argmax ties to the lowest index), d_logits against central differences of
  * the reference loss scaled by d_loss, d_logits prefilled with NaN, aliasing, every row ignored,
- * bit-identical results with 1 and 2 threads at vocabulary size. */
+ * bit-identical results with 1 and 2 threads at vocabulary size; crossentropy_backward_bias against
+ * crossentropy_backward and the column sums in row order (bias_sums's), bit for bit, aliased, with an
+ * ignored row and labels at column blocks' edges, at 1, 2 and 3 threads. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -111,6 +113,30 @@ static void test_crossentropy(TestTally *t, Rng *rng) {
                  same_bits(p[0], p[1], big) && same_bits(d_x[0], d_x[1], big),
           "crossentropy forward/backward bit-identical with 1 and 2 threads (M=%d V=%d)", big_M,
           vocab);
+
+    /* crossentropy_backward_bias: d_logits and db += column sums, the bits of the two passes */
+    big_labels[0] = 0, big_labels[1] = vocab - 1, big_labels[2] = 1023, big_labels[4] = 1024;
+    float *want_d = zeros(&pool, big), *want_db = uniform(&pool, rng, vocab, -1, 1);
+    crossentropy_forward(p[0], NULL, x, big_labels, big_M, vocab);
+    crossentropy_backward(want_d, p[0], big_labels, big_M, vocab, 0.75f);
+    float *db_start = copy(&pool, want_db, vocab);
+    for (int c = 0; c < vocab; c++) {
+        float column = 0.0f;
+        for (int m = 0; m < big_M; m++)
+            column += want_d[(size_t)m * vocab + c];
+        want_db[c] += column;
+    }
+    int fused_same = 1;
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        float *d = copy(&pool, p[0], big), *db = copy(&pool, db_start, vocab); /* d aliases the probabilities */
+        crossentropy_backward_bias(d, db, d, big_labels, big_M, vocab, 0.75f);
+        fused_same &= same_bits(d, want_d, big) && same_bits(db, want_db, vocab);
+    }
+    omp_set_num_threads(2);
+    CHECK(t, fused_same, "crossentropy_backward_bias: d_logits and the bias gradient with the bits of "
+          "crossentropy_backward and column sums in row order, aliased, at 1, 2 and 3 threads (M=%d V=%d, an "
+          "ignored row, labels 0, 1023, 1024 and V-1)", big_M, vocab);
 
     /* The loss alone at 1, 2, 3 and 7 threads, over rows whose losses span ~30 binary orders (a
      * label far above or far below its row), where the order of the additions changes the sum's

@@ -356,8 +356,11 @@ void model_mlm_head_backward(Model *m, Activations *a, const Batch *batch, float
              "nothing for a backward: run the forward with FORWARD_TRAIN or FORWARD_EVAL_GRAD)");
     memset(a->d_hidden_a, 0, sizeof(float) * (size_t)N * H);
     if (M > 0) {
-        crossentropy_backward(a->head.logits, a->head.logits, a->labels, M, V, loss_scale);
-        mlm_head_backward(a->gemm, a->d_hidden_a, &m->g.head, m->g.word_emb, a->head.logits, a->d_head, &a->head,
+        /* the decoder bias's gradient in the pass that makes d_logits: one pass over [M, V], not two */
+        HeadParams head_grads = m->g.head;
+        head_grads.bias = NULL;
+        crossentropy_backward_bias(a->head.logits, m->g.head.bias, a->head.logits, a->labels, M, V, loss_scale);
+        mlm_head_backward(a->gemm, a->d_hidden_a, &head_grads, m->g.word_emb, a->head.logits, a->d_head, &a->head,
                           a->rows, M, &m->p.head, m->p.word_emb, H, V);
     }
 }
