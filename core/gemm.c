@@ -71,14 +71,27 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
 }
 
 int gemm_fuses_bias(const Gemm *g, int M, int N, int K) {
-    return gemm_precision(g) == PRECISION_FP32 && gemm_small_fits(M, N, K, 1.0f);
+    if (gemm_precision(g) == PRECISION_FP32)
+        return gemm_small_fits(M, N, K, 1.0f);
+    /* oneDNN on the lanes (onednn_product's split; inside a region it shares the product instead) */
+    return gemm_backend(g) == GEMM_BF16_ONEDNN && gemm_lanes_reserved(g) && omp_get_level() == 0;
 }
 
-void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+static void typed_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
+                          GemmOperand B, int ldb, float beta, const float *bias, float *C, int ldc);
+
+void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, GemmOperand A, int lda, GemmOperand B, int ldb,
                const float *bias, float *C, int ldc) {
-    RP_CHECK(gemm_fuses_bias(g, M, N, K), "internal: gemm_bias: a %s %d x %d x %d product (gemm_fuses_bias: fp32, "
-             "gemm_small's sizes)", gemm_precision(g) == PRECISION_FP32 ? "fp32" : "bf16", M, N, K);
-    f32_product(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, ldc);
+    RP_CHECK(gemm_fuses_bias(g, M, N, K), "internal: gemm_bias: a %s %d x %d x %d product (gemm_fuses_bias: fp32 "
+             "of gemm_small's sizes, or bf16 on oneDNN's lanes)", gemm_precision(g) == PRECISION_FP32 ? "fp32" : "bf16",
+             M, N, K);
+    if (gemm_precision(g) == PRECISION_FP32) {
+        RP_CHECK(A.f32 && B.f32, "internal: gemm_bias: a bf16 operand in an fp32 context");
+        f32_product(ta, tb, M, N, K, 1.0f, A.f32, lda, B.f32, ldb, 0.0f, bias, C, ldc);
+        return;
+    }
+    RP_CHECK(ta == GEMM_N && tb == GEMM_T, "internal: gemm_bias: bf16 with a bias computes A B^T only");
+    typed_product(g, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, bias, C, ldc);
 }
 
 /* Element (r, c) of op(X) for X stored with row stride ld. */
@@ -247,7 +260,7 @@ void gemm_lane(Gemm *g, int lane, GemmOp ta, GemmOp tb, int M, int N, int K, con
     if (g->backend == GEMM_BF16_EMULATED)
         emulated_product(ta, tb, M, N, K, 1.0f, A, (size_t)lda, B, (size_t)ldb, beta, C, ldc);
     else
-        gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        gemm_lanes_run(g->lanes, lane, ta == GEMM_T, tb == GEMM_T, M, N, K, A, lda, B, ldb, beta, NULL, C, ldc);
     gemm_lanes_count_product(g->lanes, lane, 2.0 * M * N * (double)K, omp_get_wtime() - t0);
 }
 
@@ -391,9 +404,10 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
  * either way the same bits at any thread count. Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or 1),
  * oneDNN shares the product. */
 static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
-                           const bf16 *B, int ldb, float beta, float *C, int ldc) {
+                           const bf16 *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     const int lanes = gemm_lanes_count(g->lanes);
     if (!lanes || alpha != 1.0f || (beta != 0.0f && beta != 1.0f) || omp_get_level() > 0) {
+        RP_CHECK(!bias, "internal: gemm: a bf16 bias outside the lanes");
         gemm_lanes_run_shared(g->lanes, ta == GEMM_T, tb == GEMM_T, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
@@ -406,7 +420,7 @@ static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, f
         const bf16 *A_part = ta == GEMM_T ? A + row : A + (size_t)row * lda;
         const bf16 *B_part = tb == GEMM_T ? B + (size_t)col * ldb : B + col;
         gemm_lanes_run(g->lanes, omp_get_thread_num(), ta == GEMM_T, tb == GEMM_T, rows, cols, K, A_part, lda, B_part,
-                       ldb, beta, C + (size_t)row * ldc + col, ldc);
+                       ldb, beta, bias ? bias + col : NULL, C + (size_t)row * ldc + col, ldc);
     }
 }
 
@@ -417,6 +431,12 @@ void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const
 
 void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
                    GemmOperand B, int ldb, float beta, float *C, int ldc) {
+    typed_product(g, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc);
+}
+
+/* gemm_operands, and gemm_bias's bf16 products (bias [N] added on oneDNN's lanes) */
+static void typed_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
+                          GemmOperand B, int ldb, float beta, const float *bias, float *C, int ldc) {
     if (gemm_precision(g) == PRECISION_FP32) {
         RP_CHECK(A.f32 && B.f32, "internal: gemm: a bf16 operand in an fp32 context");
         gemm_f32(ta, tb, M, N, K, alpha, A.f32, lda, B.f32, ldb, beta, C, ldc);
@@ -424,12 +444,13 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
     }
     if (M <= 0 || N <= 0)
         return;
-    if (K <= 0) { /* no products: C = beta C */
+    if (K <= 0) { /* no products: C = beta C (+ bias) */
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
-                C[(size_t)m * ldc + n] = beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f;
+                C[(size_t)m * ldc + n] = (beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f) + (bias ? bias[n] : 0.0f);
         return;
     }
+    RP_CHECK(!bias || g->backend == GEMM_BF16_ONEDNN, "internal: gemm: a bias on the emulated backend");
     int64_t lda16, ldb16;
     const bf16 *A16 = ta == GEMM_T ? bf16_operand(g, 0, A, K, M, lda, &lda16) : bf16_operand(g, 0, A, M, K, lda, &lda16);
     const bf16 *B16 = tb == GEMM_T ? bf16_operand(g, 1, B, N, K, ldb, &ldb16) : bf16_operand(g, 1, B, K, N, ldb, &ldb16);
@@ -437,7 +458,7 @@ void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alp
     if (g->backend == GEMM_BF16_EMULATED) {
         emulated_product(ta, tb, M, N, K, alpha, A16, (size_t)lda16, B16, (size_t)ldb16, beta, C, ldc);
     } else {
-        onednn_product(g, ta, tb, M, N, K, alpha, A16, (int)lda16, B16, (int)ldb16, beta, C, ldc);
+        onednn_product(g, ta, tb, M, N, K, alpha, A16, (int)lda16, B16, (int)ldb16, beta, bias, C, ldc);
     }
     g->stats.product_seconds += omp_get_wtime() - t0;
     g->stats.product_flops += 2.0 * M * N * (double)K;

@@ -107,12 +107,14 @@ GemmOperand gemm_convert_in_place(Gemm *g, float *x, size_t rows, size_t cols, s
 /* C = alpha op(A) op(B) + beta C in the context's precision (fp32: gemm_f32). */
 void gemm(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
           const float *B, int ldb, float beta, float *C, int ldc);
-/* C [M,N] = rows of bias [N] + op(A) op(B), each element's chain of products started from bias [n]:
- * the bits of C's rows set to bias and then gemm with alpha 1, beta 1 (a linear layer's output
- * without the pass that fills it). Only where gemm_fuses_bias: an fp32 context and a product
- * core/gemm_small.h computes (else a fatal error; fill C and use gemm). */
+/* C [M,N] = rows of bias [N] + op(A) op(B): a linear layer's output without the pass that fills C
+ * with the bias and the product's read of it. Only where gemm_fuses_bias (else a fatal error; fill C
+ * and use gemm): in fp32 a product core/gemm_small.h computes, each element's chain of products
+ * started from bias [n] (the bits of the fill and then gemm with beta 1); in bf16 an A B^T product
+ * on oneDNN's lanes (a training or evaluation context, outside parallel regions), bias [n] added to
+ * each element's finished sum (oneDNN's matmul bias; the fill and beta 1 add it first). */
 int gemm_fuses_bias(const Gemm *g, int M, int N, int K);
-void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+void gemm_bias(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, GemmOperand A, int lda, GemmOperand B, int ldb,
                const float *bias, float *C, int ldc);
 /* The same with typed operands: a bf16 one is read as it is (row stride lda / ldb in elements). */
 void gemm_operands(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, GemmOperand A, int lda,
@@ -151,7 +153,7 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
                                size_t borrowed_floats);
 
 /* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
- * converting (inside gemm and gemm_stage), oneDNN primitives created (8 by gemm_create, then none
+ * converting (inside gemm and gemm_stage), oneDNN primitives created (9 by gemm_create, then none
  * unless another alpha or beta is met), and the oneDNN implementation of the last one created (e.g.
  * "gemm:jit"). */
 typedef struct {

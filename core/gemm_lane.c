@@ -1,5 +1,5 @@
 /* core/gemm.c's oneDNN side (core/gemm_lane.h): the engine, matmul primitives with all dimensions
- * and strides runtime arguments, keyed by (op(A), op(B), alpha, beta) and the step's 8 created at
+ * and strides runtime arguments, keyed by (op(A), op(B), alpha, beta, bias) and the step's 9 created at
  * start-up; per lane (the context's own and one per thread) a stream, a user scratchpad and a small
  * cache of memory objects keyed by the product's shape.
  *
@@ -34,7 +34,7 @@ enum { LANE_MEMORIES = 64, SHARED_MEMORIES = 64, PRIMITIVES_MAX = 16 };
 
 typedef struct {
     int64_t key[8]; /* M, N, K, lda, ldb, ldc, ta, tb */
-    dnnl_memory_t a, b, c;
+    dnnl_memory_t a, b, c, bias; /* bias [1, N]: made on the shape's first product with a bias */
     uint64_t last_used;
 } LaneMemory;
 
@@ -53,6 +53,7 @@ typedef struct {
 typedef struct {
     int ta, tb;
     float alpha, beta;
+    int bias; /* C = alpha op(A) op(B) + beta C + bias [1, N] */
     dnnl_primitive_t primitive;
 } Primitive;
 
@@ -75,17 +76,19 @@ static void matrix_desc(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int6
     LANE_CHECK(dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides), "describing a matrix");
 }
 
-/* C [M,N] = alpha op(A) op(B) + beta C with every dimension and stride given at execution. */
-static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float beta) {
+/* C [M,N] = alpha op(A) op(B) + beta C (+ bias [1, N]) with every dimension and stride given at
+ * execution. */
+static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float beta, int bias) {
     RP_CHECK(l->primitives < PRIMITIVES_MAX, "internal: gemm: over %d (op(A), op(B), alpha, beta) kinds of product",
              PRIMITIVES_MAX);
     const int64_t any = DNNL_RUNTIME_DIM_VAL;
-    dnnl_memory_desc_t a_md, b_md, c_md;
+    dnnl_memory_desc_t a_md, b_md, c_md, bias_md;
     matrix_desc(&a_md, any, any, any, ta, dnnl_bf16);
     matrix_desc(&b_md, any, any, any, tb, dnnl_bf16);
     matrix_desc(&c_md, any, any, any, 0, dnnl_f32);
+    matrix_desc(&bias_md, 1, any, any, 0, dnnl_f32);
     dnnl_matmul_desc_t desc;
-    LANE_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, NULL, &c_md), "describing a matmul");
+    LANE_CHECK(dnnl_matmul_desc_init(&desc, &a_md, &b_md, bias ? &bias_md : NULL, &c_md), "describing a matmul");
     dnnl_primitive_attr_t attr;
     LANE_CHECK(dnnl_primitive_attr_create(&attr), "creating attributes");
     /* a user scratchpad per lane: the library's is shared, and this oneDNN is not built for
@@ -101,8 +104,9 @@ static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float bet
     }
     dnnl_primitive_desc_t pd;
     dnnl_status_t status = dnnl_primitive_desc_create(&pd, &desc, attr, l->engine, NULL);
-    RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul with runtime shapes%s%s (status %d); set "
-             "train.precision = fp32", ta ? ", A transposed" : "", tb ? ", B transposed" : "", (int)status);
+    RP_CHECK(status == dnnl_success, "oneDNN: no bf16 matmul with runtime shapes%s%s%s (status %d); set "
+             "train.precision = fp32", ta ? ", A transposed" : "", tb ? ", B transposed" : "", bias ? ", a bias" : "",
+             (int)status);
     const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     const size_t bytes = scratch ? dnnl_memory_desc_get_size(scratch) : 0;
     l->scratch_bytes = bytes > l->scratch_bytes ? bytes : l->scratch_bytes;
@@ -110,7 +114,7 @@ static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float bet
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
         snprintf(l->implementation, sizeof l->implementation, "%s", impl);
     Primitive *p = &l->primitive[l->primitives];
-    *p = (Primitive){ta, tb, alpha, beta, NULL};
+    *p = (Primitive){ta, tb, alpha, beta, bias, NULL};
     LANE_CHECK(dnnl_primitive_create(&p->primitive, pd), "creating a matmul");
     dnnl_primitive_desc_destroy(pd);
     if (post)
@@ -120,10 +124,10 @@ static int create_primitive(GemmLanes *l, int ta, int tb, float alpha, float bet
     return l->primitives++;
 }
 
-static int find_primitive(const GemmLanes *l, int ta, int tb, float alpha, float beta) {
+static int find_primitive(const GemmLanes *l, int ta, int tb, float alpha, float beta, int bias) {
     for (int i = 0; i < l->primitives; i++) {
         const Primitive *p = &l->primitive[i];
-        if (p->ta == ta && p->tb == tb && p->alpha == alpha && p->beta == beta)
+        if (p->ta == ta && p->tb == tb && p->alpha == alpha && p->beta == beta && p->bias == bias)
             return i;
     }
     return -1;
@@ -158,7 +162,8 @@ GemmLanes *gemm_lanes_create(int onednn) {
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
                 for (int beta = 0; beta < 2; beta++)
-                    create_primitive(l, ta, tb, 1.0f, (float)beta);
+                    create_primitive(l, ta, tb, 1.0f, (float)beta, 0);
+        create_primitive(l, 0, 1, 1.0f, 0.0f, 1); /* a linear layer's out = in W^T + b */
     }
     lane_open(l, &l->shared, SHARED_MEMORIES);
     return l;
@@ -176,6 +181,8 @@ static void drop_memory(LaneMemory *m) {
     dnnl_memory_destroy(m->a);
     dnnl_memory_destroy(m->b);
     dnnl_memory_destroy(m->c);
+    if (m->bias)
+        dnnl_memory_destroy(m->bias);
     memset(m, 0, sizeof *m);
 }
 
@@ -235,38 +242,51 @@ static LaneMemory *lane_memory(GemmLanes *l, Lane *lane, const int64_t key[8]) {
 }
 
 static void execute(GemmLanes *l, Lane *lane, int primitive, int ta, int tb, int M, int N, int K, const bf16 *A,
-                    int lda, const bf16 *B, int ldb, float *C, int ldc) {
+                    int lda, const bf16 *B, int ldb, const float *bias, float *C, int ldc) {
     const int64_t key[8] = {M, N, K, lda, ldb, ldc, ta, tb};
     LaneMemory *m = lane_memory(l, lane, key);
     m->last_used = ++lane->clock;
     LANE_CHECK(dnnl_memory_set_data_handle(m->a, (void *)A), "binding A");
     LANE_CHECK(dnnl_memory_set_data_handle(m->b, (void *)B), "binding B");
     LANE_CHECK(dnnl_memory_set_data_handle(m->c, C), "binding C");
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c},
-                               {DNNL_ARG_SCRATCHPAD, lane->scratchpad}};
-    LANE_CHECK(dnnl_primitive_execute(l->primitive[primitive].primitive, lane->stream, 4, args), "executing a matmul");
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m->a}, {DNNL_ARG_WEIGHTS, m->b}, {DNNL_ARG_DST, m->c},
+                               {DNNL_ARG_SCRATCHPAD, lane->scratchpad}, {DNNL_ARG_BIAS, NULL}};
+    if (bias) {
+        if (!m->bias) {
+            dnnl_memory_desc_t bias_md;
+            matrix_desc(&bias_md, 1, N, N, 0, dnnl_f32);
+            LANE_CHECK(dnnl_memory_create(&m->bias, &bias_md, l->engine, DNNL_MEMORY_NONE), "creating a memory object");
+        }
+        LANE_CHECK(dnnl_memory_set_data_handle(m->bias, (void *)bias), "binding the bias");
+        args[4].memory = m->bias;
+    }
+    LANE_CHECK(dnnl_primitive_execute(l->primitive[primitive].primitive, lane->stream, bias ? 5 : 4, args),
+               "executing a matmul");
     LANE_CHECK(dnnl_stream_wait(lane->stream), "waiting for a matmul");
 }
 
 void gemm_lanes_run(GemmLanes *l, int lane_index, int ta, int tb, int M, int N, int K, const bf16 *A,
-                    int lda, const bf16 *B, int ldb, float beta, float *C, int ldc) {
+                    int lda, const bf16 *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     RP_CHECK(lane_index >= 0 && lane_index < l->lanes, "internal: gemm_lane: lane %d of %d", lane_index, l->lanes);
     RP_CHECK(beta == 0.0f || beta == 1.0f, "internal: gemm_lane: beta %g (0 or 1)", (double)beta);
-    /* the 8 made at start-up come first, in (ta, tb, beta) order: no search, nothing created here */
-    const int primitive = (ta != 0) * 4 + (tb != 0) * 2 + (beta != 0.0f);
-    execute(l, &l->lane[lane_index], primitive, ta != 0, tb != 0, M, N, K, A, lda, B, ldb, C, ldc);
+    RP_CHECK(!bias || (!ta && tb && beta == 0.0f), "internal: gemm_lane: a bias with op(A) %s, op(B) %s, beta %g "
+             "(only A B^T, beta 0)", ta ? "transposed" : "plain", tb ? "transposed" : "plain", (double)beta);
+    /* the 8 made at start-up come first, in (ta, tb, beta) order, then the bias's: no search, nothing
+     * created here */
+    const int primitive = bias ? 8 : (ta != 0) * 4 + (tb != 0) * 2 + (beta != 0.0f);
+    execute(l, &l->lane[lane_index], primitive, ta != 0, tb != 0, M, N, K, A, lda, B, ldb, bias, C, ldc);
 }
 
 void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
                            const bf16 *B, int ldb, float beta, float *C, int ldc) {
     ta = ta != 0, tb = tb != 0;
-    int primitive = find_primitive(l, ta, tb, alpha, beta);
+    int primitive = find_primitive(l, ta, tb, alpha, beta, 0);
     if (primitive < 0) {
-        primitive = create_primitive(l, ta, tb, alpha, beta);
+        primitive = create_primitive(l, ta, tb, alpha, beta, 0);
         if (l->scratch_bytes > l->shared.scratch_size) /* only this lane runs such a primitive */
             lane_scratchpad(l, &l->shared);
     }
-    execute(l, &l->shared, primitive, ta, tb, M, N, K, A, lda, B, ldb, C, ldc);
+    execute(l, &l->shared, primitive, ta, tb, M, N, K, A, lda, B, ldb, NULL, C, ldc);
 }
 
 /* C [M,N] of op(A) op(B) (+ C when beta is 1) in the blocks cut at rows[] and cols[] (each list from
@@ -278,7 +298,7 @@ static void product_in_blocks(GemmLanes *l, int ta, int tb, int M, int N, int K,
         for (int j = 0; j + 1 < col_cuts; j++) {
             const int r = rows[i], c = cols[j];
             gemm_lanes_run(l, 0, ta, tb, rows[i + 1] - r, cols[j + 1] - c, K, ta ? A + r : A + (size_t)r * lda, lda,
-                           tb ? B + (size_t)c * ldb : B + c, ldb, beta, C + (size_t)r * N + c, N);
+                           tb ? B + (size_t)c * ldb : B + c, ldb, beta, NULL, C + (size_t)r * N + c, N);
         }
 }
 

@@ -13,17 +13,19 @@ typedef struct {
     double flops, seconds;
 } GemmLaneStats;
 
-/* onednn: the engine, the 8 primitives with alpha 1 and beta 0 or 1 (all a step uses), and the
- * context's own lane (stream, scratchpad, memory objects). onednn = 0: the stats only (the emulated
- * backend). */
+/* onednn: the engine, the 9 primitives a step uses (alpha 1, beta 0 or 1, each op(A), op(B); and
+ * A B^T + bias), and the context's own lane (stream, scratchpad, memory objects). onednn = 0: the
+ * stats only (the emulated backend). */
 GemmLanes *gemm_lanes_create(int onednn);
 /* `lanes` lanes for the threads of parallel regions (once, before any gemm_lanes_run). */
 void gemm_lanes_reserve(GemmLanes *l, int lanes);
 void gemm_lanes_free(GemmLanes *l);
 int gemm_lanes_count(const GemmLanes *l); /* the threads' lanes reserved */
-/* C = op(A) op(B) + beta C on thread lane `lane` (beta 0 or 1; ta, tb: 1 = transposed, as GemmOp). */
+/* C = op(A) op(B) + beta C on thread lane `lane` (beta 0 or 1; ta, tb: 1 = transposed, as GemmOp);
+ * with bias [N] (A B^T and beta 0 only: a linear layer's forward) C = A B^T + bias, the bias added
+ * to each element's finished sum. */
 void gemm_lanes_run(GemmLanes *l, int lane, int ta, int tb, int M, int N, int K, const bf16 *A, int lda,
-                    const bf16 *B, int ldb, float beta, float *C, int ldc);
+                    const bf16 *B, int ldb, float beta, const float *bias, float *C, int ldc);
 /* C = alpha op(A) op(B) + beta C on the context's lane, outside parallel regions (oneDNN's threads
  * share the product); a (alpha, beta) other than (1, 0 or 1) creates its primitive on first use. */
 void gemm_lanes_run_shared(GemmLanes *l, int ta, int tb, int M, int N, int K, float alpha, const bf16 *A, int lda,

@@ -21,12 +21,13 @@ static __attribute__((noinline)) void fill_rows(float *restrict out, const float
     }
 }
 
-/* out [N,o] = in [N,i] . W [o,i]^T + b [o]: rows of out start as b, then GEMM with beta = 1 (in one
- * call where gemm fuses the bias: the same bits without the pass over out). */
+/* out [N,o] = in [N,i] . W [o,i]^T + b [o]: in one call where gemm fuses the bias (fp32: the bits of
+ * the fill below; bf16: b added to the finished sums), else rows of out start as b, then GEMM with
+ * beta = 1. */
 static void forward(Gemm *g, float *restrict out, GemmOperand in, const float *restrict W, const float *restrict b,
                     int N, int i, int o) {
-    if (b && in.f32 && gemm_fuses_bias(g, N, o, i)) {
-        gemm_bias(g, GEMM_N, GEMM_T, N, o, i, in.f32, i, W, i, b, out, o);
+    if (b && gemm_fuses_bias(g, N, o, i)) {
+        gemm_bias(g, GEMM_N, GEMM_T, N, o, i, in, i, gemm_in_f32(W), i, b, out, o);
         return;
     }
     if (b)

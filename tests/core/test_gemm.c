@@ -209,6 +209,26 @@ static void test_products(TestTally *t, Rng *rng) {
         CHECK(t, r <= 1.0 && !memcmp(lane[0], lane[1], nc * 4) && !memcmp(lane[0], lane[2], nc * 4),
               "gemm bf16 oneDNN on lanes %s: the same bits at 1, 2 and 3 threads, within the fp32 accumulation bound "
               "of the reference (%.3f of it)", what, r);
+        if (s->ta != GEMM_N || s->tb != GEMM_T || s->beta != 0.0f || s->alpha != 1.0f)
+            continue;
+        /* gemm_bias on the lanes: the bias added to each finished sum, i.e. (A B^T) + bias [n] in fp32 */
+        const float *bias = uniform(&pool, rng, (size_t)s->N, -4, 4);
+        int biased_same = gemm_fuses_bias(laned, s->M, s->N, s->K) && !gemm_fuses_bias(emulated, s->M, s->N, s->K);
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            float *biased = copy(&pool, o.C, nc);
+            gemm_bias(laned, s->ta, s->tb, s->M, s->N, s->K, gemm_in_f32(o.A), o.lda, gemm_in_f32(o.B), o.ldb, bias,
+                      biased, o.ldc);
+            for (int m = 0; m < s->M; m++)
+                for (int n = 0; n < o.ldc; n++) {
+                    const size_t e = (size_t)m * o.ldc + n;
+                    const float want = n < s->N ? lane[0][e] + bias[n] : o.C[e];
+                    biased_same &= bits(biased[e]) == bits(want);
+                }
+        }
+        omp_set_num_threads(2);
+        CHECK(t, biased_same, "gemm_bias bf16 oneDNN on lanes %s: (A B^T) + bias [n] bit for bit at 1, 2 and 3 "
+              "threads, C's padding untouched; gemm_fuses_bias on the lanes, not on the emulated backend", what);
     }
     if (onednn)
         printf("  oneDNN implementation: %s\n", gemm_stats(onednn).implementation);

@@ -212,7 +212,8 @@ static void test_dispatch(TestTally *t, Rng *rng) {
         for (int threads = 1; threads <= 3; threads++) {
             omp_set_num_threads(threads);
             float *got = copy(&pool, o.C, o.c_count);
-            gemm_bias(NULL, s->ta, s->tb, s->M, s->N, s->K, o.A, o.lda, o.B, o.ldb, bias, got, o.ldc);
+            gemm_bias(NULL, s->ta, s->tb, s->M, s->N, s->K, gemm_in_f32(o.A), o.lda, gemm_in_f32(o.B), o.ldb, bias, got,
+                      o.ldc);
             all_bias &= !memcmp(bias_ref, got, o.c_count * sizeof(float));
         }
         pool_release(&pool);
