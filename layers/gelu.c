@@ -7,33 +7,33 @@
 #include "core/common.h"
 #include "layers/gelu_kernels.h"
 
-static void act_portable(float *act, const float *pre, const float *b, int count) {
+static void gelu_act_portable(float *act, const float *pre, const float *b, int count) {
     gelu_pass_bias(GELU_ACT, act, NULL, NULL, NULL, pre, b, count);
 }
-static void act_slope_portable(float *slope, float *act, const float *pre, const float *b, int count) {
+static void gelu_act_slope_portable(float *slope, float *act, const float *pre, const float *b, int count) {
     gelu_pass_bias(GELU_ACT | GELU_SLOPE, act, NULL, slope, NULL, pre, b, count);
 }
-static void act16_portable(bf16 *act16, const float *pre, const float *b, int count) {
+static void gelu_act16_portable(bf16 *act16, const float *pre, const float *b, int count) {
     gelu_pass_bias(GELU_ACT16, NULL, act16, NULL, NULL, pre, b, count);
 }
-static void act_slope16_portable(bf16 *slope16, bf16 *act16, const float *pre, const float *b, int count) {
+static void gelu_act_slope16_portable(bf16 *slope16, bf16 *act16, const float *pre, const float *b, int count) {
     gelu_pass_bias(GELU_ACT16 | GELU_SLOPE16, NULL, act16, NULL, slope16, pre, b, count);
 }
-static void backward_portable(float *d_in, const float *d_out, const float *in, int count) {
+static void gelu_backward_portable(float *d_in, const float *d_out, const float *in, int count) {
     gelu_backward_pass(d_in, d_out, in, count);
 }
-static void bias_block_portable(float *d_pre, float *acc, const float *d_act, const float *slope, int N, int ld,
+static void gelu_bias_block_portable(float *d_pre, float *acc, const float *d_act, const float *slope, int N, int ld,
                                 int width) {
     gelu_bias_block(0, d_pre, NULL, acc, d_act, slope, NULL, N, ld, width);
 }
-static void bias_block16_portable(bf16 *d_pre16, float *acc, const float *d_act, const bf16 *slope16, int N,
+static void gelu_bias_block16_portable(bf16 *d_pre16, float *acc, const float *d_act, const bf16 *slope16, int N,
                                   int ld, int width) {
     gelu_bias_block(1, NULL, d_pre16, acc, d_act, NULL, slope16, N, ld, width);
 }
 
-static const GeluKernels gelu_kernels_portable = {act_portable,      act_slope_portable,   act16_portable,
-                                                  act_slope16_portable, backward_portable, bias_block_portable,
-                                                  bias_block16_portable};
+static const GeluKernels gelu_kernels_portable = {gelu_act_portable,      gelu_act_slope_portable,   gelu_act16_portable,
+                                                  gelu_act_slope16_portable, gelu_backward_portable, gelu_bias_block_portable,
+                                                  gelu_bias_block16_portable};
 
 int gelu_has_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
