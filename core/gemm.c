@@ -401,8 +401,8 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
  * its lane over the whole of K: where an element's bits do not depend on the block that computes it
  * (gemm_lanes_extent_invariant, checked at gemm_reserve_lanes) one block a thread
  * (gemm_partition_threads), else the blocks fixed by the shape that gemm_f32 uses (gemm_partition):
- * either way the same bits at any thread count. Without lanes (the peak probes' contexts), or another alpha or beta than (1, 0 or 1),
- * oneDNN shares the product. */
+ * either way the same bits at any thread count. Without lanes (the peak probes' contexts), or
+ * another alpha or beta than (1, 0 or 1), oneDNN shares the product. */
 static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const bf16 *A, int lda,
                            const bf16 *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     const int lanes = gemm_lanes_count(g->lanes);
@@ -412,7 +412,8 @@ static void onednn_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, f
         return;
     }
     const int threads = omp_get_max_threads() < lanes ? omp_get_max_threads() : lanes;
-    const GemmPartition grid = g->blocks_by_threads ? gemm_partition_threads(M, N, K, threads) : gemm_partition(M, N, K);
+    const GemmPartition grid =
+        g->blocks_by_threads ? gemm_partition_threads(M, N, K, threads) : gemm_partition(M, N, K);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int part = 0; part < gemm_partition_parts(&grid); part++) {
         int row, col, rows, cols;
@@ -447,7 +448,8 @@ static void typed_product(Gemm *g, GemmOp ta, GemmOp tb, int M, int N, int K, fl
     if (K <= 0) { /* no products: C = beta C (+ bias) */
         for (int m = 0; m < M; m++)
             for (int n = 0; n < N; n++)
-                C[(size_t)m * ldc + n] = (beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f) + (bias ? bias[n] : 0.0f);
+                C[(size_t)m * ldc + n] =
+                    (beta != 0.0f ? beta * C[(size_t)m * ldc + n] : 0.0f) + (bias ? bias[n] : 0.0f);
         return;
     }
     RP_CHECK(!bias || g->backend == GEMM_BF16_ONEDNN, "internal: gemm: a bias on the emulated backend");

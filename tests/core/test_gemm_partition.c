@@ -224,7 +224,8 @@ static void test_threads_rule(TestTally *t) {
           "element in one block, at most one block a thread, sides whole %d-multiples with no last one under "
           "%d, blocks >= %g FLOPs (%d faulty)", shapes, split, GEMM_THREAD_ALIGN, GEMM_THREAD_ALIGN,
           GEMM_PART_FLOPS, faults);
-    const GemmPartition dw = gemm_partition_threads(256, 1024, 4096, 2), decoder = gemm_partition_threads(634, 256, 30522, 2);
+    const GemmPartition dw = gemm_partition_threads(256, 1024, 4096, 2);
+    const GemmPartition decoder = gemm_partition_threads(634, 256, 30522, 2);
     CHECK(t, gemm_partition_parts(&dw) == 2 && gemm_partition_parts(&decoder) == 2,
           "gemm_partition_threads at 2 threads: bert-mini's feed-forward dW [256, 1024] (K 4096) and decoder d_in "
           "[634, 256] (K 30522) in 2 blocks each (%d x %d, %d x %d)", dw.row_parts, dw.col_parts, decoder.row_parts,
