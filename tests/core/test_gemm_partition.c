@@ -21,6 +21,28 @@ typedef struct {
     int M, N, K;
 } Product;
 
+/* "" when every element of s's C lies in exactly one of g's blocks, else what failed */
+static const char *cover_fault(const Product *s, const GemmPartition *g) {
+    unsigned char *seen = calloc((size_t)s->M * s->N + 1, 1);
+    const char *fault = "";
+    for (int part = 0; part < gemm_partition_parts(g) && !*fault; part++) {
+        int row, col, rows, cols;
+        gemm_partition_block(g, s->M, s->N, part, &row, &col, &rows, &cols);
+        if (rows <= 0 || cols <= 0 || row < 0 || col < 0 || row + rows > s->M || col + cols > s->N) {
+            fault = "a block empty or outside C";
+            break;
+        }
+        for (int m = row; m < row + rows; m++)
+            for (int n = col; n < col + cols; n++)
+                seen[(size_t)m * s->N + n]++;
+    }
+    for (size_t e = 0; e < (size_t)s->M * s->N && !*fault; e++)
+        if (seen[e] != 1)
+            fault = "an element in no block or in two";
+    free(seen);
+    return fault;
+}
+
 /* The count and alignment bounds, the floors, and (when `cover`) every element in one block; "" or
  * what failed. */
 static const char *grid_fault(const Product *s, const GemmPartition *g, int cover) {
@@ -42,26 +64,7 @@ static const char *grid_fault(const Product *s, const GemmPartition *g, int cove
     const int strips = parts <= GEMM_STRIPS_MAX && (s->M >= s->N ? g->col_parts == 1 : g->row_parts == 1);
     if (parts > 1 && !strips && 2.0 * r * c < (double)GEMM_PART_SIDE * (r + c))
         return "blocks past stage 1's strips with sides' harmonic mean under GEMM_PART_SIDE";
-    if (!cover)
-        return "";
-    unsigned char *seen = calloc((size_t)s->M * s->N, 1);
-    const char *fault = "";
-    for (int part = 0; part < parts && !*fault; part++) {
-        int row, col, rows, cols;
-        gemm_partition_block(g, s->M, s->N, part, &row, &col, &rows, &cols);
-        if (rows <= 0 || cols <= 0 || row < 0 || col < 0 || row + rows > s->M || col + cols > s->N) {
-            fault = "a block empty or outside C";
-            break;
-        }
-        for (int m = row; m < row + rows; m++)
-            for (int n = col; n < col + cols; n++)
-                seen[(size_t)m * s->N + n]++;
-    }
-    for (size_t e = 0; e < (size_t)s->M * s->N && !*fault; e++)
-        if (seen[e] != 1)
-            fault = "an element in no block or in two";
-    free(seen);
-    return fault;
+    return cover ? cover_fault(s, g) : "";
 }
 
 static int same_grid(GemmPartition a, GemmPartition b) {
@@ -181,24 +184,7 @@ static const char *thread_grid_fault(const Product *s, const GemmPartition *g, i
         return "a side not a whole number of GEMM_THREAD_ALIGN, or a last one under it";
     if (parts > 1 && 2.0 * g->rows * (double)g->cols * s->K < GEMM_PART_FLOPS)
         return "a block under GEMM_PART_FLOPS";
-    const char *fault = ""; /* the cover, without grid_fault's bounds on gemm_partition's own rule */
-    unsigned char *seen = calloc((size_t)s->M * s->N + 1, 1);
-    for (int part = 0; part < parts; part++) {
-        int row, col, rows, cols;
-        gemm_partition_block(g, s->M, s->N, part, &row, &col, &rows, &cols);
-        if (rows <= 0 || cols <= 0 || row < 0 || col < 0 || row + rows > s->M || col + cols > s->N) {
-            fault = "a block empty or outside C";
-            break;
-        }
-        for (int m = row; m < row + rows; m++)
-            for (int n = col; n < col + cols; n++)
-                seen[(size_t)m * s->N + n]++;
-    }
-    for (size_t e = 0; e < (size_t)s->M * s->N && !*fault; e++)
-        if (seen[e] != 1)
-            fault = "an element in no block or in two";
-    free(seen);
-    return fault;
+    return cover_fault(s, g); /* without grid_fault's bounds on gemm_partition's own rule */
 }
 
 static void test_threads_rule(TestTally *t) {
