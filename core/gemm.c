@@ -23,7 +23,9 @@ const char *const precision_names[] = {"fp32", "bf16", NULL};
  * (issue 33: 3715 of 96 x 1030 elements at 1 vs 2 threads). The product is split here instead,
  * into the blocks of core/gemm_partition.h, fixed by its shape alone. Each block is one OpenBLAS
  * call made inside a parallel region, where OpenBLAS runs on the calling thread (also when there
- * is one block): every element comes from the same call at any thread count. */
+ * is one block): every element comes from the same call at any thread count. A product on
+ * gemm_small is shared one block a thread instead (gemm_partition_threads): its elements' bits do
+ * not depend on the block. */
 static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     if (small && bias) {
@@ -38,13 +40,25 @@ static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, flo
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* gemm_f32, or with bias (a small product only) gemm_bias's */
+/* The engine of an fp32 product, by its shape, alpha and the host alone (the same for all its
+ * blocks and at any thread count): gemm_small up to its bound, and above it where it outruns the
+ * kernels OpenBLAS runs here (gemm_small_outruns_blas: e.g. OPENBLAS_CORETYPE=Haswell on an
+ * AVX-512 CPU), else OpenBLAS. */
+static int f32_on_gemm_small(int M, int N, int K, float alpha) {
+    return gemm_small_fits(M, N, K, alpha) ||
+           (alpha == 1.0f && M >= 0 && N >= 0 && K >= 0 &&
+            gemm_small_outruns_blas(openblas_get_corename(), gemm_small_isa_runs_here(GEMM_SMALL_AVX512)));
+}
+
+/* gemm_f32, or with bias (gemm_small's products only) gemm_bias's */
 static void f32_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
-    const GemmPartition grid = gemm_partition(M, N, K);
-    const int parts = gemm_partition_parts(&grid);
     /* the engine by the whole product's shape, the same for all its parts */
-    const int small = gemm_small_fits(M, N, K, alpha);
+    const int small = f32_on_gemm_small(M, N, K, alpha);
+    /* gemm_small's elements do not depend on the block that computes them (one fma chain each):
+     * one block a thread; OpenBLAS's do, so its blocks are fixed by the shape */
+    const GemmPartition grid = small ? gemm_partition_threads(M, N, K, omp_get_max_threads()) : gemm_partition(M, N, K);
+    const int parts = gemm_partition_parts(&grid);
     /* Nothing to split, or one thread's work already (the per-head attention products). The level,
      * not omp_in_parallel(): a region of one thread is inactive, and opening another inside it
      * costs a futex wake per product (1.6 per thousand FLOP of a width-64 model at 1 thread). And a
@@ -72,7 +86,7 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
 
 int gemm_fuses_bias(const Gemm *g, int M, int N, int K) {
     if (gemm_precision(g) == PRECISION_FP32)
-        return gemm_small_fits(M, N, K, 1.0f);
+        return f32_on_gemm_small(M, N, K, 1.0f);
     /* oneDNN on the lanes (onednn_product's split; inside a region it shares the product instead) */
     return gemm_backend(g) == GEMM_BF16_ONEDNN && gemm_lanes_reserved(g) && omp_get_level() == 0;
 }

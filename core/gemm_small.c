@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 #include <stddef.h>
+#include <strings.h>
 
 #include "core/gemm_small_avx512.h"
 #include "core/gemm_small_driver.h"
@@ -19,13 +20,28 @@ enum { MR = 6, NR = 16, KC = 256 };
  * unpadded SST-2 sentences: 2 x 431 x 256 x 1024; this bound takes up to 768 such rows), no larger.
  * scripts/dev/gemm_small.sh on a Zen 5 (docs/bench.md, "The small-model step" and "Small-row
  * fine-tuning"): the AVX-512 kernel ran 1.3-2.2x OpenBLAS's Haswell kernels at these sizes and still
- * 1.3x at bert-mini's 4096-row products, the AVX2 kernel 0.95-1.05x; the large products (every one
- * of bert-mini's 32 x 128 pretraining step: 4096 x 256 x 256 is 512 Mi FLOPs) stay on OpenBLAS,
- * whose cache blocking and AVX-512 kernels (SkylakeX) are made for them. */
+ * 1.3x at bert-mini's 4096-row products, the AVX2 kernel 0.95-1.05x. Larger products (every one of
+ * bert-mini's 32 x 128 pretraining step: 4096 x 256 x 256 is 512 Mi FLOPs) go to OpenBLAS unless
+ * gemm_small_outruns_blas (below). */
 static const double GEMM_SMALL_FLOPS_MAX = 384.0 * 1024 * 1024;
 
 int gemm_small_fits(int M, int N, int K, float alpha) {
     return alpha == 1.0f && M >= 0 && N >= 0 && K >= 0 && 2.0 * M * N * (double)K <= GEMM_SMALL_FLOPS_MAX;
+}
+
+/* Above the bound, scripts/dev/gemm_small.sh at bert-mini's 32 x 128 pretraining products (4096-row
+ * linear layers and their dX, dW; the decoder at 634 labelled rows, 30522 columns; docs/bench-peer.md,
+ * "fp32 products past gemm_small's bound"): the AVX-512 kernel ran 1.4-1.7x OpenBLAS's Haswell
+ * kernels (134-167 GFLOP/s against 90-102) but 0.74-0.95x its SkylakeX kernels (170-191), which
+ * OpenBLAS 0.3.21 also runs for the Cooperlake core it picks on a Zen 5 by itself. */
+int gemm_small_outruns_blas(const char *blas_core, int cpu_avx512) {
+    static const char *const avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    if (!cpu_avx512 || !blas_core)
+        return 0;
+    for (size_t i = 0; i < sizeof avx512_cores / sizeof *avx512_cores; i++)
+        if (strcasecmp(blas_core, avx512_cores[i]) == 0)
+            return 0;
+    return 1;
 }
 
 /* Lanes 0 .. count-1 of 8 set. */

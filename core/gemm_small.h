@@ -1,5 +1,7 @@
 /* Internal to core/gemm.c: the direct fp32 kernel for small products (no OpenBLAS call, no
- * packing of A, no threads), for the shapes of small models (widths 16-256, a few hundred rows).
+ * packing of A, no threads), for the shapes of small models (widths 16-256, a few hundred rows),
+ * and for every alpha-1 fp32 product where its AVX-512 kernel outruns the OpenBLAS kernels of the
+ * run (gemm_small_outruns_blas).
  *
  *   C [M,N] = op(A) op(B) + beta C,  each element computed as one chain of fused multiply-adds in
  *   k order: c = (beta == 0 ? 0 : beta C); for k = 0 .. K-1: c = fma(op(A)[m,k], op(B)[k,n], c).
@@ -13,6 +15,10 @@
 /* Whether gemm_small computes this product (by its shape and alpha alone: alpha 1 and at most
  * GEMM_SMALL_FLOPS_MAX FLOPs). */
 int gemm_small_fits(int M, int N, int K, float alpha);
+/* Whether gemm_small also outruns OpenBLAS above that bound: its AVX-512 kernel runs here
+ * (cpu_avx512) and OpenBLAS runs an AVX2 or older core (blas_core, openblas_get_corename's name:
+ * not SkylakeX, Cooperlake nor SapphireRapids, whose AVX-512 kernels are faster at those sizes). */
+int gemm_small_outruns_blas(const char *blas_core, int cpu_avx512);
 /* The product as above; M, N, K >= 0 (K = 0: C = beta C, with beta 0 writing zeros); ta, tb: 1 =
  * transposed (GemmOp's values; core/gemm.h is not included here, it includes this). On the
  * AVX-512 kernel where the CPU has AVX-512F, else on the AVX2 kernel. */

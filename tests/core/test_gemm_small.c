@@ -6,7 +6,9 @@
  * op(A) op(B)'s M x N (C's padding columns, the rows after M); beta 0 reads no C (NaN there);
  * K = 0 gives beta C; with a bias, the bits of C's rows filled with it and beta 1 (C unread).
  * gemm_f32 computes the products gemm_small_fits with it, the same bits at 1,
- * 2 and 3 threads; the others (alpha != 1, above the size limit) go to OpenBLAS. */
+ * 2 and 3 threads; above the size limit too where gemm_small_outruns_blas says so for the OpenBLAS
+ * core of this run (else OpenBLAS's bits, not gemm_small's); alpha != 1 goes to OpenBLAS. */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 
@@ -221,9 +223,59 @@ static void test_dispatch(TestTally *t, Rng *rng) {
     omp_set_num_threads(2);
     CHECK(t, all, "gemm_f32 on shapes it splits into parts (300x700x64, 700x300x64, 520x130x96, 431x1024x256, "
           "1024x256x431): gemm_small's bits at 1, 2 and 3 threads");
-    CHECK(t, all_bias && gemm_fuses_bias(NULL, 431, 1024, 256) && !gemm_fuses_bias(NULL, 4096, 256, 256),
-          "gemm_bias on the same shapes: gemm_small_bias's bits at 1, 2 and 3 threads; gemm_fuses_bias for "
-          "gemm_small's sizes only");
+    CHECK(t, all_bias && gemm_fuses_bias(NULL, 431, 1024, 256),
+          "gemm_bias on the same shapes: gemm_small_bias's bits at 1, 2 and 3 threads; gemm_fuses_bias for them");
+}
+
+/* The rule above the bound, by OpenBLAS's core name and the CPU; and gemm_f32 / gemm_bias above it
+ * following the rule for this run's core (make test-kernels runs it under Cooperlake (unset),
+ * Haswell and Prescott: both sides of the rule on an AVX-512 CPU). */
+static void test_above_bound(TestTally *t, Rng *rng) {
+    CHECK(t, gemm_small_outruns_blas("Haswell", 1) && gemm_small_outruns_blas("Zen", 1) &&
+                 gemm_small_outruns_blas("Prescott", 1) && !gemm_small_outruns_blas("Haswell", 0) &&
+                 !gemm_small_outruns_blas("SkylakeX", 1) && !gemm_small_outruns_blas("cooperlake", 1) &&
+                 !gemm_small_outruns_blas("SapphireRapids", 1) && !gemm_small_outruns_blas(NULL, 1),
+          "gemm_small_outruns_blas: on an AVX-512 CPU against OpenBLAS's AVX2 or older cores (Haswell, Zen, "
+          "Prescott) yes; against its AVX-512 ones (SkylakeX, Cooperlake in any case, SapphireRapids), or "
+          "without AVX-512, no");
+    /* 419 Mi FLOPs, past the 384 Mi bound; K long enough that OpenBLAS sums it in blocks (its AVX-512
+     * kernels give one unbroken fma chain at K = 256 too, as gemm_small does) */
+    const Shape s = {GEMM_N, GEMM_T, 200, 1024, 1024, 0.0f};
+    const int expect_small =
+        gemm_small_outruns_blas(openblas_get_corename(), gemm_small_isa_runs_here(GEMM_SMALL_AVX512));
+    Pool pool = {0};
+    Operands o = operands(&pool, rng, &s);
+    const float *bias = uniform(&pool, rng, (size_t)s.N, -1, 1);
+    float *ref = copy(&pool, o.C, o.c_count), *bias_ref = copy(&pool, o.C, o.c_count);
+    gemm_small(s.ta, s.tb, s.M, s.N, s.K, o.A, o.lda, o.B, o.ldb, s.beta, ref, o.ldc);
+    gemm_small_bias(s.ta, s.tb, s.M, s.N, s.K, o.A, o.lda, o.B, o.ldb, bias, bias_ref, o.ldc);
+    int same = 1, differs = 0, bias_same = 1;
+    for (int threads = 1; threads <= 3; threads++) {
+        omp_set_num_threads(threads);
+        float *got = copy(&pool, o.C, o.c_count);
+        gemm_f32(s.ta, s.tb, s.M, s.N, s.K, 1.0f, o.A, o.lda, o.B, o.ldb, s.beta, got, o.ldc);
+        const int equal = !memcmp(ref, got, o.c_count * sizeof(float));
+        same &= equal;
+        differs |= !equal;
+        if (expect_small && gemm_fuses_bias(NULL, s.M, s.N, s.K)) { /* else the check below fails */
+            float *got_bias = copy(&pool, o.C, o.c_count);
+            gemm_bias(NULL, s.ta, s.tb, s.M, s.N, s.K, gemm_in_f32(o.A), o.lda, gemm_in_f32(o.B), o.ldb, bias,
+                      got_bias, o.ldc);
+            bias_same &= !memcmp(bias_ref, got_bias, o.c_count * sizeof(float));
+        }
+    }
+    omp_set_num_threads(2);
+    pool_release(&pool);
+    CHECK(t, gemm_small_fits(s.M, s.N, s.K, 1.0f) == 0 && gemm_fuses_bias(NULL, s.M, s.N, s.K) == expect_small,
+          "200 x 1024 x 1024 is past gemm_small's bound; gemm_fuses_bias there iff gemm_small_outruns_blas (%d, "
+          "OpenBLAS core %s)", expect_small, openblas_get_corename());
+    if (expect_small)
+        CHECK(t, same && bias_same,
+              "gemm_f32 and gemm_bias past the bound on OpenBLAS core %s (an AVX-512 CPU): gemm_small's bits at "
+              "1, 2 and 3 threads", openblas_get_corename());
+    else
+        CHECK(t, differs, "gemm_f32 past the bound on OpenBLAS core %s: OpenBLAS's bits, not gemm_small's",
+              openblas_get_corename());
 }
 
 int main(void) {
@@ -233,5 +285,6 @@ int main(void) {
     test_kernel(&t, &rng, GEMM_SMALL_AVX2, "AVX2");
     test_kernel(&t, &rng, GEMM_SMALL_AVX512, "AVX-512");
     test_dispatch(&t, &rng);
+    test_above_bound(&t, &rng);
     return tally_exit(&t);
 }
