@@ -10,7 +10,9 @@
 # autocast bf16 with fp32 layer norms; docs/bench-peer.md), not the parity reference; it runs with
 # tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and torch.set_num_threads(cores) (train.threads of
 # the row when it sets one); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
-# set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON).
+# set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON), unless
+# --peer-coretype NAME runs the peer alone on OpenBLAS's core NAME (`unset`: the one OpenBLAS picks
+# without OPENBLAS_CORETYPE), e.g. the peer on its fastest kernels against realpos on the environment's.
 # The finetune-* rows are fine-tuning steps (`realpos bench --lengths-from`: the task head and loss
 # on batches the TaskSampler draws from the real GLUE / SQuAD training files in ../shared/data,
 # tokenized with data/vocab, padded to their longest sequence, grouped by length in the -grouped
@@ -24,18 +26,23 @@
 # runs as `realpos bench ROW.config.ini --against THAT.config.ini`: the two configurations step
 # for step alternately in one process, so the paired time ratio (bench_table's "paired overhead")
 # sees the same load on both sides.
-# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]]
+# Usage: scripts/dev/bench.sh [--rounds N] [--quick] [--only NAME[,NAME...]] [--peer-coretype NAME|unset]
 # Results: build/bench/runs/NAME.ENGINE.rN.json, build/bench/results.json, build/bench/table.txt
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=$(nproc)
-rounds=3; quick=0; only=""
+rounds=3; quick=0; only=""; peer_env=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift ;;
     --quick) quick=1; rounds=1 ;;
     --only) only="$2"; shift ;;
-    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME[,NAME...]]" >&2; exit 2 ;;
+    --peer-coretype) case "$2" in
+        unset) peer_env=(env -u OPENBLAS_CORETYPE) ;;
+        [A-Za-z]*) peer_env=(env "OPENBLAS_CORETYPE=$2") ;;
+        *) echo "bench: --peer-coretype takes an OpenBLAS core name (e.g. SkylakeX) or unset, not '$2'" >&2; exit 2 ;;
+      esac; shift ;;
+    *) echo "usage: $0 [--rounds N] [--quick] [--only NAME[,NAME...]] [--peer-coretype NAME|unset]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -110,7 +117,7 @@ run_torch() { # name round config batch seq steps lengths_from sets...
   [[ " $* " != *" train.threads=1 "* ]] || n=1
   # a tagging row: the steps realpos took in round 1 (realpos runs first in odd rounds), padded
   [ -z "$lengths_from" ] || batches=(--tagging "$lengths_from" --shapes-from "$out/runs/$name.realpos.r1.json")
-  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n /usr/bin/python3 scripts/bench_peer.py \
+  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n "${peer_env[@]}" /usr/bin/python3 scripts/bench_peer.py \
     --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
     --threads "$n" --label-frac 0.15 "${batches[@]}" --json "$out/runs/$name.torch.r$round.json" >/dev/null
 }
