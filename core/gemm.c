@@ -40,11 +40,10 @@ static void sgemm_part(int small, GemmOp ta, GemmOp tb, int M, int N, int K, flo
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-/* The engine of an fp32 product, by its shape, alpha and the host alone (the same for all its
- * blocks and at any thread count): gemm_small up to its bound, and above it where it outruns the
- * kernels OpenBLAS runs here (gemm_small_outruns_blas: e.g. OPENBLAS_CORETYPE=Haswell on an
- * AVX-512 CPU), else OpenBLAS. */
-static int f32_on_gemm_small(int M, int N, int K, float alpha) {
+/* The engine of an fp32 product, the same for all its blocks and at any thread count: gemm_small
+ * up to its bound, and above it where it outruns the kernels OpenBLAS runs here
+ * (gemm_small_outruns_blas: e.g. OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU), else OpenBLAS. */
+int gemm_f32_on_small(int M, int N, int K, float alpha) {
     return gemm_small_fits(M, N, K, alpha) ||
            (alpha == 1.0f && M >= 0 && N >= 0 && K >= 0 &&
             gemm_small_outruns_blas(openblas_get_corename(), gemm_small_isa_runs_here(GEMM_SMALL_AVX512)));
@@ -54,7 +53,7 @@ static int f32_on_gemm_small(int M, int N, int K, float alpha) {
 static void f32_product(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
                         const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     /* the engine by the whole product's shape, the same for all its parts */
-    const int small = f32_on_gemm_small(M, N, K, alpha);
+    const int small = gemm_f32_on_small(M, N, K, alpha);
     /* gemm_small's elements do not depend on the block that computes them (one fma chain each):
      * one block a thread; OpenBLAS's do, so its blocks are fixed by the shape */
     const GemmPartition grid = small ? gemm_partition_threads(M, N, K, omp_get_max_threads()) : gemm_partition(M, N, K);
@@ -86,7 +85,7 @@ void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const floa
 
 int gemm_fuses_bias(const Gemm *g, int M, int N, int K) {
     if (gemm_precision(g) == PRECISION_FP32)
-        return f32_on_gemm_small(M, N, K, 1.0f);
+        return gemm_f32_on_small(M, N, K, 1.0f);
     /* oneDNN on the lanes (onednn_product's split; inside a region it shares the product instead) */
     return gemm_backend(g) == GEMM_BF16_ONEDNN && gemm_lanes_reserved(g) && omp_get_level() == 0;
 }

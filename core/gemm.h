@@ -41,6 +41,10 @@ typedef enum { GEMM_N = 0, GEMM_T = 1 } GemmOp;
 /* fp32: cblas_sgemm(CblasRowMajor, ...) with these arguments. */
 void gemm_f32(GemmOp ta, GemmOp tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
+/* Whether gemm_f32 computes this product on the direct kernel (core/gemm_small.h: up to its size
+ * bound, and past it where its AVX-512 kernel outruns the OpenBLAS core of the run) rather than on
+ * OpenBLAS; by the shape, alpha and the host alone. */
+int gemm_f32_on_small(int M, int N, int K, float alpha);
 
 /* The bf16 reference: A, B rounded to bf16 element by element, exact products, double sums,
  * C = alpha sum + beta C rounded once to fp32. OpenMP over rows of C. */

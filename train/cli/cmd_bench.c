@@ -183,14 +183,15 @@ static void bench_side_free(BenchSide *b) {
         synthetic_free(&b->synthetic);
 }
 
-/* "fp32 (OpenBLAS)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
+/* "fp32 (OpenBLAS)", "fp32 (OpenBLAS; gemm_small's AVX-512 kernel for alpha-1 products)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
  * 0.02 s converting 12.5 M floats; attention 768 products per step, 14.5 GFLOP, 0.11 thread-s)": the
  * side's precision and its timed products per step (the attention's gemm_lane products: thread-seconds,
  * two threads run them at once). */
 static void describe_precision(const BenchSide *b, int steps, char *out, size_t size) {
     const Precision precision = gemm_precision(b->ts.head.acts->gemm);
     if (precision == PRECISION_FP32) {
-        snprintf(out, size, "fp32 (OpenBLAS)");
+        snprintf(out, size, "fp32 (OpenBLAS%s)",
+                 gemm_f32_on_small(1024, 1024, 1024, 1.0f) ? "; gemm_small's AVX-512 kernel for alpha-1 products" : "");
         return;
     }
     const GemmStats now = gemm_stats(b->ts.head.acts->gemm), *w = &b->gemm_at_warmup;

@@ -30,8 +30,11 @@ double sgemm_probe_gflops(void *ctx) {
         c[e] = 0.0f;
     }
     double t0 = now_seconds();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N,
-                0.0f, c, PROBE_N);
+    if (gemm_f32_on_small(PROBE_N, PROBE_N, PROBE_N, 1.0f)) /* the engine the step's large products use */
+        gemm_f32(GEMM_N, GEMM_T, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N, 0.0f, c, PROBE_N);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N,
+                    0.0f, c, PROBE_N);
     double seconds = now_seconds() - t0;
     free(a);
     free(b);
@@ -441,6 +444,10 @@ void cpu_model_name(char *out, size_t size) {
 const char *blas_core_name(void) { return openblas_get_corename(); }
 
 void peak_fp32_kernels(char *out, size_t size) {
+    if (gemm_f32_on_small(PROBE_N, PROBE_N, PROBE_N, 1.0f)) {
+        snprintf(out, size, "gemm_small-AVX-512");
+        return;
+    }
     char engine[64];
     gemm_engine_version(PRECISION_FP32, GEMM_BF16_ONEDNN, engine, sizeof engine);
     snprintf(out, size, "%s-%s", blas_core_name(), engine);

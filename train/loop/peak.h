@@ -134,12 +134,15 @@ double peak_utilisation(PeakEstimate *p, double achieved_gflops);
  * 101.3; cache 186.2 (probed 2026-12-01T09:41:00Z) in ~/.cache/...)" ("bf16 products: ..."). */
 void peak_describe(const PeakEstimate *p, char *out, size_t size);
 
-/* The default probe: one timed 1024^3 sgemm, no warm-up (ctx unused). */
+/* The default probe: one timed 1024^3 fp32 product, no warm-up (ctx unused), on the engine the
+ * step's large fp32 products use: OpenBLAS's sgemm (its threads), or core/gemm_small's AVX-512
+ * kernel where gemm_f32 takes it (gemm_f32_on_small, one block a thread). */
 double sgemm_probe_gflops(void *ctx);
 
 /* "model name" of /proc/cpuinfo into out (or "unknown"), and OpenBLAS's kernel family in use
  * (openblas_get_corename, e.g. "Haswell", "SkylakeX", "Prescott"). */
 void cpu_model_name(char *out, size_t size);
 const char *blas_core_name(void);
-/* The fp32 peak's key: OpenBLAS's core and version, e.g. "Haswell-OpenBLAS-0.3.21". */
+/* The fp32 peak's key: OpenBLAS's core and version, e.g. "SkylakeX-OpenBLAS-0.3.21", or
+ * "gemm_small-AVX-512" where the probe runs on it. */
 void peak_fp32_kernels(char *out, size_t size);

@@ -130,9 +130,14 @@ int main(void) {
               p.gflops);
     }
     char want_key[96];
-    snprintf(want_key, sizeof want_key, "%s-OpenBLAS-%s", blas_core_name(), version);
-    CHECK(&t, version[0] && !strcmp(fp32_kernels, want_key), "the fp32 key names OpenBLAS's core and version: %s (%s)",
-          fp32_kernels, openblas_get_config());
+    const int on_small = gemm_f32_on_small(1024, 1024, 1024, 1.0f);
+    if (on_small)
+        snprintf(want_key, sizeof want_key, "gemm_small-AVX-512");
+    else
+        snprintf(want_key, sizeof want_key, "%s-OpenBLAS-%s", blas_core_name(), version);
+    CHECK(&t, version[0] && !strcmp(fp32_kernels, want_key),
+          "the fp32 key names the probe's engine: %s (%s; 1024^3 on gemm_small: %d)", fp32_kernels,
+          openblas_get_config(), on_small);
 
     /* Impossible entries are not believed: 1e30 GFLOP/s for this very key is dropped (the probe's
      * peak, not MFU 1e-29), and the next probe replaces it; a plausible one is kept. */
