@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <strings.h>
@@ -65,14 +66,30 @@ char *xstrdup(const char *s) {
 
 float *xalloc_floats(size_t count) { return xalloc_floats_for(count, "a float block"); }
 
-float *xalloc_floats_for(size_t count, const char *what) {
+/* Blocks of 2 MiB or more (a run's parameters, gradients, moments, activations, bf16 copies and
+ * oneDNN's scratchpads, laid out once) start on a 2 MiB boundary, rounded up to whole 2 MiB, and
+ * are offered to the kernel's transparent huge pages (MADV_HUGEPAGE: honoured where THP is
+ * "madvise" or "always", refused harmlessly where "never"): a step walks hundreds of MB whose
+ * 4 KiB pages overflow the TLB (docs/bench-peer.md). The memset touches every page either way. */
+enum { HUGE_PAGE_BYTES = 2 << 20 };
+
+static float *aligned_zeroed_floats(size_t count, const char *what, int huge_pages) {
     size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    const int huge = huge_pages && bytes >= HUGE_PAGE_BYTES;
+    if (huge)
+        bytes = (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
     void *p = NULL;
-    RP_CHECK(posix_memalign(&p, 64, bytes ? bytes : 64) == 0,
+    RP_CHECK(posix_memalign(&p, huge ? HUGE_PAGE_BYTES : 64, bytes ? bytes : 64) == 0,
              "out of memory allocating %.2f GB (%zu floats) for %s", (double)bytes / 1e9, count, what);
+    if (huge)
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice: a kernel without THP refuses it, harmlessly */
     memset(p, 0, bytes);
     return p;
 }
+
+float *xalloc_floats_for(size_t count, const char *what) { return aligned_zeroed_floats(count, what, 1); }
+
+float *xalloc_floats_transient(size_t count, const char *what) { return aligned_zeroed_floats(count, what, 0); }
 
 int omp_region_worthwhile(int threads) { return threads > 1 || omp_get_level() > 0; }
 

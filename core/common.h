@@ -46,10 +46,14 @@ void rp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *xmalloc(size_t bytes);
 void *xcalloc(size_t count, size_t size);
 char *xstrdup(const char *s);
-/* 64-byte aligned allocation (free with free()); contents zeroed. */
+/* 64-byte aligned allocation (free with free()); contents zeroed; a block of 2 MiB or more on
+ * transparent huge pages where the kernel allows them (common.c). */
 float *xalloc_floats(size_t count);
 /* The same; out of memory names `what` (the config keys that set the size) and the size. */
 float *xalloc_floats_for(size_t count, const char *what);
+/* The same on 4 KiB pages: for blocks freed soon after (the peak probes' operands), which on huge
+ * pages would stay resident in malloc's heap after free. */
+float *xalloc_floats_transient(size_t count, const char *what);
 /* x[0, count) = 0, each OpenMP thread clearing one contiguous part (one thread's memset reaches
  * about half the memory bandwidth of two: 3.9 against 2.2 ms for bert-mini's 11 M gradients). */
 void zero_floats(float *x, size_t count);

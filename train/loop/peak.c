@@ -23,7 +23,8 @@ enum { PROBE_N = 1024 };
 double sgemm_probe_gflops(void *ctx) {
     (void)ctx;
     size_t count = (size_t)PROBE_N * PROBE_N;
-    float *a = xalloc_floats(count), *b = xalloc_floats(count), *c = xalloc_floats(count);
+    float *a = xalloc_floats_transient(count, "the peak probe"), *b = xalloc_floats_transient(count, "the peak probe"),
+          *c = xalloc_floats_transient(count, "the peak probe");
     for (size_t e = 0; e < count; e++) { /* c too: its pages are faulted in before the timing */
         a[e] = (float)(e % 7) * 0.1f;
         b[e] = (float)(e % 5) * 0.1f;
