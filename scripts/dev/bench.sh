@@ -3,7 +3,9 @@
 # peer on the same shapes, 15% of positions labelled, interleaved: ROUNDS rounds, each running
 # every row once with the two engines back to back (realpos first in odd rounds, PyTorch first in
 # even ones), so a load spike or drift of a shared machine hits both sides alike. Every realpos run
-# also probes the sgemm peak (before its first step and after every step); the table uses the best
+# also probes the sgemm peak (before its first step only, as training probes at its first records:
+# a 1024^3 product and its 12 MB of operands between every two steps slowed the steps measured
+# after it, bert-mini bf16 by 1.051x [1.039..1.113], docs/bench-peer.md); the table uses the best
 # probe of the whole bench. scripts/dev/bench_table.py prints medians over rounds with their spread.
 # The PyTorch side is scripts/bench_peer.py, a BERT written for speed in PyTorch 1.13 (fused QKV,
 # torch.matmul attention, F.gelu, the MLM head at the labelled positions only, foreach AdamW,
@@ -107,7 +109,7 @@ run_realpos() { # name round config batch seq steps label_frac lengths_from agai
     config=$out/runs/$name.config.ini; set -- --against "$out/runs/$against.config.ini"
   fi
   OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads ./realpos bench "$config" "$@" --batch-size "$batch" \
-    --seq-len "$seq" --steps "$steps" --warmup 1 "${batches[@]}" \
+    --seq-len "$seq" --steps "$steps" --warmup 1 --probes start "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
 run_torch() { # name round config batch seq steps lengths_from sets...
