@@ -119,7 +119,8 @@ run_torch() { # name round config batch seq steps lengths_from sets...
   [[ " $* " != *" train.threads=1 "* ]] || n=1
   # a tagging row: the steps realpos took in round 1 (realpos runs first in odd rounds), padded
   [ -z "$lengths_from" ] || batches=(--tagging "$lengths_from" --shapes-from "$out/runs/$name.realpos.r1.json")
-  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n "${peer_env[@]}" /usr/bin/python3 scripts/bench_peer.py \
+  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n "${peer_env[@]}" \
+    /usr/bin/python3 scripts/bench_peer.py \
     --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
     --threads "$n" --label-frac 0.15 "${batches[@]}" --json "$out/runs/$name.torch.r$round.json" >/dev/null
 }

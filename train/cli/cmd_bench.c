@@ -183,7 +183,8 @@ static void bench_side_free(BenchSide *b) {
         synthetic_free(&b->synthetic);
 }
 
-/* "fp32 (OpenBLAS)", "fp32 (OpenBLAS; gemm_small's AVX-512 kernel for alpha-1 products)" or "bf16 (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
+/* "fp32 (OpenBLAS)", "fp32 (OpenBLAS; gemm_small's AVX-512 kernel for alpha-1 products)" or "bf16
+ * (oneDNN brg:avx512_core_bf16: 60 products per step, 0.21 s in them,
  * 0.02 s converting 12.5 M floats; attention 768 products per step, 14.5 GFLOP, 0.11 thread-s)": the
  * side's precision and its timed products per step (the attention's gemm_lane products: thread-seconds,
  * two threads run them at once). */
