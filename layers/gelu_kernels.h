@@ -43,20 +43,12 @@ static const float GELU_EXP[7] = {1.0f, 1.0f, 4.999999106e-01f, 1.666641980e-01f
 
 /* The bits of a float and back; selects are masks on them (a float compare or ?: in the loop
  * leaves control flow that the x86-64-v3 vectorizer does not convert). */
-static inline uint32_t gelu_bits(float f) {
-    union {
-        float f;
-        uint32_t u;
-    } v = {f};
-    return v.u;
-}
-static inline float gelu_float(uint32_t u) {
-    union {
-        uint32_t u;
-        float f;
-    } v = {u};
-    return v.f;
-}
+typedef union {
+    float f;
+    uint32_t u;
+} GeluWord;
+static inline uint32_t gelu_bits(float f) { return (GeluWord){.f = f}.u; }
+static inline float gelu_float(uint32_t u) { return (GeluWord){.u = u}.f; }
 
 static inline __attribute__((always_inline)) GeluPhi gelu_phi(float x) {
     const uint32_t xb = gelu_bits(x), magnitude = xb & 0x7fffffffu;
