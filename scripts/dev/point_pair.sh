@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Two builds' time for one point of the synthetic suite (configs/sweeps/positions-synthetic.ini:
-# `realpos finetune configs/synthetic.ini`, 30000 steps of 8 on TASK's training file, lengths
-# 1-40, 16000 examples, seed 1; its test file, lengths 1-160, 4 per length, seed 1001, as the dev
-# file), paired: in each round both builds run at once, one thread each, one per core (the way
+# `realpos finetune` of its base config on TASK's training file, its test file as the dev file,
+# both written as scripts/sweep.py writes them, from the sweep file's [synth] section), paired: in each round both builds run at once, one thread each, one per core (the way
 # the suite runs them with --jobs 2), and swap cores the next round, so that both see the same
 # host, and neither core's own speed favours one. Prints each round's CPU seconds (user + sys)
 # and A/B, then the median [min..max] of A/B. Extra arguments go to both runs (e.g. --set
@@ -32,18 +31,36 @@ done
 (( $(nproc) >= 2 )) || { echo "point_pair.sh: needs 2 CPUs (one a run), this machine has $(nproc)" >&2; exit 2; }
 command -v taskset >/dev/null || { echo "point_pair.sh: needs taskset (util-linux)" >&2; exit 2; }
 
-here=$(cd "$(dirname "$0")/../.." && pwd)
+bin_a=$(realpath "$bin_a") bin_b=$(realpath "$bin_b") out=$(realpath -m "$out")
+cd "$(dirname "$0")/../.."
+# the suite's base config, then each data file: its path and its `realpos synth` arguments (tab-separated)
+mapfile -t suite < <(/usr/bin/python3 - configs/sweeps/positions-synthetic.ini "$task" "$out" <<'PY'
+import sys
+sys.path.insert(0, "scripts")
+import sweep_spec, sweep_synth
+spec = sweep_spec.parse_sweep(sys.argv[1])
+spec["out"] = sys.argv[3]
+print(spec["base"])
+for path, args in sweep_synth.data_commands(spec, sys.argv[2]):
+    print("\t".join([path] + args))
+PY
+)
+(( ${#suite[@]} == 3 )) || { echo "point_pair.sh: configs/sweeps/positions-synthetic.ini: no suite files for task $task" >&2; exit 2; }
+base=${suite[0]}
 mkdir -p "$out/data"
-train="$out/data/$task-train.txt" test="$out/data/$task-test.txt"
-[[ -s "$train" ]] || "$bin_b" synth "$task" --lengths 1-40 --count 16000 --seed 1 --out "$train"
-[[ -s "$test" ]] || "$bin_b" synth "$task" --lengths 1-160 --count 4 --per-length --seed 1001 --out "$test"
+for line in "${suite[@]:1}"; do
+  IFS=$'\t' read -r -a file <<<"$line"
+  [[ -s "${file[0]}" ]] || "$bin_b" synth "${file[@]:1}" --out "${file[0]}"
+done
+IFS=$'\t' read -r train _ <<<"${suite[1]}"
+IFS=$'\t' read -r test _ <<<"${suite[2]}"
 
 # one run: CPU seconds into $dir/seconds; the run's log in $dir/log
 run() { # core label binary dir args...
   local core=$1 label=$2 bin=$3 dir=$4; shift 4
   rm -rf "$dir"; mkdir -p "$dir"
   if ! /usr/bin/time -f "%U %S" -o "$dir/time" taskset -c "$core" env OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \
-      "$bin" finetune "$here/configs/synthetic.ini" --set task.train_file="$train" --set task.dev_file="$test" \
+      "$bin" finetune "$base" --set task.train_file="$train" --set task.dev_file="$test" \
       --set train.threads=1 --set train.run_dir="$dir/run" "$@" >"$dir/log" 2>&1 ||
      ! grep -q "fine-tuned checkpoint" "$dir/log"; then
     echo "point_pair.sh: $label ($bin) failed; its log: $dir/log" >&2; tail -3 "$dir/log" >&2; return 1
