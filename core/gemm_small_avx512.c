@@ -54,8 +54,8 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
     const size_t rs = a_transposed ? 1 : ld_a, cs = a_transposed ? ld_a : 1;
     const __mmask16 mask0 = lanes(cols), mask1 = lanes(cols - 16);
     const __m512 scale = _mm512_set1_ps(beta);
-    __m512 acc[MR][2];
-#pragma GCC unroll 8
+    __m512 acc[2 * MR][2]; /* rows <= MR, or (halves 1) <= 2 MR */
+#pragma GCC unroll 16
     for (int r = 0; r < rows; r++) {
         const float *c = C + (size_t)r * ldc;
         if (first && bias) { /* every row's chains from the bias */
@@ -79,16 +79,20 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
         const float *row = b + (size_t)k * ld_b;
         const __m512 b0 = _mm512_maskz_loadu_ps(mask0, row);
         const __m512 b1 = halves > 1 ? _mm512_maskz_loadu_ps(mask1, row + 16) : b0;
-        const float *a = A + (size_t)k * cs;
-#pragma GCC unroll 8
+        /* rows MR .. from a_hi at rows 0 ..'s offsets; a_hi opaque to GCC, which would otherwise hold
+         * 16 rows' offsets of A (not transposed), more than the general registers, in vector registers */
+        const float *a = A + (size_t)k * cs, *a_hi = a + (size_t)MR * rs;
+        if (rows > MR)
+            __asm__("" : "+r"(a_hi));
+#pragma GCC unroll 16
         for (int r = 0; r < rows; r++) {
-            const __m512 x = _mm512_set1_ps(a[(size_t)r * rs]);
+            const __m512 x = _mm512_set1_ps(r < MR ? a[(size_t)r * rs] : a_hi[(size_t)(r - MR) * rs]);
             acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
             if (halves > 1)
                 acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < rows; r++) {
         float *c = C + (size_t)r * ldc;
         _mm512_mask_storeu_ps(c, mask0, acc[r][0]);
@@ -99,4 +103,23 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
 
 GEMM_SMALL_BLOCKS(block_fns, 8, AVX512)
 _Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
-const GemmSmallKernel gemm_small_avx512_kernel = {MR, NR, KC, block_fns, reads_b_in_place, pack_rows};
+
+/* The narrow strips' blocks (one half, up to 2 MR = 16 rows: 16 chains in flight, not 8), [rows - 1]
+ * [op(A) transposed]: rows 1 .. 8 are block_fns' entries, rows 9 .. 16 these. At a head's shapes
+ * (scripts/dev/gemm_small.sh, time against OpenBLAS's, 3 rounds) NN 122 x 16 x 122 0.549 -> 0.482,
+ * TN 62 x 16 x 62 0.501 -> 0.448-0.462; NN 62 x 16 x 62 unchanged. */
+#define NARROW_FN(rows, at)                                                                                  \
+    static AVX512 void narrow_##rows##_##at(int kc, const float *A, size_t ld_a, const float *b, size_t ld_b, \
+                                            float *C, int ldc, int cols, int first, float beta,              \
+                                            const float *bias) {                                             \
+        block(rows, 1, at, kc, A, ld_a, b, ld_b, C, ldc, cols, first, beta, bias);                           \
+    }
+#define NARROW_FNS(rows) NARROW_FN(rows, 0) NARROW_FN(rows, 1)
+NARROW_FNS(9) NARROW_FNS(10) NARROW_FNS(11) NARROW_FNS(12) NARROW_FNS(13) NARROW_FNS(14) NARROW_FNS(15) NARROW_FNS(16)
+#define WIDE_ROW(rows) {block_##rows##_1_0, block_##rows##_1_1},
+#define NARROW_ROW(rows) {narrow_##rows##_0, narrow_##rows##_1},
+static const GemmSmallBlock narrow_fns[2 * MR][2] = {
+    WIDE_ROW(1) WIDE_ROW(2) WIDE_ROW(3) WIDE_ROW(4) WIDE_ROW(5) WIDE_ROW(6) WIDE_ROW(7) WIDE_ROW(8)
+    NARROW_ROW(9) NARROW_ROW(10) NARROW_ROW(11) NARROW_ROW(12) NARROW_ROW(13) NARROW_ROW(14) NARROW_ROW(15)
+    NARROW_ROW(16)};
+const GemmSmallKernel gemm_small_avx512_kernel = {MR, NR, KC, block_fns, narrow_fns, reads_b_in_place, pack_rows};

@@ -64,7 +64,7 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                       const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
     const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
-    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, mr);
+    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, 2 * mr);
     for (int m0 = 0; m0 < M; m0 += mc_max) {
         const int mc = M - m0 < mc_max ? M - m0 : mc_max;
         for (int n0 = 0; n0 < N; n0 += nr) {
@@ -77,13 +77,16 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                     pack_transposed(panel, nr, B, ldb, k0, kc, n0, nc);
                 else if (!in_place)
                     kernel->pack_rows(panel, B, ldb, k0, kc, n0, nc);
-                for (int m = m0; m < m0 + mc; m += mr) {
-                    const int rows = m0 + mc - m < mr ? m0 + mc - m : mr;
+                const int narrow = nc <= nr / 2 && kernel->narrow_blocks, block_rows = narrow ? 2 * mr : mr;
+                for (int m = m0; m < m0 + mc; m += block_rows) {
+                    const int rows = m0 + mc - m < block_rows ? m0 + mc - m : block_rows;
                     /* op(A) [m, k0]: A [m, k0] or A^T's, i.e. A [k0, m] */
                     const float *a = at ? A + (size_t)k0 * lda + m : A + (size_t)m * lda + k0;
                     const size_t ld_b = in_place ? (size_t)ldb : (size_t)nr;
-                    kernel->blocks[rows - 1][at][nc > nr / 2](kc, a, (size_t)lda, b, ld_b, C + (size_t)m * ldc + n0,
-                                                              ldc, nc, k0 == 0, beta, bias ? bias + n0 : NULL);
+                    const GemmSmallBlock fn =
+                        narrow ? kernel->narrow_blocks[rows - 1][at] : kernel->blocks[rows - 1][at][nc > nr / 2];
+                    fn(kc, a, (size_t)lda, b, ld_b, C + (size_t)m * ldc + n0, ldc, nc, k0 == 0, beta,
+                       bias ? bias + n0 : NULL);
                 }
             }
         }
