@@ -2,13 +2,14 @@
  * AVX2 kernel (core/gemm_small.c), element for element, on 16-float registers.
  *
  * C is computed in blocks of up to MR x NR = 8 x 32 elements held in 16 registers (a strip of at
- * most 16 columns: 16 x 16, also 16 registers), by core/gemm_small_driver.c's loop; every load and store of a partial strip is masked (the
- * masked-off lanes are neither read nor written). op(B) is read in place when it is B and fewer
- * than PACK_ROWS_MIN rows of C read it, else a strip of NR columns and up to KC values of k is
- * copied into a panel (panel [k][NR], columns past N zero): 1.05x on the products of a width-64
- * model's linear layers (scripts/dev/gemm_small.sh), as B's rows a power-of-two stride apart fall
- * into a few L1 sets; op(A) is read where it lies, one broadcast per row and k. Compiled for
- * AVX-512F through function attributes; called only on a CPU that has it (gemm_small_isa_runs_here). */
+ * most 16 columns: 16 x 16, also 16 registers), by core/gemm_small_driver.c's loop; every load and
+ * store of a partial strip is masked (the masked-off lanes are neither read nor written). op(B) is
+ * read in place when it is B and fewer than PACK_ROWS_MIN rows of C read it, else a strip of NR
+ * columns and up to KC values of k is copied into a panel (panel [k][NR], columns past N zero):
+ * 1.05x on the products of a width-64 model's linear layers (scripts/dev/gemm_small.sh), as B's rows
+ * a power-of-two stride apart fall into a few L1 sets; op(A) is read where it lies, one broadcast per
+ * row and k. Compiled for AVX-512F through function attributes; called only on a CPU that has it
+ * (gemm_small_isa_runs_here). */
 #include "core/gemm_small_avx512.h"
 
 #include <immintrin.h>
