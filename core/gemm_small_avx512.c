@@ -106,21 +106,13 @@ GEMM_SMALL_BLOCKS(block_fns, 8, AVX512)
 _Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
 
 /* The narrow strips' blocks (one half, up to 2 MR = 16 rows: 16 chains in flight, not 8), [rows - 1]
- * [op(A) transposed]: rows 1 .. 8 are block_fns' entries, rows 9 .. 16 these. At a head's shapes
- * (scripts/dev/gemm_small.sh, time against OpenBLAS's, 3 rounds) NN 122 x 16 x 122 0.549 -> 0.482,
- * TN 62 x 16 x 62 0.501 -> 0.448-0.462; NN 62 x 16 x 62 unchanged. */
-#define NARROW_FN(rows, at)                                                                                  \
-    static AVX512 void narrow_##rows##_##at(int kc, const float *A, size_t ld_a, const float *b, size_t ld_b, \
-                                            float *C, int ldc, int cols, int first, float beta,              \
-                                            const float *bias) {                                             \
-        block(rows, 1, at, kc, A, ld_a, b, ld_b, C, ldc, cols, first, beta, bias);                           \
-    }
-#define NARROW_FNS(rows) NARROW_FN(rows, 0) NARROW_FN(rows, 1)
+ * [op(A) transposed]: rows 1 .. 8 are block_fns' entries, rows 9 .. 16 defined here alike. At a
+ * head's shapes (scripts/dev/gemm_small.sh, time against OpenBLAS's, 3 rounds) NN 122 x 16 x 122
+ * 0.549 -> 0.482, TN 62 x 16 x 62 0.501 -> 0.448-0.462; NN 62 x 16 x 62 unchanged. */
+#define NARROW_FNS(rows) GEMM_SMALL_BLOCK_FN_(AVX512, rows, 1, 0) GEMM_SMALL_BLOCK_FN_(AVX512, rows, 1, 1)
 NARROW_FNS(9) NARROW_FNS(10) NARROW_FNS(11) NARROW_FNS(12) NARROW_FNS(13) NARROW_FNS(14) NARROW_FNS(15) NARROW_FNS(16)
-#define WIDE_ROW(rows) {block_##rows##_1_0, block_##rows##_1_1},
-#define NARROW_ROW(rows) {narrow_##rows##_0, narrow_##rows##_1},
+#define ONE_HALF(rows) {block_##rows##_1_0, block_##rows##_1_1},
 static const GemmSmallBlock narrow_fns[2 * MR][2] = {
-    WIDE_ROW(1) WIDE_ROW(2) WIDE_ROW(3) WIDE_ROW(4) WIDE_ROW(5) WIDE_ROW(6) WIDE_ROW(7) WIDE_ROW(8)
-    NARROW_ROW(9) NARROW_ROW(10) NARROW_ROW(11) NARROW_ROW(12) NARROW_ROW(13) NARROW_ROW(14) NARROW_ROW(15)
-    NARROW_ROW(16)};
+    ONE_HALF(1) ONE_HALF(2) ONE_HALF(3) ONE_HALF(4) ONE_HALF(5) ONE_HALF(6) ONE_HALF(7) ONE_HALF(8)
+    ONE_HALF(9) ONE_HALF(10) ONE_HALF(11) ONE_HALF(12) ONE_HALF(13) ONE_HALF(14) ONE_HALF(15) ONE_HALF(16)};
 const GemmSmallKernel gemm_small_avx512_kernel = {MR, NR, KC, block_fns, narrow_fns, reads_b_in_place, pack_rows};

@@ -64,7 +64,8 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                       const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
     const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
-    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, 2 * mr);
+    const int block_rows_max = kernel->narrow_blocks ? 2 * mr : mr; /* the tallest block the kernel has */
+    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, block_rows_max);
     for (int m0 = 0; m0 < M; m0 += mc_max) {
         const int mc = M - m0 < mc_max ? M - m0 : mc_max;
         for (int n0 = 0; n0 < N; n0 += nr) {

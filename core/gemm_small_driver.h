@@ -30,12 +30,12 @@ typedef struct {
 enum { GEMM_SMALL_PANEL_FLOATS = 256 * 32 };
 
 /* gemm_small (core/gemm_small.h) on the kernel, K > 0: C in passes of about 128 Ki floats of op(A)
- * (a multiple of 2 mr rows); per pass, strips of nr columns of op(B), kc values of k at a time, each
- * read in place or copied into the panel; per strip, the pass's blocks in row order, each through
- * its table entry (blocks of 2 mr rows through narrow_blocks for a strip of at most nr / 2
- * columns). A k range past the first continues each element's chain from the fp32 value stored in
- * C: the same bits as one unbroken chain. bias [N] (or NULL): each element's chain starts
- * from bias [n] instead of beta C. */
+ * (a multiple of the tallest block's rows: mr, or 2 mr with narrow_blocks); per pass, strips of nr
+ * columns of op(B), kc values of k at a time, each read in place or copied into the panel; per
+ * strip, the pass's blocks in row order, each through its table entry (blocks of 2 mr rows through
+ * narrow_blocks for a strip of at most nr / 2 columns). A k range past the first continues each
+ * element's chain from the fp32 value stored in C: the same bits as one unbroken chain. bias [N]
+ * (or NULL): each element's chain starts from bias [n] instead of beta C. */
 void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,
                       const float *B, int ldb, float beta, const float *bias, float *C, int ldc);
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Two builds' time for one point of the synthetic suite (configs/sweeps/positions-synthetic.ini:
 # `realpos finetune` of its base config on TASK's training file, its test file as the dev file,
-# both written as scripts/sweep.py writes them, from the sweep file's [synth] section), paired: in each round both builds run at once, one thread each, one per core (the way
-# the suite runs them with --jobs 2), and swap cores the next round, so that both see the same
-# host, and neither core's own speed favours one. Prints each round's CPU seconds (user + sys)
+# both written as scripts/sweep.py writes them, from the sweep file's [synth] section), paired: in
+# each round both builds run at once, one thread each, one per core (the way the suite runs them
+# with --jobs 2), and swap cores the next round, so that both see the same host, and neither
+# core's own speed favours one. Prints each round's CPU seconds (user + sys)
 # and A/B, then the median [min..max] of A/B. Extra arguments go to both runs (e.g. --set
 # model.relative_position=none --set model.absolute_position=yes, or --set task.max_steps=2000).
 # Needs 2 CPUs and taskset; the data is written once by B's `realpos synth` into OUT/data.
