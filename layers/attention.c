@@ -116,28 +116,25 @@ logits_pass(float *restrict row, float *restrict carried_row, const int *restric
     return max;
 }
 
-/* One query row: the logits (logits_pass; bias_row = the row's bias2 or NULL), then the softmax
- * in place and, with dropout, dropped_row = dropout(P) (elements `first` .. first+L-1 of the
- * mask). Three passes over the row: the carried update, logits and their max; exp and sum; the
- * scaling, which also writes the dropped row. */
-static void logits_softmax_row(float *restrict row, float *restrict carried_row,
-                               float *restrict dropped_row, const int *restrict key_mask,
-                               const float *restrict bias_row, int L, float scale,
-                               const AttnShape *s, uint64_t dropout_key, size_t first) {
-    if (!carried_row && !key_mask && !bias_row && !dropped_row) { /* the logits pass fused into the softmax */
-        softmax_scaled_rows_probs(row, 1, L, scale);
-        return;
-    }
-    /* four inlined copies: with and without a bias, with and without a mask (unpadded: none) */
-    const float max =
-        key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
-                             : logits_pass(row, carried_row, key_mask, NULL, L, scale, s))
-                 : (bias_row ? logits_pass(row, carried_row, NULL, bias_row, L, scale, s)
-                             : logits_pass(row, carried_row, NULL, NULL, L, scale, s));
-    if (!dropped_row) {
-        softmax_row_probs(row, row, L, max);
-        return;
-    }
+/* logits_pass in four inlined copies: with and without a bias, with and without a mask (unpadded:
+ * none). */
+static float row_logits(float *restrict row, float *restrict carried_row, const int *restrict key_mask,
+                        const float *restrict bias_row, int L, float scale, const AttnShape *s) {
+    return key_mask ? (bias_row ? logits_pass(row, carried_row, key_mask, bias_row, L, scale, s)
+                                : logits_pass(row, carried_row, key_mask, NULL, L, scale, s))
+                    : (bias_row ? logits_pass(row, carried_row, NULL, bias_row, L, scale, s)
+                                : logits_pass(row, carried_row, NULL, NULL, L, scale, s));
+}
+
+/* One query row with dropout: the logits (row_logits; bias_row = the row's bias2 or NULL), then the
+ * softmax in place and dropped_row = dropout(P) (elements `first` .. first+L-1 of the mask). Three
+ * passes over the row: the carried update, logits and their max; exp and sum; the scaling, which
+ * also writes the dropped row. (Without dropout: softmax_rows.) */
+static void logits_softmax_dropout_row(float *restrict row, float *restrict carried_row,
+                                       float *restrict dropped_row, const int *restrict key_mask,
+                                       const float *restrict bias_row, int L, float scale,
+                                       const AttnShape *s, uint64_t dropout_key, size_t first) {
+    const float max = row_logits(row, carried_row, key_mask, bias_row, L, scale, s);
     if (!isfinite(max)) { /* a row of -inf or NaN: as softmax_row_normalize says, then drop */
         softmax_row_probs(row, row, L, max);
         dropout_span(dropped_row, row, (size_t)L, s->dropout, dropout_key, first);
@@ -203,6 +200,31 @@ static const bf16 *head_v16(const AttnPlan *p, const AttnWork *w, const float *q
     return v16;
 }
 
+/* S [L, L] = P without dropout, 4 rows at a time: their logits (row_logits: carried scores C [L, L],
+ * the key mask [L], the bias bias2 centred on row 0, each NULL if none), then their softmax
+ * together; bf16 runs also round the rows into w->s16 while they are in cache. */
+static void softmax_rows(const AttnPlan *p, const AttnWork *w, float *S, float *C, const int *mask,
+                         const float *bias, const AttnShape *s) {
+    const int L = p->L;
+    for (int i0 = 0; i0 < L; i0 += 4) {
+        const int n = L - i0 < 4 ? L - i0 : 4;
+        float *rows = S + (size_t)i0 * L;
+        if (!C && !mask && !bias) { /* bf16's plain rows: the logits pass fused into the softmax */
+            softmax_scaled_rows_probs(rows, n, L, p->scale);
+        } else {
+            float max[4];
+            for (int r = 0; r < n; r++) {
+                const int i = i0 + r;
+                max[r] = row_logits(S + (size_t)i * L, C ? C + (size_t)i * L : NULL, mask, bias ? bias - i : NULL,
+                                    L, p->scale, s);
+            }
+            softmax_rows_probs(rows, n, L, max);
+        }
+        if (p->bf16)
+            attn_to_bf16(w->s16 + (size_t)i0 * L, rows, n, L, L);
+    }
+}
+
 static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx, float *probs,
                        float *raw_scores, float *carried, const float *qkv,
                        const float *table, const int *mask, const AttnShape *s,
@@ -238,13 +260,15 @@ static void forward_bh(const AttnPlan *p, const AttnWork *w, int bh, float *ctx,
     float *dropped = s->dropout > 0.0f ? w->dropped : NULL;
     if (!carried && !dropped && !mask && !bias && !p->bf16) /* the plain rows: all in one call */
         softmax_scaled_rows_probs(S, L, L, p->scale);
-    for (int i = 0; i < L && (carried || dropped || mask || bias || p->bf16); i++) {
-        logits_softmax_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
-                           dropped ? dropped + (size_t)i * L : NULL, mask ? mask + (size_t)b * L : NULL,
-                           bias ? bias - i : NULL, L, p->scale, s, dropout_key,
-                           dropout_row_first(p, s, bh, i));
+    else if (!dropped)
+        softmax_rows(p, w, S, carried ? carried + off : NULL, mask ? mask + (size_t)b * L : NULL, bias, s);
+    for (int i = 0; i < L && dropped; i++) {
+        logits_softmax_dropout_row(S + (size_t)i * L, carried ? carried + off + (size_t)i * L : NULL,
+                                   dropped + (size_t)i * L, mask ? mask + (size_t)b * L : NULL,
+                                   bias ? bias - i : NULL, L, p->scale, s, dropout_key,
+                                   dropout_row_first(p, s, bh, i));
         if (p->bf16) /* the row of dropout(P) in bf16 while it is in cache */
-            attn_to_bf16(w->s16 + (size_t)i * L, (dropped ? dropped : S) + (size_t)i * L, 1, L, L);
+            attn_to_bf16(w->s16 + (size_t)i * L, dropped + (size_t)i * L, 1, L, L);
     }
     const float *Pd = dropped ? dropped : S;
     const size_t ctx_off = (size_t)b * L * p->H + (size_t)h * d;

@@ -61,6 +61,7 @@ typedef struct AttnWork {
     float *kt;           /* method3: [d, L] K^T */
     float *blk;          /* [block, max(L, R)]: QA / KA block (shaw, method4) or region
                           * scores (method3) */
+    float *blk_key;      /* method4 in one block (block >= L): [L, R] KA beside QA in blk */
     float *blk_g;        /* method3: [block, d] */
     float *arow_grad;    /* method3: [d] gradient of a clipped-region table row */
     float *rot;          /* rope: [2, L, d] the head's rotated q and k, contiguous */

@@ -19,18 +19,27 @@ void attn_score_grad_rows(float *restrict D, float *restrict d_carried, float *r
         softmax_scaled_rows_backward(D, P, L, L, scale);
         return;
     }
+    if (!Pd && !diag) { /* 4 rows at a time: their softmax (and carry) backward, then their bf16 copies */
+        for (int i0 = 0; i0 < L; i0 += 4) {
+            const int n = L - i0 < 4 ? L - i0 : 4;
+            const size_t at = (size_t)i0 * L;
+            if (Pd16) /* bf16: the rows of P for dV, while they are in cache */
+                attn_to_bf16(Pd16 + at, P + at, n, L, L);
+            if (d_carried)
+                softmax_carried_rows_backward(D + at, P + at, d_carried + at, n, L, scale, carried_scale);
+            else
+                softmax_scaled_rows_backward(D + at, P + at, n, L, scale);
+            if (D16) /* bf16: the rows of dS for dQ, dK */
+                attn_to_bf16(D16 + at, D + at, n, L, L);
+        }
+        return;
+    }
     for (int i = 0; i < L; i++) {
         float *restrict g = D + (size_t)i * L;
         const float *restrict pr = P + (size_t)i * L;
         const float *restrict pd = Pd ? Pd + (size_t)i * L : pr;
         if (Pd16) /* bf16: the row of dropout(P) for dV, while it is in cache */
             attn_to_bf16(Pd16 + (size_t)i * L, pd, 1, L, L);
-        if (!Pd && !d_carried && !diag) { /* the three passes below in one call */
-            softmax_scaled_rows_backward(g, pr, 1, L, scale);
-            if (D16)
-                attn_to_bf16(D16 + (size_t)i * L, g, 1, L, L);
-            continue;
-        }
         float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
         for (int j = 0; j < L; j++)

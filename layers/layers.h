@@ -194,6 +194,11 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
 void softmax_row_probs(float *out, const float *in, int cols, float max);
+void softmax_row_probs_isa(int avx512, float *out, const float *in, int cols, float max);
+/* rows [n, cols] = softmax_row_probs of each row in place given its max (max [n]), on AVX-512 4 rows at
+ * a time (their passes interleaved) with the same bits. */
+void softmax_rows_probs(float *rows, int n, int cols, const float *max);
+void softmax_rows_probs_isa(int avx512, float *rows, int n, int cols, const float *max);
 /* rows [n, cols] = softmax(scale rows) row by row in place, as attention's logits pass (t = scale x +
  * 0, its max) then softmax_row_probs: attention's rows without a bias, mask, carried scores or
  * dropout. On AVX-512 where the CPU has it (layers/softmax_avx512.c: 4 rows at a time, their
@@ -207,6 +212,13 @@ void softmax_scaled_row_probs_isa(int avx512, float *row, int cols, float scale)
 void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale);
 void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale);
 void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int cols, float scale);
+/* Residual attention's (RealFormer) backward rows without dropout: t = p (g - sum_j g_j p_j), the
+ * carried scores' gradient dc += carried_scale t, then g = scale dc ([n, cols] each), on AVX-512
+ * where the CPU has it with the same bits; the _isa form as above. */
+void softmax_carried_rows_backward(float *g, const float *p, float *dc, int n, int cols, float scale,
+                                   float carried_scale);
+void softmax_carried_rows_backward_isa(int avx512, float *g, const float *p, float *dc, int n, int cols, float scale,
+                                       float carried_scale);
 
 /* e^x for x <= 0 (a logit minus its row's max) as 2^n e^r: n = round(x / ln 2) (by adding and
  * subtracting 1.5 * 2^23), r = x - n ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, so r is exact to

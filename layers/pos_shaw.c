@@ -221,6 +221,13 @@ static void work(const AttnPlan *p, AttnWork *w, Arena *arena) {
         w->blk16 = (bf16 *)arena_take(arena, (blk + 1) / 2);
 }
 
+/* Method 4 in one block also keeps KA [L, R] beside QA (method4_scores). */
+static void method4_work(const AttnPlan *p, AttnWork *w, Arena *arena) {
+    work(p, w, arena);
+    if (p->block >= p->L)
+        w->blk_key = arena_take(arena, (size_t)p->L * p->R);
+}
+
 /* bf16 runs: the reachable table rows k-m .. k+m in bf16, once a call (the QA / KA products' B). */
 static void prepare(const AttnPlan *p, const float *table) {
     if (p->bf16)
@@ -250,13 +257,52 @@ static void shaw_scores(const AttnPlan *p, const AttnWork *w, float *S, const fl
     query_table_term(p, w, S, q, ld, q16, ld16, reachable(p, table));
 }
 
+/* Both terms of method4 in one block of L rows (lo = 0, W = R = 2m+1), S written once:
+ *   S_ij = QA[i][r'] + KA[j][r'],  ka_left, ka_right [L] KA's columns 2m and 0 (the clipped
+ * cells j <= i-m and j >= i+m), contiguous. The same bits as S = QA term, then S += KA term. */
+static void both_table_terms(float *restrict S, const float *restrict qa, const float *restrict ka,
+                             const float *restrict ka_left, const float *restrict ka_right, int L, int m) {
+    const int W = 2 * m + 1;
+    for (int i = 0; i < L; i++) {
+        int le, rs;
+        rel_split(i, m, L, &le, &rs);
+        float *restrict row = S + (size_t)i * L;
+        const float *restrict qa_row = qa + (size_t)i * W;
+        const float *restrict ka_diag = ka + i + m; /* ka_diag[j (W-1)] = KA[j][i+m-j] */
+        const float left = qa_row[2 * m], right = qa_row[0];
+        for (int j = 0; j < le; j++)
+            row[j] = left + ka_left[j];
+        for (int j = le; j < rs; j++)
+            row[j] = qa_row[i + m - j] + ka_diag[(ptrdiff_t)j * (W - 1)];
+        for (int j = rs; j < L; j++)
+            row[j] = right + ka_right[j];
+    }
+}
+
+/* Method 4 in one block (p->block >= L: the k <= 32 rows of the synthetic suite) computes QA and
+ * KA whole and writes S once (both_table_terms); in blocks, the query term and then the key term. */
 static void method4_scores(const AttnPlan *p, const AttnWork *w, float *S, const float *raw,
                            const float *qkv, const float *table, int b, int h) {
-    shaw_scores(p, w, S, raw, qkv, table, b, h);
-    int ld, ld16;
-    const bf16 *k16;
-    const float *key = head_rows(p, w, qkv, b, h, 1, &ld, &k16, &ld16);
-    key_table_term(p, w, S, key, ld, k16, ld16, reachable(p, table));
+    (void)raw;
+    int ld, ld16, kld, kld16;
+    const bf16 *q16, *k16;
+    const float *q = head_rows(p, w, qkv, b, h, 0, &ld, &q16, &ld16);
+    const float *key = head_rows(p, w, qkv, b, h, 1, &kld, &k16, &kld16);
+    const float *reach = reachable(p, table);
+    if (p->block < p->L) {
+        query_table_term(p, w, S, q, ld, q16, ld16, reach);
+        key_table_term(p, w, S, key, kld, k16, kld16, reach);
+        return;
+    }
+    const int L = p->L, R = p->R, d = p->d;
+    const AttnOperand a = rows_of(reach, d, p->table16, d, 0);
+    attn_product(p, GEMM_N, GEMM_T, L, R, d, rows_of(q, ld, q16, ld16, 0), a, 0.0f, w->blk, R);
+    attn_product(p, GEMM_N, GEMM_T, L, R, d, rows_of(key, kld, k16, kld16, 0), a, 0.0f, w->blk_key, R);
+    for (int j = 0; j < L; j++) {
+        w->vec0[j] = w->blk_key[(size_t)j * R + R - 1];
+        w->vec1[j] = w->blk_key[(size_t)j * R];
+    }
+    both_table_terms(S, w->blk, w->blk_key, w->vec0, w->vec1, L, p->m);
 }
 
 static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
@@ -310,7 +356,7 @@ const PosScheme pos_method4 = {
     .hf_type = "relative_key_query",
     .check = pos_truncated_check,
     .plan = plan,
-    .work = work,
+    .work = method4_work,
     .prepare = prepare,
     .qk = POS_QK_ADDED,
     .scores = method4_scores,

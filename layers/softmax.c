@@ -57,8 +57,31 @@ float softmax_row_normalize(float *out, const float *in, int cols, float max) {
 /* out [cols] = exp(in - max) / sum as softmax_row_normalize (the same -inf and NaN rows), without
  * the log and with exp_nonpositive for expf: attention's rows, tens of elements long, where the
  * libmvec call, its scalar remainder and the log were most of the row's time. */
+void softmax_row_probs_isa(int avx512, float *out, const float *in, int cols, float max) {
+    if (avx512 && cols > 0 && max != -INFINITY)
+        softmax_row_probs_avx512(out, in, cols, max);
+    else
+        row_normalize(out, in, cols, max, 0, 1); /* the -inf / NaN rows never reach the exp */
+}
+
 void softmax_row_probs(float *out, const float *in, int cols, float max) {
-    row_normalize(out, in, cols, max, 0, 1); /* the -inf / NaN rows never reach the exp */
+    softmax_row_probs_isa(__builtin_cpu_supports("avx512f"), out, in, cols, max);
+}
+
+void softmax_rows_probs_isa(int avx512, float *rows, int n, int cols, const float *max) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4) {
+        const float *m = max + r;
+        if (m[0] == -INFINITY || m[1] == -INFINITY || m[2] == -INFINITY || m[3] == -INFINITY)
+            break; /* a row of -inf or NaN: this group one row at a time */
+        softmax_4rows_probs_avx512(rows + (size_t)r * cols, cols, m);
+    }
+    for (; r < n; r++)
+        softmax_row_probs_isa(avx512, rows + (size_t)r * cols, rows + (size_t)r * cols, cols, max[r]);
+}
+
+void softmax_rows_probs(float *rows, int n, int cols, const float *max) {
+    softmax_rows_probs_isa(__builtin_cpu_supports("avx512f"), rows, n, cols, max);
 }
 
 /* The portable loops: the logits pass of attention.c (t = scale x + 0 and its max), then
@@ -125,4 +148,43 @@ void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int 
 
 void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale) {
     softmax_scaled_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, n, cols, scale);
+}
+
+/* The loops of attention_rows.c's residual rows (no dropout, no bias gradient) that it replaces. */
+static void carried_backward_portable(float *restrict g, const float *restrict p, float *restrict dc, int cols,
+                                      float scale, float carried_scale) {
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < cols; c++)
+        dot += g[c] * p[c];
+#pragma omp simd
+    for (int c = 0; c < cols; c++)
+        g[c] = p[c] * (g[c] - dot);
+#pragma omp simd
+    for (int c = 0; c < cols; c++) {
+        const float v = dc[c] + carried_scale * g[c];
+        dc[c] = v;
+        g[c] = scale * v;
+    }
+}
+
+void softmax_carried_rows_backward_isa(int avx512, float *g, const float *p, float *dc, int n, int cols, float scale,
+                                       float carried_scale) {
+    int r = 0;
+    for (; avx512 && r + 4 <= n; r += 4) {
+        const size_t at = (size_t)r * cols;
+        softmax_carried_backward_4rows_avx512(g + at, p + at, dc + at, cols, scale, carried_scale);
+    }
+    for (; r < n; r++) {
+        const size_t at = (size_t)r * cols;
+        if (avx512)
+            softmax_carried_backward_avx512(g + at, p + at, dc + at, cols, scale, carried_scale);
+        else
+            carried_backward_portable(g + at, p + at, dc + at, cols, scale, carried_scale);
+    }
+}
+
+void softmax_carried_rows_backward(float *g, const float *p, float *dc, int n, int cols, float scale,
+                                   float carried_scale) {
+    softmax_carried_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, dc, n, cols, scale, carried_scale);
 }

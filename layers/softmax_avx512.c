@@ -18,6 +18,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define AVX512 __attribute__((target("avx512f")))
@@ -60,6 +61,56 @@ static inline AVX512 __m512 logit16(__m512 x, __m512 scale) {
     return _mm512_add_ps(_mm512_mul_ps(scale, x), _mm512_setzero_ps());
 }
 
+/* Passes 2 and 3 of the softmax of R rows (in and out rows r cols apart, out may equal in), given
+ * their maxima: out = e / sum, e = exp(t - max), t = scale x + 0 (scaled) or x (the caller's logits). */
+static inline __attribute__((always_inline)) AVX512 void rows_exp_normalize(float *out, const float *in, const int R,
+                                                                          int cols, const __m512 *max_v,
+                                                                          const int scaled, __m512 s) {
+    const int whole = cols / 8 * 8; /* the elements of whole 8-element groups */
+    __m256 sums[4];
+    float last[4][16], sum8[4][8];
+    for (int r = 0; r < R; r++)
+        sums[r] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= whole; c += 16) /* whole registers: both halves into the sums (kept in registers) */
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_loadu_ps(in + (size_t)r * cols + c);
+            const __m512 e = exp16(_mm512_sub_ps(scaled ? logit16(x, s) : x, max_v[r]));
+            _mm512_storeu_ps(out + (size_t)r * cols + c, e);
+            sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
+            sums[r] = _mm256_add_ps(sums[r], _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+        }
+    const int tail = c; /* the last register, partial (its first half may be a whole group) */
+    if (c < cols) {
+        const __mmask16 m = lanes(cols - c);
+        for (int r = 0; r < R; r++) {
+            const __m512 x = _mm512_maskz_loadu_ps(m, in + (size_t)r * cols + c);
+            const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(scaled ? logit16(x, s) : x, max_v[r])));
+            _mm512_mask_storeu_ps(out + (size_t)r * cols + c, m, e);
+            if (c + 8 <= whole)
+                sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
+            _mm512_storeu_ps(last[r], e);
+        }
+    }
+    __m512 inv_sum[4];
+    for (int r = 0; r < R; r++) {
+        _mm256_storeu_ps(sum8[r], sums[r]);
+        for (int e = whole; e < cols; e++) /* the last cols % 8 into sum 0, in order */
+            sum8[r][0] += last[r][e - tail];
+        float sum = 0.0f;
+        for (int j = 0; j < 8; j++)
+            sum += sum8[r][j];
+        inv_sum[r] = _mm512_set1_ps(1.0f / sum);
+    }
+    for (c = 0; c < cols; c += 16) {
+        const __mmask16 m = lanes(cols - c);
+        for (int r = 0; r < R; r++) {
+            float *row = out + (size_t)r * cols;
+            _mm512_mask_storeu_ps(row + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + c), inv_sum[r]));
+        }
+    }
+}
+
 /* The softmax of R rows (rows r cols apart), their passes interleaved: a row's passes are chains of
  * dependent steps (its max, its sums), the rows' are independent. Returns 0, rows untouched, when a
  * row's scaled elements are all -inf or NaN. */
@@ -82,51 +133,19 @@ static inline __attribute__((always_inline)) AVX512 int rows_forward(float *rows
             return 0;
         max_v[r] = _mm512_set1_ps(max);
     }
-    const int whole = cols / 8 * 8; /* the elements of whole 8-element groups */
-    __m256 sums[4];
-    float last[4][16], sum8[4][8];
-    for (int r = 0; r < R; r++)
-        sums[r] = _mm256_setzero_ps();
-    int c = 0;
-    for (; c + 16 <= whole; c += 16) /* whole registers: both halves into the sums (kept in registers) */
-        for (int r = 0; r < R; r++) {
-            float *row = rows + (size_t)r * cols;
-            const __m512 e = exp16(_mm512_sub_ps(logit16(_mm512_loadu_ps(row + c), s), max_v[r]));
-            _mm512_storeu_ps(row + c, e);
-            sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
-            sums[r] = _mm256_add_ps(sums[r], _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
-        }
-    const int tail = c; /* the last register, partial (its first half may be a whole group) */
-    if (c < cols) {
-        const __mmask16 m = lanes(cols - c);
-        for (int r = 0; r < R; r++) {
-            float *row = rows + (size_t)r * cols;
-            const __m512 e =
-                _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(logit16(_mm512_maskz_loadu_ps(m, row + c), s), max_v[r])));
-            _mm512_mask_storeu_ps(row + c, m, e);
-            if (c + 8 <= whole)
-                sums[r] = _mm256_add_ps(sums[r], _mm512_castps512_ps256(e));
-            _mm512_storeu_ps(last[r], e);
-        }
-    }
-    __m512 inv_sum[4];
-    for (int r = 0; r < R; r++) {
-        _mm256_storeu_ps(sum8[r], sums[r]);
-        for (int e = whole; e < cols; e++) /* the last cols % 8 into sum 0, in order */
-            sum8[r][0] += last[r][e - tail];
-        float sum = 0.0f;
-        for (int j = 0; j < 8; j++)
-            sum += sum8[r][j];
-        inv_sum[r] = _mm512_set1_ps(1.0f / sum);
-    }
-    for (c = 0; c < cols; c += 16) {
-        const __mmask16 m = lanes(cols - c);
-        for (int r = 0; r < R; r++) {
-            float *row = rows + (size_t)r * cols;
-            _mm512_mask_storeu_ps(row + c, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + c), inv_sum[r]));
-        }
-    }
+    rows_exp_normalize(rows, rows, R, cols, max_v, 1, s);
     return 1;
+}
+
+AVX512 void softmax_row_probs_avx512(float *out, const float *in, int cols, float max) {
+    const __m512 max_v = _mm512_set1_ps(max);
+    rows_exp_normalize(out, in, 1, cols, &max_v, 0, _mm512_set1_ps(1.0f));
+}
+
+AVX512 void softmax_4rows_probs_avx512(float *rows, int cols, const float max[4]) {
+    const __m512 max_v[4] = {_mm512_set1_ps(max[0]), _mm512_set1_ps(max[1]), _mm512_set1_ps(max[2]),
+                             _mm512_set1_ps(max[3])};
+    rows_exp_normalize(rows, rows, 4, cols, max_v, 0, _mm512_set1_ps(1.0f));
 }
 
 AVX512 int softmax_scaled_row_avx512(float *row, int cols, float scale) {
@@ -137,9 +156,12 @@ AVX512 int softmax_scaled_4rows_avx512(float *rows, int cols, float scale) {
     return rows_forward(rows, 4, cols, scale);
 }
 
-/* The backward of R rows (g and p rows r cols apart), interleaved as rows_forward. */
-static inline __attribute__((always_inline)) AVX512 void rows_backward(float *g, const float *p, const int R, int cols,
-                                                                     float scale) {
+/* The backward of R rows (g, p and dc rows r cols apart), interleaved as rows_forward. carry
+ * (residual attention): the carried scores' gradient dc += carried_scale p (g - dot) first, and
+ * g = scale dc (the portable loop's c = dc + carried_scale t, a fused multiply-add). */
+static inline __attribute__((always_inline)) AVX512 void rows_backward(float *g, const float *p, float *dc,
+                                                                     const int R, int cols, float scale,
+                                                                     const int carry, float carried_scale) {
     const int whole = cols / 8 * 8;
     __m256 dots[4];
     for (int r = 0; r < R; r++)
@@ -160,22 +182,39 @@ static inline __attribute__((always_inline)) AVX512 void rows_backward(float *g,
             dot += dot8[j];
         dot_v[r] = _mm512_set1_ps(dot);
     }
-    const __m512 s = _mm512_set1_ps(scale);
+    const __m512 s = _mm512_set1_ps(scale), cs = _mm512_set1_ps(carried_scale);
     for (int c = 0; c < cols; c += 16) {
         const __mmask16 m = lanes(cols - c);
         for (int r = 0; r < R; r++) {
             float *gr = g + (size_t)r * cols;
             const __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + (size_t)r * cols + c),
                                            _mm512_sub_ps(_mm512_maskz_loadu_ps(m, gr + c), dot_v[r]));
-            _mm512_mask_storeu_ps(gr + c, m, _mm512_mul_ps(s, d));
+            if (carry) {
+                float *dcr = dc + (size_t)r * cols;
+                const __m512 v = _mm512_fmadd_ps(cs, d, _mm512_maskz_loadu_ps(m, dcr + c));
+                _mm512_mask_storeu_ps(dcr + c, m, v);
+                _mm512_mask_storeu_ps(gr + c, m, _mm512_mul_ps(s, v));
+            } else {
+                _mm512_mask_storeu_ps(gr + c, m, _mm512_mul_ps(s, d));
+            }
         }
     }
 }
 
 AVX512 void softmax_scaled_backward_avx512(float *g, const float *p, int cols, float scale) {
-    rows_backward(g, p, 1, cols, scale);
+    rows_backward(g, p, NULL, 1, cols, scale, 0, 0.0f);
 }
 
 AVX512 void softmax_scaled_backward_4rows_avx512(float *g, const float *p, int cols, float scale) {
-    rows_backward(g, p, 4, cols, scale);
+    rows_backward(g, p, NULL, 4, cols, scale, 0, 0.0f);
+}
+
+AVX512 void softmax_carried_backward_avx512(float *g, const float *p, float *dc, int cols, float scale,
+                                            float carried_scale) {
+    rows_backward(g, p, dc, 1, cols, scale, 1, carried_scale);
+}
+
+AVX512 void softmax_carried_backward_4rows_avx512(float *g, const float *p, float *dc, int cols, float scale,
+                                                  float carried_scale) {
+    rows_backward(g, p, dc, 4, cols, scale, 1, carried_scale);
 }

@@ -135,14 +135,17 @@ enum { BUILD_WIDE = 0 };
 /* softmax_scaled_row_probs: the portable loops against softmax_row_probs after attention's logits
  * pass (t = scale x + 0, max), to the bit; the AVX-512 kernel against the portable loops, to the bit,
  * at every length 1-130 (whole registers, 8-element groups and every tail), for rows of logits, of
- * logits with a -inf, a +inf, a NaN, -10000 penalties, -0, huge values, and rows of -inf only. */
+ * logits with a -inf, a +inf, a NaN, -10000 penalties, -0, huge values, and rows of -inf only; and
+ * softmax_row_probs' AVX-512 kernel (given the logits and their max) against its portable loops. */
 static void test_scaled_probs(TestTally *t, Rng *rng) {
     Pool pool = {0};
     enum { MAX_COLS = 130, KINDS = 7 };
     float *x = pool_alloc(&pool, MAX_COLS, sizeof *x), *ref = pool_alloc(&pool, MAX_COLS, sizeof *ref);
     float *portable = pool_alloc(&pool, MAX_COLS, sizeof *portable), *wide = pool_alloc(&pool, MAX_COLS, sizeof *wide);
     const int avx512 = __builtin_cpu_supports("avx512f");
-    int old_same = 1, wide_same = 1, bad_cols = 0, bad_kind = 0;
+    float *logits = pool_alloc(&pool, MAX_COLS, sizeof *logits);
+    float *probs_wide = pool_alloc(&pool, MAX_COLS, sizeof *probs_wide);
+    int old_same = 1, wide_same = 1, bad_cols = 0, bad_kind = 0, probs_same = 1, bad_probs_cols = 0, bad_probs_kind = 0;
     for (int cols = 1; cols <= MAX_COLS; cols++)
         for (int kind = 0; kind < KINDS; kind++) {
             const float scale = kind == 6 ? 1e30f : 0.25f + 0.01f * (float)(cols % 7);
@@ -166,7 +169,15 @@ static void test_scaled_probs(TestTally *t, Rng *rng) {
                 ref[c] = scale * x[c] + 0.0f;
                 max = ref[c] > max ? ref[c] : max;
             }
-            softmax_row_probs(ref, ref, cols, max);
+            memcpy(logits, ref, (size_t)cols * sizeof *ref);
+            softmax_row_probs_isa(0, ref, ref, cols, max);
+            if (avx512) { /* given the logits and their max (attention's rows with carried scores or masks) */
+                softmax_row_probs_isa(1, probs_wide, logits, cols, max);
+                const int same = same_bits(probs_wide, ref, (size_t)cols);
+                if (!same && probs_same)
+                    bad_probs_cols = cols, bad_probs_kind = kind;
+                probs_same &= same;
+            }
             memcpy(portable, x, (size_t)cols * sizeof *x);
             memcpy(wide, x, (size_t)cols * sizeof *x);
             softmax_scaled_row_probs_isa(0, portable, cols, scale);
@@ -185,6 +196,10 @@ static void test_scaled_probs(TestTally *t, Rng *rng) {
     else
         CHECK(t, wide_same, "softmax_scaled_row_probs: the AVX-512 kernel = the portable loops, bit for bit, at "
               "lengths 1-130 (first difference: %d columns, row kind %d)", bad_cols, bad_kind);
+    if (avx512 && !BUILD_WIDE)
+        CHECK(t, probs_same, "softmax_row_probs: the AVX-512 kernel = the portable loops given the logits and their "
+              "max, bit for bit, at lengths 1-130 (first difference: %d columns, row kind %d)", bad_probs_cols,
+              bad_probs_kind);
     pool_release(&pool);
 }
 
@@ -245,7 +260,7 @@ static void test_scaled_rows(TestTally *t, Rng *rng) {
     float *x = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *x), *p = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *p);
     float *one = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *one);
     float *block = pool_alloc(&pool, MAX_ROWS * MAX_COLS, sizeof *block);
-    int same_fwd = 1, same_bwd = 1, blocks = 0;
+    int same_fwd = 1, same_given = 1, same_bwd = 1, blocks = 0;
     for (int isa = 0; isa < 1 + !!__builtin_cpu_supports("avx512f"); isa++)
         for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++)
             for (int n = 1; n <= MAX_ROWS; n++) {
@@ -261,6 +276,15 @@ static void test_scaled_rows(TestTally *t, Rng *rng) {
                     softmax_scaled_row_probs_isa(isa, one + (size_t)r * cols, cols, 0.3f);
                 softmax_scaled_rows_probs_isa(isa, block, n, cols, 0.3f);
                 same_fwd &= same_bits(one, block, (size_t)count);
+                float max[MAX_ROWS]; /* x as logits, given their maxima */
+                memcpy(one, x, (size_t)count * sizeof *x);
+                memcpy(block, x, (size_t)count * sizeof *x);
+                for (int r = 0; r < n; r++) {
+                    max[r] = softmax_row_max(x + (size_t)r * cols, cols);
+                    softmax_row_probs_isa(isa, one + (size_t)r * cols, one + (size_t)r * cols, cols, max[r]);
+                }
+                softmax_rows_probs_isa(isa, block, n, cols, max);
+                same_given &= same_bits(one, block, (size_t)count);
                 memcpy(one, x, (size_t)count * sizeof *x); /* x as dL/dP for the backward */
                 memcpy(block, x, (size_t)count * sizeof *x);
                 for (int r = 0; r < n; r++)
@@ -269,9 +293,61 @@ static void test_scaled_rows(TestTally *t, Rng *rng) {
                 same_bwd &= same_bits(one, block, (size_t)count);
                 blocks++;
             }
-    CHECK(t, same_fwd && same_bwd, "softmax_scaled_rows_probs and _rows_backward: %d blocks of 1-9 rows (lengths "
-          "1-122, a row of -inf) = the one-row forms row by row, bit for bit (forward %s, backward %s)", blocks,
-          same_fwd ? "same" : "DIFFERENT", same_bwd ? "same" : "DIFFERENT");
+    CHECK(t, same_fwd && same_given && same_bwd, "softmax_scaled_rows_probs, softmax_rows_probs and "
+          "_rows_backward: %d blocks of 1-9 rows (lengths 1-122, a row of -inf) = the one-row forms row by row, bit "
+          "for bit (forward %s, given the maxima %s, backward %s)", blocks, same_fwd ? "same" : "DIFFERENT",
+          same_given ? "same" : "DIFFERENT", same_bwd ? "same" : "DIFFERENT");
+    pool_release(&pool);
+}
+
+/* softmax_carried_rows_backward (residual attention's rows): against the formula in double (t = p (g -
+ * sum g p), dc += cs t, g = scale dc) within 1e-5, and the AVX-512 kernels (4 rows, then one) against the
+ * portable loops, bit for bit, in g and dc, at every length 1-130 and 1-9 rows. */
+static void test_carried_backward(TestTally *t, Rng *rng) {
+    enum { MAX_ROWS = 9, MAX_COLS = 130, MAX = MAX_ROWS * MAX_COLS };
+    Pool pool = {0};
+    float *g = pool_alloc(&pool, MAX, sizeof *g), *p = pool_alloc(&pool, MAX, sizeof *p);
+    float *dc = pool_alloc(&pool, MAX, sizeof *dc), *g0 = pool_alloc(&pool, MAX, sizeof *g0);
+    float *dc0 = pool_alloc(&pool, MAX, sizeof *dc0), *g1 = pool_alloc(&pool, MAX, sizeof *g1);
+    float *dc1 = pool_alloc(&pool, MAX, sizeof *dc1);
+    const int avx512 = __builtin_cpu_supports("avx512f") && !BUILD_WIDE;
+    const float scale = 0.25f, carried_scale = 0.5f;
+    double worst = 0.0;
+    int same = 1, bad_cols = 0, bad_rows = 0;
+    for (int cols = 1; cols <= MAX_COLS; cols++)
+        for (int n = 1; n <= MAX_ROWS; n += (n < 5 ? 1 : 4)) {
+            const int count = n * cols;
+            for (int e = 0; e < count; e++)
+                g[e] = -1.0f + 2.0f * rng_uniform(rng), p[e] = rng_uniform(rng) * 2.0f / (float)cols,
+                dc[e] = -1.0f + 2.0f * rng_uniform(rng);
+            memcpy(g0, g, (size_t)count * sizeof *g), memcpy(dc0, dc, (size_t)count * sizeof *dc);
+            softmax_carried_rows_backward_isa(0, g0, p, dc0, n, cols, scale, carried_scale);
+            for (int r = 0; r < n; r++) {
+                const size_t at = (size_t)r * cols;
+                double dot = 0.0;
+                for (int c = 0; c < cols; c++)
+                    dot += (double)g[at + c] * p[at + c];
+                for (int c = 0; c < cols; c++) {
+                    const double want_dc = dc[at + c] + (double)carried_scale * p[at + c] * (g[at + c] - dot);
+                    worst = fmax(worst, fabs(dc0[at + c] - want_dc) + fabs(g0[at + c] - scale * want_dc));
+                }
+            }
+            if (!avx512)
+                continue;
+            memcpy(g1, g, (size_t)count * sizeof *g), memcpy(dc1, dc, (size_t)count * sizeof *dc);
+            softmax_carried_rows_backward_isa(1, g1, p, dc1, n, cols, scale, carried_scale);
+            const int row_same = same_bits(g1, g0, (size_t)count) && same_bits(dc1, dc0, (size_t)count);
+            if (!row_same && same)
+                bad_cols = cols, bad_rows = n;
+            same &= row_same;
+        }
+    CHECK(t, worst < 1e-5, "softmax_carried_rows_backward = dc + cs p (g - g.p), g = scale dc (worst %.2e)", worst);
+    if (!avx512)
+        printf("SKIP softmax_carried_rows_backward AVX-512 kernels (%s)\n",
+               BUILD_WIDE ? WIDE_WHY : "this CPU has no AVX-512F");
+    else
+        CHECK(t, same, "softmax_carried_rows_backward: the AVX-512 kernels = the portable loops, bit for bit, at lengths "
+              "1-130, 1-9 rows (first difference: %d columns, %d rows)", bad_cols, bad_rows);
     pool_release(&pool);
 }
 
@@ -284,5 +360,6 @@ int main(void) {
     test_scaled_probs(&t, &rng);
     test_scaled_backward(&t, &rng);
     test_scaled_rows(&t, &rng);
+    test_carried_backward(&t, &rng);
     return tally_exit(&t);
 }
