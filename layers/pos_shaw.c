@@ -22,11 +22,12 @@ static AttnOperand rows_of(const float *x, int ld, const bf16 *x16, int ld16, in
     return (AttnOperand){x ? x + (size_t)first * ld : NULL, ld, x16 ? x16 + (size_t)first * ld16 : NULL, ld16};
 }
 
-/* The dQA / dKA block in w->blk [nb, W] as an operand (bf16 runs: rounded into w->blk16). */
-static AttnOperand block_operand(const AttnPlan *p, const AttnWork *w, int nb, int W) {
+/* The dQA / dKA block blk [nb, W] (w->blk or w->blk_key) as an operand (bf16 runs: rounded into
+ * w->blk16). */
+static AttnOperand block_operand(const AttnPlan *p, const AttnWork *w, const float *blk, int nb, int W) {
     if (p->bf16)
-        attn_to_bf16(w->blk16, w->blk, nb, W, W);
-    return (AttnOperand){w->blk, W, w->blk16, W};
+        attn_to_bf16(w->blk16, blk, nb, W, W);
+    return (AttnOperand){blk, W, w->blk16, W};
 }
 
 
@@ -139,7 +140,7 @@ static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float 
             if (rs < L)
                 dr[0] += right;
         }
-        const AttnOperand dqa = block_operand(p, w, nb, W);
+        const AttnOperand dqa = block_operand(p, w, blk, nb, W);
         attn_product(p, GEMM_N, GEMM_N, nb, d, W, dqa, rows_of(reach, d, p->table16, d, lo), 1.0f,
                      dq + (size_t)i0 * ld, ld);
         attn_product(p, GEMM_T, GEMM_N, W, d, nb, dqa, rows_of(q, qld, q16, ld16, i0), 1.0f, part + (size_t)lo * d, d);
@@ -180,7 +181,7 @@ static void key_table_grads(const AttnPlan *p, const AttnWork *w, const float *r
             if (lo == 0)
                 blk[(size_t)c * W] += col_right[c];
         }
-        const AttnOperand dka = block_operand(p, w, nb, W);
+        const AttnOperand dka = block_operand(p, w, blk, nb, W);
         attn_product(p, GEMM_N, GEMM_N, nb, d, W, dka, rows_of(reach, d, p->table16, d, lo), 1.0f,
                      dkey + (size_t)j0 * ld, ld);
         attn_product(p, GEMM_T, GEMM_N, W, d, nb, dka, rows_of(key, kld, key16, ld16, j0), 1.0f,
@@ -314,14 +315,75 @@ static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dsc
     query_table_grads(p, w, dscore, part, d_qkv + off, q, ld, q16, ld16, reachable(p, table));
 }
 
+/* Both terms' dQA and dKA [L, W] (one block: lo = 0, W = 2m+1) in one pass over G = dR [L, L],
+ * each cell as query_table_grads and key_table_grads give it (the same loops, the same bits):
+ * dQA[i][r'] and dKA[j][r'] = G_ij in the band, the clipped cells summed into r' = 2m and 0 (row
+ * sums for dQA, column sums into col_left, col_right [L] for dKA). */
+static void both_table_grads(const float *restrict G, float *restrict dqa, float *restrict dka,
+                             float *restrict col_left, float *restrict col_right, int L, int m) {
+    const int W = 2 * m + 1;
+    memset(dka, 0, (size_t)L * W * sizeof(float));
+    memset(col_left, 0, (size_t)L * sizeof(float));
+    memset(col_right, 0, (size_t)L * sizeof(float));
+    for (int i = 0; i < L; i++) {
+        int le, rs;
+        rel_split(i, m, L, &le, &rs);
+        const float *restrict g = G + (size_t)i * L;
+        float *restrict dr = dqa + (size_t)i * W;
+        float *restrict dka_diag = dka + i + m; /* dka_diag[j (W-1)] = dKA[j][i+m-j] */
+        float left = 0.0f, right = 0.0f;
+        memset(dr, 0, (size_t)W * sizeof(float));
+#pragma omp simd reduction(+ : left)
+        for (int j = 0; j < le; j++)
+            left += g[j];
+#pragma omp simd reduction(+ : right)
+        for (int j = rs; j < L; j++)
+            right += g[j];
+        for (int j = le; j < rs; j++) {
+            dr[i + m - j] = g[j];
+            dka_diag[(ptrdiff_t)j * (W - 1)] = g[j];
+        }
+        if (le > 0)
+            dr[2 * m] += left;
+        if (rs < L)
+            dr[0] += right;
+        for (int j = 0; j < le; j++)
+            col_left[j] += g[j];
+        for (int j = rs; j < L; j++)
+            col_right[j] += g[j];
+    }
+    for (int c = 0; c < L; c++) {
+        dka[(size_t)c * W + 2 * m] += col_left[c];
+        dka[(size_t)c * W] += col_right[c];
+    }
+}
+
+/* In one block (as method4_scores) both gradients' cells in one pass over G (both_table_grads),
+ * then the products in query_table_grads' and key_table_grads' order: dQ, dA += dQA^T.Q, dK,
+ * dA += dKA^T.K. In blocks, one term after the other. */
 static void method4_backward(const AttnPlan *p, const AttnWork *w, const float *dscore, float *part,
                              float *d_qkv, const float *qkv, const float *table, int b, int h) {
-    shaw_backward(p, w, dscore, part, d_qkv, qkv, table, b, h);
     const size_t off = (size_t)b * p->L * p->ld + (size_t)h * p->d;
-    int ld, ld16;
-    const bf16 *k16;
-    const float *key = head_rows(p, w, qkv, b, h, 1, &ld, &k16, &ld16);
-    key_table_grads(p, w, dscore, part, d_qkv + off + p->H, key, ld, k16, ld16, reachable(p, table));
+    int ld, ld16, kld, kld16;
+    const bf16 *q16, *k16;
+    const float *q = head_rows(p, w, qkv, b, h, 0, &ld, &q16, &ld16);
+    const float *key = head_rows(p, w, qkv, b, h, 1, &kld, &k16, &kld16);
+    const float *reach = reachable(p, table);
+    float *dq = d_qkv + off, *dkey = d_qkv + off + p->H;
+    if (p->block < p->L) {
+        query_table_grads(p, w, dscore, part, dq, q, ld, q16, ld16, reach);
+        key_table_grads(p, w, dscore, part, dkey, key, kld, k16, kld16, reach);
+        return;
+    }
+    const int L = p->L, R = p->R, d = p->d;
+    both_table_grads(dscore, w->blk, w->blk_key, w->vec0, w->vec1, L, p->m);
+    const AttnOperand a = rows_of(reach, d, p->table16, d, 0);
+    const AttnOperand dqa = block_operand(p, w, w->blk, L, R);
+    attn_product(p, GEMM_N, GEMM_N, L, d, R, dqa, a, 1.0f, dq, p->ld);
+    attn_product(p, GEMM_T, GEMM_N, R, d, L, dqa, rows_of(q, ld, q16, ld16, 0), 1.0f, part, d);
+    const AttnOperand dka = block_operand(p, w, w->blk_key, L, R);
+    attn_product(p, GEMM_N, GEMM_N, L, d, R, dka, a, 1.0f, dkey, p->ld);
+    attn_product(p, GEMM_T, GEMM_N, R, d, L, dka, rows_of(key, kld, k16, kld16, 0), 1.0f, part, d);
 }
 
 /* HF BERT's relative_key (shaw) and relative_key_query (method4) hold a [2P-1, d] table
