@@ -193,6 +193,8 @@ void dropout_span(float *out, const float *in, size_t n, float p, uint64_t key, 
  * log sum_c exp(in[c]). A row of -inf gives zeros (and -inf); a NaN row gives NaN. */
 float softmax_row_max(const float *in, int cols);
 float softmax_row_normalize(float *out, const float *in, int cols, float max);
+/* softmax_row_probs: that normalisation without the log and with exp_nonpositive for expf
+ * (attention's rows), on AVX-512 where the CPU has it with the same bits (the _isa forms as below). */
 void softmax_row_probs(float *out, const float *in, int cols, float max);
 void softmax_row_probs_isa(int avx512, float *out, const float *in, int cols, float max);
 /* rows [n, cols] = softmax_row_probs of each row in place given its max (max [n]), on AVX-512 4 rows at

@@ -56,7 +56,8 @@ float softmax_row_normalize(float *out, const float *in, int cols, float max) {
 
 /* out [cols] = exp(in - max) / sum as softmax_row_normalize (the same -inf and NaN rows), without
  * the log and with exp_nonpositive for expf: attention's rows, tens of elements long, where the
- * libmvec call, its scalar remainder and the log were most of the row's time. */
+ * libmvec call, its scalar remainder and the log were most of the row's time. AVX-512: the same
+ * bits, 16 a register (layers/softmax_avx512.c); the all -inf row takes the portable path. */
 void softmax_row_probs_isa(int avx512, float *out, const float *in, int cols, float max) {
     if (avx512 && cols > 0 && max != -INFINITY)
         softmax_row_probs_avx512(out, in, cols, max);

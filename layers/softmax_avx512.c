@@ -13,7 +13,10 @@
  * attributes; called only where the CPU has it.
  * softmax_scaled_row_backward likewise: dot = sum_j g_j p_j as the portable loop's reduction (lane j
  * of 8 a fused multiply-add chain over j, j+8, ..., lane 0 then the last cols % 8, then 0 + lane 0 +
- * ... + lane 7), g = scale (p (g - dot)). */
+ * ... + lane 7), g = scale (p (g - dot)); softmax_carried_rows_backward's carry after it, dc = dc +
+ * carried_scale t as one fused multiply-add (GCC contracts the portable loop's), g = scale dc.
+ * softmax_row_probs (and its rows form) is the second half of the forward: given the logits and
+ * their max, t = x instead of scale x + 0. */
 #include "layers/softmax_avx512.h"
 
 #include <immintrin.h>

@@ -346,8 +346,8 @@ static void test_carried_backward(TestTally *t, Rng *rng) {
         printf("SKIP softmax_carried_rows_backward AVX-512 kernels (%s)\n",
                BUILD_WIDE ? WIDE_WHY : "this CPU has no AVX-512F");
     else
-        CHECK(t, same, "softmax_carried_rows_backward: the AVX-512 kernels = the portable loops, bit for bit, at lengths "
-              "1-130, 1-9 rows (first difference: %d columns, %d rows)", bad_cols, bad_rows);
+        CHECK(t, same, "softmax_carried_rows_backward: the AVX-512 kernels = the portable loops, bit for bit, at "
+              "lengths 1-130, 1-9 rows (first difference: %d columns, %d rows)", bad_cols, bad_rows);
     pool_release(&pool);
 }
 
