@@ -108,6 +108,29 @@ static void key_table_term(const AttnPlan *p, const AttnWork *w, float *restrict
     }
 }
 
+/* Row i of dQA (dr [W], column c is r' = lo + c) from row i of G = dR (g [L]): the band cells
+ * G_ij at r' = i-j+m, the clipped cells' sums at r' = 2m (left) and 0 (right). */
+static inline __attribute__((always_inline)) void query_row_grads(float *restrict dr, const float *restrict g, int i,
+                                                                  int L, int m, int lo, int W) {
+    int le, rs;
+    rel_split(i, m, L, &le, &rs);
+    const int band0 = i + m - lo;
+    float left = 0.0f, right = 0.0f;
+    memset(dr, 0, (size_t)W * sizeof(float));
+#pragma omp simd reduction(+ : left)
+    for (int j = 0; j < le; j++)
+        left += g[j];
+#pragma omp simd reduction(+ : right)
+    for (int j = rs; j < L; j++)
+        right += g[j];
+    for (int j = le; j < rs; j++)
+        dr[band0 - j] = g[j];
+    if (le > 0)
+        dr[2 * m - lo] += left;
+    if (rs < L)
+        dr[0] += right;
+}
+
 /* Gradients of the term q_i.a_r from G = dR [L, L]: dQA[i][r'] = sum of G_ij over the j with
  * that r' (block by block), then dQ += dQA.A and dA += dQA^T.Q (dA: part, [R, d]). */
 static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float *restrict G,
@@ -119,27 +142,8 @@ static void query_table_grads(const AttnPlan *p, const AttnWork *w, const float 
         int nb, lo, hi;
         reach_block(p, i0, 0, &nb, &lo, &hi);
         const int W = hi - lo + 1;
-        for (int i = i0; i < i0 + nb; i++) {
-            int le, rs;
-            rel_split(i, m, L, &le, &rs);
-            const float *restrict g = G + (size_t)i * L;
-            float *restrict dr = blk + (size_t)(i - i0) * W;
-            const int band0 = i + m - lo;
-            float left = 0.0f, right = 0.0f;
-            memset(dr, 0, (size_t)W * sizeof(float));
-#pragma omp simd reduction(+ : left)
-            for (int j = 0; j < le; j++)
-                left += g[j];
-#pragma omp simd reduction(+ : right)
-            for (int j = rs; j < L; j++)
-                right += g[j];
-            for (int j = le; j < rs; j++)
-                dr[band0 - j] = g[j];
-            if (le > 0)
-                dr[2 * m - lo] += left;
-            if (rs < L)
-                dr[0] += right;
-        }
+        for (int i = i0; i < i0 + nb; i++)
+            query_row_grads(blk + (size_t)(i - i0) * W, G + (size_t)i * L, i, L, m, lo, W);
         const AttnOperand dqa = block_operand(p, w, blk, nb, W);
         attn_product(p, GEMM_N, GEMM_N, nb, d, W, dqa, rows_of(reach, d, p->table16, d, lo), 1.0f,
                      dq + (size_t)i0 * ld, ld);
@@ -316,7 +320,8 @@ static void shaw_backward(const AttnPlan *p, const AttnWork *w, const float *dsc
 }
 
 /* Both terms' dQA and dKA [L, W] (one block: lo = 0, W = 2m+1) in one pass over G = dR [L, L],
- * each cell as query_table_grads and key_table_grads give it (the same loops, the same bits):
+ * each cell as query_table_grads and key_table_grads give it (dQA's rows by the same
+ * query_row_grads, dKA's the same loops: the same bits):
  * dQA[i][r'] and dKA[j][r'] = G_ij in the band, the clipped cells summed into r' = 2m and 0 (row
  * sums for dQA, column sums into col_left, col_right [L] for dKA). */
 static void both_table_grads(const float *restrict G, float *restrict dqa, float *restrict dka,
@@ -326,27 +331,13 @@ static void both_table_grads(const float *restrict G, float *restrict dqa, float
     memset(col_left, 0, (size_t)L * sizeof(float));
     memset(col_right, 0, (size_t)L * sizeof(float));
     for (int i = 0; i < L; i++) {
+        const float *restrict g = G + (size_t)i * L;
+        query_row_grads(dqa + (size_t)i * W, g, i, L, m, 0, W);
         int le, rs;
         rel_split(i, m, L, &le, &rs);
-        const float *restrict g = G + (size_t)i * L;
-        float *restrict dr = dqa + (size_t)i * W;
         float *restrict dka_diag = dka + i + m; /* dka_diag[j (W-1)] = dKA[j][i+m-j] */
-        float left = 0.0f, right = 0.0f;
-        memset(dr, 0, (size_t)W * sizeof(float));
-#pragma omp simd reduction(+ : left)
-        for (int j = 0; j < le; j++)
-            left += g[j];
-#pragma omp simd reduction(+ : right)
-        for (int j = rs; j < L; j++)
-            right += g[j];
-        for (int j = le; j < rs; j++) {
-            dr[i + m - j] = g[j];
+        for (int j = le; j < rs; j++)
             dka_diag[(ptrdiff_t)j * (W - 1)] = g[j];
-        }
-        if (le > 0)
-            dr[2 * m] += left;
-        if (rs < L)
-            dr[0] += right;
         for (int j = 0; j < le; j++)
             col_left[j] += g[j];
         for (int j = rs; j < L; j++)

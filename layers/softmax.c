@@ -118,8 +118,9 @@ void softmax_scaled_rows_probs(float *rows, int n, int cols, float scale) {
     softmax_scaled_rows_probs_isa(__builtin_cpu_supports("avx512f"), rows, n, cols, scale);
 }
 
-/* The loops of attention.c's score_grad_rows (no dropout, carry or bias) that it replaces. */
-static void scaled_backward_portable(float *restrict g, const float *restrict p, int cols, float scale) {
+/* g = p (g - sum_j g_j p_j): the portable loops of both backward rows below. */
+static inline __attribute__((always_inline)) void backward_portable(float *restrict g, const float *restrict p,
+                                                                    int cols) {
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int c = 0; c < cols; c++)
@@ -127,40 +128,19 @@ static void scaled_backward_portable(float *restrict g, const float *restrict p,
 #pragma omp simd
     for (int c = 0; c < cols; c++)
         g[c] = p[c] * (g[c] - dot);
+}
+
+/* The loops of attention_rows.c's score-gradient rows that these replace: without a carry (dc NULL),
+ * g = scale g; residual attention's (no dropout, no bias gradient), dc += carried_scale g, g = scale dc. */
+static void row_backward_portable(float *restrict g, const float *restrict p, float *restrict dc, int cols,
+                                  float scale, float carried_scale) {
+    backward_portable(g, p, cols);
+    if (!dc) {
 #pragma omp simd
-    for (int c = 0; c < cols; c++)
-        g[c] = scale * g[c];
-}
-
-void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int cols, float scale) {
-    if (avx512)
-        softmax_scaled_backward_avx512(g, p, cols, scale);
-    else
-        scaled_backward_portable(g, p, cols, scale);
-}
-
-void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale) {
-    int r = 0;
-    for (; avx512 && r + 4 <= n; r += 4)
-        softmax_scaled_backward_4rows_avx512(g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
-    for (; r < n; r++)
-        softmax_scaled_row_backward_isa(avx512, g + (size_t)r * cols, p + (size_t)r * cols, cols, scale);
-}
-
-void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale) {
-    softmax_scaled_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, n, cols, scale);
-}
-
-/* The loops of attention_rows.c's residual rows (no dropout, no bias gradient) that it replaces. */
-static void carried_backward_portable(float *restrict g, const float *restrict p, float *restrict dc, int cols,
-                                      float scale, float carried_scale) {
-    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-    for (int c = 0; c < cols; c++)
-        dot += g[c] * p[c];
-#pragma omp simd
-    for (int c = 0; c < cols; c++)
-        g[c] = p[c] * (g[c] - dot);
+        for (int c = 0; c < cols; c++)
+            g[c] = scale * g[c];
+        return;
+    }
 #pragma omp simd
     for (int c = 0; c < cols; c++) {
         const float v = dc[c] + carried_scale * g[c];
@@ -169,20 +149,49 @@ static void carried_backward_portable(float *restrict g, const float *restrict p
     }
 }
 
-void softmax_carried_rows_backward_isa(int avx512, float *g, const float *p, float *dc, int n, int cols, float scale,
-                                       float carried_scale) {
+/* One row (dc NULL: no carry) on the kernel the caller picks. */
+static void row_backward_isa(int avx512, float *g, const float *p, float *dc, int cols, float scale,
+                             float carried_scale) {
+    if (avx512 && dc)
+        softmax_carried_backward_avx512(g, p, dc, cols, scale, carried_scale);
+    else if (avx512)
+        softmax_scaled_backward_avx512(g, p, cols, scale);
+    else
+        row_backward_portable(g, p, dc, cols, scale, carried_scale);
+}
+
+/* n rows, 4 at a time on AVX-512 (their passes interleaved), the rest one by one. */
+static void rows_backward_isa(int avx512, float *g, const float *p, float *dc, int n, int cols, float scale,
+                              float carried_scale) {
     int r = 0;
     for (; avx512 && r + 4 <= n; r += 4) {
         const size_t at = (size_t)r * cols;
-        softmax_carried_backward_4rows_avx512(g + at, p + at, dc + at, cols, scale, carried_scale);
+        if (dc)
+            softmax_carried_backward_4rows_avx512(g + at, p + at, dc + at, cols, scale, carried_scale);
+        else
+            softmax_scaled_backward_4rows_avx512(g + at, p + at, cols, scale);
     }
     for (; r < n; r++) {
         const size_t at = (size_t)r * cols;
-        if (avx512)
-            softmax_carried_backward_avx512(g + at, p + at, dc + at, cols, scale, carried_scale);
-        else
-            carried_backward_portable(g + at, p + at, dc + at, cols, scale, carried_scale);
+        row_backward_isa(avx512, g + at, p + at, dc ? dc + at : NULL, cols, scale, carried_scale);
     }
+}
+
+void softmax_scaled_row_backward_isa(int avx512, float *g, const float *p, int cols, float scale) {
+    row_backward_isa(avx512, g, p, NULL, cols, scale, 0.0f);
+}
+
+void softmax_scaled_rows_backward_isa(int avx512, float *g, const float *p, int n, int cols, float scale) {
+    rows_backward_isa(avx512, g, p, NULL, n, cols, scale, 0.0f);
+}
+
+void softmax_scaled_rows_backward(float *g, const float *p, int n, int cols, float scale) {
+    softmax_scaled_rows_backward_isa(__builtin_cpu_supports("avx512f"), g, p, n, cols, scale);
+}
+
+void softmax_carried_rows_backward_isa(int avx512, float *g, const float *p, float *dc, int n, int cols, float scale,
+                                       float carried_scale) {
+    rows_backward_isa(avx512, g, p, dc, n, cols, scale, carried_scale);
 }
 
 void softmax_carried_rows_backward(float *g, const float *p, float *dc, int n, int cols, float scale,
