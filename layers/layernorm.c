@@ -7,6 +7,14 @@
 #include "core/common.h"
 #include "core/rng.h"
 
+/* Rows go GROUP at a time where N allows: a group's rows share each pass's loop, so that their
+ * reductions (chains of dependent adds, one per row) run side by side instead of one after the
+ * other; each row's own arithmetic and order are the one-row loop's (its own `omp simd` reduction
+ * variable, the same expressions), so every row gets the same bits either way
+ * (tests/layers/test_layernorm.c). At width 64 (the synthetic suite's model) the residual forward
+ * over 506 rows took 0.62x the time of the row-at-a-time loop. */
+enum { GROUP = 4 };
+
 /* y = (x - mu) * rs * gamma + beta for one row of C, rs = 1/sqrt(var + eps) with the two-pass
  * variance (no cancellation for rows with a large mean); returns rs. */
 static inline float normalize_row(float *restrict y, const float *restrict x, float mu, const float *restrict gamma,
@@ -21,6 +29,35 @@ static inline float normalize_row(float *restrict y, const float *restrict x, fl
     return rs;
 }
 
+/* normalize_row for the GROUP rows of x [GROUP, C] into y, their means mu, their rs into rs. */
+static inline void normalize_group(float *restrict y, const float *restrict x, const float *restrict mu,
+                                   float *restrict rs, const float *restrict gamma, const float *restrict beta,
+                                   int C, float eps) {
+    const float *restrict x0 = x, *restrict x1 = x + C, *restrict x2 = x + 2 * C, *restrict x3 = x + 3 * C;
+    const float mu0 = mu[0], mu1 = mu[1], mu2 = mu[2], mu3 = mu[3];
+    float sq0 = 0.0f, sq1 = 0.0f, sq2 = 0.0f, sq3 = 0.0f;
+#pragma omp simd reduction(+ : sq0, sq1, sq2, sq3)
+    for (int c = 0; c < C; c++) {
+        sq0 += (x0[c] - mu0) * (x0[c] - mu0);
+        sq1 += (x1[c] - mu1) * (x1[c] - mu1);
+        sq2 += (x2[c] - mu2) * (x2[c] - mu2);
+        sq3 += (x3[c] - mu3) * (x3[c] - mu3);
+    }
+    const float rs0 = 1.0f / sqrtf(sq0 / (float)C + eps), rs1 = 1.0f / sqrtf(sq1 / (float)C + eps);
+    const float rs2 = 1.0f / sqrtf(sq2 / (float)C + eps), rs3 = 1.0f / sqrtf(sq3 / (float)C + eps);
+    float *restrict y0 = y, *restrict y1 = y + C, *restrict y2 = y + 2 * C, *restrict y3 = y + 3 * C;
+    for (int c = 0; c < C; c++) {
+        y0[c] = (x0[c] - mu0) * rs0 * gamma[c] + beta[c];
+        y1[c] = (x1[c] - mu1) * rs1 * gamma[c] + beta[c];
+        y2[c] = (x2[c] - mu2) * rs2 * gamma[c] + beta[c];
+        y3[c] = (x3[c] - mu3) * rs3 * gamma[c] + beta[c];
+    }
+    rs[0] = rs0, rs[1] = rs1, rs[2] = rs2, rs[3] = rs3;
+}
+
+/* The groups of N rows: GROUP rows each, the last the N % GROUP left (1 .. GROUP). */
+static inline int row_groups(int N) { return (N + GROUP - 1) / GROUP; }
+
 /* The passes below are orphaned `omp for`s run by OMP_TEAM_OR_ALONE (core/common.h): a team, or at
  * one thread the caller alone, without a region. */
 
@@ -28,15 +65,32 @@ static __attribute__((noinline)) void forward_rows(float *restrict out, float *r
                                                    const float *restrict in, const float *restrict gamma,
                                                    const float *restrict beta, int N, int C, float eps) {
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *restrict x = in + (size_t)n * C;
-        float *restrict y = out + (size_t)n * C;
-        float sum = 0.0f;
+    for (int group = 0; group < row_groups(N); group++) {
+        const int n0 = group * GROUP;
+        if (n0 + GROUP <= N) {
+            const float *restrict x = in + (size_t)n0 * C;
+            float sum0 = 0.0f, sum1 = 0.0f, sum2 = 0.0f, sum3 = 0.0f;
+#pragma omp simd reduction(+ : sum0, sum1, sum2, sum3)
+            for (int c = 0; c < C; c++) {
+                sum0 += x[c];
+                sum1 += x[C + c];
+                sum2 += x[2 * C + c];
+                sum3 += x[3 * C + c];
+            }
+            mean[n0] = sum0 / (float)C, mean[n0 + 1] = sum1 / (float)C;
+            mean[n0 + 2] = sum2 / (float)C, mean[n0 + 3] = sum3 / (float)C;
+            normalize_group(out + (size_t)n0 * C, x, mean + n0, rstd + n0, gamma, beta, C, eps);
+            continue;
+        }
+        for (int n = n0; n < N; n++) {
+            const float *restrict x = in + (size_t)n * C;
+            float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int c = 0; c < C; c++)
-            sum += x[c];
-        mean[n] = sum / (float)C;
-        rstd[n] = normalize_row(y, x, mean[n], gamma, beta, C, eps);
+            for (int c = 0; c < C; c++)
+                sum += x[c];
+            mean[n] = sum / (float)C;
+            rstd[n] = normalize_row(out + (size_t)n * C, x, mean[n], gamma, beta, C, eps);
+        }
     }
 }
 
@@ -67,27 +121,52 @@ residual_forward_rows(float *restrict out, float *restrict sum, float *restrict 
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const size_t row = (size_t)n * C, key_row = (size_t)(row_keys ? row_keys[n] : n) * C;
-        const float *restrict r = res + row, *restrict b = branch + row;
-        float *restrict x = sum + row, *restrict y = out + row;
-        float total = 0.0f;
-        if (p > 0.0f) {
-#pragma omp simd reduction(+ : total)
-            for (int c = 0; c < C; c++) {
-                const float v = (b[c] + branch_bias[c]) * scale;
-                x[c] = r[c] + dropout_masked(v, key, (uint32_t)key_row + (uint32_t)c, threshold);
-                total += x[c];
-            }
-        } else {
-#pragma omp simd reduction(+ : total)
+    for (int group = 0; group < row_groups(N); group++) {
+        const int n0 = group * GROUP, whole = n0 + GROUP <= N;
+        if (whole && p == 0.0f) { /* the group's sums side by side */
+            const size_t row = (size_t)n0 * C;
+            const float *restrict r = res + row, *restrict b = branch + row;
+            float *restrict x = sum + row;
+            float total0 = 0.0f, total1 = 0.0f, total2 = 0.0f, total3 = 0.0f;
+#pragma omp simd reduction(+ : total0, total1, total2, total3)
             for (int c = 0; c < C; c++) {
                 x[c] = r[c] + (b[c] + branch_bias[c]);
-                total += x[c];
+                x[C + c] = r[C + c] + (b[C + c] + branch_bias[c]);
+                x[2 * C + c] = r[2 * C + c] + (b[2 * C + c] + branch_bias[c]);
+                x[3 * C + c] = r[3 * C + c] + (b[3 * C + c] + branch_bias[c]);
+                total0 += x[c];
+                total1 += x[C + c];
+                total2 += x[2 * C + c];
+                total3 += x[3 * C + c];
             }
+            mean[n0] = total0 / (float)C, mean[n0 + 1] = total1 / (float)C;
+            mean[n0 + 2] = total2 / (float)C, mean[n0 + 3] = total3 / (float)C;
         }
-        mean[n] = total / (float)C;
-        rstd[n] = normalize_row(y, x, mean[n], gamma, beta, C, eps);
+        for (int n = n0; n < (whole ? n0 + GROUP : N) && !(whole && p == 0.0f); n++) { /* one row at a time */
+            const size_t row = (size_t)n * C, key_row = (size_t)(row_keys ? row_keys[n] : n) * C;
+            const float *restrict r = res + row, *restrict b = branch + row;
+            float *restrict x = sum + row;
+            float total = 0.0f;
+            if (p > 0.0f) {
+#pragma omp simd reduction(+ : total)
+                for (int c = 0; c < C; c++) {
+                    const float v = (b[c] + branch_bias[c]) * scale;
+                    x[c] = r[c] + dropout_masked(v, key, (uint32_t)key_row + (uint32_t)c, threshold);
+                    total += x[c];
+                }
+            } else {
+#pragma omp simd reduction(+ : total)
+                for (int c = 0; c < C; c++) {
+                    x[c] = r[c] + (b[c] + branch_bias[c]);
+                    total += x[c];
+                }
+            }
+            mean[n] = total / (float)C;
+            if (!whole)
+                rstd[n] = normalize_row(out + row, x, mean[n], gamma, beta, C, eps);
+        }
+        if (whole)
+            normalize_group(out + (size_t)n0 * C, sum + (size_t)n0 * C, mean + n0, rstd + n0, gamma, beta, C, eps);
     }
 }
 
@@ -131,6 +210,28 @@ static inline void row_grad_means(float *mean_g, float *mean_gx, const float *re
     const float inv_C = 1.0f / (float)C;
     *mean_g = sum_g * inv_C;
     *mean_gx = sum_gx * inv_C;
+}
+
+/* row_grad_means of the GROUP rows of g, x [GROUP, C] (their mu, rs [GROUP]) side by side, into
+ * stats [2 GROUP] (mean_g, mean_gx of each row in turn). */
+static inline void group_grad_means(float *restrict stats, const float *restrict g, const float *restrict x,
+                                    const float *restrict gamma, const float *restrict mu, const float *restrict rs,
+                                    int C) {
+    const float mu0 = mu[0], mu1 = mu[1], mu2 = mu[2], mu3 = mu[3], rs0 = rs[0], rs1 = rs[1], rs2 = rs[2], rs3 = rs[3];
+    float g0 = 0.0f, g1 = 0.0f, g2 = 0.0f, g3 = 0.0f, gx0 = 0.0f, gx1 = 0.0f, gx2 = 0.0f, gx3 = 0.0f;
+#pragma omp simd reduction(+ : g0, g1, g2, g3, gx0, gx1, gx2, gx3)
+    for (int c = 0; c < C; c++) {
+        const float gc0 = g[c] * gamma[c], gc1 = g[C + c] * gamma[c];
+        const float gc2 = g[2 * C + c] * gamma[c], gc3 = g[3 * C + c] * gamma[c];
+        g0 += gc0, g1 += gc1, g2 += gc2, g3 += gc3;
+        gx0 += gc0 * ((x[c] - mu0) * rs0);
+        gx1 += gc1 * ((x[C + c] - mu1) * rs1);
+        gx2 += gc2 * ((x[2 * C + c] - mu2) * rs2);
+        gx3 += gc3 * ((x[3 * C + c] - mu3) * rs3);
+    }
+    const float inv_C = 1.0f / (float)C;
+    stats[0] = g0 * inv_C, stats[1] = gx0 * inv_C, stats[2] = g1 * inv_C, stats[3] = gx1 * inv_C;
+    stats[4] = g2 * inv_C, stats[5] = gx2 * inv_C, stats[6] = g3 * inv_C, stats[7] = gx3 * inv_C;
 }
 
 /* The passes of layernorm_backward (below): the column sums, then (after the `omp for`'s barrier,
@@ -193,9 +294,17 @@ residual_backward_passes(float *d_sum, float *d_branch, float *restrict d_bias, 
                          const float *restrict in, const float *restrict gamma, const float *restrict mean,
                          const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys) {
 #pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *restrict x = in + (size_t)n * C, *restrict g = d_out + (size_t)n * C;
-        row_grad_means(&row_stats[2 * n], &row_stats[2 * n + 1], g, x, gamma, mean[n], rstd[n], C);
+    for (int group = 0; group < row_groups(N); group++) {
+        const int n0 = group * GROUP;
+        if (n0 + GROUP <= N) {
+            group_grad_means(row_stats + 2 * n0, d_out + (size_t)n0 * C, in + (size_t)n0 * C, gamma, mean + n0,
+                             rstd + n0, C);
+            continue;
+        }
+        for (int n = n0; n < N; n++) {
+            const float *restrict x = in + (size_t)n * C, *restrict g = d_out + (size_t)n * C;
+            row_grad_means(&row_stats[2 * n], &row_stats[2 * n + 1], g, x, gamma, mean[n], rstd[n], C);
+        }
     }
 
     const float scale = 1.0f / (1.0f - p);

@@ -5,7 +5,8 @@
  * residual_layernorm_forward against its unfused composition; residual_layernorm_backward against
  * central differences of a residual sum through dropout into a layer norm, against its unfused
  * composition (layernorm_backward, the residual add, dropout_backward, the bias column sum) for
- * every combination of its optional parts, with aliasing, and bit-identical with 1 and 2 threads. */
+ * every combination of its optional parts, with aliasing, and bit-identical with 1 and 2 threads;
+ * rows taken in groups (layernorm.c) against the same rows one call each, bit for bit. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -255,6 +256,68 @@ static void test_residual_layernorm_backward(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* The rows in groups of 4 (each pass's loop shared by a group, layernorm.c) against the same rows
+ * one call each (a single row: the one-row loops), bit for bit, at N = 1-9 (whole groups, the rows
+ * left) and widths around the 8-lane registers' edges, with and without dropout: the forward's out,
+ * sum, mean and rstd, the backward's d_sum and d_branch (its column sums add over a call's rows,
+ * so they are not compared). */
+static void test_row_groups(TestTally *t, Rng *rng) {
+    static const int widths[] = {1, 3, 8, 12, 36, 64, 77};
+    enum { MAX_N = 9, MAX_C = 77 };
+    Pool pool = {0};
+    const uint64_t key = hash_key(9, 8, 7);
+    float *res = uniform(&pool, rng, MAX_N * MAX_C, -2, 2), *branch = uniform(&pool, rng, MAX_N * MAX_C, -1, 1);
+    float *d_out = uniform(&pool, rng, MAX_N * MAX_C, -1, 1), *d_res = uniform(&pool, rng, MAX_N * MAX_C, -1, 1);
+    float *gamma = uniform(&pool, rng, MAX_C, 0.5f, 1.5f), *beta = uniform(&pool, rng, MAX_C, -1, 1);
+    float *bias = uniform(&pool, rng, MAX_C, -1, 1), *d_bias = zeros(&pool, MAX_C);
+    float *d_gamma = zeros(&pool, MAX_C), *d_beta = zeros(&pool, MAX_C), *stats = zeros(&pool, 2 * MAX_N);
+    /* [0]: the N rows in one call, [1]: one row a call */
+    float *out[2], *sum[2], *mean[2], *rstd[2], *plain[2], *plain_mean[2], *plain_rstd[2], *d_sum[2], *d_branch[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = zeros(&pool, MAX_N * MAX_C), sum[k] = zeros(&pool, MAX_N * MAX_C), plain[k] = zeros(&pool, MAX_N * MAX_C);
+        mean[k] = zeros(&pool, MAX_N), rstd[k] = zeros(&pool, MAX_N);
+        plain_mean[k] = zeros(&pool, MAX_N), plain_rstd[k] = zeros(&pool, MAX_N);
+        d_sum[k] = zeros(&pool, MAX_N * MAX_C), d_branch[k] = zeros(&pool, MAX_N * MAX_C);
+    }
+    int same = 1, cases = 0, bad_N = 0, bad_C = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (int N = 1; N <= MAX_N; N++)
+            for (int drop = 0; drop < 2; drop++) {
+                const int C = widths[w];
+                const float p = drop ? 0.25f : 0.0f;
+                residual_layernorm_forward(out[0], sum[0], mean[0], rstd[0], res, branch, bias, gamma, beta, N, C,
+                                           1e-5f, p, key);
+                layernorm_forward(plain[0], plain_mean[0], plain_rstd[0], res, gamma, beta, N, C, 1e-5f);
+                residual_layernorm_backward(d_sum[0], d_branch[0], d_bias, d_gamma, d_beta, stats, d_out, d_res,
+                                            sum[0], gamma, mean[0], rstd[0], N, C, p, key);
+                for (int n = 0; n < N; n++) { /* one row a call; its dropout keys are those of row n */
+                    const size_t at = (size_t)n * C;
+                    const int row_key = n;
+                    residual_layernorm_forward_keyed(out[1] + at, sum[1] + at, mean[1] + n, rstd[1] + n, res + at,
+                                                     branch + at, bias, gamma, beta, 1, C, 1e-5f, p, key, &row_key);
+                    layernorm_forward(plain[1] + at, plain_mean[1] + n, plain_rstd[1] + n, res + at, gamma, beta, 1,
+                                      C, 1e-5f);
+                    residual_layernorm_backward_keyed(d_sum[1] + at, d_branch[1] + at, d_bias, d_gamma, d_beta,
+                                                      stats, d_out + at, d_res + at, sum[1] + at, gamma, mean[1] + n,
+                                                      rstd[1] + n, 1, C, p, key, &row_key);
+                }
+                const size_t n = (size_t)N * C;
+                int ok = same_bits(out[0], out[1], n) && same_bits(sum[0], sum[1], n);
+                ok &= same_bits(mean[0], mean[1], (size_t)N) && same_bits(rstd[0], rstd[1], (size_t)N);
+                ok &= same_bits(plain[0], plain[1], n) && same_bits(plain_mean[0], plain_mean[1], (size_t)N) &&
+                      same_bits(plain_rstd[0], plain_rstd[1], (size_t)N);
+                ok &= same_bits(d_sum[0], d_sum[1], n) && same_bits(d_branch[0], d_branch[1], n);
+                if (!ok && same)
+                    bad_N = N, bad_C = C;
+                same &= ok;
+                cases++;
+            }
+    CHECK(t, same, "layer norms in row groups = one row a call, bit for bit: forward out, sum, mean, rstd (residual "
+          "and plain), backward d_sum, d_branch; %d cases, N 1-9, widths 1-77, with and without dropout (first "
+          "difference: N %d, C %d)", cases, bad_N, bad_C);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -265,5 +328,6 @@ int main(void) {
     test_layernorm_threads(&t, &rng);
     test_residual_layernorm(&t, &rng);
     test_residual_layernorm_backward(&t, &rng);
+    test_row_groups(&t, &rng);
     return tally_exit(&t);
 }
