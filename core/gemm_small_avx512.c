@@ -46,6 +46,53 @@ static AVX512 void pack_rows(float *restrict panel, const float *B, int ldb, int
     }
 }
 
+/* The 16 x 16 block in r transposed in place (r[i] [j] becomes r[j] [i]): 4 stages of 16 shuffles,
+ * pairs of rows, of pairs, of 128-bit lanes, of 256-bit halves (64 shuffles for 256 elements; 8 x 8
+ * tiles in AVX2 registers take 96, and twice the loads and stores). */
+static inline AVX512 void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) { /* lane L of t[i]: rows i, i+1 at columns 4L, 4L+1; t[i+1] 4L+2, 4L+3 */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* lane L of u[i + m]: rows i .. i+3 of column 4L + m */
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) { /* column m, 4+m, 8+m, 12+m: lane L of the four row groups' u */
+        const __m512 w0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44), w1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
+        const __m512 w2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
+        const __m512 w3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(w0, w2, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(w0, w2, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(w1, w3, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(w1, w3, 0xDD);
+    }
+}
+
+/* panel [kc][NR] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K], row stride ldb),
+ * columns nc .. NR zero: 16 x 16 tiles transposed in registers, a tile's rows past nc zero and its k
+ * past kc neither read (masked loads) nor stored. A head's keys (K = 16) are one tile row each: the
+ * scores' product Q.K^T packs a strip of 32 keys as two tiles. */
+static AVX512 void pack_transposed(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc) {
+    for (int j0 = 0; j0 < NR; j0 += 16) { /* 16 rows of B at a time */
+        const int rows = nc - j0 >= 16 ? 16 : nc - j0 > 0 ? nc - j0 : 0;
+        const float *tile_rows = B + (size_t)(n0 + j0) * ldb + k0;
+        for (int k = 0; k < kc; k += 16) {
+            const int ks = kc - k < 16 ? kc - k : 16;
+            const __mmask16 k_mask = lanes(ks);
+            __m512 r[16];
+            for (int j = 0; j < 16; j++)
+                r[j] = j < rows ? _mm512_maskz_loadu_ps(k_mask, tile_rows + (size_t)j * ldb + k) : _mm512_setzero_ps();
+            transpose16(r);
+            for (int i = 0; i < ks; i++)
+                _mm512_store_ps(panel + (size_t)(k + i) * NR + j0, r[i]);
+        }
+    }
+}
+
 /* GemmSmallBlock (core/gemm_small_driver.h) for MR x NR, halves of 16 columns. */
 static inline __attribute__((always_inline)) AVX512 void block(const int rows, const int halves,
                                                                const int a_transposed, int kc, const float *A,
@@ -115,4 +162,5 @@ NARROW_FNS(9) NARROW_FNS(10) NARROW_FNS(11) NARROW_FNS(12) NARROW_FNS(13) NARROW
 static const GemmSmallBlock narrow_fns[2 * MR][2] = {
     ONE_HALF(1) ONE_HALF(2) ONE_HALF(3) ONE_HALF(4) ONE_HALF(5) ONE_HALF(6) ONE_HALF(7) ONE_HALF(8)
     ONE_HALF(9) ONE_HALF(10) ONE_HALF(11) ONE_HALF(12) ONE_HALF(13) ONE_HALF(14) ONE_HALF(15) ONE_HALF(16)};
-const GemmSmallKernel gemm_small_avx512_kernel = {MR, NR, KC, block_fns, narrow_fns, reads_b_in_place, pack_rows};
+const GemmSmallKernel gemm_small_avx512_kernel = {MR,        NR,   KC, block_fns, narrow_fns, reads_b_in_place,
+                                                  pack_rows, pack_transposed};

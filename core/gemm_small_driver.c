@@ -74,7 +74,9 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                 const int kc = K - k0 < kc_max ? K - k0 : kc_max;
                 const int in_place = !tb && kernel->reads_b_in_place(nc, mc);
                 const float *b = in_place ? B + (size_t)k0 * ldb + n0 : panel;
-                if (tb)
+                if (tb && kernel->pack_transposed)
+                    kernel->pack_transposed(panel, B, ldb, k0, kc, n0, nc);
+                else if (tb)
                     pack_transposed(panel, nr, B, ldb, k0, kc, n0, nc);
                 else if (!in_place)
                     kernel->pack_rows(panel, B, ldb, k0, kc, n0, nc);

@@ -24,6 +24,9 @@ typedef struct {
     int (*reads_b_in_place)(int nc, int mc);
     /* panel [kc][nr] = B [k0 .. k0+kc, n0 .. n0+nc], columns nc .. nr zero (64-byte aligned). */
     void (*pack_rows)(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc);
+    /* panel [kc][nr] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K]), columns nc .. nr
+     * zero; NULL: the driver's (8 x 8 tiles transposed in AVX2 registers). */
+    void (*pack_transposed)(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc);
 } GemmSmallKernel;
 
 /* The panel's size: kc nr of every kernel at most. */
