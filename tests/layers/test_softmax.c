@@ -351,6 +351,40 @@ static void test_carried_backward(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* The exp's edges on AVX-512 (softmax_avx512.c's exp16, which leaves out exp_nonpositive's clamp and
+ * tests x >= -87.34 for |x| <= 87.34): every float logit from -87.3 to -87.4 (the last kept value
+ * 0xc2aeac50 and its neighbours) and from -103.9 to -104 (2^-149 and below), and every 97th float
+ * from -0 to -200, in rows that hold a 0 (the max) and NaN: softmax_row_probs' AVX-512 kernel against
+ * its portable loops, bit for bit. */
+static void test_exp_edges(TestTally *t) {
+    if (!__builtin_cpu_supports("avx512f") || BUILD_WIDE) {
+        printf("SKIP the exp's edges on AVX-512 (%s)\n", BUILD_WIDE ? WIDE_WHY : "this CPU has no AVX-512F");
+        return;
+    }
+    enum { COLS = 37 };
+    float in[COLS], portable[COLS], wide[COLS];
+    long rows = 0, differ = 0;
+    static const float ranges[][3] = {{-87.3f, -87.4f, 1}, {-103.9f, -104.0f, 1}, {-0.0f, -200.0f, 97}};
+    for (int range = 0; range < 3; range++) {
+        uint32_t bits, last;
+        memcpy(&bits, &ranges[range][0], sizeof bits);
+        memcpy(&last, &ranges[range][1], sizeof last);
+        const uint32_t stride = (uint32_t)ranges[range][2];
+        while (bits <= last) {
+            in[0] = 0.0f, in[1] = rows % 2 ? NAN : -1.0f; /* every other row with a NaN */
+            for (int c = 2; c < COLS && bits <= last; c++, bits += stride)
+                memcpy(&in[c], &bits, sizeof bits);
+            softmax_row_probs_isa(0, portable, in, COLS, 0.0f);
+            softmax_row_probs_isa(1, wide, in, COLS, 0.0f);
+            differ += !same_bits(portable, wide, COLS);
+            rows++;
+        }
+    }
+    CHECK(t, differ == 0, "the exp's edges: %ld rows of logits down to the smallest kept (-87.34) and past 2^-149, and "
+          "-0 to -200, with and without a NaN: softmax_row_probs' AVX-512 kernel = its portable loops, bit for bit "
+          "(%ld rows differ)", rows, differ);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -358,6 +392,7 @@ int main(void) {
     test_softmax(&t, &rng);
     test_exp_and_probs(&t, &rng);
     test_scaled_probs(&t, &rng);
+    test_exp_edges(&t);
     test_scaled_backward(&t, &rng);
     test_scaled_rows(&t, &rng);
     test_carried_backward(&t, &rng);
