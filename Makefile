@@ -62,6 +62,10 @@ $(BUILD)/train/cli/main.o $(SAN_BUILD)/train/cli/main.o: CFLAGS += -DREALPOS_GIT
 realpos: $(BUILD)/train/cli/main.o $(BUILD)/librealpos.a
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# AdamW's update spells out its fused multiply-adds (fmaf) and rounds every other product, in both of
+# its compiled forms (optim/adamw.c): no contraction of its own for GCC to choose differently per form.
+$(BUILD)/optim/adamw.o: CFLAGS += -ffp-contract=off
+
 # test_step counts the parallel regions a step opens inside another (its __wrap_GOMP_parallel)
 $(BUILD)/tests/train/loop/test_step: LDLIBS += -Wl,--wrap=GOMP_parallel
 

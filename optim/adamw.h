@@ -45,6 +45,16 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads
 void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float *grads, const OptimConfig *cfg,
                       float lr, float grad_scale, size_t lo, size_t hi, bf16 *params16);
 
+/* The update's scalars for one tensor: the gradient's scale, the decay factor 1 - lr wd (1 for no
+ * decay), beta1, beta2, lr / c1, sqrt(c2) and eps. */
+typedef struct {
+    float grad_scale, decay, b1, b2, step_size, c2_sqrt, eps;
+} AdamWScalars;
+/* The update of n elements of one tensor (p, m, v, g [n], p16 [n] or NULL) as adamw_step_range makes
+ * it: avx512 0, the portable loop; 1, the same loop for AVX-512 (the CPU must have F, BW and VL), with
+ * the same bits. For the tests; adamw_step_range picks the CPU's. */
+void adamw_span_isa(int avx512, float *p, float *m, float *v, float *g, bf16 *p16, long n, const AdamWScalars *k);
+
 /* L2 norm of a whole block: double accumulation over fixed chunks added in order, so the result
  * does not depend on the thread count. */
 double grad_global_norm(const float *grads, size_t n);
