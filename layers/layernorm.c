@@ -284,6 +284,87 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
     OMP_TEAM_OR_ALONE(backward_passes(d_in, d_gamma, d_beta, d_out, in, gamma, mean, rstd, N, C));
 }
 
+/* One column block [c0, c0 + width) of residual_backward_passes' second pass (below), written once
+ * and compiled twice: for the build's portable target (8 lanes) and for AVX-512 (16 lanes, by
+ * function attributes, where the CPU has F, BW, VL). Every element's value comes from its own
+ * inputs through the same operations, and each column's sums add the rows in order, so both give
+ * the same bits (test_layernorm.c); at width 64 the AVX-512 form takes half the registers' steps. */
+static inline __attribute__((always_inline)) void
+column_block_body(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma, float *restrict d_beta,
+                  const float *restrict row_stats, const float *d_out, const float *d_res, const float *restrict in,
+                  const float *restrict gamma, const float *restrict mean, const float *restrict rstd, int N, int C,
+                  float p, uint64_t key, const int *row_keys, int c0, int width) {
+    const float scale = 1.0f / (1.0f - p);
+    const uint32_t threshold = hash_threshold(p);
+    const float *restrict gam = gamma + c0;
+    float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
+    float acc_bias[COL_BLOCK_MAX] = {0}, ds[COL_BLOCK_MAX];
+    for (int n = 0; n < N; n++) {
+        const size_t first = (size_t)n * C + c0;
+        const size_t key_first = (size_t)(row_keys ? row_keys[n] : n) * C + c0;
+        const float *restrict x = in + first;
+        const float *g = d_out + first;
+        float *dx = d_sum + first;
+        const float mu = mean[n], rs = rstd[n];
+        const float mean_g = row_stats[2 * n], mean_gx = row_stats[2 * n + 1];
+        float *out = d_res ? ds : dx; /* the rstd term: into ds to add d_res to, or d_sum's own */
+#pragma omp simd
+        for (int c = 0; c < width; c++) {
+            const float xhat = (x[c] - mu) * rs;
+            acc_gamma[c] += g[c] * xhat;
+            acc_beta[c] += g[c];
+            out[c] = rs * (g[c] * gam[c] - mean_g - xhat * mean_gx);
+        }
+        if (d_res) {
+            const float *r = d_res + first;
+#pragma omp simd
+            for (int c = 0; c < width; c++)
+                dx[c] = ds[c] + r[c];
+        }
+        if (d_branch && p == 0.0f) { /* every element kept (threshold 0): no hash to compute */
+            float *db = d_branch + first;
+#pragma omp simd
+            for (int c = 0; c < width; c++) {
+                db[c] = dx[c] * scale;
+                acc_bias[c] += db[c];
+            }
+        } else if (d_branch) {
+            float *db = d_branch + first;
+#pragma omp simd
+            for (int c = 0; c < width; c++) {
+                db[c] = dropout_masked(dx[c] * scale, key, (uint32_t)key_first + (uint32_t)c, threshold);
+                acc_bias[c] += db[c];
+            }
+        }
+    }
+    for (int c = 0; c < width; c++) {
+        d_gamma[c0 + c] += acc_gamma[c];
+        d_beta[c0 + c] += acc_beta[c];
+        if (d_bias)
+            d_bias[c0 + c] += acc_bias[c];
+    }
+}
+
+typedef void (*ColumnBlockFn)(float *, float *, float *, float *, float *, const float *, const float *,
+                              const float *, const float *, const float *, const float *, const float *, int, int,
+                              float, uint64_t, const int *, int, int);
+#define COLUMN_BLOCK_PARAMS                                                                                        \
+    float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma, float *restrict d_beta,         \
+        const float *restrict row_stats, const float *d_out, const float *d_res, const float *restrict in,         \
+        const float *restrict gamma, const float *restrict mean, const float *restrict rstd, int N, int C, float p, \
+        uint64_t key, const int *row_keys, int c0, int width
+#define COLUMN_BLOCK_ARGS \
+    d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C, p, key, row_keys, c0, width
+static void column_block_portable(COLUMN_BLOCK_PARAMS) { column_block_body(COLUMN_BLOCK_ARGS); }
+__attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"))) static void
+column_block_avx512(COLUMN_BLOCK_PARAMS) {
+    column_block_body(COLUMN_BLOCK_ARGS);
+}
+
+static int column_block_avx512_runs_here(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
 /* The passes of residual_layernorm_backward_keyed (below): the row statistics, then (after the
  * `omp for`'s barrier) the column blocks. d_sum is written without a copy through a buffer: directly
  * where there is no d_res (the same expression), else as ds + d_res from the block's ds; d_branch then
@@ -292,7 +373,8 @@ static __attribute__((noinline)) void
 residual_backward_passes(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma,
                          float *restrict d_beta, float *restrict row_stats, const float *d_out, const float *d_res,
                          const float *restrict in, const float *restrict gamma, const float *restrict mean,
-                         const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys) {
+                         const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys,
+                         int avx512) {
 #pragma omp for schedule(static)
     for (int group = 0; group < row_groups(N); group++) {
         const int n0 = group * GROUP;
@@ -307,59 +389,13 @@ residual_backward_passes(float *d_sum, float *d_branch, float *restrict d_bias, 
         }
     }
 
-    const float scale = 1.0f / (1.0f - p);
-    const uint32_t threshold = hash_threshold(p);
     const ColBlocks blocks = col_blocks(C);
+    const ColumnBlockFn column_block = avx512 ? column_block_avx512 : column_block_portable;
 #pragma omp for schedule(static)
     for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width, width = col_block_width(blocks, block);
-        const float *restrict gam = gamma + c0;
-        float acc_gamma[COL_BLOCK_MAX] = {0}, acc_beta[COL_BLOCK_MAX] = {0};
-        float acc_bias[COL_BLOCK_MAX] = {0}, ds[COL_BLOCK_MAX];
-        for (int n = 0; n < N; n++) {
-            const size_t first = (size_t)n * C + c0;
-            const size_t key_first = (size_t)(row_keys ? row_keys[n] : n) * C + c0;
-            const float *restrict x = in + first;
-            const float *g = d_out + first;
-            float *dx = d_sum + first;
-            const float mu = mean[n], rs = rstd[n];
-            const float mean_g = row_stats[2 * n], mean_gx = row_stats[2 * n + 1];
-            float *out = d_res ? ds : dx; /* the rstd term: into ds to add d_res to, or d_sum's own */
-#pragma omp simd
-            for (int c = 0; c < width; c++) {
-                const float xhat = (x[c] - mu) * rs;
-                acc_gamma[c] += g[c] * xhat;
-                acc_beta[c] += g[c];
-                out[c] = rs * (g[c] * gam[c] - mean_g - xhat * mean_gx);
-            }
-            if (d_res) {
-                const float *r = d_res + first;
-#pragma omp simd
-                for (int c = 0; c < width; c++)
-                    dx[c] = ds[c] + r[c];
-            }
-            if (d_branch && p == 0.0f) { /* every element kept (threshold 0): no hash to compute */
-                float *db = d_branch + first;
-#pragma omp simd
-                for (int c = 0; c < width; c++) {
-                    db[c] = dx[c] * scale;
-                    acc_bias[c] += db[c];
-                }
-            } else if (d_branch) {
-                float *db = d_branch + first;
-#pragma omp simd
-                for (int c = 0; c < width; c++) {
-                    db[c] = dropout_masked(dx[c] * scale, key, (uint32_t)key_first + (uint32_t)c, threshold);
-                    acc_bias[c] += db[c];
-                }
-            }
-        }
-        for (int c = 0; c < width; c++) {
-            d_gamma[c0 + c] += acc_gamma[c];
-            d_beta[c0 + c] += acc_beta[c];
-            if (d_bias)
-                d_bias[c0 + c] += acc_bias[c];
-        }
+        const int c0 = block * blocks.width;
+        column_block(d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C,
+                     p, key, row_keys, c0, col_block_width(blocks, block));
     }
 }
 
@@ -385,10 +421,19 @@ void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *res
                                        const float *restrict in, const float *restrict gamma,
                                        const float *restrict mean, const float *restrict rstd, int N,
                                        int C, float p, uint64_t key, const int *row_keys) {
+    residual_layernorm_backward_isa(column_block_avx512_runs_here(), d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats,
+                                    d_out, d_res, in, gamma, mean, rstd, N, C, p, key, row_keys);
+}
+
+void residual_layernorm_backward_isa(int avx512, float *d_sum, float *d_branch, float *restrict d_bias,
+                                     float *restrict d_gamma, float *restrict d_beta, float *restrict row_stats,
+                                     const float *d_out, const float *d_res, const float *restrict in,
+                                     const float *restrict gamma, const float *restrict mean, const float *restrict rstd,
+                                     int N, int C, float p, uint64_t key, const int *row_keys) {
     RP_CHECK(!d_branch || (p >= 0.0f && p < 1.0f), "residual_layernorm_backward: dropout %g is "
              "outside [0, 1)", (double)p);
     RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "residual_layernorm_backward: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
     OMP_TEAM_OR_ALONE(residual_backward_passes(d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res,
-                                               in, gamma, mean, rstd, N, C, p, key, row_keys));
+                                               in, gamma, mean, rstd, N, C, p, key, row_keys, avx512));
 }

@@ -6,7 +6,8 @@
  * central differences of a residual sum through dropout into a layer norm, against its unfused
  * composition (layernorm_backward, the residual add, dropout_backward, the bias column sum) for
  * every combination of its optional parts, with aliasing, and bit-identical with 1 and 2 threads;
- * rows taken in groups (layernorm.c) against the same rows one call each, bit for bit. */
+ * rows taken in groups (layernorm.c) against the same rows one call each, bit for bit; the
+ * backward's column pass on AVX-512 against its portable loops, bit for bit. */
 #include <omp.h>
 
 #include "layers/layers.h"
@@ -318,6 +319,54 @@ static void test_row_groups(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* residual_layernorm_backward's column pass on AVX-512 against the portable loops, bit for bit, in
+ * every output (d_sum, d_branch, d_bias, d_gamma, d_beta), at N 1-9 and 40, widths 1-77 and 300 (two
+ * column blocks at two threads), with and without d_res, d_branch and dropout. */
+static void test_backward_isa(TestTally *t, Rng *rng) {
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl")) {
+        printf("SKIP residual_layernorm_backward's AVX-512 column pass (this CPU has no AVX-512 F, BW and VL)\n");
+        return;
+    }
+    static const int widths[] = {1, 5, 16, 36, 64, 77, 300}, rows[] = {1, 4, 9, 40};
+    enum { MAX_N = 40, MAX_C = 300 };
+    Pool pool = {0};
+    const uint64_t key = hash_key(5, 6, 7);
+    float *in = uniform(&pool, rng, MAX_N * MAX_C, -2, 2), *d_out = uniform(&pool, rng, MAX_N * MAX_C, -1, 1);
+    float *d_res = uniform(&pool, rng, MAX_N * MAX_C, -1, 1), *gamma = uniform(&pool, rng, MAX_C, 0.5f, 1.5f);
+    float *mean = uniform(&pool, rng, MAX_N, -0.5f, 0.5f), *rstd = uniform(&pool, rng, MAX_N, 0.5f, 2.0f);
+    float *stats = zeros(&pool, 2 * MAX_N), *out[2][5];
+    for (int isa = 0; isa < 2; isa++)
+        for (int k = 0; k < 5; k++)
+            out[isa][k] = zeros(&pool, k < 2 ? MAX_N * MAX_C : MAX_C);
+    int same = 1, cases = 0, bad_N = 0, bad_C = 0;
+    for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+            for (int parts = 0; parts < 6; parts++) { /* d_res or not; no d_branch, d_branch, d_branch + dropout */
+                const int N = rows[r], C = widths[w], with_res = parts % 2, branch = parts / 2;
+                const float p = branch == 2 ? 0.3f : 0.0f;
+                for (int isa = 0; isa < 2; isa++) {
+                    for (int k = 0; k < 5; k++) /* the sums accumulate: from the same start */
+                        memset(out[isa][k], 0, (k < 2 ? (size_t)N * C : (size_t)C) * sizeof(float));
+                    residual_layernorm_backward_isa(isa, out[isa][0], branch ? out[isa][1] : NULL,
+                                                    branch ? out[isa][2] : NULL, out[isa][3], out[isa][4], stats,
+                                                    d_out, with_res ? d_res : NULL, in, gamma, mean, rstd, N, C, p,
+                                                    key, NULL);
+                }
+                int ok = 1;
+                for (int k = 0; k < 5; k++)
+                    ok &= same_bits(out[0][k], out[1][k], k < 2 ? (size_t)N * C : (size_t)C);
+                if (!ok && same)
+                    bad_N = N, bad_C = C;
+                same &= ok;
+                cases++;
+            }
+    CHECK(t, same, "residual_layernorm_backward's AVX-512 column pass = the portable loops, bit for bit (d_sum, "
+          "d_branch, d_bias, d_gamma, d_beta): %d cases, N 1-40, widths 1-300, with and without d_res, d_branch, "
+          "dropout (first difference: N %d, C %d)", cases, bad_N, bad_C);
+    pool_release(&pool);
+}
+
 int main(void) {
     TestTally t = {0, 0};
     Rng rng;
@@ -329,5 +378,6 @@ int main(void) {
     test_residual_layernorm(&t, &rng);
     test_residual_layernorm_backward(&t, &rng);
     test_row_groups(&t, &rng);
+    test_backward_isa(&t, &rng);
     return tally_exit(&t);
 }
