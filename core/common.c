@@ -154,6 +154,11 @@ int env_switch(const char *name, int fallback) {
     return on;
 }
 
+int cpu_has_avx512_loops(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
 const char *enum_name(const char *const *names, int value) {
     for (int i = 0; names[i]; i++)
         if (i == value)

@@ -104,3 +104,9 @@ double now_seconds(void);
 
 /* CPU seconds used by this process so far, all threads together. */
 double cpu_seconds(void);
+
+/* Loops written once and compiled twice, for the build's portable target and for AVX-512 by this
+ * function attribute (GELU's passes, the layer norm's backward column pass, AdamW's update), and
+ * whether the CPU has the subsets the second form is compiled for (F, BW, DQ, VL). */
+#define AVX512_LOOPS __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+int cpu_has_avx512_loops(void);

@@ -35,10 +35,7 @@ static const GeluKernels gelu_kernels_portable = {gelu_act_portable,      gelu_a
                                                   gelu_act_slope16_portable, gelu_backward_portable, gelu_bias_block_portable,
                                                   gelu_bias_block16_portable};
 
-int gelu_has_avx512(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
+int gelu_has_avx512(void) { return cpu_has_avx512_loops(); }
 
 const GeluKernels *gelu_kernels(int avx512) { return avx512 ? &gelu_kernels_avx512 : &gelu_kernels_portable; }
 

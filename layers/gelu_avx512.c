@@ -3,9 +3,10 @@
  * the same bits (tests/layers/test_gelu.c). Called only where gelu_has_avx512(). */
 #include <math.h>
 
+#include "core/common.h"
 #include "layers/gelu_kernels.h"
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,prefer-vector-width=512")))
+#define AVX512 AVX512_LOOPS
 
 static AVX512 void gelu_act_avx512(float *act, const float *pre, const float *b, int count) {
     gelu_pass_bias(GELU_ACT, act, NULL, NULL, NULL, pre, b, count);

@@ -286,7 +286,7 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
 
 /* One column block [c0, c0 + width) of residual_backward_passes' second pass (below), written once
  * and compiled twice: for the build's portable target (8 lanes) and for AVX-512 (16 lanes, by
- * function attributes, where the CPU has F, BW, VL). Every element's value comes from its own
+ * AVX512_LOOPS, where cpu_has_avx512_loops()). Every element's value comes from its own
  * inputs through the same operations, and each column's sums add the rows in order, so both give
  * the same bits (test_layernorm.c); at width 64 the AVX-512 form takes half the registers' steps. */
 static inline __attribute__((always_inline)) void
@@ -356,14 +356,10 @@ typedef void (*ColumnBlockFn)(float *, float *, float *, float *, float *, const
 #define COLUMN_BLOCK_ARGS \
     d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C, p, key, row_keys, c0, width
 static void column_block_portable(COLUMN_BLOCK_PARAMS) { column_block_body(COLUMN_BLOCK_ARGS); }
-__attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"))) static void
-column_block_avx512(COLUMN_BLOCK_PARAMS) {
+AVX512_LOOPS static void column_block_avx512(COLUMN_BLOCK_PARAMS) {
     column_block_body(COLUMN_BLOCK_ARGS);
 }
 
-static int column_block_avx512_runs_here(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-}
 
 /* The passes of residual_layernorm_backward_keyed (below): the row statistics, then (after the
  * `omp for`'s barrier) the column blocks. d_sum is written without a copy through a buffer: directly
@@ -421,7 +417,7 @@ void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *res
                                        const float *restrict in, const float *restrict gamma,
                                        const float *restrict mean, const float *restrict rstd, int N,
                                        int C, float p, uint64_t key, const int *row_keys) {
-    residual_layernorm_backward_isa(column_block_avx512_runs_here(), d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats,
+    residual_layernorm_backward_isa(cpu_has_avx512_loops(), d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats,
                                     d_out, d_res, in, gamma, mean, rstd, N, C, p, key, row_keys);
 }
 

@@ -109,7 +109,7 @@ void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *d_b
                                        const float *mean, const float *rstd, int N, int C, float p,
                                        uint64_t key, const int *row_keys);
 /* The keyed backward with its column pass on one instruction set, for the tests (avx512 0: the
- * portable loops; 1: AVX-512, the CPU must have F, BW and VL): the same bits either way. */
+ * portable loops; 1: AVX-512, where cpu_has_avx512_loops()): the same bits either way. */
 void residual_layernorm_backward_isa(int avx512, float *d_sum, float *d_branch, float *d_bias, float *d_gamma,
                                      float *d_beta, float *row_stats, const float *d_out, const float *d_res,
                                      const float *in, const float *gamma, const float *mean, const float *rstd, int N,

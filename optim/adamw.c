@@ -28,8 +28,8 @@ void adamw_step(AdamW *opt, const ParamTable *table, float *params, float *grads
 }
 
 /* The update of n elements (p, m, v, g [n]; p16 [n] or NULL), written once and compiled twice: for
- * the build's portable target (8 lanes) and for AVX-512 (16, by function attributes, where the CPU
- * has it). Each element's value comes from its own inputs through the operations below in their
+ * the build's portable target (8 lanes) and for AVX-512 (16, by AVX512_LOOPS, where the CPU has
+ * it). Each element's value comes from its own inputs through the operations below in their
  * order: the two fused multiply-adds written out (fmaf), every other product rounded (this file is
  * compiled with -ffp-contract=off, so that GCC fuses nothing of its own), the square root and the
  * divisions correctly rounded at any width; so both forms give the same bits (tests/optim/test_adamw.c)
@@ -61,8 +61,7 @@ static void span_portable(float *p, float *m, float *v, float *g, bf16 *p16, lon
         update_span(p, m, v, g, NULL, n, k);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,prefer-vector-width=512"))) static void
-span_avx512(float *p, float *m, float *v, float *g, bf16 *p16, long n, const AdamWScalars *k) {
+AVX512_LOOPS static void span_avx512(float *p, float *m, float *v, float *g, bf16 *p16, long n, const AdamWScalars *k) {
     if (p16)
         update_span(p, m, v, g, p16, n, k);
     else
@@ -83,8 +82,7 @@ void adamw_step_range(AdamW *opt, const ParamTable *table, float *params, float 
         c2_sqrt = (float)sqrt(1.0 - pow(b2, (double)opt->step));
     }
     const float step_size = (float)((double)lr / c1);
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vl");
+    const int avx512 = cpu_has_avx512_loops();
     /* One parallel region for the whole table: each tensor's elements are split evenly among the
      * threads (no barrier between tensors: every element is independent, so any split gives the
      * same bits). */

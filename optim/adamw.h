@@ -51,7 +51,7 @@ typedef struct {
     float grad_scale, decay, b1, b2, step_size, c2_sqrt, eps;
 } AdamWScalars;
 /* The update of n elements of one tensor (p, m, v, g [n], p16 [n] or NULL) as adamw_step_range makes
- * it: avx512 0, the portable loop; 1, the same loop for AVX-512 (the CPU must have F, BW and VL), with
+ * it: avx512 0, the portable loop; 1, the same loop for AVX-512 (where cpu_has_avx512_loops()), with
  * the same bits. For the tests; adamw_step_range picks the CPU's. */
 void adamw_span_isa(int avx512, float *p, float *m, float *v, float *g, bf16 *p16, long n, const AdamWScalars *k);
 

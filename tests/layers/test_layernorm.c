@@ -323,9 +323,8 @@ static void test_row_groups(TestTally *t, Rng *rng) {
  * every output (d_sum, d_branch, d_bias, d_gamma, d_beta), at N 1-9 and 40, widths 1-77 and 300 (two
  * column blocks at two threads), with and without d_res, d_branch and dropout. */
 static void test_backward_isa(TestTally *t, Rng *rng) {
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl")) {
-        printf("SKIP residual_layernorm_backward's AVX-512 column pass (this CPU has no AVX-512 F, BW and VL)\n");
+    if (!cpu_has_avx512_loops()) {
+        printf("SKIP residual_layernorm_backward's AVX-512 column pass (this CPU has no AVX-512 F, BW, DQ and VL)\n");
         return;
     }
     static const int widths[] = {1, 5, 16, 36, 64, 77, 300}, rows[] = {1, 4, 9, 40};

@@ -33,9 +33,8 @@ static int spans_same(const Span *a, const Span *b, long n) {
 }
 
 static void test_isa(TestTally *t, Rng *rng) {
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vl")) {
-        printf("SKIP adamw's AVX-512 loop (this CPU has no AVX-512 F, BW and VL)\n");
+    if (!cpu_has_avx512_loops()) {
+        printf("SKIP adamw's AVX-512 loop (this CPU has no AVX-512 F, BW, DQ and VL)\n");
         return;
     }
     Pool pool = {0};
