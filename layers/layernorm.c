@@ -112,61 +112,76 @@ static inline float dropout_masked(float v, uint64_t key, uint32_t index, uint32
     return kept.f;
 }
 
-/* The rows of residual_layernorm_forward_keyed (below). */
+/* One row of residual_layernorm_forward_keyed's sum: x [C] = r + dropout(b + bias) (p > 0: the mask of
+ * element key_row + c), returning the row's total. */
+static inline float residual_row_sum(float *restrict x, const float *restrict r, const float *restrict b,
+                                     const float *restrict bias, int C, float p, uint64_t key, size_t key_row) {
+    float total = 0.0f;
+    if (p > 0.0f) {
+        const float scale = 1.0f / (1.0f - p);
+        const uint32_t threshold = hash_threshold(p);
+#pragma omp simd reduction(+ : total)
+        for (int c = 0; c < C; c++) {
+            const float v = (b[c] + bias[c]) * scale;
+            x[c] = r[c] + dropout_masked(v, key, (uint32_t)key_row + (uint32_t)c, threshold);
+            total += x[c];
+        }
+    } else {
+#pragma omp simd reduction(+ : total)
+        for (int c = 0; c < C; c++) {
+            x[c] = r[c] + (b[c] + bias[c]);
+            total += x[c];
+        }
+    }
+    return total;
+}
+
+/* residual_row_sum without dropout for the GROUP rows of x, r, b [GROUP, C] side by side, into their
+ * means. */
+static inline void residual_group_means(float *restrict mean, float *restrict x, const float *restrict r,
+                                        const float *restrict b, const float *restrict bias, int C) {
+    float total0 = 0.0f, total1 = 0.0f, total2 = 0.0f, total3 = 0.0f;
+#pragma omp simd reduction(+ : total0, total1, total2, total3)
+    for (int c = 0; c < C; c++) {
+        x[c] = r[c] + (b[c] + bias[c]);
+        x[C + c] = r[C + c] + (b[C + c] + bias[c]);
+        x[2 * C + c] = r[2 * C + c] + (b[2 * C + c] + bias[c]);
+        x[3 * C + c] = r[3 * C + c] + (b[3 * C + c] + bias[c]);
+        total0 += x[c];
+        total1 += x[C + c];
+        total2 += x[2 * C + c];
+        total3 += x[3 * C + c];
+    }
+    mean[0] = total0 / (float)C, mean[1] = total1 / (float)C, mean[2] = total2 / (float)C, mean[3] = total3 / (float)C;
+}
+
+/* The rows of residual_layernorm_forward_keyed (below), a group at a time: its sums side by side
+ * without dropout (with dropout, each row's mask a row at a time), then its normalisation side by
+ * side; the rows left after the last whole group one at a time. */
 static __attribute__((noinline)) void
 residual_forward_rows(float *restrict out, float *restrict sum, float *restrict mean, float *restrict rstd,
                       const float *restrict res, const float *restrict branch, const float *restrict branch_bias,
                       const float *restrict gamma, const float *restrict beta, int N, int C, float eps, float p,
                       uint64_t key, const int *row_keys) {
-    const float scale = 1.0f / (1.0f - p);
-    const uint32_t threshold = hash_threshold(p);
 #pragma omp for schedule(static)
     for (int group = 0; group < row_groups(N); group++) {
-        const int n0 = group * GROUP, whole = n0 + GROUP <= N;
-        if (whole && p == 0.0f) { /* the group's sums side by side */
-            const size_t row = (size_t)n0 * C;
-            const float *restrict r = res + row, *restrict b = branch + row;
-            float *restrict x = sum + row;
-            float total0 = 0.0f, total1 = 0.0f, total2 = 0.0f, total3 = 0.0f;
-#pragma omp simd reduction(+ : total0, total1, total2, total3)
-            for (int c = 0; c < C; c++) {
-                x[c] = r[c] + (b[c] + branch_bias[c]);
-                x[C + c] = r[C + c] + (b[C + c] + branch_bias[c]);
-                x[2 * C + c] = r[2 * C + c] + (b[2 * C + c] + branch_bias[c]);
-                x[3 * C + c] = r[3 * C + c] + (b[3 * C + c] + branch_bias[c]);
-                total0 += x[c];
-                total1 += x[C + c];
-                total2 += x[2 * C + c];
-                total3 += x[3 * C + c];
+        const int n0 = group * GROUP, rows = N - n0 < GROUP ? N - n0 : GROUP;
+        const size_t first = (size_t)n0 * C;
+        if (rows == GROUP && p == 0.0f) {
+            residual_group_means(mean + n0, sum + first, res + first, branch + first, branch_bias, C);
+        } else {
+            for (int n = n0; n < n0 + rows; n++) {
+                const size_t row = (size_t)n * C, key_row = (size_t)(row_keys ? row_keys[n] : n) * C;
+                mean[n] = residual_row_sum(sum + row, res + row, branch + row, branch_bias, C, p, key, key_row) /
+                          (float)C;
             }
-            mean[n0] = total0 / (float)C, mean[n0 + 1] = total1 / (float)C;
-            mean[n0 + 2] = total2 / (float)C, mean[n0 + 3] = total3 / (float)C;
         }
-        for (int n = n0; n < (whole ? n0 + GROUP : N) && !(whole && p == 0.0f); n++) { /* one row at a time */
-            const size_t row = (size_t)n * C, key_row = (size_t)(row_keys ? row_keys[n] : n) * C;
-            const float *restrict r = res + row, *restrict b = branch + row;
-            float *restrict x = sum + row;
-            float total = 0.0f;
-            if (p > 0.0f) {
-#pragma omp simd reduction(+ : total)
-                for (int c = 0; c < C; c++) {
-                    const float v = (b[c] + branch_bias[c]) * scale;
-                    x[c] = r[c] + dropout_masked(v, key, (uint32_t)key_row + (uint32_t)c, threshold);
-                    total += x[c];
-                }
-            } else {
-#pragma omp simd reduction(+ : total)
-                for (int c = 0; c < C; c++) {
-                    x[c] = r[c] + (b[c] + branch_bias[c]);
-                    total += x[c];
-                }
-            }
-            mean[n] = total / (float)C;
-            if (!whole)
-                rstd[n] = normalize_row(out + row, x, mean[n], gamma, beta, C, eps);
+        if (rows == GROUP) {
+            normalize_group(out + first, sum + first, mean + n0, rstd + n0, gamma, beta, C, eps);
+        } else {
+            for (int n = n0; n < n0 + rows; n++)
+                rstd[n] = normalize_row(out + (size_t)n * C, sum + (size_t)n * C, mean[n], gamma, beta, C, eps);
         }
-        if (whole)
-            normalize_group(out + (size_t)n0 * C, sum + (size_t)n0 * C, mean + n0, rstd + n0, gamma, beta, C, eps);
     }
 }
 
@@ -290,10 +305,11 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
  * inputs through the same operations, and each column's sums add the rows in order, so both give
  * the same bits (test_layernorm.c); at width 64 the AVX-512 form takes half the registers' steps. */
 static inline __attribute__((always_inline)) void
-column_block_body(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma, float *restrict d_beta,
-                  const float *restrict row_stats, const float *d_out, const float *d_res, const float *restrict in,
-                  const float *restrict gamma, const float *restrict mean, const float *restrict rstd, int N, int C,
-                  float p, uint64_t key, const int *row_keys, int c0, int width) {
+column_block_body(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma,
+                  float *restrict d_beta, const float *restrict row_stats, const float *d_out, const float *d_res,
+                  const float *restrict in, const float *restrict gamma, const float *restrict mean,
+                  const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys, int c0,
+                  int width) {
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
     const float *restrict gam = gamma + c0;
@@ -353,8 +369,9 @@ typedef void (*ColumnBlockFn)(float *, float *, float *, float *, float *, const
         const float *restrict row_stats, const float *d_out, const float *d_res, const float *restrict in,         \
         const float *restrict gamma, const float *restrict mean, const float *restrict rstd, int N, int C, float p, \
         uint64_t key, const int *row_keys, int c0, int width
-#define COLUMN_BLOCK_ARGS \
-    d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C, p, key, row_keys, c0, width
+#define COLUMN_BLOCK_ARGS                                                                                 \
+    d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C, p, key, \
+        row_keys, c0, width
 static void column_block_portable(COLUMN_BLOCK_PARAMS) { column_block_body(COLUMN_BLOCK_ARGS); }
 AVX512_LOOPS static void column_block_avx512(COLUMN_BLOCK_PARAMS) {
     column_block_body(COLUMN_BLOCK_ARGS);
@@ -424,8 +441,9 @@ void residual_layernorm_backward_keyed(float *d_sum, float *d_branch, float *res
 void residual_layernorm_backward_isa(int avx512, float *d_sum, float *d_branch, float *restrict d_bias,
                                      float *restrict d_gamma, float *restrict d_beta, float *restrict row_stats,
                                      const float *d_out, const float *d_res, const float *restrict in,
-                                     const float *restrict gamma, const float *restrict mean, const float *restrict rstd,
-                                     int N, int C, float p, uint64_t key, const int *row_keys) {
+                                     const float *restrict gamma, const float *restrict mean,
+                                     const float *restrict rstd, int N, int C, float p, uint64_t key,
+                                     const int *row_keys) {
     RP_CHECK(!d_branch || (p >= 0.0f && p < 1.0f), "residual_layernorm_backward: dropout %g is "
              "outside [0, 1)", (double)p);
     RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),

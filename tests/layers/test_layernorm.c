@@ -275,7 +275,8 @@ static void test_row_groups(TestTally *t, Rng *rng) {
     /* [0]: the N rows in one call, [1]: one row a call */
     float *out[2], *sum[2], *mean[2], *rstd[2], *plain[2], *plain_mean[2], *plain_rstd[2], *d_sum[2], *d_branch[2];
     for (int k = 0; k < 2; k++) {
-        out[k] = zeros(&pool, MAX_N * MAX_C), sum[k] = zeros(&pool, MAX_N * MAX_C), plain[k] = zeros(&pool, MAX_N * MAX_C);
+        out[k] = zeros(&pool, MAX_N * MAX_C), sum[k] = zeros(&pool, MAX_N * MAX_C);
+        plain[k] = zeros(&pool, MAX_N * MAX_C);
         mean[k] = zeros(&pool, MAX_N), rstd[k] = zeros(&pool, MAX_N);
         plain_mean[k] = zeros(&pool, MAX_N), plain_rstd[k] = zeros(&pool, MAX_N);
         d_sum[k] = zeros(&pool, MAX_N * MAX_C), d_branch[k] = zeros(&pool, MAX_N * MAX_C);
