@@ -257,6 +257,18 @@ static void test_residual_layernorm_backward(TestTally *t, Rng *rng) {
     pool_release(&pool);
 }
 
+/* Bit-for-bit cases of the tests below: whether all matched, how many, and the first that did not. */
+typedef struct {
+    int same, cases, bad_N, bad_C;
+} CaseTally;
+
+static void case_result(CaseTally *tally, int ok, int N, int C) {
+    if (!ok && tally->same)
+        tally->bad_N = N, tally->bad_C = C;
+    tally->same &= ok;
+    tally->cases++;
+}
+
 /* The rows in groups of 4 (each pass's loop shared by a group, layernorm.c) against the same rows
  * one call each (a single row: the one-row loops), bit for bit, at N = 1-9 (whole groups, the rows
  * left) and widths around the 8-lane registers' edges, with and without dropout: the forward's out,
@@ -281,7 +293,7 @@ static void test_row_groups(TestTally *t, Rng *rng) {
         plain_mean[k] = zeros(&pool, MAX_N), plain_rstd[k] = zeros(&pool, MAX_N);
         d_sum[k] = zeros(&pool, MAX_N * MAX_C), d_branch[k] = zeros(&pool, MAX_N * MAX_C);
     }
-    int same = 1, cases = 0, bad_N = 0, bad_C = 0;
+    CaseTally tally = {1, 0, 0, 0};
     for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
         for (int N = 1; N <= MAX_N; N++)
             for (int drop = 0; drop < 2; drop++) {
@@ -309,14 +321,11 @@ static void test_row_groups(TestTally *t, Rng *rng) {
                 ok &= same_bits(plain[0], plain[1], n) && same_bits(plain_mean[0], plain_mean[1], (size_t)N) &&
                       same_bits(plain_rstd[0], plain_rstd[1], (size_t)N);
                 ok &= same_bits(d_sum[0], d_sum[1], n) && same_bits(d_branch[0], d_branch[1], n);
-                if (!ok && same)
-                    bad_N = N, bad_C = C;
-                same &= ok;
-                cases++;
+                case_result(&tally, ok, N, C);
             }
-    CHECK(t, same, "layer norms in row groups = one row a call, bit for bit: forward out, sum, mean, rstd (residual "
-          "and plain), backward d_sum, d_branch; %d cases, N 1-9, widths 1-77, with and without dropout (first "
-          "difference: N %d, C %d)", cases, bad_N, bad_C);
+    CHECK(t, tally.same, "layer norms in row groups = one row a call, bit for bit: forward out, sum, mean, rstd "
+          "(residual and plain), backward d_sum, d_branch; %d cases, N 1-9, widths 1-77, with and without dropout "
+          "(first difference: N %d, C %d)", tally.cases, tally.bad_N, tally.bad_C);
     pool_release(&pool);
 }
 
@@ -339,7 +348,7 @@ static void test_backward_isa(TestTally *t, Rng *rng) {
     for (int isa = 0; isa < 2; isa++)
         for (int k = 0; k < 5; k++)
             out[isa][k] = zeros(&pool, k < 2 ? MAX_N * MAX_C : MAX_C);
-    int same = 1, cases = 0, bad_N = 0, bad_C = 0;
+    CaseTally tally = {1, 0, 0, 0};
     for (size_t w = 0; w < sizeof widths / sizeof *widths; w++)
         for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
             for (int parts = 0; parts < 6; parts++) { /* d_res or not; no d_branch, d_branch, d_branch + dropout */
@@ -356,14 +365,11 @@ static void test_backward_isa(TestTally *t, Rng *rng) {
                 int ok = 1;
                 for (int k = 0; k < 5; k++)
                     ok &= same_bits(out[0][k], out[1][k], k < 2 ? (size_t)N * C : (size_t)C);
-                if (!ok && same)
-                    bad_N = N, bad_C = C;
-                same &= ok;
-                cases++;
+                case_result(&tally, ok, N, C);
             }
-    CHECK(t, same, "residual_layernorm_backward's AVX-512 column pass = the portable loops, bit for bit (d_sum, "
+    CHECK(t, tally.same, "residual_layernorm_backward's AVX-512 column pass = the portable loops, bit for bit (d_sum, "
           "d_branch, d_bias, d_gamma, d_beta): %d cases, N 1-40, widths 1-300, with and without d_res, d_branch, "
-          "dropout (first difference: N %d, C %d)", cases, bad_N, bad_C);
+          "dropout (first difference: N %d, C %d)", tally.cases, tally.bad_N, tally.bad_C);
     pool_release(&pool);
 }
 
