@@ -299,17 +299,32 @@ void layernorm_backward(float *d_in, float *restrict d_gamma, float *restrict d_
     OMP_TEAM_OR_ALONE(backward_passes(d_in, d_gamma, d_beta, d_out, in, gamma, mean, rstd, N, C));
 }
 
+/* What residual_layernorm_backward_isa's two passes read and write (its arguments, described there). */
+typedef struct {
+    float *d_sum, *d_branch, *d_bias, *d_gamma, *d_beta, *row_stats;
+    const float *d_out, *d_res, *in, *gamma, *mean, *rstd;
+    const int *row_keys;
+    int N, C;
+    float p;
+    uint64_t key;
+} ResidualBackward;
+
 /* One column block [c0, c0 + width) of residual_backward_passes' second pass (below), written once
  * and compiled twice: for the build's portable target (8 lanes) and for AVX-512 (16 lanes, by
  * AVX512_LOOPS, where cpu_has_avx512_loops()). Every element's value comes from its own
  * inputs through the same operations, and each column's sums add the rows in order, so both give
- * the same bits (test_layernorm.c); at width 64 the AVX-512 form takes half the registers' steps. */
-static inline __attribute__((always_inline)) void
-column_block_body(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma,
-                  float *restrict d_beta, const float *restrict row_stats, const float *d_out, const float *d_res,
-                  const float *restrict in, const float *restrict gamma, const float *restrict mean,
-                  const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys, int c0,
-                  int width) {
+ * the same bits (test_layernorm.c); at width 64 the AVX-512 form takes half the registers' steps.
+ * The outputs d_bias, d_gamma, d_beta are disjoint from every input (restrict); d_sum may alias
+ * d_out or d_res, each element read before it is written. */
+static inline __attribute__((always_inline)) void column_block_body(const ResidualBackward *a, int c0, int width) {
+    float *d_sum = a->d_sum, *d_branch = a->d_branch;
+    float *restrict d_bias = a->d_bias, *restrict d_gamma = a->d_gamma, *restrict d_beta = a->d_beta;
+    const float *restrict row_stats = a->row_stats, *restrict in = a->in, *restrict gamma = a->gamma;
+    const float *restrict mean = a->mean, *restrict rstd = a->rstd;
+    const float *d_out = a->d_out, *d_res = a->d_res;
+    const int *row_keys = a->row_keys, N = a->N, C = a->C;
+    const float p = a->p;
+    const uint64_t key = a->key;
     const float scale = 1.0f / (1.0f - p);
     const uint32_t threshold = hash_threshold(p);
     const float *restrict gam = gamma + c0;
@@ -361,55 +376,38 @@ column_block_body(float *d_sum, float *d_branch, float *restrict d_bias, float *
     }
 }
 
-typedef void (*ColumnBlockFn)(float *, float *, float *, float *, float *, const float *, const float *,
-                              const float *, const float *, const float *, const float *, const float *, int, int,
-                              float, uint64_t, const int *, int, int);
-#define COLUMN_BLOCK_PARAMS                                                                                        \
-    float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma, float *restrict d_beta,         \
-        const float *restrict row_stats, const float *d_out, const float *d_res, const float *restrict in,         \
-        const float *restrict gamma, const float *restrict mean, const float *restrict rstd, int N, int C, float p, \
-        uint64_t key, const int *row_keys, int c0, int width
-#define COLUMN_BLOCK_ARGS                                                                                 \
-    d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C, p, key, \
-        row_keys, c0, width
-static void column_block_portable(COLUMN_BLOCK_PARAMS) { column_block_body(COLUMN_BLOCK_ARGS); }
-AVX512_LOOPS static void column_block_avx512(COLUMN_BLOCK_PARAMS) {
-    column_block_body(COLUMN_BLOCK_ARGS);
+typedef void (*ColumnBlockFn)(const ResidualBackward *a, int c0, int width);
+static void column_block_portable(const ResidualBackward *a, int c0, int width) { column_block_body(a, c0, width); }
+AVX512_LOOPS static void column_block_avx512(const ResidualBackward *a, int c0, int width) {
+    column_block_body(a, c0, width);
 }
 
-
-/* The passes of residual_layernorm_backward_keyed (below): the row statistics, then (after the
+/* The passes of residual_layernorm_backward_isa (below): the row statistics, then (after the
  * `omp for`'s barrier) the column blocks. d_sum is written without a copy through a buffer: directly
  * where there is no d_res (the same expression), else as ds + d_res from the block's ds; d_branch then
  * reads d_sum's element, which holds the same value as ds did. */
-static __attribute__((noinline)) void
-residual_backward_passes(float *d_sum, float *d_branch, float *restrict d_bias, float *restrict d_gamma,
-                         float *restrict d_beta, float *restrict row_stats, const float *d_out, const float *d_res,
-                         const float *restrict in, const float *restrict gamma, const float *restrict mean,
-                         const float *restrict rstd, int N, int C, float p, uint64_t key, const int *row_keys,
-                         int avx512) {
+static __attribute__((noinline)) void residual_backward_passes(const ResidualBackward *a, int avx512) {
+    const int N = a->N, C = a->C;
 #pragma omp for schedule(static)
     for (int group = 0; group < row_groups(N); group++) {
         const int n0 = group * GROUP;
         if (n0 + GROUP <= N) {
-            group_grad_means(row_stats + 2 * n0, d_out + (size_t)n0 * C, in + (size_t)n0 * C, gamma, mean + n0,
-                             rstd + n0, C);
+            group_grad_means(a->row_stats + 2 * n0, a->d_out + (size_t)n0 * C, a->in + (size_t)n0 * C, a->gamma,
+                             a->mean + n0, a->rstd + n0, C);
             continue;
         }
         for (int n = n0; n < N; n++) {
-            const float *restrict x = in + (size_t)n * C, *restrict g = d_out + (size_t)n * C;
-            row_grad_means(&row_stats[2 * n], &row_stats[2 * n + 1], g, x, gamma, mean[n], rstd[n], C);
+            const float *restrict x = a->in + (size_t)n * C, *restrict g = a->d_out + (size_t)n * C;
+            row_grad_means(&a->row_stats[2 * n], &a->row_stats[2 * n + 1], g, x, a->gamma, a->mean[n], a->rstd[n],
+                           C);
         }
     }
 
     const ColBlocks blocks = col_blocks(C);
     const ColumnBlockFn column_block = avx512 ? column_block_avx512 : column_block_portable;
 #pragma omp for schedule(static)
-    for (int block = 0; block < blocks.count; block++) {
-        const int c0 = block * blocks.width;
-        column_block(d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res, in, gamma, mean, rstd, N, C,
-                     p, key, row_keys, c0, col_block_width(blocks, block));
-    }
+    for (int block = 0; block < blocks.count; block++)
+        column_block(a, block * blocks.width, col_block_width(blocks, block));
 }
 
 /* With xhat, g as layernorm_backward, mean_g = mean_c(g * gamma), mean_gx = mean_c(g * gamma *
@@ -448,6 +446,9 @@ void residual_layernorm_backward_isa(int avx512, float *d_sum, float *d_branch, 
              "outside [0, 1)", (double)p);
     RP_CHECK(!d_branch || dropout_indices_fit((uint64_t)N * (uint64_t)C),
              "residual_layernorm_backward: [%d, %d] exceeds one dropout key's 2^32 mask indices", N, C);
-    OMP_TEAM_OR_ALONE(residual_backward_passes(d_sum, d_branch, d_bias, d_gamma, d_beta, row_stats, d_out, d_res,
-                                               in, gamma, mean, rstd, N, C, p, key, row_keys, avx512));
+    const ResidualBackward a = {.d_sum = d_sum, .d_branch = d_branch, .d_bias = d_bias, .d_gamma = d_gamma,
+                                .d_beta = d_beta, .row_stats = row_stats, .d_out = d_out, .d_res = d_res,
+                                .in = in, .gamma = gamma, .mean = mean, .rstd = rstd, .row_keys = row_keys,
+                                .N = N, .C = C, .p = p, .key = key};
+    OMP_TEAM_OR_ALONE(residual_backward_passes(&a, avx512));
 }
