@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) void block(const int rows, const in
 
 GEMM_SMALL_BLOCKS(block_fns, 6, /* the build's AVX2 */)
 _Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
-static const GemmSmallKernel avx2_kernel = {MR, NR, KC, block_fns, NULL, reads_b_in_place, pack_rows, NULL};
+static const GemmSmallKernel avx2_kernel = {MR, NR, KC, block_fns, NULL, 0, reads_b_in_place, pack_rows, NULL};
 
 int gemm_small_isa_runs_here(GemmSmallIsa isa) {
     return isa == GEMM_SMALL_AVX2 || (isa == GEMM_SMALL_AVX512 && __builtin_cpu_supports("avx512f"));

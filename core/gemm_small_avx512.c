@@ -2,7 +2,7 @@
  * AVX2 kernel (core/gemm_small.c), element for element, on 16-float registers.
  *
  * C is computed in blocks of up to MR x NR = 8 x 32 elements held in 16 registers (a strip of at
- * most 16 columns: 16 x 16, also 16 registers), by core/gemm_small_driver.c's loop; every load and
+ * most 16 columns: NARROW_MR x 16, 30 registers), by core/gemm_small_driver.c's loop; every load and
  * store of a partial strip is masked (the masked-off lanes are neither read nor written). op(B) is
  * read in place when it is B and fewer than PACK_ROWS_MIN rows of C read it, else a strip of NR
  * columns and up to KC values of k is copied into a panel (panel [k][NR], columns past N zero):
@@ -19,7 +19,8 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
-enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64, PACK_AHEAD = 8 };
+enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64, PACK_AHEAD = 8, NARROW_MR = 30 };
+_Static_assert(NARROW_MR <= 4 * MR, "the block's four bases of A's rows");
 
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
 static inline __mmask16 lanes(int count) {
@@ -102,10 +103,15 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
     const size_t rs = a_transposed ? 1 : ld_a, cs = a_transposed ? ld_a : 1;
     const __mmask16 mask0 = lanes(cols), mask1 = lanes(cols - 16);
     const __m512 scale = _mm512_set1_ps(beta);
-    __m512 acc[2 * MR][2]; /* rows <= MR, or (halves 1) <= 2 MR */
-#pragma GCC unroll 16
+    __m512 acc[NARROW_MR][2]; /* rows <= MR, or (halves 1) <= NARROW_MR */
+    /* C's rows through one pointer stepped by ldc, opaque to GCC, which would otherwise hold up to
+     * 30 rows' addresses apart and spill them to the stack */
+    const float *c_next = C;
+#pragma GCC unroll 30
     for (int r = 0; r < rows; r++) {
-        const float *c = C + (size_t)r * ldc;
+        const float *c = c_next;
+        c_next += ldc;
+        __asm__("" : "+r"(c_next));
         if (first && bias) { /* every row's chains from the bias */
             acc[r][0] = _mm512_maskz_loadu_ps(mask0, bias);
             acc[r][1] = halves > 1 ? _mm512_maskz_loadu_ps(mask1, bias + 16) : acc[r][0];
@@ -127,22 +133,32 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
         const float *row = b + (size_t)k * ld_b;
         const __m512 b0 = _mm512_maskz_loadu_ps(mask0, row);
         const __m512 b1 = halves > 1 ? _mm512_maskz_loadu_ps(mask1, row + 16) : b0;
-        /* rows MR .. from a_hi at rows 0 ..'s offsets; a_hi opaque to GCC, which would otherwise hold
-         * 16 rows' offsets of A (not transposed), more than the general registers, in vector registers */
-        const float *a = A + (size_t)k * cs, *a_hi = a + (size_t)MR * rs;
-        if (rows > MR)
-            __asm__("" : "+r"(a_hi));
-#pragma GCC unroll 16
+        /* op(A) = A: rows g MR .. g MR + 7 from base g at rows 0 .. 7's offsets, the bases past the
+         * first opaque to GCC, which would otherwise hold every row's offset, more than the general
+         * registers, in vector registers; op(A) = A^T: the rows' elements side by side, at constant
+         * offsets from one base */
+        const float *a = A + (size_t)k * cs, *group[4] = {a, a + (size_t)MR * rs, a + (size_t)(2 * MR) * rs,
+                                                          a + (size_t)(3 * MR) * rs};
+        if (!a_transposed && rows > MR)
+            __asm__("" : "+r"(group[1]));
+        if (!a_transposed && rows > 2 * MR)
+            __asm__("" : "+r"(group[2]));
+        if (!a_transposed && rows > 3 * MR)
+            __asm__("" : "+r"(group[3]));
+#pragma GCC unroll 30
         for (int r = 0; r < rows; r++) {
-            const __m512 x = _mm512_set1_ps(r < MR ? a[(size_t)r * rs] : a_hi[(size_t)(r - MR) * rs]);
+            const __m512 x = _mm512_set1_ps(a_transposed ? a[r] : group[r / MR][(size_t)(r % MR) * rs]);
             acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
             if (halves > 1)
                 acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
         }
     }
-#pragma GCC unroll 16
+    float *c_out = C; /* as c_next above */
+#pragma GCC unroll 30
     for (int r = 0; r < rows; r++) {
-        float *c = C + (size_t)r * ldc;
+        float *c = c_out;
+        c_out += ldc;
+        __asm__("" : "+r"(c_out));
         _mm512_mask_storeu_ps(c, mask0, acc[r][0]);
         if (halves > 1)
             _mm512_mask_storeu_ps(c + 16, mask1, acc[r][1]);
@@ -152,15 +168,22 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
 GEMM_SMALL_BLOCKS(block_fns, 8, AVX512)
 _Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
 
-/* The narrow strips' blocks (one half, up to 2 MR = 16 rows: 16 chains in flight, not 8), [rows - 1]
- * [op(A) transposed]: rows 1 .. 8 are block_fns' entries, rows 9 .. 16 defined here alike. At a
- * head's shapes (scripts/dev/gemm_small.sh, time against OpenBLAS's, 3 rounds) NN 122 x 16 x 122
- * 0.549 -> 0.482, TN 62 x 16 x 62 0.501 -> 0.448-0.462; NN 62 x 16 x 62 unchanged. */
+/* The narrow strips' blocks (one half, up to NARROW_MR = 30 rows: 30 chains in flight, not 8),
+ * [rows - 1][op(A) transposed]: rows 1 .. 8 are block_fns' entries, rows 9 .. 30 defined here alike.
+ * 16 rows against 8 at a head's shapes (scripts/dev/gemm_small.sh, time against OpenBLAS's, 3 rounds):
+ * NN 122 x 16 x 122 0.549 -> 0.482, TN 62 x 16 x 62 0.501 -> 0.448-0.462. 30 rows against 16, with C's
+ * rows reached by one stepped pointer (scripts/dev/gemm_xsmm.sh, time against libxsmm's JIT kernels,
+ * medians of 11 rounds, the same bits): TN 60 x 16 x 60 1.13-1.18 -> 1.06, NN 1.17-1.26 -> 1.10, TN
+ * 33 x 16 x 60 1.40 -> 1.18, NN 20 x 16 x 20 1.60-1.75 -> 1.51. */
 #define NARROW_FNS(rows) GEMM_SMALL_BLOCK_FN_(AVX512, rows, 1, 0) GEMM_SMALL_BLOCK_FN_(AVX512, rows, 1, 1)
 NARROW_FNS(9) NARROW_FNS(10) NARROW_FNS(11) NARROW_FNS(12) NARROW_FNS(13) NARROW_FNS(14) NARROW_FNS(15) NARROW_FNS(16)
+NARROW_FNS(17) NARROW_FNS(18) NARROW_FNS(19) NARROW_FNS(20) NARROW_FNS(21) NARROW_FNS(22) NARROW_FNS(23) NARROW_FNS(24)
+NARROW_FNS(25) NARROW_FNS(26) NARROW_FNS(27) NARROW_FNS(28) NARROW_FNS(29) NARROW_FNS(30)
 #define ONE_HALF(rows) {block_##rows##_1_0, block_##rows##_1_1},
-static const GemmSmallBlock narrow_fns[2 * MR][2] = {
+static const GemmSmallBlock narrow_fns[NARROW_MR][2] = {
     ONE_HALF(1) ONE_HALF(2) ONE_HALF(3) ONE_HALF(4) ONE_HALF(5) ONE_HALF(6) ONE_HALF(7) ONE_HALF(8)
-    ONE_HALF(9) ONE_HALF(10) ONE_HALF(11) ONE_HALF(12) ONE_HALF(13) ONE_HALF(14) ONE_HALF(15) ONE_HALF(16)};
-const GemmSmallKernel gemm_small_avx512_kernel = {MR,        NR,   KC, block_fns, narrow_fns, reads_b_in_place,
-                                                  pack_rows, pack_transposed};
+    ONE_HALF(9) ONE_HALF(10) ONE_HALF(11) ONE_HALF(12) ONE_HALF(13) ONE_HALF(14) ONE_HALF(15) ONE_HALF(16)
+    ONE_HALF(17) ONE_HALF(18) ONE_HALF(19) ONE_HALF(20) ONE_HALF(21) ONE_HALF(22) ONE_HALF(23) ONE_HALF(24)
+    ONE_HALF(25) ONE_HALF(26) ONE_HALF(27) ONE_HALF(28) ONE_HALF(29) ONE_HALF(30)};
+const GemmSmallKernel gemm_small_avx512_kernel = {MR,        NR,        KC, block_fns, narrow_fns, NARROW_MR,
+                                                  reads_b_in_place, pack_rows, pack_transposed};

@@ -6,10 +6,19 @@
 /* About this many floats of op(A) per pass (half of a 1 MB L2). */
 enum { PASS_FLOATS = 128 * 1024 };
 
-/* The rows of op(A) a pass takes at kc values of k: about PASS_FLOATS, a multiple of mr (at least mr). */
-static int rows_per_pass(int kc, int mr) {
-    const int rows = PASS_FLOATS / (kc > 0 ? kc : 1) / mr * mr;
-    return rows > mr ? rows : mr;
+/* The rows of op(A) a pass takes at kc values of k: about PASS_FLOATS, a multiple of unit (at least unit). */
+static int rows_per_pass(int kc, int unit) {
+    const int rows = PASS_FLOATS / (kc > 0 ? kc : 1) / unit * unit;
+    return rows > unit ? rows : unit;
+}
+
+static int common_multiple(int a, int b) {
+    int x = a, y = b;
+    while (y) {
+        const int t = x % y;
+        x = y, y = t;
+    }
+    return a / x * b;
 }
 
 /* The 8 x 8 block in r transposed in place: r[i] [j] becomes r[j] [i]. */
@@ -64,8 +73,9 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                       const float *B, int ldb, float beta, const float *bias, float *C, int ldc) {
     float panel[GEMM_SMALL_PANEL_FLOATS] __attribute__((aligned(64)));
     const int mr = kernel->mr, nr = kernel->nr, kc_max = kernel->kc;
-    const int block_rows_max = kernel->narrow_blocks ? 2 * mr : mr; /* the tallest block the kernel has */
-    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, block_rows_max);
+    /* a pass's rows: whole blocks of either height */
+    const int pass_unit = kernel->narrow_blocks ? common_multiple(mr, kernel->narrow_mr) : mr;
+    const int at = ta != 0, mc_max = rows_per_pass(K < kc_max ? K : kc_max, pass_unit);
     for (int m0 = 0; m0 < M; m0 += mc_max) {
         const int mc = M - m0 < mc_max ? M - m0 : mc_max;
         for (int n0 = 0; n0 < N; n0 += nr) {
@@ -80,7 +90,7 @@ void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int 
                     pack_transposed(panel, nr, B, ldb, k0, kc, n0, nc);
                 else if (!in_place)
                     kernel->pack_rows(panel, B, ldb, k0, kc, n0, nc);
-                const int narrow = nc <= nr / 2 && kernel->narrow_blocks, block_rows = narrow ? 2 * mr : mr;
+                const int narrow = nc <= nr / 2 && kernel->narrow_blocks, block_rows = narrow ? kernel->narrow_mr : mr;
                 for (int m = m0; m < m0 + mc; m += block_rows) {
                     const int rows = m0 + mc - m < block_rows ? m0 + mc - m : block_rows;
                     /* op(A) [m, k0]: A [m, k0] or A^T's, i.e. A [k0, m] */

@@ -15,10 +15,11 @@ typedef void (*GemmSmallBlock)(int kc, const float *A, size_t ld_a, const float 
 typedef struct {
     int mr, nr, kc; /* C in blocks of mr x nr; op(B) in strips of nr columns and kc values of k */
     const GemmSmallBlock (*blocks)[2][2]; /* [rows - 1][op(A) transposed][halves - 1] */
-    /* Blocks of up to 2 mr rows and one half (nr / 2 columns) [rows - 1][op(A) transposed], or NULL:
-     * a strip of op(B) at most nr / 2 wide (a head's 16 columns) then keeps 2 mr chains in flight, not
-     * mr. */
+    /* Blocks of up to narrow_mr rows and one half (nr / 2 columns) [rows - 1][op(A) transposed], or
+     * NULL: a strip of op(B) at most nr / 2 wide (a head's 16 columns) then keeps narrow_mr chains in
+     * flight, not mr. */
     const GemmSmallBlock (*narrow_blocks)[2];
+    int narrow_mr;
     /* Whether the blocks read op(B) = B where it lies for a strip of nc columns mc rows of C take
      * (else the panel). */
     int (*reads_b_in_place)(int nc, int mc);
@@ -33,10 +34,10 @@ typedef struct {
 enum { GEMM_SMALL_PANEL_FLOATS = 256 * 32 };
 
 /* gemm_small (core/gemm_small.h) on the kernel, K > 0: C in passes of about 128 Ki floats of op(A)
- * (a multiple of the tallest block's rows: mr, or 2 mr with narrow_blocks); per pass, strips of nr
- * columns of op(B), kc values of k at a time, each read in place or copied into the panel; per
- * strip, the pass's blocks in row order, each through its table entry (blocks of 2 mr rows through
- * narrow_blocks for a strip of at most nr / 2 columns). A k range past the first continues each
+ * (a multiple of mr and, with narrow_blocks, of narrow_mr); per pass, strips of nr columns of op(B),
+ * kc values of k at a time, each read in place or copied into the panel; per strip, the pass's
+ * blocks in row order, each through its table entry (blocks of narrow_mr rows through narrow_blocks
+ * for a strip of at most nr / 2 columns). A k range past the first continues each
  * element's chain from the fp32 value stored in C: the same bits as one unbroken chain. bias [N]
  * (or NULL): each element's chain starts from bias [n] instead of beta C. */
 void gemm_small_drive(const GemmSmallKernel *kernel, int ta, int tb, int M, int N, int K, const float *A, int lda,

@@ -145,12 +145,12 @@ static void test_kernel(TestTally *t, Rng *rng, GemmSmallIsa isa, const char *na
                             const Shape s = {(GemmOp)ta, (GemmOp)tb, dims[i], dims[j], dims[l], betas[b]};
                             run_shape(isa, &s, rng, &tally);
                         }
-    /* strips of at most 16 columns: every count of rows of a block of up to 16 (the AVX-512 kernel's
-     * narrow blocks, core/gemm_small_avx512.c) and past it */
+    /* strips of at most 16 columns: every count of rows of a block of up to 30 (the AVX-512 kernel's
+     * narrow blocks, core/gemm_small_avx512.c) and past two of them */
     static const int narrow_cols[] = {1, 7, 16, 17}, narrow_k[] = {1, 62};
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
-            for (int M = 1; M <= 48; M++)
+            for (int M = 1; M <= 72; M++)
                 for (int j = 0; j < 4; j++)
                     for (int l = 0; l < 2; l++) {
                         const Shape s = {(GemmOp)ta, (GemmOp)tb, M, narrow_cols[j], narrow_k[l], betas[M % 2]};
@@ -158,7 +158,7 @@ static void test_kernel(TestTally *t, Rng *rng, GemmSmallIsa isa, const char *na
                     }
     CHECK(t, tally.chain_mismatches == 0 && tally.outside_written == 0 && tally.bound_failures == 0,
           "gemm_small %s: %ld products (NN, NT, TN, TT; beta 0, 1; M, N, K in 1 15 16 17 31 33 63 64 65; "
-          "and at M 1-48, N 1 7 16 17, K 1 62): "
+          "and at M 1-72, N 1 7 16 17, K 1 62): "
           "%ld differ from the fmaf chain, %ld wrote outside M x N, %ld outside the fp32 bound (worst %.2f of "
           "it)%s%s", name, tally.products, tally.chain_mismatches, tally.outside_written, tally.bound_failures,
           tally.worst_bound, tally.first_bad[0] ? "; first: " : "", tally.first_bad);
