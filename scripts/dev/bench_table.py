@@ -4,7 +4,8 @@ OUT/runs/NAME.ENGINE.rROUND.json holds one run of one engine (realpos bench --js
 bench --json). Prints, per row, medians over the rounds with their spread [min-max]:
   - tokens/s of realpos and of PyTorch, and their ratio taken round by round (paired: both ran
     back to back), plus the same ratio from CPU seconds per step (less sensitive to steal time);
-  - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench; a row that ran
+  - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench at the row's
+    thread count (a one-thread row's fraction is of one core's peak); a row that ran
     faster than every probe (the probes met busier moments of a shared host) prints its real
     fraction, above 100%, flagged with "!";
   - the fine-tuning rows' (realpos bench --lengths-from) real tokens/s: non-padding tokens, next to
@@ -183,8 +184,15 @@ def summarise(out):
         if os.path.exists(path) and some:
             models[name] = load_model_config(path)
             flops[name] = run_flops(models[name], some, int(batch), int(seq))
-    probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
-              for p in r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]])]
+    # the sgemm peak per thread count: a one-thread row (the tagger's) is a fraction of what one
+    # core's probes reached, not of the two-thread rows' probes
+    probes_by_threads = {}
+    for (_, engine), rs in runs.items():
+        for r in rs.values() if engine == "realpos" else ():
+            probes_by_threads.setdefault(r.get("threads"), []).extend(
+                r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]]))
+    peaks = {t: max(ps) for t, ps in probes_by_threads.items() if ps}
+    probes = [p for ps in probes_by_threads.values() for p in ps]
     peak = max(probes) if probes else 0.0
     bf16_probes = [p for (_, engine), rs in runs.items() if engine == "realpos" for r in rs.values()
                    for p in (r.get("bf16_probes_gflops") or []) if p]
@@ -198,7 +206,8 @@ def summarise(out):
                       for r, w in local.items()] if name in models else []
         gflops = spread([r["gflops"] for r in rp.values()])
         bf16 = any(r.get("precision") == "bf16" for r in rp.values())
-        row_peak = bf16_peak if bf16 else peak  # a bf16 row: % of the bf16 product peak
+        threads = next((r.get("threads") for r in rp.values()), None)
+        row_peak = bf16_peak if bf16 else peaks.get(threads, 0.0)  # a bf16 row: % of the bf16 product peak
         frac = None
         if gflops and row_peak > 0:
             frac = {k: v / row_peak if k != "n" else v for k, v in gflops.items()}
@@ -228,7 +237,10 @@ def summarise(out):
         })
     some = next((r for (_, e), rs in runs.items() if e == "realpos" for r in rs.values()), {})
     some_torch = next((r for (_, e), rs in runs.items() if e == "torch" for r in rs.values()), {})
-    host = {"cpu_model": some.get("cpu_model"), "threads": some.get("threads"),
+    host = {"cpu_model": some.get("cpu_model"),
+            "threads": sorted({r.get("threads") for (_, e), rs in runs.items() if e == "realpos"
+                               for r in rs.values()}, key=lambda t: (t is None, t)),
+            "sgemm_peaks_by_threads": {str(t): p for t, p in sorted(peaks.items(), key=lambda kv: (kv[0] is None, kv[0]))},
             "realpos_openblas_corename": some.get("openblas_corename"),
             "torch_openblas_corename": some_torch.get("openblas_corename"),
             "torch_cpu_capability": some_torch.get("torch_cpu_capability"),
@@ -268,7 +280,7 @@ def main(out):
     host, results = summarise(out)
     host["cpu_vector_isa"] = cpu_vector_isa()
     host["cpu_bf16_flags"] = cpu_bf16_flags()
-    print(f"{host['cpu_model']}, {host['threads']} threads; OpenBLAS kernels: realpos "
+    print(f"{host['cpu_model']}, {' and '.join(str(t) for t in host['threads'])} threads; OpenBLAS kernels: realpos "
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
           f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
           f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
@@ -278,7 +290,10 @@ def main(out):
              f"probes of the rows' own bf16 products; probes {fmt(host['bf16_probes'], '%.1f')}; the % peak of the -bf16 rows)"
              if host["bf16_probes"] else ""))
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
-          f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})")
+          f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})"
+          + (f"; per thread count, the % peak of the fp32 rows run at it: "
+             + ", ".join(f"{t} threads {p:.1f}" for t, p in host["sgemm_peaks_by_threads"].items())
+             if len(host["sgemm_peaks_by_threads"]) > 1 else ""))
     if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:
         print(f"note: this CPU has {host['cpu_vector_isa']}, but OpenBLAS runs its Prescott (SSE3) kernels: "
               "its runtime detection does not know this CPU model (OpenBLAS < 0.3.25 falls back to Prescott, "

@@ -109,6 +109,9 @@ printf 'ft-max\tno\t\t4\t64\t\tf.tsv\nft\tno\tft-max\t4\t64\t\tf.tsv\n' >>"$tmp/
 # Local rows (per-step probes): lm's local fraction of peak is its FLOPs over its steps' seconds
 # times the probes around each step; lm-slow carries a paired ratio per round (bench --against).
 printf 'lm\tno\t\t4\t64\t\t\nlm-slow\tno\tlm\t4\t64\t\t\n' >>"$tmp/b/rows.tsv"
+# A one-thread row (the tagger's, train.threads=1) among two-thread ones: its fraction of peak is of
+# its own runs' one-thread probes (best 3), not of the bench's best (6, at 2 threads).
+printf 'one\tno\t\t32\t128\t\n' >>"$tmp/b/rows.tsv"
 "$RP" config configs/tiny.ini >"$tmp/b/runs/ft-max.config.ini"
 for n in ft lm lm-slow; do cp "$tmp/b/runs/ft-max.config.ini" "$tmp/b/runs/$n.config.ini"; done
 "$PY" - "$tmp/b/runs" <<'PY'
@@ -123,6 +126,8 @@ for rnd, (rp, pt, rel, gf) in enumerate([(300, 100, 270, 5.0), (100, 50, 80, 9.0
     run(f"m.torch.r{rnd}.json", tokens_per_s=pt, **dict(base, cpu_seconds_per_step=2.0))
     run(f"m-rel.realpos.r{rnd}.json", tokens_per_s=rel, gflops=gf, sgemm_peak_gflops=6.0,
         sgemm_probes_gflops=[6.0], **base)
+    run(f"one.realpos.r{rnd}.json", tokens_per_s=rp, gflops=1.5, sgemm_peak_gflops=3.0,
+        sgemm_probes_gflops=[3.0, 2.5], **dict(base, threads=1))
     ft = dict(base, steps=2, batch_size=4, seq_len=64, labelled=0, real_tokens=400, gflops=1.0,
               sgemm_peak_gflops=6.0, sgemm_probes_gflops=[6.0])
     run(f"ft-max.realpos.r{rnd}.json", **dict(ft, tokens_per_s=1000, real_tokens_per_s=250, batch_lengths=[64, 64]))
@@ -154,6 +159,11 @@ check("bench table: median tokens/s", m["realpos_tokens_per_s"]["median"] == 200
 check("bench table: ratio paired by round", m["speed_ratio"]["median"] == 2 and m["speed_ratio"]["max"] == 3, str(m["speed_ratio"]))
 check("bench table: CPU-time ratio", m["cpu_time_ratio"]["median"] == 2)
 check("bench table: peak is the best probe of the bench", res["host"]["sgemm_peak_gflops"] == 6.0)
+one = rows["one"]
+check("bench table: a one-thread row's fraction is of the one-thread probes' best",
+      one["peak_fraction"] and abs(one["peak_fraction"]["median"] - 0.5) < 1e-9 and
+      res["host"].get("sgemm_peaks_by_threads") == {"1": 3.0, "2": 6.0} and res["host"]["threads"] == [1, 2],
+      str((one["peak_fraction"], res["host"].get("sgemm_peaks_by_threads"), res["host"]["threads"])))
 check("bench table: fraction of peak as measured, above 100% too", abs(m["peak_fraction"]["max"] - 1.5) < 1e-9 and
       abs(m["peak_fraction"]["median"] - 5.0 / 6.0) < 1e-9, str(m["peak_fraction"]))
 ov = rel["overhead"]
