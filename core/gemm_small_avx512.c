@@ -94,6 +94,16 @@ static AVX512 void pack_transposed(float *restrict panel, const float *B, int ld
     }
 }
 
+/* The row of C at *cursor; *cursor steps ldc on, opaque to GCC, which would otherwise hold up to
+ * 30 rows' addresses apart and spill them to the stack: the block reaches its rows through one
+ * pointer. */
+static inline __attribute__((always_inline)) float *next_row(float **cursor, int ldc) {
+    float *row = *cursor;
+    *cursor += ldc;
+    __asm__("" : "+r"(*cursor));
+    return row;
+}
+
 /* GemmSmallBlock (core/gemm_small_driver.h) for MR x NR, halves of 16 columns. */
 static inline __attribute__((always_inline)) AVX512 void block(const int rows, const int halves,
                                                                const int a_transposed, int kc, const float *A,
@@ -104,14 +114,10 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
     const __mmask16 mask0 = lanes(cols), mask1 = lanes(cols - 16);
     const __m512 scale = _mm512_set1_ps(beta);
     __m512 acc[NARROW_MR][2]; /* rows <= MR, or (halves 1) <= NARROW_MR */
-    /* C's rows through one pointer stepped by ldc, opaque to GCC, which would otherwise hold up to
-     * 30 rows' addresses apart and spill them to the stack */
-    const float *c_next = C;
+    float *c_in = C;
 #pragma GCC unroll 30
     for (int r = 0; r < rows; r++) {
-        const float *c = c_next;
-        c_next += ldc;
-        __asm__("" : "+r"(c_next));
+        const float *c = next_row(&c_in, ldc);
         if (first && bias) { /* every row's chains from the bias */
             acc[r][0] = _mm512_maskz_loadu_ps(mask0, bias);
             acc[r][1] = halves > 1 ? _mm512_maskz_loadu_ps(mask1, bias + 16) : acc[r][0];
@@ -153,12 +159,10 @@ static inline __attribute__((always_inline)) AVX512 void block(const int rows, c
                 acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
         }
     }
-    float *c_out = C; /* as c_next above */
+    float *c_out = C;
 #pragma GCC unroll 30
     for (int r = 0; r < rows; r++) {
-        float *c = c_out;
-        c_out += ldc;
-        __asm__("" : "+r"(c_out));
+        float *c = next_row(&c_out, ldc);
         _mm512_mask_storeu_ps(c, mask0, acc[r][0]);
         if (halves > 1)
             _mm512_mask_storeu_ps(c + 16, mask1, acc[r][1]);
