@@ -188,7 +188,9 @@ def summarise(out):
     # core's probes reached, not of the two-thread rows' probes
     probes_by_threads = {}
     for (_, engine), rs in runs.items():
-        for r in rs.values() if engine == "realpos" else ():
+        if engine != "realpos":
+            continue
+        for r in rs.values():
             probes_by_threads.setdefault(r.get("threads"), []).extend(
                 r.get("sgemm_probes_gflops", [r["sgemm_peak_gflops"]]))
     peaks = {t: max(ps) for t, ps in probes_by_threads.items() if ps}
@@ -280,7 +282,8 @@ def main(out):
     host, results = summarise(out)
     host["cpu_vector_isa"] = cpu_vector_isa()
     host["cpu_bf16_flags"] = cpu_bf16_flags()
-    print(f"{host['cpu_model']}, {' and '.join(str(t) for t in host['threads'])} threads; OpenBLAS kernels: realpos "
+    counts = " and ".join(str(t) for t in host["threads"])
+    print(f"{host['cpu_model']}, {counts} thread{'' if counts == '1' else 's'}; OpenBLAS kernels: realpos "
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
           f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
           f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
@@ -292,7 +295,7 @@ def main(out):
     print(f"sgemm peak {host['sgemm_peak_gflops']:.1f} GFLOP/s (best of {host['sgemm_probes']['n'] if host['sgemm_probes'] else 0} "
           f"probes; probes {fmt(host['sgemm_probes'], '%.1f')})"
           + (f"; per thread count, the % peak of the fp32 rows run at it: "
-             + ", ".join(f"{t} threads {p:.1f}" for t, p in host["sgemm_peaks_by_threads"].items())
+             + ", ".join(f"{t} thread{'' if t == '1' else 's'} {p:.1f}" for t, p in host["sgemm_peaks_by_threads"].items())
              if len(host["sgemm_peaks_by_threads"]) > 1 else ""))
     if host["realpos_openblas_corename"] == "Prescott" and host["cpu_vector_isa"]:
         print(f"note: this CPU has {host['cpu_vector_isa']}, but OpenBLAS runs its Prescott (SSE3) kernels: "
