@@ -31,9 +31,12 @@ if [ -z "$fp32" ] || [ -z "$bf16" ] || [ -z "$bf16_1t" ] || [ -z "$bf16_own" ]; 
 fi
 if [ "$bf16" -le "$fp32" ]; then pass "bf16 peak RSS ($bf16 MB) not above fp32's ($fp32 MB), probes included"
 else fail "bf16 peak RSS ($bf16 MB) not above fp32's ($fp32 MB), probes included"; fi
-# 37-38 MB at one thread on the host of 2026-12-07; 24 MB is three quarters of the operands' 32 MB
-if [ $((bf16_own - bf16_1t)) -ge 24 ]; then
+# Half the operands' 32 MB separates the two cases: borrowing, the difference read 23-38 MB at one
+# thread (the run with its own buffers peaks 606-621 MB from run to run, the borrowing run 583);
+# without borrowing both runs hold their own buffers, and it reads about 0 with the same +-8 MB
+# (a CI run failed at a threshold of 24 MB with 23: 606 against 583).
+if [ $((bf16_own - bf16_1t)) -ge 16 ]; then
   pass "the bf16 probes borrow the activations: their own buffers would add $((bf16_own - bf16_1t)) MB ($bf16_own MB against $bf16_1t MB, one thread)"
 else
-  fail "the bf16 probes borrow the activations: their own buffers would add $((bf16_own - bf16_1t)) MB ($bf16_own MB against $bf16_1t MB, one thread), expected >= 24"
+  fail "the bf16 probes borrow the activations: their own buffers would add $((bf16_own - bf16_1t)) MB ($bf16_own MB against $bf16_1t MB, one thread), expected >= 16"
 fi
