@@ -67,6 +67,50 @@ static void pack_rows(float *restrict panel, const float *B, int ldb, int k0, in
     }
 }
 
+/* The 8 x 8 block in r transposed in place: r[i] [j] becomes r[j] [i]. */
+static inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* panel [kc][NR] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K], row stride ldb),
+ * columns nc .. NR zero: 8 x 8 tiles transposed in registers, a tile's rows past nc zero and its k
+ * past kc neither read (masked loads) nor stored, so the edges of a strip take the tiles' path too
+ * (not one scalar load per element through the stack). */
+static void pack_transposed(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc) {
+    for (int j0 = 0; j0 < NR; j0 += 8) { /* 8 rows of B at a time */
+        const int rows = nc - j0 >= 8 ? 8 : nc - j0 > 0 ? nc - j0 : 0;
+        const float *tile_rows = B + (size_t)(n0 + j0) * ldb + k0;
+        for (int k = 0; k < kc; k += 8) {
+            const int ks = kc - k < 8 ? kc - k : 8;
+            const __m256i k_mask = lane_mask(ks);
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) {
+                const float *row = tile_rows + (size_t)j * ldb + k;
+                r[j] = j >= rows  ? _mm256_setzero_ps()
+                       : ks == 8 ? _mm256_loadu_ps(row)
+                                 : _mm256_maskload_ps(row, k_mask);
+            }
+            transpose8(r);
+            for (int i = 0; i < ks; i++)
+                _mm256_store_ps(panel + (size_t)(k + i) * NR + j0, r[i]);
+        }
+    }
+}
+
 /* GemmSmallBlock (core/gemm_small_driver.h) for MR x NR, halves of 8 columns. */
 static inline __attribute__((always_inline)) void block(const int rows, const int halves, const int a_transposed,
                                                         int kc, const float *A, size_t ld_a, const float *b,
@@ -127,7 +171,14 @@ static inline __attribute__((always_inline)) void block(const int rows, const in
 
 GEMM_SMALL_BLOCKS(block_fns, 6, /* the build's AVX2 */)
 _Static_assert(sizeof block_fns / sizeof *block_fns == MR && KC * NR <= GEMM_SMALL_PANEL_FLOATS, "MR, KC x NR");
-static const GemmSmallKernel avx2_kernel = {MR, NR, KC, block_fns, NULL, 0, reads_b_in_place, pack_rows, NULL};
+static const GemmSmallKernel avx2_kernel = {.mr = MR,
+                                            .nr = NR,
+                                            .kc = KC,
+                                            .blocks = block_fns,
+                                            .pass_unit = MR,
+                                            .reads_b_in_place = reads_b_in_place,
+                                            .pack_rows = pack_rows,
+                                            .pack_transposed = pack_transposed};
 
 int gemm_small_isa_runs_here(GemmSmallIsa isa) {
     return isa == GEMM_SMALL_AVX2 || (isa == GEMM_SMALL_AVX512 && __builtin_cpu_supports("avx512f"));

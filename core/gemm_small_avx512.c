@@ -20,6 +20,7 @@
 #define AVX512 __attribute__((target("avx512f")))
 
 enum { MR = 8, NR = 32, KC = 256, PACK_ROWS_MIN = 64, PACK_AHEAD = 8, NARROW_MR = 30 };
+enum { PASS_UNIT = 120 }; /* the least common multiple of MR and NARROW_MR */
 _Static_assert(NARROW_MR <= 4 * MR, "the block's four bases of A's rows");
 
 /* Lanes 0 .. count-1 of 16 set (count clipped to 0 .. 16). */
@@ -189,5 +190,14 @@ static const GemmSmallBlock narrow_fns[NARROW_MR][2] = {
     ONE_HALF(9) ONE_HALF(10) ONE_HALF(11) ONE_HALF(12) ONE_HALF(13) ONE_HALF(14) ONE_HALF(15) ONE_HALF(16)
     ONE_HALF(17) ONE_HALF(18) ONE_HALF(19) ONE_HALF(20) ONE_HALF(21) ONE_HALF(22) ONE_HALF(23) ONE_HALF(24)
     ONE_HALF(25) ONE_HALF(26) ONE_HALF(27) ONE_HALF(28) ONE_HALF(29) ONE_HALF(30)};
-const GemmSmallKernel gemm_small_avx512_kernel = {MR,        NR,        KC, block_fns, narrow_fns, NARROW_MR,
-                                                  reads_b_in_place, pack_rows, pack_transposed};
+_Static_assert(PASS_UNIT % MR == 0 && PASS_UNIT % NARROW_MR == 0, "a pass in whole blocks of either height");
+const GemmSmallKernel gemm_small_avx512_kernel = {.mr = MR,
+                                                  .nr = NR,
+                                                  .kc = KC,
+                                                  .blocks = block_fns,
+                                                  .narrow_blocks = narrow_fns,
+                                                  .narrow_mr = NARROW_MR,
+                                                  .pass_unit = PASS_UNIT,
+                                                  .reads_b_in_place = reads_b_in_place,
+                                                  .pack_rows = pack_rows,
+                                                  .pack_transposed = pack_transposed};

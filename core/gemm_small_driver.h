@@ -1,6 +1,6 @@
 /* What the small-product kernels (core/gemm_small.c's AVX2, core/gemm_small_avx512.c) share: the
- * loop over blocks of C, the copy of op(B) = B^T into a panel, and the instantiation of a kernel's
- * blocks. A kernel brings its intrinsics alone: its block of C and its copy of rows of B. */
+ * loop over blocks of C and the instantiation of a kernel's blocks. A kernel brings its intrinsics
+ * alone: its block of C and its copies of op(B) into the panel. */
 #pragma once
 
 #include <stddef.h>
@@ -20,13 +20,14 @@ typedef struct {
      * flight, not mr. */
     const GemmSmallBlock (*narrow_blocks)[2];
     int narrow_mr;
+    int pass_unit; /* a pass's rows are a multiple of it: of mr, and of narrow_mr with narrow_blocks */
     /* Whether the blocks read op(B) = B where it lies for a strip of nc columns mc rows of C take
      * (else the panel). */
     int (*reads_b_in_place)(int nc, int mc);
     /* panel [kc][nr] = B [k0 .. k0+kc, n0 .. n0+nc], columns nc .. nr zero (64-byte aligned). */
     void (*pack_rows)(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc);
     /* panel [kc][nr] = op(B) [k0 .. k0+kc, n0 .. n0+nc] for op(B) = B^T (B [N,K]), columns nc .. nr
-     * zero; NULL: the driver's (8 x 8 tiles transposed in AVX2 registers). */
+     * zero (64-byte aligned). */
     void (*pack_transposed)(float *restrict panel, const float *B, int ldb, int k0, int kc, int n0, int nc);
 } GemmSmallKernel;
 
