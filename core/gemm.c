@@ -366,7 +366,7 @@ static const bf16 *bf16_operand(Gemm *g, int slot, GemmOperand op, int rows, int
 }
 
 double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count, float *borrowed,
-                               size_t borrowed_floats) {
+                               size_t borrowed_floats, size_t *own_bytes) {
     size_t a_max = 1, b_max = 1, c_max = 1;
     for (int s = 0; s < count; s++) {
         const GemmShape *x = &shapes[s];
@@ -380,6 +380,8 @@ double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int
     bf16 *a = own ? alloc_bf16(a_max) : (bf16 *)borrowed;
     bf16 *b = own ? alloc_bf16(b_max) : (bf16 *)(borrowed + a_floats);
     float *c = own ? xalloc_floats(c_max) : borrowed + a_floats + b_floats;
+    if (own_bytes)
+        *own_bytes = own ? (a_max + b_max) * sizeof(bf16) + c_max * sizeof(float) : 0;
     for (size_t e = 0; e < a_max; e++)
         a[e] = bf16_from_float((float)(e % 7) * 0.125f - 0.375f);
     for (size_t e = 0; e < b_max; e++)

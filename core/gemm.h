@@ -152,9 +152,10 @@ typedef struct {
  * timed pass over all of them: sum of 2 M N K over the pass's seconds, in GFLOP/s. The operands are
  * laid out in `borrowed` [borrowed_floats] when they fit (memory the caller holds dead meanwhile,
  * e.g. a training step's activations between steps: the probe then adds nothing to the run's
- * peak memory), else allocated and freed; the context is made and freed. Call it between steps. */
+ * peak memory), else allocated and freed; the context is made and freed. Call it between steps.
+ * own_bytes (or NULL): the bytes of operands it allocated, 0 when they lay in `borrowed`. */
 double gemm_bf16_shapes_gflops(GemmBackend backend, const GemmShape *shapes, int count, float *borrowed,
-                               size_t borrowed_floats);
+                               size_t borrowed_floats, size_t *own_bytes);
 
 /* What a bf16 context did (for bench): products, their FLOPs and seconds, floats converted and seconds
  * converting (inside gemm and gemm_stage), oneDNN primitives created (9 by gemm_create, then none

@@ -300,22 +300,26 @@ static void test_probe_borrows(TestTally *t, GemmBackend backend, const char *na
     const float sentinel = -12345.0f;
     for (size_t e = 0; e < floats; e++)
         loan[e] = sentinel;
-    double rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed);
+    size_t own_bytes = 1;
+    double rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed, &own_bytes);
     size_t written = 0, beyond = 0;
     for (size_t e = 0; e < floats; e++)
         if (loan[e] != sentinel)
             *(e < needed ? &written : &beyond) += 1;
-    CHECK(t, rate > 0 && written > needed / 2 && beyond == 0,
-          "bf16 probe %s: operands in the borrowed block (%zu of its %zu floats written, %zu past it)", name, written,
-          needed, beyond);
+    CHECK(t, rate > 0 && written > needed / 2 && beyond == 0 && own_bytes == 0,
+          "bf16 probe %s: operands in the borrowed block (%zu of its %zu floats written, %zu past it; %zu bytes of "
+          "its own, expected 0)", name, written, needed, beyond, own_bytes);
     for (size_t e = 0; e < floats; e++)
         loan[e] = sentinel;
-    rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed - 1);
+    rate = gemm_bf16_shapes_gflops(backend, shapes, 2, loan, needed - 1, &own_bytes);
     written = 0;
     for (size_t e = 0; e < floats; e++)
         written += loan[e] != sentinel;
-    CHECK(t, rate > 0 && written == 0, "bf16 probe %s: a loan one float too small is not touched (%zu written)", name,
-          written);
+    /* its own: A 3072 and B 2048 bf16, C 3072 fp32 */
+    const size_t own_expected = (3072 + 2048) * sizeof(bf16) + 3072 * sizeof(float);
+    CHECK(t, rate > 0 && written == 0 && own_bytes == own_expected,
+          "bf16 probe %s: a loan one float too small is not touched (%zu written; %zu bytes of its own, expected %zu)",
+          name, written, own_bytes, own_expected);
     free(loan);
 }
 

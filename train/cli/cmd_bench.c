@@ -378,9 +378,11 @@ int cmd_bench(int argc, char **argv) {
         const double seconds = now.product_seconds - w->product_seconds, done = now.product_flops - w->product_flops;
         products_gflops = seconds > 0 ? done / seconds * 1e-9 : 0;
         printf("bf16: the step's bf16 products: %.1f GFLOP per step in %.3f s, %.1f GFLOP/s (%.0f%% of the bf16 peak; "
-               "%.0f%% of the step's time), shared in %s\n", done / steps * 1e-9, seconds / steps, products_gflops,
+               "%.0f%% of the step's time), shared in %s; the peak's probes allocated %.1f MB of operands (0: they "
+               "ran in the step's activations)\n", done / steps * 1e-9, seconds / steps, products_gflops,
                100.0 * products_gflops / peak->gflops, 100.0 * seconds / elapsed,
-               gemm_blocks_by_threads(side.ts.head.acts->gemm) ? "one block a thread" : "the blocks fixed by the shape");
+               gemm_blocks_by_threads(side.ts.head.acts->gemm) ? "one block a thread" : "the blocks fixed by the shape",
+               (double)side.ts.peak_bf16.own_bytes_max / (1024.0 * 1024.0));
     }
     double *ratios = xmalloc(sizeof(double) * (size_t)steps), ratio = 0, ratio_lo = 0, ratio_hi = 0;
     if (against_path) {
@@ -442,10 +444,14 @@ int cmd_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "peak_precision", precision_names[peak->precision]);
         cJSON_AddStringToObject(o, "peak_source", peak->source);
         cJSON_AddNumberToObject(o, "peak_fraction", fraction);
-        if (peak->precision == PRECISION_BF16)
+        if (peak->precision == PRECISION_BF16) {
             cJSON_AddNumberToObject(o, "bf16_products_gflops", products_gflops);
-        else
+            /* the most bytes of operands one of the bf16 peak's probes allocated (0: all borrowed) */
+            cJSON_AddNumberToObject(o, "bf16_probe_own_bytes", (double)side.ts.peak_bf16.own_bytes_max);
+        } else {
             cJSON_AddNullToObject(o, "bf16_products_gflops");
+            cJSON_AddNullToObject(o, "bf16_probe_own_bytes");
+        }
         cJSON_AddItemToObject(o, "sgemm_probes_gflops", cJSON_CreateDoubleArray(probes, num_probes));
         cJSON_AddItemToObject(o, "step_seconds", cJSON_CreateDoubleArray(side.step_s, steps));
         cJSON *step_real = cJSON_AddArrayToObject(o, "step_real_tokens"); /* the shapes bench_peer.py repeats */

@@ -369,9 +369,13 @@ void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tok
 }
 
 double bf16_probe_gflops(void *ctx) {
-    const PeakBf16Probe *probe = ctx;
-    return gemm_bf16_shapes_gflops(probe->backend, probe->shapes, probe->count, probe->borrowed,
-                                   probe->borrowed_floats);
+    PeakBf16Probe *probe = ctx;
+    size_t own_bytes = 0;
+    const double gflops = gemm_bf16_shapes_gflops(probe->backend, probe->shapes, probe->count, probe->borrowed,
+                                                  probe->borrowed_floats, &own_bytes);
+    if (own_bytes > probe->own_bytes_max)
+        probe->own_bytes_max = own_bytes;
+    return gflops;
 }
 
 PeakEstimate peak_estimate_bf16(int threads, PeakBf16Probe *probe) {

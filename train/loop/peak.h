@@ -99,6 +99,7 @@ typedef struct {
     GemmShape shapes[PEAK_BF16_MAX_SHAPES];
     float *borrowed; /* memory dead between steps the operands may use (gemm_bf16_shapes_gflops), or NULL */
     size_t borrowed_floats;
+    size_t own_bytes_max; /* the most bytes of operands one of its probes allocated (0: all in `borrowed`) */
 } PeakBf16Probe;
 /* Into probe: the 12 products of an encoder layer's 4 linear maps (QKV H -> 3H, attention out
  * H -> H, FFN H -> I and I -> H) on T = min(tokens, PEAK_BF16_MAX_TOKENS) rows (the cap keeps
@@ -109,7 +110,7 @@ typedef struct {
  *   d_in     d_in [T,i] = d_out [T,o] W [o,i]     (N, N; beta 0)
  *   dW       dW [o,i] += d_out^T [o,T] in [T,i]   (T, N; beta 1) */
 void peak_bf16_encoder_shapes(PeakBf16Probe *probe, GemmBackend backend, int tokens, int hidden, int intermediate);
-/* One bf16 probe (ctx: a PeakBf16Probe that outlives the estimate). */
+/* One bf16 probe (ctx: a PeakBf16Probe that outlives the estimate; its own_bytes_max updated). */
 double bf16_probe_gflops(void *ctx);
 /* The bf16 peak at `threads` threads: probe, its own cache, REALPOS_PEAK_BF16_GFLOPS,
  * REALPOS_PEAK_CACHE; never raised by a window. */

@@ -45,8 +45,8 @@ void train_step_begin(TrainStep *ts, MetricsLog *log, long first_step) {
                                  ts->model->cfg.hidden_size, ts->model->cfg.intermediate_size);
         /* the probes run between steps (here and at log windows): their operands take the
          * activations, dead then, so a bf16 run's peak memory is the step's. REALPOS_TEST_PROBE_OWN=1
-         * gives them buffers of their own instead: tests/train/loop/test_bf16_memory.sh measures what
-         * borrowing saves against it, the libraries' own memory (which varies by CPU) on both sides. */
+         * gives them buffers of their own instead: tests/train/loop/test_bf16_memory.sh reads the bytes
+         * they allocated (bench's bf16_probe_own_bytes) both ways, 0 when they borrow. */
         if (!env_switch("REALPOS_TEST_PROBE_OWN", 0))
             ts->peak_bf16.borrowed = acts->arena.base, ts->peak_bf16.borrowed_floats = acts->step_floats;
         ts->peak = peak_estimate_bf16(omp_get_max_threads(), &ts->peak_bf16);
