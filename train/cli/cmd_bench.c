@@ -47,6 +47,7 @@
 #include "train/loop/peak.h"
 #include "core/rng.h"
 #include "core/io/files.h"
+#include "core/io/paths.h"
 #include "layers/layers.h"
 #include "train/cli/bench_side.h"
 #include "train/cli/bench_sources.h"
@@ -115,6 +116,25 @@ static void parse_args(BenchArgs *a, int argc, char **argv) {
         RP_CHECK(parse_decimal(label_text, &o->label_frac) && o->label_frac >= 0 && o->label_frac <= 1,
                  "option '--label-frac': expected a number in [0, 1], got '%s'", label_text);
     }
+    /* every path read and the JSON written, checked before any work (core/io/paths.h): the JSON a
+     * regular file or new (the rename of its atomic write would replace a device or FIFO), its
+     * folder writable, and no input */
+    IoPlan plan;
+    io_plan_init(&plan);
+    io_plan_input(&plan, a->args.positional[0], "config");
+    if (a->against_path)
+        io_plan_input(&plan, a->against_path, "--against");
+    if (o->lengths_path)
+        io_plan_input(&plan, o->lengths_path, "--lengths-from");
+    if (a->against_lengths)
+        io_plan_input(&plan, a->against_lengths, "--against-lengths-from");
+    if (o->shards_path)
+        io_plan_input_dir(&plan, o->shards_path, "--from-shards");
+    if (a->against_shards)
+        io_plan_input_dir(&plan, a->against_shards, "--against-from-shards");
+    if (a->json_path)
+        io_plan_output(&plan, a->json_path, "--json");
+    io_plan_check(&plan);
 }
 
 /* The sides (the paired one with --against, --against-set or a batch source of its own), their

@@ -75,6 +75,19 @@ mkdir -p "$tmp/emptydir"; ln -s "$tmp/emptydir" "$tmp/outlink"
 expect_error "export-hf --out SYMLINK" "--out is a symbolic link" $T "$RP" export-hf "$tmp/mlm.h5" --out "$tmp/outlink"
 check "... leaves no temporary folder" no_temp "$tmp"
 expect_ok "control: export-hf into an empty folder" "wrote" $T "$RP" export-hf "$tmp/mlm.h5" --out "$tmp/emptydir"
+# bench's --json, checked before the first step (which the messages would otherwise follow): a FIFO or a
+# device there would be replaced by the rename of the atomic write (a FIFO here stands for /dev/null)
+bench=("$RP" bench $FX/tiny.ini --batch-size 2 --seq-len 8 --steps 1 --warmup 0 --probes start)
+expect_error "bench --json FIFO, before any step" "fifo: --json is a FIFO (named pipe), expected a regular file" \
+  $T "${bench[@]}" --json "$tmp/fifo"
+check "... and the FIFO is still one" test -p "$tmp/fifo"
+expect_error "bench --json in a missing directory, before any step" "does not exist (No such file or directory)" \
+  $T "${bench[@]}" --json "$tmp/no/such/bench.json"
+cp $FX/tiny.ini "$tmp/bench.ini"; sum=$(md5sum <"$tmp/bench.ini")
+expect_error "bench --json CONFIG" "are the same file" $T "$RP" bench "$tmp/bench.ini" --batch-size 2 --seq-len 8 \
+  --steps 1 --json "$tmp/bench.ini"
+check "... and the config is intact" test "$(md5sum <"$tmp/bench.ini")" = "$sum"
+expect_ok "control: bench --json a new file" "realpos: " $T "${bench[@]}" --json "$tmp/bench.json"
 
 # ---- every writer is whole or nothing, with the reason (a full and a read-only tmpfs) ---------------
 mnt="$tmp/mnt"; mkdir -p "$mnt/full" "$mnt/ro"
