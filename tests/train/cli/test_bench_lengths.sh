@@ -91,7 +91,7 @@ else fail "text output: the file, real and computed tokens/s" "$(head -c 600 "$t
 
 # Failures name the file.
 set_vocab=(--set data.vocab="$tmp/vocab.txt")
-expect_error "missing file named" "--lengths-from $tmp/nothing.tsv" \
+expect_error "missing file named" "$tmp/nothing.tsv: cannot open --lengths-from: No such file or directory" \
   "$RP" bench configs/tiny.ini "${set_vocab[@]}" --set task.glue_task=sst2 --lengths-from "$tmp/nothing.tsv" --steps 1
 { head -n 4 "$tmp/single.tsv"; printf 'w1 w2\t0\textra\n'; } >"$tmp/bad.tsv"
 expect_error "malformed row named (file and line)" "$tmp/bad.tsv: line 5: expected 2 tab-separated columns, got 3" \
