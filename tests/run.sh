@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run every test program (build/tests/**/test_*) and script (tests/**/test_*.sh); each prints one
 # "PASS ..." or "FAIL ..." line per check, or "SKIP ..." for checks whose data is absent. A program
-# that exits non-zero without printing a FAIL line (a crash) counts as one failure; one that
-# prints nothing but SKIP lines is reported as skipped. Ends with "N passed, N failed, N skipped".
+# that exits non-zero without printing a FAIL line (a crash) counts as one failure, and so does a
+# Python traceback in a test's output (a script's embedded check that crashed skipped the checks
+# after it, whatever the script's exit status); one that prints nothing but SKIP lines is reported
+# as skipped. Ends with "N passed, N failed, N skipped".
 # RP_TEST_ONLY=REGEX runs only the tests whose file name matches.
 # OPENBLAS_CORETYPE is left as the environment has it: no verdict may depend on the kernels.
 set -u
@@ -26,6 +28,10 @@ for t in "${tests[@]}"; do
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
     f=1; echo "FAIL $name exited with status $rc"; tail -n 5 "$log" | sed 's/^/    /'
     failures+=("[$name] exited with status $rc")
+  elif grep -q '^Traceback (most recent call last):' "$log"; then
+    f=$((f + 1)); echo "FAIL $name printed a Python traceback (a check crashed; those after it did not run)"
+    grep -A 12 '^Traceback (most recent call last):' "$log" | grep -m 1 -E '^[A-Za-z_.]+(Error|Exception)' | sed 's/^/    /'
+    failures+=("[$name] printed a Python traceback")
   fi
   while IFS= read -r line; do failures+=("[$name] $line"); done < <(grep '^FAIL ' "$log" | cut -c 1-300)
   grep '^FAIL ' "$log" | sed "s/^/  [$name] /"
