@@ -7,6 +7,7 @@
 #include "train/config/config.h"
 #include "train/loop/step.h"
 
+/* What both sides of a run share: the batch source's options and the step counts. */
 typedef struct {
     const char *batch_text, *seq_text, *lengths_path;
     const char *shards_path; /* --from-shards DIR: pretraining's batches of the shard set DIR */

@@ -34,27 +34,21 @@
  * of its own (its shapes then differ): e.g. SST-2 fine-tuning against pretraining at the same model,
  * real tokens/s of the two jobs under the same load. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "core/common.h"
 #include "core/config/cli.h"
-#include "train/config/config.h"
-#include "train/loop/peak.h"
-#include "core/rng.h"
 #include "core/io/files.h"
 #include "core/io/paths.h"
-#include "layers/layers.h"
 #include "train/cli/bench_side.h"
 #include "train/cli/bench_sources.h"
 #include "train/cli/commands.h"
-#include "train/loop/finetune.h"
+#include "train/config/config.h"
+#include "train/loop/peak.h"
 #include "train/loop/step.h"
-#include "train/model/model.h"
 
 /* What the command line asks for. */
 typedef struct {
