@@ -11,7 +11,8 @@
 # torch.matmul attention, F.gelu, the MLM head at the labelled positions only, foreach AdamW,
 # autocast bf16 with fp32 layer norms; docs/bench-peer.md), not the parity reference; it runs with
 # tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and torch.set_num_threads(cores) (train.threads of
-# the row when it sets one); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
+# the row when it sets one), at its default and at its AVX-512 CPU capability each round where the CPU
+# has AVX-512 (the round's faster run counts, below); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
 # set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON), unless
 # --peer-coretype NAME runs the peer alone on OpenBLAS's core NAME (`unset`: the one OpenBLAS picks
 # without OPENBLAS_CORETYPE), e.g. the peer on its fastest kernels against realpos on the environment's.
@@ -112,6 +113,13 @@ run_realpos() { # name round config batch seq steps label_frac lengths_from agai
     --seq-len "$seq" --steps "$steps" --warmup 1 --probes start "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
+# PyTorch 1.13 runs its AVX2 kernels on this CPU unless ATEN_CPU_CAPABILITY=avx512 asks for its AVX-512
+# ones, and which is faster depends on the row (docs/bench-peer.md: bf16 at bert-mini faster with
+# AVX-512, the tagger slower): on a CPU with what its AVX-512 kernels need, the peer runs both ways
+# every round, in alternating order, as NAME.torch-default.rN.json and NAME.torch-avx512.rN.json, and
+# bench_table.py takes each round's faster run as that round's peer.
+peer_caps=(default avx512)
+for flag in avx512f avx512bw avx512vl avx512dq; do grep -qw "$flag" /proc/cpuinfo || peer_caps=(default); done
 run_torch() { # name round config batch seq steps lengths_from sets...
   local name=$1 round=$2 config=$3 batch=$4 seq=$5 steps=$6 lengths_from=$7 autocast=() batches=() n=$threads
   shift 7
@@ -119,10 +127,15 @@ run_torch() { # name round config batch seq steps lengths_from sets...
   [[ " $* " != *" train.threads=1 "* ]] || n=1
   # a tagging row: the steps realpos took in round 1 (realpos runs first in odd rounds), padded
   [ -z "$lengths_from" ] || batches=(--tagging "$lengths_from" --shapes-from "$out/runs/$name.realpos.r1.json")
-  LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n "${peer_env[@]}" \
-    /usr/bin/python3 scripts/bench_peer.py \
-    --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
-    --threads "$n" --label-frac 0.15 "${batches[@]}" --json "$out/runs/$name.torch.r$round.json" >/dev/null
+  local caps=("${peer_caps[@]}") cap capability
+  (( round % 2 )) || caps=($(printf '%s\n' "${peer_caps[@]}" | tac))
+  for cap in "${caps[@]}"; do
+    capability=(); [ "$cap" = default ] || capability=("ATEN_CPU_CAPABILITY=$cap")
+    LD_PRELOAD=$tcmalloc OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$n "${peer_env[@]}" env "${capability[@]}" \
+      /usr/bin/python3 scripts/bench_peer.py \
+      --config "$config" "$@" "${autocast[@]}" --batch-size "$batch" --seq-len "$seq" --steps "$steps" --warmup 1 \
+      --threads "$n" --label-frac 0.15 "${batches[@]}" --json "$out/runs/$name.torch-$cap.r$round.json" >/dev/null
+  done
 }
 
 for round in $(seq 1 "$rounds"); do

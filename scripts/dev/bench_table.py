@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Summarise an interleaved `make bench` run (scripts/dev/bench.sh): OUT/rows.tsv lists the rows, and
-OUT/runs/NAME.ENGINE.rROUND.json holds one run of one engine (realpos bench --json, reference.py
-bench --json). Prints, per row, medians over the rounds with their spread [min-max]:
+OUT/runs/NAME.ENGINE.rROUND.json holds one run of one engine (realpos bench --json, bench_peer.py
+--json); NAME.torch-VARIANT.rROUND.json a peer run one of several ways in that round (bench.sh: PyTorch
+at its default CPU capability and at AVX-512's), the round's peer being the fastest of them. Prints,
+per row, medians over the rounds with their spread [min-max]:
   - tokens/s of realpos and of PyTorch, and their ratio taken round by round (paired: both ran
     back to back), plus the same ratio from CPU seconds per step (less sensitive to steal time);
   - GFLOP/s and its fraction of the sgemm peak, the best probe of the whole bench at the row's
@@ -34,6 +36,7 @@ bench --json). Prints, per row, medians over the rounds with their spread [min-m
     "(pair)"; peak memory comparisons need each configuration alone, `realpos bench` without it).
 Writes OUT/results.json with the same numbers and the host (CPU model, OpenBLAS kernels,
 OPENBLAS_CORETYPE). Usage: bench_table.py OUT"""
+import collections
 import glob
 import json
 import os
@@ -145,13 +148,30 @@ def local_peak_work(run):
 
 
 def load_runs(out):
-    runs = {}  # (name, engine) -> {round: result}
+    """(name, engine) -> {round: result}. A peer run several ways in a round (NAME.torch-VARIANT.rN.json:
+    bench.sh runs PyTorch at its default CPU capability and at AVX-512's) is that round's fastest run
+    (real tokens/s), its variant in peer_variant: the peer at its best setting, round by round."""
+    runs = {}
     for path in glob.glob(os.path.join(out, "runs", "*.json")):
-        m = re.fullmatch(r"(.+)\.(realpos|torch)\.r(\d+)\.json", os.path.basename(path))
-        if m:
-            with open(path) as f:
-                runs.setdefault((m.group(1), m.group(2)), {})[int(m.group(3))] = json.load(f)
+        m = re.fullmatch(r"(.+)\.(realpos|torch)(?:-([A-Za-z0-9]+))?\.r(\d+)\.json", os.path.basename(path))
+        if not m or (m.group(2) == "realpos" and m.group(3)):
+            continue
+        with open(path) as f:
+            run = json.load(f)
+        if m.group(3):
+            run["peer_variant"] = m.group(3)
+        rounds = runs.setdefault((m.group(1), m.group(2)), {})
+        rnd = int(m.group(4))
+        if rnd not in rounds or real_rate(run) > real_rate(rounds[rnd]):
+            rounds[rnd] = run
     return runs
+
+
+def counts(values):
+    """'A x2, B x1' of the values that are not None, most frequent first, ties in name order (None when
+    there are none)."""
+    tally = collections.Counter(v for v in values if v is not None)
+    return ", ".join(f"{v} x{n}" for v, n in sorted(tally.items(), key=lambda vn: (-vn[1], vn[0]))) or None
 
 
 def spread(values):
@@ -236,6 +256,7 @@ def summarise(out):
             "realpos_rss_mb": spread([r["peak_rss_mb"] for r in rp.values()]),
             "realpos_rss_paired": any(r.get("paired") for r in rp.values()),
             "torch_rss_mb": spread([r["peak_rss_mb"] for r in pt.values()]),
+            "torch_variants": counts([r.get("peer_variant") for r in pt.values()]),
         })
     some = next((r for (_, e), rs in runs.items() if e == "realpos" for r in rs.values()), {})
     some_torch = next((r for (_, e), rs in runs.items() if e == "torch" for r in rs.values()), {})
@@ -245,7 +266,8 @@ def summarise(out):
             "sgemm_peaks_by_threads": {str(t): p for t, p in sorted(peaks.items(), key=lambda kv: (kv[0] is None, kv[0]))},
             "realpos_openblas_corename": some.get("openblas_corename"),
             "torch_openblas_corename": some_torch.get("openblas_corename"),
-            "torch_cpu_capability": some_torch.get("torch_cpu_capability"),
+            "torch_cpu_capability": counts([r.get("torch_cpu_capability") for (_, e), rs in runs.items()
+                                            if e == "torch" for r in rs.values()]),
             "openblas_coretype_env": some.get("openblas_coretype_env"),
             "sgemm_peak_gflops": peak, "sgemm_probes": spread(probes),
             "bf16_peak_gflops": bf16_peak, "bf16_probes": spread(bf16_probes), "bf16": some.get("bf16"),
@@ -285,7 +307,7 @@ def main(out):
     counts = " and ".join(str(t) for t in host["threads"])
     print(f"{host['cpu_model']}, {counts} thread{'' if counts == '1' else 's'}; OpenBLAS kernels: realpos "
           f"{host['realpos_openblas_corename']}, PyTorch {host['torch_openblas_corename']} "
-          f"(torch CPU capability {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
+          f"(torch CPU capability of the peer runs counted: {host['torch_cpu_capability']}); OPENBLAS_CORETYPE="
           f"{host['openblas_coretype_env'] or '(unset)'}; {host['rounds']} interleaved rounds, "
           f"medians [min..max]")
     print(f"CPU flags: {host['cpu_vector_isa']}, bf16: {host['cpu_bf16_flags']}"
@@ -325,6 +347,10 @@ def main(out):
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
     for row in table:
         print("  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths))))
+    variants = [f"{r['name']} {r['torch_variants']}" for r in results if r["torch_variants"]]
+    if variants:
+        print("PyTorch's runs, each round's faster of its ways (bench.sh runs it at its default CPU capability "
+              "and at AVX-512's): " + "; ".join(variants))
     if any(r["peak_fraction"] and r["peak_fraction"]["max"] > 1.0 for r in results):
         print("!: above 100% of the sgemm peak: a round ran faster than the best probe of the bench (probes that met "
               "a busy moment of the host read low), so that peak is an underestimate here")

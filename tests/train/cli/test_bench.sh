@@ -112,6 +112,9 @@ printf 'lm\tno\t\t4\t64\t\t\nlm-slow\tno\tlm\t4\t64\t\t\n' >>"$tmp/b/rows.tsv"
 # A one-thread row (the tagger's, train.threads=1) among two-thread ones: its fraction of peak is of
 # its own runs' one-thread probes (best 3), not of the bench's best (6, at 2 threads).
 printf 'one\tno\t\t32\t128\t\n' >>"$tmp/b/rows.tsv"
+# A peer run two ways a round (bench.sh: PyTorch at its default CPU capability and at AVX-512's): each
+# round's peer is its faster run, 150 (avx512) in round 1 and 100 (default) in round 2.
+printf 'v\tyes\t\t32\t128\t\n' >>"$tmp/b/rows.tsv"
 "$RP" config configs/tiny.ini >"$tmp/b/runs/ft-max.config.ini"
 for n in ft lm lm-slow; do cp "$tmp/b/runs/ft-max.config.ini" "$tmp/b/runs/$n.config.ini"; done
 "$PY" - "$tmp/b/runs" <<'PY'
@@ -128,6 +131,10 @@ for rnd, (rp, pt, rel, gf) in enumerate([(300, 100, 270, 5.0), (100, 50, 80, 9.0
         sgemm_probes_gflops=[6.0], **base)
     run(f"one.realpos.r{rnd}.json", tokens_per_s=rp, gflops=1.5, sgemm_peak_gflops=3.0,
         sgemm_probes_gflops=[3.0, 2.5], **dict(base, threads=1))
+    if rnd <= 2:
+        run(f"v.realpos.r{rnd}.json", tokens_per_s=300, gflops=1.0, sgemm_peak_gflops=6.0, **base)
+        run(f"v.torch-default.r{rnd}.json", tokens_per_s=100, torch_cpu_capability="AVX2", **base)
+        run(f"v.torch-avx512.r{rnd}.json", tokens_per_s=[150, 50][rnd - 1], torch_cpu_capability="AVX512", **base)
     ft = dict(base, steps=2, batch_size=4, seq_len=64, labelled=0, real_tokens=400, gflops=1.0,
               sgemm_peak_gflops=6.0, sgemm_probes_gflops=[6.0])
     run(f"ft-max.realpos.r{rnd}.json", **dict(ft, tokens_per_s=1000, real_tokens_per_s=250, batch_lengths=[64, 64]))
@@ -159,6 +166,13 @@ check("bench table: median tokens/s", m["realpos_tokens_per_s"]["median"] == 200
 check("bench table: ratio paired by round", m["speed_ratio"]["median"] == 2 and m["speed_ratio"]["max"] == 3, str(m["speed_ratio"]))
 check("bench table: CPU-time ratio", m["cpu_time_ratio"]["median"] == 2)
 check("bench table: peak is the best probe of the bench", res["host"]["sgemm_peak_gflops"] == 6.0)
+v = rows["v"]
+check("bench table: a peer run two ways is each round's faster run",
+      v["torch_tokens_per_s"] == {"median": 125, "min": 100, "max": 150, "n": 2} and
+      v["speed_ratio"]["min"] == 2 and v["speed_ratio"]["max"] == 3 and v["torch_variants"] == "avx512 x1, default x1",
+      str((v["torch_tokens_per_s"], v["speed_ratio"], v["torch_variants"])))
+check("bench table: the capabilities of the peer runs counted", res["host"]["torch_cpu_capability"] == "AVX2 x1, AVX512 x1",
+      str(res["host"]["torch_cpu_capability"]))
 one = rows["one"]
 check("bench table: a one-thread row's fraction is of the one-thread probes' best",
       one["peak_fraction"] and abs(one["peak_fraction"]["median"] - 0.5) < 1e-9 and
