@@ -12,10 +12,11 @@
 # autocast bf16 with fp32 layer norms; docs/bench-peer.md), not the parity reference; it runs with
 # tcmalloc preloaded, OMP_WAIT_POLICY=PASSIVE and torch.set_num_threads(cores) (train.threads of
 # the row when it sets one), at its default and at its AVX-512 CPU capability each round where the CPU
-# has AVX-512 (the round's faster run counts, below); realpos with the same OpenMP settings. OPENBLAS_CORETYPE is never
-# set here: both sides run the BLAS kernels OpenBLAS picks for this CPU (recorded in the JSON), unless
-# --peer-coretype NAME runs the peer alone on OpenBLAS's core NAME (`unset`: the one OpenBLAS picks
-# without OPENBLAS_CORETYPE), e.g. the peer on its fastest kernels against realpos on the environment's.
+# has AVX-512 (the round's faster run counts, below); realpos with the same OpenMP settings.
+# OPENBLAS_CORETYPE is never set here: both sides run the BLAS kernels OpenBLAS picks for this CPU
+# (recorded in the JSON), unless --peer-coretype NAME runs the peer alone on OpenBLAS's core NAME
+# (`unset`: the one OpenBLAS picks without OPENBLAS_CORETYPE), e.g. the peer on its fastest kernels
+# against realpos on the environment's.
 # The finetune-* rows are fine-tuning steps (`realpos bench --lengths-from`: the task head and loss
 # on batches the TaskSampler draws from the real GLUE / SQuAD training files in ../shared/data,
 # tokenized with data/vocab, padded to their longest sequence, grouped by length in the -grouped
@@ -113,9 +114,10 @@ run_realpos() { # name round config batch seq steps label_frac lengths_from agai
     --seq-len "$seq" --steps "$steps" --warmup 1 --probes start "${batches[@]}" \
     --json "$out/runs/$name.realpos.r$round.json" >&2
 }
-# PyTorch 1.13 runs its AVX2 kernels on this CPU unless ATEN_CPU_CAPABILITY=avx512 asks for its AVX-512
-# ones, and which is faster depends on the row (docs/bench-peer.md: bf16 at bert-mini faster with
-# AVX-512, the tagger slower): on a CPU with what its AVX-512 kernels need, the peer runs both ways
+# PyTorch 1.13 may run its AVX2 kernels on an AVX-512 CPU (it does on the Zen 5 of docs/bench-peer.md)
+# unless ATEN_CPU_CAPABILITY=avx512 asks for its AVX-512 ones, and which is faster depends on the row
+# (there: bf16 at bert-mini faster with AVX-512, the tagger slower): on a CPU with what its AVX-512
+# kernels need, the peer runs both ways
 # every round, in alternating order, as NAME.torch-default.rN.json and NAME.torch-avx512.rN.json, and
 # bench_table.py takes each round's faster run as that round's peer.
 peer_caps=(default avx512)
