@@ -210,7 +210,7 @@ static void work_out_figures(BenchFigures *f, const BenchRun *r, const BenchArgs
     f->tokens_per_s = (double)side->counted.computed_tokens / side->elapsed;
     f->real_tokens_per_s = (double)side->counted.real_tokens / side->elapsed;
     f->gflops = side->counted.flops / side->elapsed * 1e-9;
-    f->fraction = peak_utilisation(r->peak, f->gflops);
+    f->fraction = peak_utilisation(r->peak, f->gflops); /* fp32: raises the peak to this rate if it is faster */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     f->rss_mb = (double)ru.ru_maxrss / 1024.0;
