@@ -21,7 +21,7 @@ bench() { # PRECISION JSON [env...]: the bench's peak RSS in MB
   env "$@" "$RP" bench configs/bert-mini.ini --batch-size 32 --seq-len 128 --steps 1 --warmup 0 \
     --set train.precision="$precision" --json "$out" 2>&1 | sed -n 's/.*peak RSS \([0-9]*\) MB.*/\1/p'
 }
-own_bytes() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["bf16_probe_own_bytes"])' "$1"; }
+own_bytes() { "$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["bf16_probe_own_bytes"])' "$1"; }
 fp32=$(bench fp32 "$json.fp32" REALPOS_PEAK_CACHE=off)
 bf16=$(bench bf16 "$json" REALPOS_PEAK_CACHE=off)
 bench bf16 "$json.own" REALPOS_PEAK_CACHE=off REALPOS_TEST_PROBE_OWN=1 >/dev/null
